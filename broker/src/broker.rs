@@ -1,0 +1,250 @@
+//! The node's shared state.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use strata_kraft::{CreateTopic, MetadataError, MetadataImage, MetadataStore, TopicImage};
+use strata_storage::{Log, LogConfig, LogError, TimestampType};
+use uuid::Uuid;
+
+use crate::config::BrokerConfig;
+use crate::partition::Partition;
+
+/// The directory (under `log.dirs`) of the metadata log. It is not a user topic.
+pub const METADATA_DIR: &str = "__cluster_metadata-0";
+
+/// A failure while opening the node at startup.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("metadata: {0}")]
+    Metadata(#[from] MetadataError),
+    #[error("partition {dir}: {source}")]
+    Log { dir: PathBuf, source: LogError },
+    #[error("cannot create log directory {dir}: {source}")]
+    LogDir { dir: PathBuf, source: std::io::Error },
+}
+
+/// Everything one broker node shares between connections.
+pub struct Broker {
+    /// Static configuration.
+    pub config: BrokerConfig,
+    /// The metadata log and its controller (a single voter). Writes are serialised here.
+    metadata: Mutex<MetadataStore>,
+    /// The latest applied image. Readers clone the `Arc` and never wait on the controller.
+    image: RwLock<Arc<MetadataImage>>,
+    /// Open partitions by (topic, index).
+    partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
+}
+
+impl Broker {
+    /// Opens the metadata log, registers this broker, and opens every partition's log.
+    ///
+    /// # Errors
+    ///
+    /// [`StartupError`] when the data directory or a log cannot be opened.
+    pub fn open(config: BrokerConfig, now_ms: i64) -> Result<Arc<Self>, StartupError> {
+        let dir = config.log_dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|source| StartupError::LogDir { dir: dir.clone(), source })?;
+        let mut metadata = MetadataStore::open(&dir, config.node_id, now_ms)?;
+        metadata.register_broker(
+            config.node_id,
+            &config.advertised_host,
+            config.advertised_port,
+            config.rack.clone(),
+            now_ms,
+        )?;
+        let image = metadata.image();
+        let broker = Arc::new(Broker {
+            config,
+            metadata: Mutex::new(metadata),
+            image: RwLock::new(image.clone()),
+            partitions: RwLock::new(HashMap::new()),
+        });
+        for topic in image.topics.values() {
+            broker.open_topic(topic, now_ms)?;
+        }
+        broker.remove_orphan_dirs(&image);
+        Ok(broker)
+    }
+
+    /// The current metadata image.
+    #[must_use]
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The partition, if this broker hosts it.
+    #[must_use]
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(topic.to_owned(), index))
+            .cloned()
+    }
+
+    /// Every open partition.
+    #[must_use]
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect()
+    }
+
+    /// Creates a topic through the metadata log, then opens its partitions.
+    ///
+    /// # Errors
+    ///
+    /// [`MetadataError`] for Kafka's validation failures (name, partitions, configs, existing).
+    pub fn create_topic(&self, mut req: CreateTopic, now_ms: i64) -> Result<Uuid, CreateTopicError> {
+        if req.num_partitions == -1 {
+            req.num_partitions = self.config.num_partitions;
+        }
+        if req.replication_factor == -1 {
+            req.replication_factor = self.config.default_replication_factor;
+        }
+        let validate_only = req.validate_only;
+        let mut store = self.metadata.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let id = store.create_topic(req, now_ms)?;
+        if validate_only {
+            return Ok(id);
+        }
+        let image = store.image();
+        *self.image.write().unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
+        drop(store);
+        if let Some(topic) = image.topic_by_id(id) {
+            self.open_topic(topic, now_ms).map_err(CreateTopicError::Startup)?;
+        }
+        Ok(id)
+    }
+
+    /// Deletes a topic through the metadata log, then removes its partitions' data.
+    ///
+    /// # Errors
+    ///
+    /// [`MetadataError::UnknownTopic`] and storage failures.
+    pub fn delete_topic(&self, topic_id: Uuid, now_ms: i64) -> Result<String, MetadataError> {
+        let mut store = self.metadata.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let name = store.delete_topic(topic_id, now_ms)?;
+        *self.image.write().unwrap_or_else(std::sync::PoisonError::into_inner) = store.image();
+        drop(store);
+        let removed: Vec<Arc<Partition>> = {
+            let mut parts = self.partitions.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let keys: Vec<_> = parts.keys().filter(|(t, _)| *t == name).cloned().collect();
+            keys.iter().filter_map(|k| parts.remove(k)).collect()
+        };
+        for p in removed {
+            let dir = self.partition_dir(&p.topic, p.index);
+            // In-flight readers keep their file handles; the directory goes now.
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot remove deleted partition");
+            }
+        }
+        Ok(name)
+    }
+
+    /// Applies each partition's retention and flush policy.
+    pub fn housekeeping(&self, now_ms: i64) {
+        for p in self.all_partitions() {
+            let mut log = p.log();
+            match log.apply_retention(now_ms) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(topic = %p.topic, partition = p.index, segments = n,
+                    log_start_offset = log.log_start_offset(), "retention deleted segments"),
+                Err(e) => tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "retention failed"),
+            }
+            if let Err(e) = log.maybe_flush(now_ms) {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
+            }
+        }
+    }
+
+    /// Flushes every log: the clean-shutdown path.
+    pub fn flush_all(&self) {
+        for p in self.all_partitions() {
+            if let Err(e) = p.log().flush() {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "flush on shutdown failed");
+            }
+        }
+    }
+
+    /// The effective log configuration of a topic: its overrides, else the broker's `log.*`
+    /// defaults, else Kafka's.
+    #[must_use]
+    pub fn log_config(&self, topic_configs: &BTreeMap<String, String>) -> LogConfig {
+        let c = &self.config;
+        let get = |k: &str| topic_configs.get(k).and_then(|v| v.parse::<i64>().ok());
+        // Values were validated by the controller (topic) or at startup (broker), so the
+        // clamps below only guard the narrowing.
+        let u32_of = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
+        let append_time = match topic_configs.get("message.timestamp.type") {
+            Some(v) => v == "LogAppendTime",
+            None => c.log_append_time,
+        };
+        LogConfig {
+            segment_bytes: u32_of(get("segment.bytes").unwrap_or(c.log_segment_bytes)),
+            segment_ms: get("segment.ms").unwrap_or(c.log_roll_ms),
+            index_interval_bytes: u32_of(get("index.interval.bytes").unwrap_or(i64::from(c.log_index_interval_bytes))),
+            segment_index_bytes: u32_of(get("segment.index.bytes").unwrap_or(i64::from(c.log_index_size_max_bytes))),
+            retention_ms: get("retention.ms").unwrap_or(c.log_retention_ms),
+            retention_bytes: get("retention.bytes").unwrap_or(c.log_retention_bytes),
+            flush_interval_messages: get("flush.messages").unwrap_or(c.log_flush_interval_messages),
+            flush_interval_ms: get("flush.ms").or(c.log_flush_interval_ms).unwrap_or(i64::MAX),
+            max_message_bytes: u32_of(get("max.message.bytes").unwrap_or(i64::from(c.message_max_bytes))),
+            timestamp_type: if append_time { TimestampType::LogAppendTime } else { TimestampType::CreateTime },
+        }
+    }
+
+    fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
+        self.config.log_dir.join(format!("{topic}-{index}"))
+    }
+
+    fn open_topic(&self, topic: &TopicImage, now_ms: i64) -> Result<(), StartupError> {
+        let cfg = self.log_config(&topic.configs);
+        for p in &topic.partitions {
+            if p.leader != self.config.node_id {
+                continue;
+            }
+            let dir = self.partition_dir(&topic.name, p.partition);
+            let log = Log::open(&dir, cfg.clone(), now_ms).map_err(|source| StartupError::Log { dir, source })?;
+            let part = Partition::new(topic.name.clone(), topic.topic_id, p.partition, log);
+            self.partitions
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert((topic.name.clone(), p.partition), part);
+        }
+        Ok(())
+    }
+
+    /// Removes partition directories whose topic is no longer in the metadata image: a crash
+    /// between the metadata record of a deletion and the removal of the data leaves them.
+    fn remove_orphan_dirs(&self, image: &MetadataImage) {
+        let Ok(entries) = std::fs::read_dir(&self.config.log_dir) else { return };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == METADATA_DIR || !entry.path().is_dir() {
+                continue;
+            }
+            let Some((topic, idx)) = name.rsplit_once('-') else { continue };
+            if idx.parse::<i32>().is_err() || image.topics.contains_key(topic) {
+                continue;
+            }
+            tracing::warn!(dir = %name, "removing data of a deleted topic");
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+
+    /// The data directory.
+    #[must_use]
+    pub fn log_dir(&self) -> &Path {
+        &self.config.log_dir
+    }
+}
+
+/// Why a topic could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateTopicError {
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    #[error(transparent)]
+    Startup(StartupError),
+}

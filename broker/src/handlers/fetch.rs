@@ -1,0 +1,163 @@
+//! Fetch (key 1): read whole batches from each partition's log up to the high watermark, and
+//! long-poll until `min_bytes` are available or `max_wait_ms` passes.
+//!
+//! Fetch sessions (KIP-227) are answered sessionless: a request that asks for a new session
+//! (id 0, epoch 0) gets session id 0, which tells the client to keep sending full requests;
+//! a request naming a session we never created gets FETCH_SESSION_ID_NOT_FOUND.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::select_all;
+use strata_protocol::ResponseError;
+use strata_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use strata_protocol::messages::{FetchRequest, FetchResponse};
+use tokio::time::Instant;
+
+use super::RequestContext;
+use crate::error::log_error_code;
+use crate::partition::Partition;
+
+/// KIP-447: read_committed. With no transactions yet, the last stable offset is the high
+/// watermark, and the aborted-transaction list is empty.
+const READ_COMMITTED: i8 = 1;
+
+/// One requested partition, resolved.
+struct Wanted {
+    topic_slot: usize,
+    index: i32,
+    fetch_offset: i64,
+    partition_max_bytes: i32,
+    partition: Result<Arc<Partition>, i16>,
+}
+
+/// Answers a fetch, parking until enough bytes arrive.
+pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
+    let version = ctx.api_version;
+    if version >= 7 && (req.session_id != 0 || req.session_epoch > 0) {
+        return FetchResponse::default()
+            .with_error_code(ResponseError::FetchSessionIdNotFound.code())
+            .with_session_id(0);
+    }
+    let image = ctx.broker.image();
+    let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
+    let mut wanted = Vec::new();
+    for t in &req.topics {
+        let name = if version >= 13 {
+            image.topic_by_id(t.topic_id).map(|ti| ti.name.clone())
+        } else {
+            Some(t.topic.0.to_string())
+        };
+        let mut resp = FetchableTopicResponse::default();
+        if version >= 13 {
+            resp = resp.with_topic_id(t.topic_id);
+        } else {
+            resp = resp.with_topic(t.topic.clone());
+        }
+        let slot = topics.len();
+        topics.push(resp);
+        for p in &t.partitions {
+            let partition = match &name {
+                None => Err(ResponseError::UnknownTopicId.code()),
+                Some(n) => ctx.broker.partition(n, p.partition).ok_or(ResponseError::UnknownTopicOrPartition.code()),
+            };
+            wanted.push(Wanted {
+                topic_slot: slot,
+                index: p.partition,
+                fetch_offset: p.fetch_offset,
+                partition_max_bytes: p.partition_max_bytes,
+                partition,
+            });
+        }
+    }
+    let deadline = Instant::now() + Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
+    let min_bytes = i64::from(req.min_bytes.max(0));
+    let max_bytes = u32::try_from(req.max_bytes.max(0)).unwrap_or(0);
+    loop {
+        // Subscribe before reading, so an append between the read and the wait still wakes us.
+        let mut watchers: Vec<_> = wanted.iter().filter_map(|w| w.partition.as_ref().ok()).map(|p| p.subscribe()).collect();
+        let (parts, bytes, errors) = read_all(&wanted, max_bytes, req.isolation_level);
+        if bytes >= min_bytes || errors || Instant::now() >= deadline {
+            let mut topics = topics;
+            for (w, pd) in wanted.iter().zip(parts) {
+                topics[w.topic_slot].partitions.push(pd);
+            }
+            return FetchResponse::default().with_session_id(0).with_responses(topics);
+        }
+        let changed = watchers.iter_mut().map(|w| Box::pin(w.changed())).collect::<Vec<_>>();
+        if changed.is_empty() {
+            tokio::time::sleep_until(deadline).await;
+        } else {
+            tokio::select! {
+                _ = select_all(changed) => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+}
+
+/// Reads every partition once. Returns the partition answers in request order, the bytes
+/// read, and whether any partition has an error (an error answers at once, as in Kafka).
+fn read_all(wanted: &[Wanted], max_bytes: u32, isolation_level: i8) -> (Vec<PartitionData>, i64, bool) {
+    let mut remaining = max_bytes;
+    let mut total: i64 = 0;
+    let mut any_error = false;
+    let mut out = Vec::with_capacity(wanted.len());
+    for w in wanted {
+        let mut pd = PartitionData::default()
+            .with_partition_index(w.index)
+            .with_high_watermark(-1)
+            .with_last_stable_offset(-1)
+            .with_log_start_offset(-1)
+            .with_preferred_read_replica((-1).into());
+        let p = match &w.partition {
+            Ok(p) => p,
+            Err(code) => {
+                any_error = true;
+                out.push(pd.with_error_code(*code));
+                continue;
+            }
+        };
+        let hw = p.high_watermark();
+        pd = pd.with_high_watermark(hw).with_last_stable_offset(hw).with_log_start_offset(p.log_start_offset());
+        if isolation_level == READ_COMMITTED {
+            pd = pd.with_aborted_transactions(Some(Vec::new()));
+        }
+        let limit = remaining.min(u32::try_from(w.partition_max_bytes.max(0)).unwrap_or(0));
+        // Kafka's rule: the first batch of the response is returned whole even when it exceeds
+        // the limits, so that a consumer can always make progress.
+        let min_one = total == 0;
+        let read = p.read(w.fetch_offset, limit, min_one).map_err(|e| log_error_code(&e)).and_then(|r| {
+            load(&r.regions).map_err(|e| {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "segment read failed");
+                ResponseError::KafkaStorageError.code()
+            })
+        });
+        match read {
+            Ok(records) => {
+                let n = records.len() as u32;
+                remaining = remaining.saturating_sub(n);
+                total += i64::from(n);
+                pd = pd.with_records(Some(records));
+            }
+            Err(code) => {
+                any_error = true;
+                pd = pd.with_error_code(code).with_records(None);
+            }
+        }
+        out.push(pd);
+    }
+    (out, total, any_error)
+}
+
+/// Copies the regions into one buffer. The zero-copy writer (sendfile) replaces this.
+fn load(regions: &[strata_storage::FileRegion]) -> std::io::Result<Bytes> {
+    let len: usize = regions.iter().map(|r| r.len as usize).sum();
+    let mut buf = Vec::with_capacity(len);
+    for r in regions {
+        r.read_into(&mut buf)?;
+    }
+    Ok(Bytes::from(buf))
+}
+

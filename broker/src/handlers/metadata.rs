@@ -1,0 +1,130 @@
+//! Metadata (key 3): brokers, the cluster id, the controller, and topics from the metadata
+//! image, with auto-creation when `auto.create.topics.enable` is on.
+
+use strata_kraft::{CreateTopic, MetadataImage, TopicImage};
+use strata_protocol::ResponseError;
+use strata_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use strata_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use strata_protocol::StrBytes;
+use uuid::Uuid;
+
+use super::RequestContext;
+
+/// Kafka's "authorized operations not requested" sentinel.
+const OPS_NOT_REQUESTED: i32 = i32::MIN;
+
+/// Answers a Metadata request.
+#[must_use]
+pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
+    let broker = &ctx.broker;
+    let mut image = broker.image();
+    // v0: an empty list means every topic. v1+: null means every topic, empty means none.
+    let all = match &req.topics {
+        None => true,
+        Some(t) => t.is_empty() && ctx.api_version == 0,
+    };
+    // Auto-creation is on for v0-v3 and when v4+ allows it.
+    let may_create = broker.config.auto_create_topics && (ctx.api_version < 4 || req.allow_auto_topic_creation);
+    let mut topics = Vec::new();
+    if all {
+        topics.extend(image.topics.values().map(|t| topic_response(t, ctx.api_version)));
+    } else {
+        for wanted in req.topics.unwrap_or_default() {
+            let by_name = wanted.name.as_ref().map(|n| n.0.to_string());
+            let found = match &by_name {
+                Some(name) => image.topics.get(name),
+                None => image.topic_by_id(wanted.topic_id),
+            };
+            if let Some(t) = found {
+                topics.push(topic_response(t, ctx.api_version));
+                continue;
+            }
+            let Some(name) = by_name else {
+                topics.push(error_topic(None, wanted.topic_id, ResponseError::UnknownTopicId.code()));
+                continue;
+            };
+            if !may_create {
+                topics.push(error_topic(Some(name), Uuid::nil(), ResponseError::UnknownTopicOrPartition.code()));
+                continue;
+            }
+            let create = CreateTopic {
+                name: name.clone(),
+                num_partitions: -1,
+                replication_factor: -1,
+                configs: Default::default(),
+                validate_only: false,
+            };
+            match broker.create_topic(create, crate::now_ms()) {
+                Ok(_) => {
+                    tracing::info!(topic = %name, "auto-created topic");
+                    image = broker.image();
+                    match image.topics.get(&name) {
+                        Some(t) => topics.push(topic_response(t, ctx.api_version)),
+                        None => topics.push(error_topic(Some(name), Uuid::nil(), ResponseError::UnknownTopicOrPartition.code())),
+                    }
+                }
+                Err(e) => {
+                    // A topic created concurrently by another client is simply there now.
+                    image = broker.image();
+                    match image.topics.get(&name) {
+                        Some(t) => topics.push(topic_response(t, ctx.api_version)),
+                        None => topics.push(error_topic(Some(name), Uuid::nil(), crate::error::create_topic_error_code(&e))),
+                    }
+                }
+            }
+        }
+    }
+    response(&image, topics)
+}
+
+fn response(image: &MetadataImage, topics: Vec<MetadataResponseTopic>) -> MetadataResponse {
+    MetadataResponse::default()
+        .with_brokers(
+            image
+                .brokers
+                .values()
+                .map(|b| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(b.node_id))
+                        .with_host(StrBytes::from_string(b.host.clone()))
+                        .with_port(i32::from(b.port))
+                        .with_rack(b.rack.clone().map(StrBytes::from_string))
+                })
+                .collect(),
+        )
+        .with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
+        .with_controller_id(BrokerId(image.controller_id))
+        .with_cluster_authorized_operations(OPS_NOT_REQUESTED)
+        .with_topics(topics)
+}
+
+fn topic_response(t: &TopicImage, _version: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
+        .with_topic_id(t.topic_id)
+        .with_is_internal(false)
+        .with_topic_authorized_operations(OPS_NOT_REQUESTED)
+        .with_partitions(
+            t.partitions
+                .iter()
+                .map(|p| {
+                    MetadataResponsePartition::default()
+                        .with_partition_index(p.partition)
+                        .with_leader_id(BrokerId(p.leader))
+                        .with_leader_epoch(p.leader_epoch)
+                        .with_replica_nodes(p.replicas.iter().map(|r| BrokerId(*r)).collect())
+                        .with_isr_nodes(p.isr.iter().map(|r| BrokerId(*r)).collect())
+                })
+                .collect(),
+        )
+}
+
+fn error_topic(name: Option<String>, topic_id: Uuid, code: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_error_code(code)
+        .with_name(name.map(|n| TopicName(StrBytes::from_string(n))))
+        .with_topic_id(topic_id)
+        .with_topic_authorized_operations(OPS_NOT_REQUESTED)
+}

@@ -1,0 +1,68 @@
+//! Produce (key 0): validate each partition's record set, append it as sent (offsets and the
+//! partition leader epoch rewritten in place), and answer per partition.
+
+use bytes::BytesMut;
+use strata_protocol::ResponseError;
+use strata_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use strata_protocol::messages::{ProduceRequest, ProduceResponse};
+use strata_protocol::StrBytes;
+
+use super::RequestContext;
+use crate::error::log_error_code;
+
+/// Appends and answers. Returns `None` for acks=0, which takes no response at all.
+#[must_use]
+pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Option<ProduceResponse> {
+    let acks = req.acks;
+    let valid_acks = matches!(acks, -1..=1);
+    let image = ctx.broker.image();
+    let now = crate::now_ms();
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    for topic in req.topic_data {
+        let name = topic.name.0.to_string();
+        let known = image.topics.contains_key(&name);
+        let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
+        for pd in topic.partition_data {
+            let mut resp = PartitionProduceResponse::default()
+                .with_index(pd.index)
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1);
+            let partition = if known { ctx.broker.partition(&name, pd.index) } else { None };
+            let outcome = match (valid_acks, partition, pd.records) {
+                (false, _, _) => Err((ResponseError::InvalidRequiredAcks.code(), None)),
+                (true, None, _) => Err((ResponseError::UnknownTopicOrPartition.code(), None)),
+                (true, Some(_), None) => Err((ResponseError::InvalidRecord.code(), Some("null records".to_owned()))),
+                (true, Some(p), Some(records)) => {
+                    // The request buffer is shared with the decoded header; the rewrite of base
+                    // offsets needs a private copy (one per partition, never per record).
+                    let mut buf = BytesMut::from(&records[..]);
+                    match p.append(&mut buf, now) {
+                        Ok(info) => {
+                            resp = resp
+                                .with_base_offset(info.base_offset)
+                                .with_log_append_time_ms(info.log_append_time)
+                                .with_log_start_offset(info.log_start_offset);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce rejected");
+                            Err((log_error_code(&e), Some(e.to_string())))
+                        }
+                    }
+                }
+            };
+            if let Err((code, message)) = outcome {
+                resp = resp.with_error_code(code).with_error_message(message.map(StrBytes::from_string));
+            }
+            partition_responses.push(resp);
+        }
+        responses.push(
+            TopicProduceResponse::default().with_name(topic.name).with_partition_responses(partition_responses),
+        );
+    }
+    if acks == 0 {
+        return None;
+    }
+    Some(ProduceResponse::default().with_responses(responses))
+}

@@ -1,0 +1,40 @@
+//! # strata-broker
+//!
+//! The Strata broker: a tokio server that speaks the Kafka wire protocol.
+//!
+//! # Layout
+//!
+//! - [`config`]: `server.properties` with Kafka's key names, environment and `--override`s.
+//! - [`broker`]: the node's shared state: configuration, the metadata store (single KRaft
+//!   voter) with its current image, and the open partitions.
+//! - [`partition`]: one partition's log behind a short critical section, and the high
+//!   watermark that parked fetches wait on.
+//! - [`connection`]: one task per client connection. Requests are decoded and processed in
+//!   arrival order; responses leave strictly in request order. A parked fetch runs in its own
+//!   task so that the requests behind it keep being processed.
+//! - [`handlers`]: one file per Kafka API, each `handle(ctx, request) -> response`, and one
+//!   dispatch `match`.
+//! - [`error`]: the one place where domain errors become Kafka error codes.
+//! - [`housekeeping`]: the periodic retention and flush task.
+//!
+//! # Invariants
+//!
+//! - Appends to a partition are serialised by that partition's lock only.
+//! - Nothing on the request path panics on client input; a frame that cannot be answered
+//!   closes only its own connection.
+
+pub mod broker;
+pub mod config;
+pub mod connection;
+pub mod error;
+pub mod handlers;
+pub mod housekeeping;
+pub mod partition;
+
+/// Milliseconds since the Unix epoch: the clock the storage and metadata cores are given.
+#[must_use]
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

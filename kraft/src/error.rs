@@ -1,0 +1,222 @@
+//! The crate's error type. The broker maps each variant to a Kafka error code in one
+//! exhaustive match, so variants stay distinct even where Kafka's messages look alike.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use strata_protocol::record_batch::BatchError;
+use strata_storage::LogError;
+use thiserror::Error;
+use uuid::Uuid;
+
+use crate::record::DecodeError;
+
+/// Everything that can go wrong reading, validating or writing cluster metadata.
+#[derive(Debug, Error)]
+pub enum MetadataError {
+    /// TOPIC_ALREADY_EXISTS.
+    #[error("topic '{0}' already exists")]
+    TopicAlreadyExists(String),
+    /// INVALID_TOPIC_EXCEPTION.
+    #[error("invalid topic name '{name}': {reason}")]
+    InvalidTopicName {
+        name: String,
+        reason: InvalidTopicNameReason,
+    },
+    /// INVALID_PARTITIONS: the count is 0, below -1, or above the per-operation cap.
+    #[error(
+        "invalid partition count {0}: must be between 1 and {max}, or -1 for the broker default",
+        max = crate::controller::MAX_PARTITIONS_PER_TOPIC
+    )]
+    InvalidPartitions(i32),
+    /// INVALID_REPLICATION_FACTOR.
+    #[error(
+        "invalid replication factor {requested}: must be at least 1 (or -1 for the default) \
+         and at most the {available_brokers} registered broker(s)"
+    )]
+    InvalidReplicationFactor {
+        requested: i16,
+        available_brokers: usize,
+    },
+    /// INVALID_CONFIG.
+    #[error("invalid value {value:?} for config '{key}': {reason}")]
+    InvalidConfig {
+        key: String,
+        value: Option<String>,
+        reason: ConfigValueError,
+    },
+    /// UNKNOWN_TOPIC_OR_PARTITION: no live topic has this name.
+    #[error("unknown topic '{0}'")]
+    UnknownTopic(String),
+    /// UNKNOWN_TOPIC_ID: no live topic has this id (KIP-516).
+    #[error("unknown topic id {0}")]
+    UnknownTopicId(Uuid),
+    /// A record in the metadata log (or handed to `decode`) is not a valid record.
+    /// `offset` is its log offset when it came from the log.
+    #[error("corrupt metadata record{}: {source}", fmt_offset(*.offset))]
+    CorruptRecord {
+        offset: Option<i64>,
+        source: DecodeError,
+    },
+    /// A batch in the metadata log is damaged or not one we write (e.g. compressed).
+    /// Storage recovery truncates a torn tail, so this means damage it could not see.
+    #[error("corrupt metadata log batch at offset {offset}: {source}")]
+    CorruptBatch { offset: i64, source: BatchError },
+    /// A record decoded fine but contradicts the image it was applied to: a bug or a
+    /// log written by someone else. Replay stops rather than serve a wrong image.
+    #[error("metadata record{} cannot be applied: {source}", fmt_offset(*.offset))]
+    InconsistentRecord {
+        offset: Option<i64>,
+        source: ApplyError,
+    },
+    /// `meta.properties` names a different `node.id` than the one configured: this log
+    /// dir belongs to another node, and using it would impersonate that node.
+    #[error(
+        "{path} belongs to node.id={stored}, but this node is configured as node.id={configured}"
+    )]
+    NodeIdMismatch {
+        path: PathBuf,
+        configured: i32,
+        stored: i32,
+    },
+    /// `meta.properties` exists but cannot be used.
+    #[error("{path}: {reason}")]
+    InvalidMetaProperties {
+        path: PathBuf,
+        reason: MetaPropertiesError,
+    },
+    /// Reading or writing a file outside the log (meta.properties).
+    #[error("I/O error on {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    /// The metadata log failed.
+    #[error(transparent)]
+    Storage(#[from] LogError),
+    /// An earlier write failed after reaching the log, so what is durable is unknown
+    /// (an fsync error may have dropped dirty pages). Like Kafka's controller on a fault,
+    /// we refuse further writes; a restart replays whatever is on disk.
+    #[error("the metadata log failed an earlier write; restart the node to recover")]
+    LogFailed,
+}
+
+fn fmt_offset(offset: Option<i64>) -> String {
+    offset
+        .map(|o| format!(" at offset {o}"))
+        .unwrap_or_default()
+}
+
+/// Why a topic name is illegal (Kafka's `Topic.validate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InvalidTopicNameReason {
+    /// The name is empty.
+    Empty,
+    /// `.` and `..` would be path components of the partition directory.
+    DotOrDotDot,
+    /// Longer than 249 characters: the partition directory name `<topic>-<partition>`
+    /// must fit a 255-byte file name.
+    TooLong { len: usize },
+    /// Only ASCII alphanumerics, `.`, `_` and `-` are legal.
+    IllegalCharacter(char),
+}
+
+impl fmt::Display for InvalidTopicNameReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => write!(f, "the name is empty"),
+            Self::DotOrDotDot => write!(f, "'.' and '..' are not allowed"),
+            Self::TooLong { len } => write!(f, "{len} characters, more than the maximum of 249"),
+            Self::IllegalCharacter(c) => write!(
+                f,
+                "illegal character {c:?}; only [a-zA-Z0-9._-] are allowed"
+            ),
+        }
+    }
+}
+
+/// Why a config key or value was rejected.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigValueError {
+    /// The key is not one of Kafka's topic configs.
+    UnknownKey,
+    /// Expected an integer of the config's width.
+    NotAnInteger,
+    /// Expected a decimal number.
+    NotANumber,
+    /// Expected `true` or `false`.
+    NotABoolean,
+    /// Below the config's minimum.
+    BelowMinimum { min: i64 },
+    /// Outside the config's range.
+    OutOfRange { min: f64, max: f64 },
+    /// Not one of the allowed values (for lists, an element was not).
+    NotOneOf { allowed: &'static [&'static str] },
+    /// Must be greater than or equal to another config's effective value.
+    LessThan {
+        other: &'static str,
+        other_value: i64,
+    },
+    /// Not `*` or a list of `partition:broker` pairs (throttled replicas).
+    NotAReplicaList,
+}
+
+impl fmt::Display for ConfigValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownKey => write!(f, "unknown topic config"),
+            Self::NotAnInteger => write!(f, "not an integer in range"),
+            Self::NotANumber => write!(f, "not a number"),
+            Self::NotABoolean => write!(f, "expected true or false"),
+            Self::BelowMinimum { min } => write!(f, "value must be at least {min}"),
+            Self::OutOfRange { min, max } => write!(f, "value must be between {min} and {max}"),
+            Self::NotOneOf { allowed } => write!(f, "must be one of {}", allowed.join(", ")),
+            Self::LessThan { other, other_value } => {
+                write!(f, "must not be less than {other} ({other_value})")
+            }
+            Self::NotAReplicaList => write!(f, "expected '*' or a list of partition:broker pairs"),
+        }
+    }
+}
+
+/// Why `meta.properties` cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum MetaPropertiesError {
+    /// A required key is absent.
+    #[error("missing required key '{0}'")]
+    MissingKey(&'static str),
+    /// A key's value does not parse.
+    #[error("invalid value '{value}' for '{key}'")]
+    InvalidValue { key: &'static str, value: String },
+    /// Version 0 is the ZooKeeper-era format; we only run in KRaft mode (version 1).
+    #[error("unsupported meta.properties version {0}; only version 1 (KRaft) is supported")]
+    UnsupportedVersion(String),
+}
+
+/// A record that decodes but does not fit the image it is applied to.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ApplyError {
+    /// A TopicRecord for a name that is already live.
+    #[error("topic '{0}' already exists")]
+    DuplicateTopicName(String),
+    /// A TopicRecord reusing a live topic id.
+    #[error("topic id {0} already exists")]
+    DuplicateTopicId(Uuid),
+    /// A record naming a topic id that is not live.
+    #[error("unknown topic id {0}")]
+    UnknownTopicId(Uuid),
+    /// A topic ConfigRecord naming a topic that is not live.
+    #[error("config record for unknown topic '{0}'")]
+    UnknownTopicName(String),
+    /// A PartitionRecord whose id would leave a gap (or is negative): partitions are
+    /// numbered densely from 0.
+    #[error(
+        "partition {partition} of topic {topic_id} is out of sequence; the topic has {existing} partitions"
+    )]
+    PartitionOutOfSequence {
+        topic_id: Uuid,
+        partition: i32,
+        existing: usize,
+    },
+    /// A RegisterBrokerRecord without endpoints.
+    #[error("broker {0} registered without endpoints")]
+    NoEndpoints(i32),
+}

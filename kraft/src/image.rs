@@ -1,0 +1,365 @@
+//! The `MetadataImage`: cluster state as of some offset of the metadata log, built only by
+//! applying records, so a broker replaying the log and the controller writing it agree.
+
+use std::collections::{BTreeMap, HashMap};
+
+use uuid::Uuid;
+
+use crate::ApplyError;
+use crate::record::{
+    ConfigRecord, MetadataRecord, PartitionRecord, RESOURCE_TYPE_TOPIC, RegisterBrokerRecord,
+    RemoveTopicRecord, TopicRecord,
+};
+
+/// A snapshot of cluster metadata. Brokers serve Metadata, DescribeConfigs and friends
+/// from it; it is shared as `Arc<MetadataImage>` and never mutated once published.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataImage {
+    /// Kafka's 22-character cluster id from `meta.properties`; clients see it in Metadata.
+    pub cluster_id: String,
+    /// The active controller's node id, reported in Metadata responses.
+    pub controller_id: i32,
+    /// Registered brokers by node id.
+    pub brokers: BTreeMap<i32, BrokerImage>,
+    /// Live topics by name: Metadata requests arrive by name.
+    pub topics: BTreeMap<String, TopicImage>,
+    /// KIP-516: Fetch v13+ and DeleteTopics v6+ address topics by id.
+    pub topic_names_by_id: HashMap<Uuid, String>,
+}
+
+/// A registered broker, as clients need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerImage {
+    /// The broker's `node.id`.
+    pub node_id: i32,
+    /// Advertised host of its first listener.
+    pub host: String,
+    /// Advertised port of its first listener.
+    pub port: u16,
+    /// `broker.rack`, if set.
+    pub rack: Option<String>,
+}
+
+/// A live topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicImage {
+    /// The topic name.
+    pub name: String,
+    /// KIP-516 topic id.
+    pub topic_id: Uuid,
+    /// Partitions, indexed by partition id (`partitions[i].partition == i`).
+    pub partitions: Vec<PartitionImage>,
+    /// Config overrides only; defaults come from `topic_config_defaults` and the broker.
+    pub configs: BTreeMap<String, String>,
+}
+
+/// One partition's assignment and leadership.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionImage {
+    /// The partition id.
+    pub partition: i32,
+    /// The leader's node id, or -1.
+    pub leader: i32,
+    /// The leader epoch clients send back in Fetch/ListOffsets (KIP-320).
+    pub leader_epoch: i32,
+    /// All replicas, preferred leader first.
+    pub replicas: Vec<i32>,
+    /// In-sync replicas.
+    pub isr: Vec<i32>,
+}
+
+impl MetadataImage {
+    /// An empty image for a cluster: no brokers, no topics.
+    pub fn new(cluster_id: impl Into<String>, controller_id: i32) -> Self {
+        MetadataImage {
+            cluster_id: cluster_id.into(),
+            controller_id,
+            ..Default::default()
+        }
+    }
+
+    /// The live topic with this id.
+    pub fn topic_by_id(&self, topic_id: Uuid) -> Option<&TopicImage> {
+        self.topic_names_by_id
+            .get(&topic_id)
+            .and_then(|name| self.topics.get(name))
+    }
+
+    /// Applies one record. Pure: no I/O, no clock.
+    ///
+    /// # Errors
+    ///
+    /// An [`ApplyError`] when the record contradicts the image (for example a partition
+    /// of a topic that does not exist). The image is then unchanged, so callers applying
+    /// a multi-record operation should apply to a clone and publish it only on success.
+    pub fn apply(&mut self, record: &MetadataRecord) -> Result<(), ApplyError> {
+        match record {
+            MetadataRecord::RegisterBroker(r) => self.apply_register_broker(r),
+            MetadataRecord::Topic(r) => self.apply_topic(r),
+            MetadataRecord::Partition(r) => self.apply_partition(r),
+            MetadataRecord::Config(r) => self.apply_config(r),
+            MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
+        }
+    }
+
+    fn apply_register_broker(&mut self, r: &RegisterBrokerRecord) -> Result<(), ApplyError> {
+        let endpoint = r
+            .endpoints
+            .first()
+            .ok_or(ApplyError::NoEndpoints(r.broker_id))?;
+        // A re-registration replaces the old one whole (KIP-631).
+        self.brokers.insert(
+            r.broker_id,
+            BrokerImage {
+                node_id: r.broker_id,
+                host: endpoint.host.clone(),
+                port: endpoint.port,
+                rack: r.rack.clone(),
+            },
+        );
+        Ok(())
+    }
+
+    fn apply_topic(&mut self, r: &TopicRecord) -> Result<(), ApplyError> {
+        if self.topics.contains_key(&r.name) {
+            return Err(ApplyError::DuplicateTopicName(r.name.clone()));
+        }
+        if self.topic_names_by_id.contains_key(&r.topic_id) {
+            return Err(ApplyError::DuplicateTopicId(r.topic_id));
+        }
+        self.topic_names_by_id.insert(r.topic_id, r.name.clone());
+        self.topics.insert(
+            r.name.clone(),
+            TopicImage {
+                name: r.name.clone(),
+                topic_id: r.topic_id,
+                partitions: Vec::new(),
+                configs: BTreeMap::new(),
+            },
+        );
+        Ok(())
+    }
+
+    fn topic_mut(&mut self, topic_id: Uuid) -> Result<&mut TopicImage, ApplyError> {
+        let name = self
+            .topic_names_by_id
+            .get(&topic_id)
+            .ok_or(ApplyError::UnknownTopicId(topic_id))?;
+        self.topics
+            .get_mut(name)
+            .ok_or(ApplyError::UnknownTopicId(topic_id))
+    }
+
+    fn apply_partition(&mut self, r: &PartitionRecord) -> Result<(), ApplyError> {
+        let topic = self.topic_mut(r.topic_id)?;
+        let existing = topic.partitions.len();
+        let partition = PartitionImage {
+            partition: r.partition_id,
+            leader: r.leader,
+            leader_epoch: r.leader_epoch,
+            replicas: r.replicas.clone(),
+            isr: r.isr.clone(),
+        };
+        // A PartitionRecord states the partition's whole state, so one for an existing
+        // partition replaces it; a new one must be the next id.
+        match usize::try_from(r.partition_id) {
+            Ok(i) if i < existing => topic.partitions[i] = partition,
+            Ok(i) if i == existing => topic.partitions.push(partition),
+            _ => {
+                return Err(ApplyError::PartitionOutOfSequence {
+                    topic_id: r.topic_id,
+                    partition: r.partition_id,
+                    existing,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_config(&mut self, r: &ConfigRecord) -> Result<(), ApplyError> {
+        if r.resource_type != RESOURCE_TYPE_TOPIC {
+            // Broker and cluster configs are not part of the image yet; the record stays
+            // in the log, so imaging them later needs no migration.
+            return Ok(());
+        }
+        let topic = self
+            .topics
+            .get_mut(&r.resource_name)
+            .ok_or_else(|| ApplyError::UnknownTopicName(r.resource_name.clone()))?;
+        match &r.value {
+            Some(v) => topic.configs.insert(r.name.clone(), v.clone()),
+            None => topic.configs.remove(&r.name),
+        };
+        Ok(())
+    }
+
+    fn apply_remove_topic(&mut self, r: &RemoveTopicRecord) -> Result<(), ApplyError> {
+        let name = self
+            .topic_names_by_id
+            .remove(&r.topic_id)
+            .ok_or(ApplyError::UnknownTopicId(r.topic_id))?;
+        // Partitions and config overrides live inside the TopicImage, so they go with it.
+        self.topics.remove(&name);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{BrokerEndpoint, RESOURCE_TYPE_BROKER};
+
+    fn topic(name: &str, id: u128) -> MetadataRecord {
+        MetadataRecord::Topic(TopicRecord {
+            name: name.into(),
+            topic_id: Uuid::from_u128(id),
+        })
+    }
+    fn partition(id: u128, p: i32) -> MetadataRecord {
+        MetadataRecord::Partition(PartitionRecord {
+            partition_id: p,
+            topic_id: Uuid::from_u128(id),
+            replicas: vec![1],
+            isr: vec![1],
+            removing_replicas: vec![],
+            adding_replicas: vec![],
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        })
+    }
+    fn config(ty: i8, resource: &str, key: &str, value: Option<&str>) -> MetadataRecord {
+        MetadataRecord::Config(ConfigRecord {
+            resource_type: ty,
+            resource_name: resource.into(),
+            name: key.into(),
+            value: value.map(Into::into),
+        })
+    }
+
+    #[test]
+    fn topic_partitions_and_configs_apply() {
+        let mut img = MetadataImage::new("c", 1);
+        for r in [
+            topic("a", 1),
+            partition(1, 0),
+            partition(1, 1),
+            config(RESOURCE_TYPE_TOPIC, "a", "retention.ms", Some("1")),
+        ] {
+            img.apply(&r).unwrap();
+        }
+        let t = &img.topics["a"];
+        assert_eq!(t.partitions.len(), 2);
+        assert_eq!(t.partitions[1].partition, 1);
+        assert_eq!(t.configs["retention.ms"], "1");
+        assert_eq!(img.topic_by_id(Uuid::from_u128(1)).unwrap().name, "a");
+
+        img.apply(&config(RESOURCE_TYPE_TOPIC, "a", "retention.ms", None))
+            .unwrap();
+        assert!(img.topics["a"].configs.is_empty());
+    }
+
+    #[test]
+    fn remove_topic_drops_partitions_and_configs_and_frees_the_name() {
+        let mut img = MetadataImage::new("c", 1);
+        img.apply(&topic("a", 1)).unwrap();
+        img.apply(&partition(1, 0)).unwrap();
+        img.apply(&config(
+            RESOURCE_TYPE_TOPIC,
+            "a",
+            "cleanup.policy",
+            Some("compact"),
+        ))
+        .unwrap();
+        img.apply(&MetadataRecord::RemoveTopic(RemoveTopicRecord {
+            topic_id: Uuid::from_u128(1),
+        }))
+        .unwrap();
+        assert!(img.topics.is_empty() && img.topic_names_by_id.is_empty());
+
+        // Re-created under a new id, it starts with no overrides.
+        img.apply(&topic("a", 2)).unwrap();
+        assert!(img.topics["a"].configs.is_empty());
+        assert!(img.topics["a"].partitions.is_empty());
+    }
+
+    #[test]
+    fn inconsistent_records_are_rejected() {
+        let mut img = MetadataImage::new("c", 1);
+        assert_eq!(
+            img.apply(&partition(9, 0)),
+            Err(ApplyError::UnknownTopicId(Uuid::from_u128(9)))
+        );
+        img.apply(&topic("a", 1)).unwrap();
+        assert_eq!(
+            img.apply(&topic("a", 2)),
+            Err(ApplyError::DuplicateTopicName("a".into()))
+        );
+        assert_eq!(
+            img.apply(&topic("b", 1)),
+            Err(ApplyError::DuplicateTopicId(Uuid::from_u128(1)))
+        );
+        assert!(matches!(
+            img.apply(&partition(1, 1)),
+            Err(ApplyError::PartitionOutOfSequence { existing: 0, .. })
+        ));
+        assert!(matches!(
+            img.apply(&partition(1, -1)),
+            Err(ApplyError::PartitionOutOfSequence { .. })
+        ));
+        assert_eq!(
+            img.apply(&config(RESOURCE_TYPE_TOPIC, "zz", "k", Some("v"))),
+            Err(ApplyError::UnknownTopicName("zz".into()))
+        );
+        assert_eq!(
+            img.apply(&MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                topic_id: Uuid::from_u128(7)
+            })),
+            Err(ApplyError::UnknownTopicId(Uuid::from_u128(7)))
+        );
+        // Broker configs are accepted and not imaged.
+        img.apply(&config(RESOURCE_TYPE_BROKER, "1", "k", Some("v")))
+            .unwrap();
+    }
+
+    #[test]
+    fn broker_registration_replaces_the_previous_one() {
+        let mut img = MetadataImage::new("c", 1);
+        let reg = |host: &str| {
+            MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                broker_id: 1,
+                incarnation_id: Uuid::nil(),
+                broker_epoch: 0,
+                endpoints: vec![BrokerEndpoint {
+                    name: "PLAINTEXT".into(),
+                    host: host.into(),
+                    port: 9092,
+                    security_protocol: 0,
+                }],
+                features: vec![],
+                rack: None,
+                fenced: false,
+            })
+        };
+        img.apply(&reg("a")).unwrap();
+        img.apply(&reg("b")).unwrap();
+        assert_eq!(
+            img.brokers[&1],
+            BrokerImage {
+                node_id: 1,
+                host: "b".into(),
+                port: 9092,
+                rack: None
+            }
+        );
+
+        let MetadataRecord::RegisterBroker(mut r) = reg("x") else {
+            unreachable!()
+        };
+        r.endpoints.clear();
+        assert_eq!(
+            img.apply(&MetadataRecord::RegisterBroker(r)),
+            Err(ApplyError::NoEndpoints(1))
+        );
+    }
+}

@@ -1,0 +1,58 @@
+//! # strata-kraft
+//!
+//! The metadata quorum. Every change to cluster state (a broker registered, a topic
+//! created or deleted, a config set) is a record in the metadata log
+//! `__cluster_metadata-0`, and brokers serve from a [`MetadataImage`] built only by
+//! applying those records. Today the quorum is a single voter; a KIP-595 Raft quorum will
+//! replace the write path of [`MetadataStore`] without touching records, image or
+//! controller.
+//!
+//! # Layout
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `record/mod.rs` | [`MetadataRecord`]: Kafka's metadata framing and the dispatch `match` |
+//! | `record/{register_broker,topic,partition,config,remove_topic}.rs` | one record type each: byte layout, encode, decode |
+//! | `record/compact.rs` | Kafka's flexible ("compact") field encoding, reader never panics |
+//! | `image.rs` | [`MetadataImage`] and the pure [`MetadataImage::apply`] |
+//! | `controller.rs` | sans-IO validation: request + image → records or [`MetadataError`] |
+//! | `topic_config.rs` | Kafka's topic config names, defaults and value checks |
+//! | `meta_properties.rs` | `meta.properties` (cluster id, node id) and Kafka's UUID strings |
+//! | `store.rs` | [`MetadataStore`]: persists operations through `strata_storage::Log`, replays on open |
+//! | `error.rs` | [`MetadataError`] and its structured reasons |
+//!
+//! # Invariants
+//!
+//! - The image changes only through `apply`, on the controller path and on replay alike,
+//!   so what a restart rebuilds is exactly what was served before it.
+//! - One controller operation is one record batch, fsynced before the image is published
+//!   or the caller answered: an operation is durable and visible whole, or not at all.
+//! - Published images are immutable (`Arc<MetadataImage>`); readers never block the writer.
+//! - Decoding never panics and never allocates more than its input could hold.
+
+mod controller;
+mod error;
+mod image;
+mod meta_properties;
+pub mod record;
+mod store;
+mod topic_config;
+
+pub use controller::{
+    BrokerRegistration, ControllerConfig, CreateTopic, MAX_PARTITIONS_PER_TOPIC,
+    MAX_TOPIC_NAME_LEN, create_topic_records, delete_topic_records, is_assignable_topic_id,
+    register_broker_records, set_topic_config_records, validate_topic_name,
+};
+pub use error::{
+    ApplyError, ConfigValueError, InvalidTopicNameReason, MetaPropertiesError, MetadataError,
+};
+pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+pub use meta_properties::{
+    META_PROPERTIES_FILE, MetaProperties, generate_cluster_id, kafka_uuid_string,
+};
+pub use record::MetadataRecord;
+pub use store::{ImageReader, METADATA_LOG_DIR, MetadataStore};
+pub use topic_config::{
+    topic_config_default, topic_config_defaults, validate_topic_config, validate_topic_configs,
+};
+pub use uuid::Uuid;

@@ -1,0 +1,272 @@
+//! Cluster identity: `<log_dir>/meta.properties`, in Kafka's format, so a log dir can
+//! never be silently mounted under another node id or joined to another cluster.
+//!
+//! The file is Java-properties text (KIP-631, version 1 = KRaft):
+//!
+//! ```text
+//! #Written by Strata. Kafka meta.properties format.
+//! version=1
+//! cluster.id=<22 characters of URL-safe base64, no padding>
+//! node.id=<node.id>
+//! ```
+//!
+//! Lines starting with `#` or `!` are comments; keys we don't know (Kafka 3.7+ writes
+//! `directory.id`, KIP-858) are ignored. The file is written once, atomically (temp file,
+//! fsync, rename, fsync of the directory), and only read afterwards.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use uuid::Uuid;
+
+use crate::{MetaPropertiesError, MetadataError};
+
+/// The file name inside each log dir.
+pub const META_PROPERTIES_FILE: &str = "meta.properties";
+
+/// The identity a log dir belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaProperties {
+    /// The cluster this dir was formatted for.
+    pub cluster_id: String,
+    /// The node this dir belongs to.
+    pub node_id: i32,
+}
+
+/// Kafka's string form of a UUID: its 16 bytes in URL-safe base64 without padding
+/// (`org.apache.kafka.common.Uuid.toString`), 22 characters.
+pub fn kafka_uuid_string(id: Uuid) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let n = id.as_u128();
+    // 22 sextets cover 132 bits; the 128 bits are left-aligned, so the last sextet
+    // carries 2 bits of data and 4 zero bits, exactly like padding-free base64.
+    (0..22)
+        .map(|i| {
+            let shift = 128 - 6 * (i + 1);
+            let sextet = if shift >= 0 {
+                (n >> shift) & 0x3f
+            } else {
+                (n << -shift) & 0x3f
+            };
+            ALPHABET[sextet as usize] as char
+        })
+        .collect()
+}
+
+/// A fresh cluster id, drawing UUIDs from `next_uuid` until one does not start with `-`
+/// (Kafka's `Uuid.randomUuid` rule, so tools don't read the id as a flag).
+pub fn generate_cluster_id(mut next_uuid: impl FnMut() -> Uuid) -> String {
+    loop {
+        let id = kafka_uuid_string(next_uuid());
+        if !id.starts_with('-') {
+            return id;
+        }
+    }
+}
+
+impl MetaProperties {
+    /// Parses the file's text.
+    ///
+    /// # Errors
+    ///
+    /// [`MetadataError::InvalidMetaProperties`] for a missing key, a non-numeric
+    /// `node.id` or a version other than 1.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, MetadataError> {
+        let bad = |reason| MetadataError::InvalidMetaProperties {
+            path: path.to_owned(),
+            reason,
+        };
+        let mut version = None;
+        let mut cluster_id = None;
+        let mut node_id = None;
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+                continue;
+            }
+            let Some((key, value)) = line.split_once(['=', ':']) else {
+                continue;
+            };
+            let value = value.trim();
+            match key.trim() {
+                "version" => version = Some(value.to_owned()),
+                "cluster.id" => cluster_id = Some(value.to_owned()),
+                "node.id" => node_id = Some(value.to_owned()),
+                _ => {}
+            }
+        }
+        let version = version.ok_or(bad(MetaPropertiesError::MissingKey("version")))?;
+        if version != "1" {
+            return Err(bad(MetaPropertiesError::UnsupportedVersion(version)));
+        }
+        let cluster_id = cluster_id
+            .filter(|c| !c.is_empty())
+            .ok_or(bad(MetaPropertiesError::MissingKey("cluster.id")))?;
+        let node_id = node_id.ok_or(bad(MetaPropertiesError::MissingKey("node.id")))?;
+        let node_id = node_id.parse().map_err(|_| {
+            bad(MetaPropertiesError::InvalidValue {
+                key: "node.id",
+                value: node_id.clone(),
+            })
+        })?;
+        Ok(MetaProperties {
+            cluster_id,
+            node_id,
+        })
+    }
+
+    /// The file's text.
+    pub fn render(&self) -> String {
+        format!(
+            "#Written by Strata. Kafka meta.properties format.\nversion=1\ncluster.id={}\nnode.id={}\n",
+            self.cluster_id, self.node_id
+        )
+    }
+
+    /// Reads `<log_dir>/meta.properties`, or on first start writes one with a new
+    /// cluster id from `new_cluster_id`.
+    ///
+    /// # Errors
+    ///
+    /// [`MetadataError::NodeIdMismatch`] when the file belongs to another node;
+    /// [`MetadataError::InvalidMetaProperties`] when it cannot be parsed;
+    /// [`MetadataError::Io`] on file errors.
+    pub fn load_or_create(
+        log_dir: &Path,
+        node_id: i32,
+        new_cluster_id: impl FnOnce() -> String,
+    ) -> Result<Self, MetadataError> {
+        let path = log_dir.join(META_PROPERTIES_FILE);
+        let io_err = |path: &Path| {
+            let path = path.to_owned();
+            move |source| MetadataError::Io { path, source }
+        };
+        match fs::read_to_string(&path) {
+            Ok(text) => {
+                let props = Self::parse(&text, &path)?;
+                if props.node_id != node_id {
+                    return Err(MetadataError::NodeIdMismatch {
+                        path,
+                        configured: node_id,
+                        stored: props.node_id,
+                    });
+                }
+                Ok(props)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let props = MetaProperties {
+                    cluster_id: new_cluster_id(),
+                    node_id,
+                };
+                fs::create_dir_all(log_dir).map_err(io_err(log_dir))?;
+                write_atomically(&path, props.render().as_bytes()).map_err(io_err(&path))?;
+                tracing::info!(cluster_id = %props.cluster_id, node_id, path = %path.display(), "formatted log dir");
+                Ok(props)
+            }
+            Err(e) => Err(io_err(&path)(e)),
+        }
+    }
+}
+
+/// Writes `bytes` so that a crash leaves either no file or the whole file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp: PathBuf = path.with_extension("properties.tmp");
+    {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        // The rename is durable only once the directory entry is.
+        fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kafka_uuid_string_matches_kafka() {
+        // Kafka: new Uuid(0, 1).toString() == "AAAAAAAAAAAAAAAAAAAAAQ"
+        assert_eq!(
+            kafka_uuid_string(Uuid::from_u128(1)),
+            "AAAAAAAAAAAAAAAAAAAAAQ"
+        );
+        assert_eq!(kafka_uuid_string(Uuid::nil()), "AAAAAAAAAAAAAAAAAAAAAA");
+        assert_eq!(
+            kafka_uuid_string(Uuid::from_u128(u128::MAX)),
+            "_____________________w"
+        );
+        assert_eq!(kafka_uuid_string(Uuid::from_u128(u128::MAX)).len(), 22);
+    }
+
+    #[test]
+    fn generated_cluster_ids_never_start_with_a_dash() {
+        let mut ids = [Uuid::from_bytes([0xf8; 16]), Uuid::from_u128(7)].into_iter();
+        let id = generate_cluster_id(|| ids.next().unwrap());
+        assert_eq!(id, kafka_uuid_string(Uuid::from_u128(7)));
+    }
+
+    #[test]
+    fn parses_kafka_written_files() {
+        let text = "#\n#Tue Jan 02 10:00:00 UTC 2024\nnode.id=3\ndirectory.id=abc\nversion=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\n";
+        let p = MetaProperties::parse(text, Path::new("m")).unwrap();
+        assert_eq!(
+            p,
+            MetaProperties {
+                cluster_id: "MkU3OEVBNTcwNTJENDM2Qk".into(),
+                node_id: 3
+            }
+        );
+        assert_eq!(
+            MetaProperties::parse(&p.render(), Path::new("m")).unwrap(),
+            p
+        );
+    }
+
+    #[test]
+    fn rejects_zk_era_and_incomplete_files() {
+        let err = |t: &str| match MetaProperties::parse(t, Path::new("m")) {
+            Err(MetadataError::InvalidMetaProperties { reason, .. }) => reason,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            err("version=0\nbroker.id=1\ncluster.id=x\n"),
+            MetaPropertiesError::UnsupportedVersion("0".into())
+        );
+        assert_eq!(
+            err("version=1\nnode.id=1\n"),
+            MetaPropertiesError::MissingKey("cluster.id")
+        );
+        assert_eq!(
+            err("version=1\ncluster.id=x\n"),
+            MetaPropertiesError::MissingKey("node.id")
+        );
+        assert_eq!(
+            err("version=1\ncluster.id=x\nnode.id=one\n"),
+            MetaPropertiesError::InvalidValue {
+                key: "node.id",
+                value: "one".into()
+            }
+        );
+    }
+
+    #[test]
+    fn first_start_writes_and_later_starts_check_node_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = MetaProperties::load_or_create(dir.path(), 1, || "cid".into()).unwrap();
+        let again = MetaProperties::load_or_create(dir.path(), 1, || unreachable!()).unwrap();
+        assert_eq!(first, again);
+        assert!(matches!(
+            MetaProperties::load_or_create(dir.path(), 2, || unreachable!()),
+            Err(MetadataError::NodeIdMismatch {
+                configured: 2,
+                stored: 1,
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,170 @@
+//! Request decoding and response encoding.
+//!
+//! This module and [`crate::record_batch`] are the only places in Strata that call
+//! `kafka-protocol`'s codec. The broker receives typed requests and hands back typed
+//! responses; it never sees a header version or a tagged-field section.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
+    api_versions_response::ApiVersion,
+};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use thiserror::Error;
+
+use crate::frame::SIZE_PREFIX_LEN;
+use crate::versions::{self, SUPPORTED_APIS};
+
+/// Kafka's UNSUPPORTED_VERSION error code.
+const UNSUPPORTED_VERSION: i16 = 35;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A decoded request, ready for dispatch.
+#[derive(Debug)]
+pub struct Request {
+    /// The API, already checked against [`SUPPORTED_APIS`].
+    pub api_key: ApiKey,
+    /// The request header; its version determines the response header's.
+    pub header: RequestHeader,
+    /// The typed body.
+    pub body: RequestKind,
+}
+
+/// The outcome of decoding one frame that the broker can answer.
+#[derive(Debug)]
+pub enum Decoded {
+    /// A request to dispatch.
+    Request(Box<Request>),
+    /// An ApiVersions request newer than we serve. KIP-511: answer UNSUPPORTED_VERSION with
+    /// our ranges in a v0 body, so the client can retry with a version we know.
+    ApiVersionsTooNew {
+        /// Echoed in the response header.
+        correlation_id: i32,
+    },
+}
+
+/// A frame that cannot be answered. Each one closes the connection, as Kafka does: the
+/// client cannot match a response to a request whose header we could not read.
+#[derive(Debug, Error)]
+pub enum DecodeError {
+    /// The API key is not one Kafka defines, or not one we serve.
+    #[error("unsupported api key {api_key} (correlation id {correlation_id})")]
+    UnknownApiKey { api_key: i16, correlation_id: i32 },
+    /// The API is served, but not at this version.
+    #[error("unsupported version {version} of {api_key:?} (correlation id {correlation_id})")]
+    UnsupportedVersion { api_key: ApiKey, version: i16, correlation_id: i32 },
+    /// The header or body does not parse at the stated version.
+    #[error("malformed {api_key:?} v{version} request (correlation id {correlation_id}): {source}")]
+    Malformed {
+        api_key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        #[source]
+        source: BoxError,
+    },
+    /// Fewer bytes than a request header.
+    #[error("frame of {len} bytes is too short for a request header")]
+    TooShort { len: usize },
+}
+
+/// A response that could not be encoded. This is a broker bug, never a client's fault.
+#[derive(Debug, Error)]
+#[error("cannot encode {api_key:?} v{version} response: {source}")]
+pub struct EncodeError {
+    api_key: ApiKey,
+    version: i16,
+    #[source]
+    source: BoxError,
+}
+
+/// Decodes one frame body (without its size prefix).
+///
+/// # Errors
+///
+/// [`DecodeError`] when the frame cannot be answered; the caller closes the connection.
+pub fn decode_request(mut frame: Bytes) -> Result<Decoded, DecodeError> {
+    if frame.len() < 8 {
+        return Err(DecodeError::TooShort { len: frame.len() });
+    }
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let api_key = ApiKey::try_from(raw_key)
+        .ok()
+        .filter(|k| versions::supported(*k).is_some())
+        .ok_or(DecodeError::UnknownApiKey { api_key: raw_key, correlation_id })?;
+    if !versions::is_supported(api_key, version) {
+        let newest = versions::supported(api_key).map_or(i16::MAX, |a| a.max);
+        if api_key == ApiKey::ApiVersions && version > newest {
+            return Ok(Decoded::ApiVersionsTooNew { correlation_id });
+        }
+        return Err(DecodeError::UnsupportedVersion { api_key, version, correlation_id });
+    }
+    let malformed = |source: BoxError| DecodeError::Malformed { api_key, version, correlation_id, source };
+    let header = RequestHeader::decode(&mut frame, api_key.request_header_version(version))
+        .map_err(|e| malformed(e.into()))?;
+    let body = RequestKind::decode(api_key, &mut frame, version).map_err(|e| malformed(e.into()))?;
+    Ok(Decoded::Request(Box::new(Request { api_key, header, body })))
+}
+
+/// Encodes a response frame, size prefix included.
+///
+/// # Errors
+///
+/// [`EncodeError`] when a field does not fit the version (a broker bug).
+pub fn encode_response(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<Bytes, EncodeError> {
+    let err = |source: BoxError| EncodeError { api_key, version, source };
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_i32(0);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    header
+        .encode(&mut buf, api_key.response_header_version(version))
+        .map_err(|e| err(e.into()))?;
+    body.encode(&mut buf, version).map_err(|e| err(e.into()))?;
+    finish_frame(buf, api_key, version)
+}
+
+fn finish_frame(mut buf: BytesMut, api_key: ApiKey, version: i16) -> Result<Bytes, EncodeError> {
+    let len = i32::try_from(buf.len() - SIZE_PREFIX_LEN).map_err(|e| EncodeError {
+        api_key,
+        version,
+        source: e.into(),
+    })?;
+    buf[..SIZE_PREFIX_LEN].copy_from_slice(&len.to_be_bytes());
+    Ok(buf.freeze())
+}
+
+/// The ApiVersions body listing [`SUPPORTED_APIS`], with the given error code.
+#[must_use]
+pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
+    ApiVersionsResponse::default().with_error_code(error_code).with_api_keys(
+        SUPPORTED_APIS
+            .iter()
+            .map(|a| {
+                ApiVersion::default()
+                    .with_api_key(a.key as i16)
+                    .with_min_version(a.min)
+                    .with_max_version(a.max)
+            })
+            .collect(),
+    )
+}
+
+/// The KIP-511 fallback: UNSUPPORTED_VERSION with our ranges, in a v0 body and a v0 header.
+#[must_use]
+pub fn encode_api_versions_fallback(correlation_id: i32) -> Bytes {
+    let body = ResponseKind::ApiVersions(api_versions_body(UNSUPPORTED_VERSION));
+    // A v0 ApiVersions body holds only an error code and an array of three int16s; it cannot
+    // fail to encode.
+    encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)
+        .unwrap_or_else(|_| Bytes::from_static(&[]))
+}
+
+#[cfg(test)]
+mod tests;

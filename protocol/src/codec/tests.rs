@@ -1,0 +1,291 @@
+use super::*;
+use kafka_protocol::messages::{ApiVersionsRequest, MetadataRequest, RequestHeader};
+use kafka_protocol::protocol::{Encodable, HeaderVersion};
+
+fn frame_of<T: Encodable + HeaderVersion>(key: ApiKey, version: i16, corr: i32, body: &T) -> Bytes {
+    let mut buf = BytesMut::new();
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(corr)
+        .with_client_id(Some(crate::StrBytes::from_static_str("test")));
+    header.encode(&mut buf, T::header_version(version)).unwrap();
+    body.encode(&mut buf, version).unwrap();
+    buf.freeze()
+}
+
+#[test]
+fn unknown_api_key_is_refused_with_its_correlation_id() {
+    let mut f = vec![0x7f, 0x00, 0, 0, 0, 0, 0, 42];
+    f.extend_from_slice(&[0, 0]);
+    match decode_request(Bytes::from(f)) {
+        Err(DecodeError::UnknownApiKey { api_key: 0x7f00, correlation_id: 42 }) => {}
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn newer_api_versions_gets_the_fallback() {
+    let f = frame_of(ApiKey::ApiVersions, 3, 7, &ApiVersionsRequest::default());
+    let mut raw = f.to_vec();
+    raw[2..4].copy_from_slice(&99i16.to_be_bytes());
+    assert!(matches!(
+        decode_request(Bytes::from(raw)),
+        Ok(Decoded::ApiVersionsTooNew { correlation_id: 7 })
+    ));
+    let resp = encode_api_versions_fallback(7);
+    // size, correlation id, error code 35, then the array of APIs.
+    assert_eq!(&resp[4..8], &7i32.to_be_bytes());
+    assert_eq!(&resp[8..10], &35i16.to_be_bytes());
+}
+
+#[test]
+fn unsupported_version_of_other_apis_is_an_error() {
+    let f = frame_of(ApiKey::Metadata, 12, 1, &MetadataRequest::default());
+    let mut raw = f.to_vec();
+    raw[2..4].copy_from_slice(&13i16.to_be_bytes());
+    assert!(matches!(
+        decode_request(Bytes::from(raw)),
+        Err(DecodeError::UnsupportedVersion { version: 13, .. })
+    ));
+}
+
+#[test]
+fn truncated_body_is_malformed() {
+    let f = frame_of(ApiKey::Metadata, 9, 1, &MetadataRequest::default());
+    let cut = f.slice(..f.len() - 1);
+    assert!(matches!(decode_request(cut), Err(DecodeError::Malformed { .. })));
+}
+
+mod round_trip {
+    //! Every advertised API and version survives encode → decode → encode unchanged, for
+    //! requests (as a client would send them) and for responses (as we send them).
+    use super::*;
+    use crate::versions::SUPPORTED_APIS;
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::{Decodable, StrBytes};
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    struct Sample {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        payload: Vec<u8>,
+        id: uuid::Uuid,
+    }
+
+    fn sample() -> impl Strategy<Value = Sample> {
+        ("[a-zA-Z0-9._-]{1,40}", 0..10_000i32, 0..i64::MAX, proptest::collection::vec(any::<u8>(), 0..300), any::<u128>())
+            .prop_map(|(topic, partition, offset, payload, id)| Sample {
+                topic,
+                partition,
+                offset,
+                payload,
+                id: uuid::Uuid::from_u128(id),
+            })
+    }
+
+    fn name(s: &Sample) -> TopicName {
+        TopicName(StrBytes::from_string(s.topic.clone()))
+    }
+
+    fn request(key: ApiKey, v: i16, s: &Sample) -> RequestKind {
+        match key {
+            ApiKey::Produce => RequestKind::Produce(
+                ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![
+                    produce_request::TopicProduceData::default().with_name(name(s)).with_partition_data(vec![
+                        produce_request::PartitionProduceData::default()
+                            .with_index(s.partition)
+                            .with_records(Some(Bytes::from(s.payload.clone()))),
+                    ]),
+                ]),
+            ),
+            ApiKey::Fetch => {
+                let mut t = fetch_request::FetchTopic::default().with_partitions(vec![
+                    fetch_request::FetchPartition::default()
+                        .with_partition(s.partition)
+                        .with_fetch_offset(s.offset)
+                        .with_partition_max_bytes(1 << 20),
+                ]);
+                t = if v >= 13 { t.with_topic_id(s.id) } else { t.with_topic(name(s)) };
+                RequestKind::Fetch(FetchRequest::default().with_max_wait_ms(500).with_min_bytes(1).with_topics(vec![t]))
+            }
+            ApiKey::ListOffsets => RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
+                list_offsets_request::ListOffsetsTopic::default().with_name(name(s)).with_partitions(vec![
+                    list_offsets_request::ListOffsetsPartition::default()
+                        .with_partition_index(s.partition)
+                        .with_timestamp(s.offset),
+                ]),
+            ])),
+            ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
+                metadata_request::MetadataRequestTopic::default().with_name(Some(name(s))),
+            ]))),
+            ApiKey::FindCoordinator => {
+                let r = FindCoordinatorRequest::default();
+                let key = StrBytes::from_string(s.topic.clone());
+                RequestKind::FindCoordinator(if v >= 4 { r.with_coordinator_keys(vec![key]) } else { r.with_key(key) })
+            }
+            ApiKey::ApiVersions => {
+                let r = ApiVersionsRequest::default();
+                RequestKind::ApiVersions(if v >= 3 {
+                    r.with_client_software_name(StrBytes::from_static_str("strata-test"))
+                        .with_client_software_version(StrBytes::from_static_str("1.0"))
+                } else {
+                    r
+                })
+            }
+            ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
+                create_topics_request::CreatableTopic::default()
+                    .with_name(name(s))
+                    .with_num_partitions(s.partition)
+                    .with_replication_factor(1)
+                    .with_configs(vec![
+                        create_topics_request::CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_static_str("retention.ms"))
+                            .with_value(Some(StrBytes::from_string(s.offset.to_string()))),
+                    ]),
+            ])),
+            ApiKey::DeleteTopics => RequestKind::DeleteTopics(if v >= 6 {
+                DeleteTopicsRequest::default()
+                    .with_topics(vec![delete_topics_request::DeleteTopicState::default().with_name(Some(name(s)))])
+            } else {
+                DeleteTopicsRequest::default().with_topic_names(vec![name(s)])
+            }),
+            ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_string(s.topic.clone())),
+            ])),
+            other => panic!("no sample for {other:?}"),
+        }
+    }
+
+    fn encode_request_frame(key: ApiKey, v: i16, body: &RequestKind) -> Bytes {
+        let mut buf = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(v)
+            .with_correlation_id(9)
+            .with_client_id(Some(StrBytes::from_static_str("rt")))
+            .encode(&mut buf, key.request_header_version(v))
+            .unwrap();
+        body.encode(&mut buf, v).unwrap();
+        buf.freeze()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn requests_round_trip(s in sample()) {
+            for api in SUPPORTED_APIS {
+                for v in api.min..=api.max {
+                    let body = request(api.key, v, &s);
+                    let frame = encode_request_frame(api.key, v, &body);
+                    let decoded = match decode_request(frame.clone()) {
+                        Ok(Decoded::Request(r)) => r,
+                        other => panic!("{:?} v{v}: {other:?}", api.key),
+                    };
+                    prop_assert_eq!(decoded.header.correlation_id, 9);
+                    let again = encode_request_frame(api.key, v, &decoded.body);
+                    prop_assert_eq!(&frame, &again, "{:?} v{}", api.key, v);
+                }
+            }
+        }
+
+        #[test]
+        fn responses_round_trip(s in sample()) {
+            for api in SUPPORTED_APIS {
+                for v in api.min..=api.max {
+                    let body = response(api.key, v, &s);
+                    let frame = encode_response(api.key, v, 77, &body).unwrap();
+                    let mut rest = frame.slice(4..);
+                    prop_assert_eq!(i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize, rest.len());
+                    let header = ResponseHeader::decode(&mut rest, api.key.response_header_version(v)).unwrap();
+                    prop_assert_eq!(header.correlation_id, 77);
+                    let decoded = ResponseKind::decode(api.key, &mut rest, v).unwrap();
+                    prop_assert_eq!(rest.len(), 0);
+                    let again = encode_response(api.key, v, 77, &decoded).unwrap();
+                    prop_assert_eq!(&frame, &again, "{:?} v{}", api.key, v);
+                }
+            }
+        }
+    }
+
+    fn response(key: ApiKey, v: i16, s: &Sample) -> ResponseKind {
+        match key {
+            ApiKey::Produce => ResponseKind::Produce(ProduceResponse::default().with_responses(vec![
+                produce_response::TopicProduceResponse::default().with_name(name(s)).with_partition_responses(vec![
+                    produce_response::PartitionProduceResponse::default()
+                        .with_index(s.partition)
+                        .with_base_offset(s.offset)
+                        .with_log_append_time_ms(-1),
+                ]),
+            ])),
+            ApiKey::Fetch => {
+                let mut t = fetch_response::FetchableTopicResponse::default().with_partitions(vec![
+                    fetch_response::PartitionData::default()
+                        .with_partition_index(s.partition)
+                        .with_high_watermark(s.offset)
+                        .with_last_stable_offset(s.offset)
+                        .with_records(Some(Bytes::from(s.payload.clone()))),
+                ]);
+                t = if v >= 13 { t.with_topic_id(s.id) } else { t.with_topic(name(s)) };
+                ResponseKind::Fetch(FetchResponse::default().with_responses(vec![t]))
+            }
+            ApiKey::ListOffsets => ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(vec![
+                list_offsets_response::ListOffsetsTopicResponse::default().with_name(name(s)).with_partitions(vec![
+                    list_offsets_response::ListOffsetsPartitionResponse::default()
+                        .with_partition_index(s.partition)
+                        .with_offset(s.offset)
+                        .with_timestamp(-1),
+                ]),
+            ])),
+            ApiKey::Metadata => ResponseKind::Metadata(
+                MetadataResponse::default()
+                    .with_brokers(vec![
+                        metadata_response::MetadataResponseBroker::default()
+                            .with_node_id(BrokerId(1))
+                            .with_host(StrBytes::from_static_str("localhost"))
+                            .with_port(9092),
+                    ])
+                    .with_topics(vec![
+                        metadata_response::MetadataResponseTopic::default().with_name(Some(name(s))).with_partitions(vec![
+                            metadata_response::MetadataResponsePartition::default()
+                                .with_partition_index(s.partition)
+                                .with_replica_nodes(vec![BrokerId(1)])
+                                .with_isr_nodes(vec![BrokerId(1)]),
+                        ]),
+                    ]),
+            ),
+            ApiKey::FindCoordinator => {
+                let r = FindCoordinatorResponse::default();
+                ResponseKind::FindCoordinator(if v >= 4 {
+                    r.with_coordinators(vec![
+                        find_coordinator_response::Coordinator::default()
+                            .with_key(StrBytes::from_string(s.topic.clone()))
+                            .with_node_id(BrokerId(1))
+                            .with_host(StrBytes::from_static_str("localhost"))
+                            .with_port(9092),
+                    ])
+                } else {
+                    r.with_node_id(BrokerId(1)).with_host(StrBytes::from_static_str("localhost")).with_port(9092)
+                })
+            }
+            ApiKey::ApiVersions => ResponseKind::ApiVersions(api_versions_body(0)),
+            ApiKey::CreateTopics => ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(vec![
+                create_topics_response::CreatableTopicResult::default().with_name(name(s)),
+            ])),
+            ApiKey::DeleteTopics => ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(vec![
+                delete_topics_response::DeletableTopicResult::default().with_name(Some(name(s))),
+            ])),
+            ApiKey::DescribeConfigs => ResponseKind::DescribeConfigs(DescribeConfigsResponse::default().with_results(vec![
+                describe_configs_response::DescribeConfigsResult::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_string(s.topic.clone())),
+            ])),
+            other => panic!("no sample for {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! # strata-protocol
+//!
+//! The Kafka wire protocol as Strata speaks it.
+//!
+//! # Layout
+//!
+//! - [`frame`]: the 4-byte size prefix, checked against `socket.request.max.bytes` before any
+//!   allocation (`check` first, then the caller splits the frame off).
+//! - [`versions`]: the one table of supported APIs and versions. ApiVersions is built from it
+//!   and the decoder refuses anything outside it.
+//! - [`codec`]: request header and body decoding, response encoding. Response header versions
+//!   come from the API and version; ApiVersions always answers with header v0.
+//! - [`record_batch`]: a borrowed view of RecordBatch v2 (magic 2): CRC32C check, field access,
+//!   and in-place rewrites of the base offset and partition leader epoch, which the CRC does
+//!   not cover.
+//!
+//! # Invariants
+//!
+//! - Only this crate calls `kafka-protocol`'s encoders and decoders. The other crates use the
+//!   typed structs re-exported here.
+//! - No length read from the wire is trusted past the buffer that holds it.
+
+pub mod codec;
+pub mod frame;
+pub mod record_batch;
+pub mod versions;
+
+/// The typed messages, re-exported so that other crates do not depend on the codec.
+pub use kafka_protocol::messages;
+/// Kafka's error codes.
+pub use kafka_protocol::error::ResponseError;
+/// String and byte newtypes used by the messages.
+pub use kafka_protocol::protocol::StrBytes;

@@ -1,0 +1,1036 @@
+//! A zero-copy view of a Kafka RecordBatch v2 (magic 2, KIP-98) over borrowed bytes.
+//!
+//! # Byte format
+//!
+//! All integers are big-endian. Offsets are from the start of the batch.
+//!
+//! ```text
+//! @0  baseOffset           i64   rewritten by the broker on append (not covered by the CRC)
+//! @8  batchLength          i32   bytes after this field, so a batch occupies 12 + batchLength bytes
+//! @12 partitionLeaderEpoch i32   rewritten by the broker on append (not covered by the CRC)
+//! @16 magic                i8    must be 2
+//! @17 crc                  u32   CRC32C (Castagnoli) of bytes @21 .. end of batch
+//! @21 attributes           i16   bits 0-2 compression, bit 3 timestamp type (1 = LogAppendTime),
+//!                                bit 4 transactional, bit 5 control, bit 6 delete horizon (KIP-534)
+//! @23 lastOffsetDelta      i32
+//! @27 baseTimestamp        i64   ("firstTimestamp")
+//! @35 maxTimestamp         i64
+//! @43 producerId           i64
+//! @51 producerEpoch        i16
+//! @53 baseSequence         i32
+//! @57 recordCount          i32
+//! @61 records              [Record] (compressed as a whole when compression != 0)
+//! ```
+//!
+//! Each record (uncompressed) is:
+//!
+//! ```text
+//! length varint | attributes i8 | timestampDelta varlong | offsetDelta varint |
+//! keyLength varint | key | valueLength varint | value |
+//! headerCount varint | [headerKeyLength varint | headerKey | headerValueLength varint | headerValue]
+//! ```
+//!
+//! Varints are zig-zag encoded base-128 as in protobuf; a length of -1 means null.
+//!
+//! Nothing here trusts a length field past the bytes it was given, and no input makes it panic.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use thiserror::Error;
+
+/// The fixed header of a v2 batch; records start here.
+pub const BATCH_HEADER_LEN: usize = 61;
+/// Bytes before the `batchLength` field's coverage starts (baseOffset + batchLength).
+pub const LOG_OVERHEAD: usize = 12;
+/// The smallest legal `batchLength`: the header minus [`LOG_OVERHEAD`].
+pub const MIN_BATCH_LENGTH: i32 = (BATCH_HEADER_LEN - LOG_OVERHEAD) as i32;
+/// The only message format we accept (KIP-98 RecordBatch).
+pub const MAGIC_V2: i8 = 2;
+/// Producer id of a non-idempotent producer.
+pub const NO_PRODUCER_ID: i64 = -1;
+/// Sequence of a non-idempotent producer.
+pub const NO_SEQUENCE: i32 = -1;
+/// A missing timestamp.
+pub const NO_TIMESTAMP: i64 = -1;
+
+const BASE_OFFSET_AT: usize = 0;
+const BATCH_LENGTH_AT: usize = 8;
+const LEADER_EPOCH_AT: usize = 12;
+const MAGIC_AT: usize = 16;
+const CRC_AT: usize = 17;
+const ATTRIBUTES_AT: usize = 21;
+const LAST_OFFSET_DELTA_AT: usize = 23;
+const BASE_TIMESTAMP_AT: usize = 27;
+const MAX_TIMESTAMP_AT: usize = 35;
+const PRODUCER_ID_AT: usize = 43;
+const PRODUCER_EPOCH_AT: usize = 51;
+const BASE_SEQUENCE_AT: usize = 53;
+const RECORD_COUNT_AT: usize = 57;
+
+const COMPRESSION_MASK: i16 = 0x07;
+const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
+const TRANSACTIONAL_BIT: i16 = 1 << 4;
+const CONTROL_BIT: i16 = 1 << 5;
+
+/// The compression codec in attribute bits 0-2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+    /// Codec ids 5-7 are not assigned by Kafka; validation rejects them.
+    Unknown(u8),
+}
+
+/// Attribute bit 3: what the batch's timestamps mean (KIP-32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimestampType {
+    /// The producer's clock.
+    #[default]
+    CreateTime,
+    /// The broker's clock at append; the batch's `maxTimestamp` holds it.
+    LogAppendTime,
+}
+
+/// Which Kafka error a [`BatchError`] corresponds to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchErrorKind {
+    /// Kafka's `CorruptRecordException` (CORRUPT_MESSAGE): the bytes are damaged.
+    Corrupt,
+    /// Kafka's `InvalidRecordException` (INVALID_RECORD): well-formed bytes with illegal contents.
+    Invalid,
+    /// Kafka's `RecordTooLargeException` (MESSAGE_TOO_LARGE).
+    TooLarge,
+}
+
+/// A defect inside one record of an uncompressed batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum RecordDefect {
+    #[error("malformed varint")]
+    Varint,
+    #[error("record length {0} is negative or exceeds the batch")]
+    Length(i64),
+    #[error("record declares {declared} bytes but its fields take {consumed}")]
+    SizeMismatch { declared: usize, consumed: usize },
+    #[error("offset delta {found}, expected {expected}")]
+    OffsetDelta { expected: i32, found: i32 },
+    #[error("key length {0} is invalid")]
+    KeyLength(i64),
+    #[error("value length {0} is invalid")]
+    ValueLength(i64),
+    #[error("header count {0} is invalid")]
+    HeaderCount(i64),
+    #[error("header key length {0} is invalid")]
+    HeaderKeyLength(i64),
+    #[error("header value length {0} is invalid")]
+    HeaderValueLength(i64),
+}
+
+/// Why a batch was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum BatchError {
+    #[error("record batch truncated: need {need} bytes, have {have}")]
+    Truncated { need: usize, have: usize },
+    #[error("record batch length {batch_length} is below the minimum {MIN_BATCH_LENGTH}")]
+    BadLength { batch_length: i32 },
+    #[error("record batch of {size} bytes exceeds the maximum {max}")]
+    TooLarge { size: usize, max: usize },
+    #[error("unsupported record batch magic {0}")]
+    UnsupportedMagic(i8),
+    #[error("record batch CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+    #[error("unknown compression codec id {0}")]
+    UnknownCompression(u8),
+    #[error(
+        "record count {record_count} is inconsistent with last offset delta {last_offset_delta}"
+    )]
+    RecordCount {
+        record_count: i32,
+        last_offset_delta: i32,
+    },
+    #[error("record {index} of the batch is invalid: {defect}")]
+    Record { index: i32, defect: RecordDefect },
+    #[error("{remaining} bytes remain after the declared records")]
+    TrailingRecordBytes { remaining: usize },
+    #[error("records of a {0:?}-compressed batch cannot be iterated without decompression")]
+    Compressed(Compression),
+}
+
+impl BatchError {
+    /// Maps the error to the Kafka exception the Java broker throws for the same input
+    /// (`LogValidator` / `ByteBufferLogInputStream` / `DefaultRecordBatch`).
+    pub fn kind(&self) -> BatchErrorKind {
+        match self {
+            // ByteBufferLogInputStream: a size below the overhead or past the buffer is corrupt.
+            BatchError::Truncated { .. }
+            | BatchError::BadLength { .. }
+            | BatchError::CrcMismatch { .. } => BatchErrorKind::Corrupt,
+            BatchError::TooLarge { .. } => BatchErrorKind::TooLarge,
+            BatchError::UnsupportedMagic(_)
+            | BatchError::UnknownCompression(_)
+            | BatchError::RecordCount { .. }
+            | BatchError::Record { .. }
+            | BatchError::TrailingRecordBytes { .. }
+            | BatchError::Compressed(_) => BatchErrorKind::Invalid,
+        }
+    }
+}
+
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+fn be_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(a)
+}
+
+/// The length a batch at the start of `buf` claims, from its first 12 bytes, with the same checks
+/// as [`RecordBatchView::parse`] except the magic byte. Used by storage to walk batch headers
+/// without reading whole batches.
+///
+/// # Errors
+/// [`BatchError::Truncated`] if fewer than 12 bytes are given; [`BatchError::BadLength`] if the
+/// length is below [`MIN_BATCH_LENGTH`].
+pub fn peek_total_len(buf: &[u8]) -> Result<usize, BatchError> {
+    if buf.len() < LOG_OVERHEAD {
+        return Err(BatchError::Truncated {
+            need: LOG_OVERHEAD,
+            have: buf.len(),
+        });
+    }
+    let batch_length = be_i32(buf, BATCH_LENGTH_AT);
+    if batch_length < MIN_BATCH_LENGTH {
+        return Err(BatchError::BadLength { batch_length });
+    }
+    Ok(LOG_OVERHEAD + batch_length as usize)
+}
+
+/// A borrowed RecordBatch v2. Construction guarantees `bytes.len() == 12 + batchLength >= 61`
+/// and magic 2, so the accessors index without checks.
+#[derive(Clone, Copy)]
+pub struct RecordBatchView<'a> {
+    /// Exactly the batch's bytes: `total_len()` long.
+    bytes: &'a [u8],
+}
+
+impl std::fmt::Debug for RecordBatchView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordBatchView")
+            .field("base_offset", &self.base_offset())
+            .field("last_offset_delta", &self.last_offset_delta())
+            .field("record_count", &self.record_count())
+            .field("total_len", &self.total_len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> RecordBatchView<'a> {
+    /// Parses the header of the batch at the start of `buf`; checks batch length against `buf`
+    /// and the magic byte. Does not check the CRC. Bytes after the batch are ignored.
+    ///
+    /// # Errors
+    /// `Truncated` when `buf` is shorter than the header or the declared length, `BadLength`
+    /// when `batchLength` < 49, `UnsupportedMagic` for magic other than 2.
+    pub fn parse(buf: &'a [u8]) -> Result<Self, BatchError> {
+        let total = peek_total_len(buf)?;
+        if buf.len() < BATCH_HEADER_LEN {
+            return Err(BatchError::Truncated {
+                need: BATCH_HEADER_LEN,
+                have: buf.len(),
+            });
+        }
+        let magic = buf[MAGIC_AT] as i8;
+        if magic != MAGIC_V2 {
+            return Err(BatchError::UnsupportedMagic(magic));
+        }
+        if buf.len() < total {
+            return Err(BatchError::Truncated {
+                need: total,
+                have: buf.len(),
+            });
+        }
+        Ok(Self {
+            bytes: &buf[..total],
+        })
+    }
+
+    /// Checks the stored CRC32C against the bytes from `attributes` to the end of the batch.
+    ///
+    /// # Errors
+    /// [`BatchError::CrcMismatch`].
+    pub fn verify_crc(&self) -> Result<(), BatchError> {
+        let stored = self.crc();
+        let computed = crc32c::crc32c(&self.bytes[ATTRIBUTES_AT..]);
+        if stored == computed {
+            Ok(())
+        } else {
+            Err(BatchError::CrcMismatch { stored, computed })
+        }
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        be_i64(self.bytes, BASE_OFFSET_AT)
+    }
+    pub fn batch_length(&self) -> i32 {
+        be_i32(self.bytes, BATCH_LENGTH_AT)
+    }
+    /// `12 + batch_length`: the bytes the batch occupies in a log segment.
+    pub fn total_len(&self) -> usize {
+        self.bytes.len()
+    }
+    pub fn partition_leader_epoch(&self) -> i32 {
+        be_i32(self.bytes, LEADER_EPOCH_AT)
+    }
+    pub fn magic(&self) -> i8 {
+        self.bytes[MAGIC_AT] as i8
+    }
+    pub fn crc(&self) -> u32 {
+        be_u32(self.bytes, CRC_AT)
+    }
+    pub fn attributes(&self) -> i16 {
+        be_i16(self.bytes, ATTRIBUTES_AT)
+    }
+    pub fn compression(&self) -> Compression {
+        match (self.attributes() & COMPRESSION_MASK) as u8 {
+            0 => Compression::None,
+            1 => Compression::Gzip,
+            2 => Compression::Snappy,
+            3 => Compression::Lz4,
+            4 => Compression::Zstd,
+            other => Compression::Unknown(other),
+        }
+    }
+    pub fn timestamp_type(&self) -> TimestampType {
+        if self.attributes() & TIMESTAMP_TYPE_BIT != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+    pub fn is_transactional(&self) -> bool {
+        self.attributes() & TRANSACTIONAL_BIT != 0
+    }
+    pub fn is_control(&self) -> bool {
+        self.attributes() & CONTROL_BIT != 0
+    }
+    pub fn last_offset_delta(&self) -> i32 {
+        be_i32(self.bytes, LAST_OFFSET_DELTA_AT)
+    }
+    /// `base_offset + last_offset_delta`, saturating so hostile input cannot overflow.
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset()
+            .saturating_add(i64::from(self.last_offset_delta()))
+    }
+    pub fn first_timestamp(&self) -> i64 {
+        be_i64(self.bytes, BASE_TIMESTAMP_AT)
+    }
+    pub fn max_timestamp(&self) -> i64 {
+        be_i64(self.bytes, MAX_TIMESTAMP_AT)
+    }
+    pub fn producer_id(&self) -> i64 {
+        be_i64(self.bytes, PRODUCER_ID_AT)
+    }
+    pub fn producer_epoch(&self) -> i16 {
+        be_i16(self.bytes, PRODUCER_EPOCH_AT)
+    }
+    pub fn base_sequence(&self) -> i32 {
+        be_i32(self.bytes, BASE_SEQUENCE_AT)
+    }
+    pub fn record_count(&self) -> i32 {
+        be_i32(self.bytes, RECORD_COUNT_AT)
+    }
+    /// The whole batch, header included.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Iterates the records of an uncompressed batch, at most `record_count` of them. The
+    /// iterator yields an error (and then stops) on the first malformed record; it does not
+    /// check that the records fill the batch exactly (see [`validate_batch`]).
+    ///
+    /// # Errors
+    /// [`BatchError::Compressed`] for compressed batches: decompression is not done here.
+    pub fn records(&self) -> Result<Records<'a>, BatchError> {
+        match self.compression() {
+            Compression::None => Ok(Records {
+                buf: &self.bytes[BATCH_HEADER_LEN..],
+                index: 0,
+                count: self.record_count().max(0),
+                base_offset: self.base_offset(),
+                base_timestamp: self.first_timestamp(),
+                log_append_time: (self.timestamp_type() == TimestampType::LogAppendTime)
+                    .then(|| self.max_timestamp()),
+                failed: false,
+            }),
+            other => Err(BatchError::Compressed(other)),
+        }
+    }
+}
+
+/// One record of an uncompressed batch, borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    pub offset_delta: i32,
+    /// `base_offset + offset_delta`.
+    pub offset: i64,
+    /// The record's timestamp; for LogAppendTime batches the batch's max timestamp (KIP-32).
+    pub timestamp: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    /// The encoded headers (`headerCount` already consumed); see [`RecordView::headers`].
+    headers: &'a [u8],
+    header_count: i32,
+}
+
+impl<'a> RecordView<'a> {
+    /// The record headers as (key, value) pairs. Keys are bytes as sent; Kafka requires UTF-8
+    /// but does not validate it on the broker either.
+    pub fn headers(&self) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a {
+        let mut cur = Cursor { buf: self.headers };
+        let mut left = self.header_count;
+        std::iter::from_fn(move || {
+            if left <= 0 {
+                return None;
+            }
+            left -= 1;
+            // Already validated by `Records::next`, so these cannot fail.
+            let key = cur.bytes_field().ok()??;
+            let value = cur.bytes_field().ok()?;
+            Some((key, value))
+        })
+    }
+}
+
+/// Iterator over the records of an uncompressed batch; see [`RecordBatchView::records`].
+#[derive(Debug, Clone)]
+pub struct Records<'a> {
+    /// Unconsumed record bytes.
+    buf: &'a [u8],
+    index: i32,
+    count: i32,
+    base_offset: i64,
+    base_timestamp: i64,
+    /// Some(max_timestamp) for LogAppendTime batches, whose records all take that timestamp.
+    log_append_time: Option<i64>,
+    /// Stop after the first error so callers cannot loop on it.
+    failed: bool,
+}
+
+impl<'a> Records<'a> {
+    /// Bytes after the records consumed so far.
+    pub fn remaining(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn parse_one(&mut self) -> Result<RecordView<'a>, RecordDefect> {
+        let mut outer = Cursor { buf: self.buf };
+        let length = outer.varint()?;
+        if length < 0 || length as usize > outer.buf.len() {
+            return Err(RecordDefect::Length(i64::from(length)));
+        }
+        let length = length as usize;
+        let body = &outer.buf[..length];
+        let rest = &outer.buf[length..];
+        let mut c = Cursor { buf: body };
+        let _attributes = c.u8()?;
+        let timestamp_delta = c.varlong()?;
+        let offset_delta = c.varint()?;
+        let key_len = c.varint()?;
+        let key = c
+            .nullable(key_len)
+            .ok_or(RecordDefect::KeyLength(i64::from(key_len)))?;
+        let value_len = c.varint()?;
+        let value = c
+            .nullable(value_len)
+            .ok_or(RecordDefect::ValueLength(i64::from(value_len)))?;
+        let header_count = c.varint()?;
+        if header_count < 0 {
+            return Err(RecordDefect::HeaderCount(i64::from(header_count)));
+        }
+        let headers = c.buf;
+        for _ in 0..header_count {
+            let key_len = c.varint()?;
+            if key_len < 0 {
+                // DefaultRecord.readHeaders: "Invalid negative header key size".
+                return Err(RecordDefect::HeaderKeyLength(i64::from(key_len)));
+            }
+            c.nullable(key_len)
+                .ok_or(RecordDefect::HeaderKeyLength(i64::from(key_len)))?;
+            let value_len = c.varint()?;
+            c.nullable(value_len)
+                .ok_or(RecordDefect::HeaderValueLength(i64::from(value_len)))?;
+        }
+        if !c.buf.is_empty() {
+            // DefaultRecord.readFrom: "Invalid record size: expected to read N bytes".
+            return Err(RecordDefect::SizeMismatch {
+                declared: length,
+                consumed: length - c.buf.len(),
+            });
+        }
+        self.buf = rest;
+        let timestamp = match self.log_append_time {
+            Some(t) => t,
+            None => self.base_timestamp.wrapping_add(timestamp_delta),
+        };
+        Ok(RecordView {
+            offset_delta,
+            offset: self.base_offset.saturating_add(i64::from(offset_delta)),
+            timestamp,
+            key,
+            value,
+            headers: &headers[..headers.len() - c.buf.len()],
+            header_count,
+        })
+    }
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<RecordView<'a>, BatchError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.index >= self.count {
+            return None;
+        }
+        let index = self.index;
+        self.index += 1;
+        match self.parse_one() {
+            Ok(r) => Some(Ok(r)),
+            Err(defect) => {
+                self.failed = true;
+                Some(Err(BatchError::Record { index, defect }))
+            }
+        }
+    }
+}
+
+/// A bounds-checked reader over record bytes.
+struct Cursor<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn u8(&mut self) -> Result<u8, RecordDefect> {
+        let (&b, rest) = self.buf.split_first().ok_or(RecordDefect::Varint)?;
+        self.buf = rest;
+        Ok(b)
+    }
+
+    fn raw_varint(&mut self, max_bytes: usize) -> Result<u64, RecordDefect> {
+        let mut value = 0u64;
+        for i in 0..max_bytes {
+            let b = self.u8()?;
+            value |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(RecordDefect::Varint)
+    }
+
+    /// Zig-zag varint of at most 5 bytes (Kafka's `ByteUtils.readVarint`).
+    fn varint(&mut self) -> Result<i32, RecordDefect> {
+        let raw = self.raw_varint(5)?;
+        let raw = u32::try_from(raw).map_err(|_| RecordDefect::Varint)?;
+        Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+    }
+
+    /// Zig-zag varlong of at most 10 bytes (Kafka's `ByteUtils.readVarlong`).
+    fn varlong(&mut self) -> Result<i64, RecordDefect> {
+        let raw = self.raw_varint(10)?;
+        Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+    }
+
+    /// A field of `len` bytes where -1 means null; `None` when the length is illegal.
+    fn nullable(&mut self, len: i32) -> Option<Option<&'a [u8]>> {
+        if len == -1 {
+            return Some(None);
+        }
+        let len = usize::try_from(len).ok()?;
+        if len > self.buf.len() {
+            return None;
+        }
+        let (field, rest) = self.buf.split_at(len);
+        self.buf = rest;
+        Some(Some(field))
+    }
+
+    fn bytes_field(&mut self) -> Result<Option<&'a [u8]>, RecordDefect> {
+        let len = self.varint()?;
+        self.nullable(len)
+            .ok_or(RecordDefect::Length(i64::from(len)))
+    }
+}
+
+/// What produce validation learned about one batch, so that the log need not parse it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchSummary {
+    /// Where the batch starts in the validated buffer.
+    pub position: usize,
+    /// `12 + batchLength`.
+    pub len: usize,
+    pub record_count: i32,
+    pub last_offset_delta: i32,
+    pub max_timestamp: i64,
+    /// The offset delta of the first record carrying the largest record timestamp (KIP-734's
+    /// MAX_TIMESTAMP lookup). 0 for compressed batches, which are not decompressed.
+    pub offset_delta_of_max_timestamp: i32,
+    pub compression: Compression,
+}
+
+/// Fully validates one batch: header, CRC, the count / offset-range consistency Kafka's
+/// `LogValidator.validateBatch` requires, and for uncompressed batches every record's framing
+/// and offset delta (`assignOffsetsNonCompressed` requires deltas 0..count-1).
+///
+/// Compressed batches are not decompressed: their records are not walked, so a compressed batch
+/// with a valid CRC but garbage inside is accepted (Kafka would decompress and reject it). A
+/// consumer then sees the same garbage the producer sent, which is the producer's fault.
+///
+/// # Errors
+/// Any [`BatchError`]; [`BatchError::kind`] says which Kafka error it is.
+pub fn validate_batch(buf: &[u8], position: usize) -> Result<BatchSummary, BatchError> {
+    let view = RecordBatchView::parse(buf)?;
+    view.verify_crc()?;
+    let compression = view.compression();
+    if let Compression::Unknown(id) = compression {
+        return Err(BatchError::UnknownCompression(id));
+    }
+    let record_count = view.record_count();
+    let last_offset_delta = view.last_offset_delta();
+    // LogValidator.validateBatch: "Invalid reported count" and "Inconsistent batch offset range".
+    if record_count <= 0
+        || last_offset_delta < 0
+        || i64::from(last_offset_delta) + 1 != i64::from(record_count)
+    {
+        return Err(BatchError::RecordCount {
+            record_count,
+            last_offset_delta,
+        });
+    }
+    let mut offset_delta_of_max_timestamp = 0;
+    if compression == Compression::None {
+        let mut records = view.records()?;
+        let mut best = i64::MIN;
+        // Records yields at most record_count (an i32) items, so the index fits i32.
+        for (expected, record) in (0i32..).zip(records.by_ref()) {
+            let record = record?;
+            if record.offset_delta != expected {
+                return Err(BatchError::Record {
+                    index: expected,
+                    defect: RecordDefect::OffsetDelta {
+                        expected,
+                        found: record.offset_delta,
+                    },
+                });
+            }
+            if record.timestamp > best {
+                best = record.timestamp;
+                offset_delta_of_max_timestamp = record.offset_delta;
+            }
+        }
+        if records.remaining() != 0 {
+            // DefaultRecordBatch: "Incorrect declared batch size, records still remaining".
+            return Err(BatchError::TrailingRecordBytes {
+                remaining: records.remaining(),
+            });
+        }
+        if view.timestamp_type() == TimestampType::LogAppendTime {
+            offset_delta_of_max_timestamp = 0;
+        }
+    }
+    Ok(BatchSummary {
+        position,
+        len: view.total_len(),
+        record_count,
+        last_offset_delta,
+        max_timestamp: view.max_timestamp(),
+        offset_delta_of_max_timestamp,
+        compression,
+    })
+}
+
+/// Validates every batch of a produce request's record set, in order. The set must consist of
+/// whole batches: trailing bytes that do not form a batch are rejected as corrupt (Kafka's
+/// `ByteBufferLogInputStream` would silently trim them; rejecting is safer and tells the client).
+///
+/// # Errors
+/// The first batch's error; [`BatchError::TooLarge`] when a batch exceeds `max_batch_bytes`
+/// (Kafka's `max.message.bytes` limits the batch, not the record).
+pub fn validate_for_append(
+    buf: &[u8],
+    max_batch_bytes: usize,
+) -> Result<Vec<BatchSummary>, BatchError> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < buf.len() {
+        let rest = &buf[pos..];
+        let total = peek_total_len(rest)?;
+        if total > max_batch_bytes {
+            return Err(BatchError::TooLarge {
+                size: total,
+                max: max_batch_bytes,
+            });
+        }
+        let summary = validate_batch(rest, pos)?;
+        pos += summary.len;
+        out.push(summary);
+    }
+    Ok(out)
+}
+
+/// Rewrites the base offset in place. The CRC does not cover it, so it stays valid.
+///
+/// # Panics
+/// If `batch` is shorter than 8 bytes (callers pass validated batches).
+pub fn set_base_offset(batch: &mut [u8], offset: i64) {
+    batch[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&offset.to_be_bytes());
+}
+
+/// Rewrites the partition leader epoch in place (KIP-101); not covered by the CRC.
+///
+/// # Panics
+/// If `batch` is shorter than 16 bytes.
+pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
+    batch[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// LogAppendTime (KIP-32): sets the timestamp-type bit and `maxTimestamp`, then recomputes the
+/// CRC, as Kafka's `DefaultRecordBatch.setMaxTimestamp` does. Record timestamp deltas are left
+/// alone: readers use `maxTimestamp` for every record of a LogAppendTime batch.
+///
+/// # Panics
+/// If `batch` is shorter than the header.
+pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
+    let attributes = be_i16(batch, ATTRIBUTES_AT) | TIMESTAMP_TYPE_BIT;
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
+    write_crc(batch);
+}
+
+/// Recomputes and stores the CRC32C of a batch (bytes @21 to the end of `batch`).
+///
+/// # Panics
+/// If `batch` is shorter than the header.
+pub fn write_crc(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
+    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Iterates the batches in a record set (the `records` field of a Produce partition or a
+/// stretch of a segment). Stops after the first error.
+pub fn batches(buf: &[u8]) -> impl Iterator<Item = Result<RecordBatchView<'_>, BatchError>> {
+    let mut rest = buf;
+    let mut failed = false;
+    std::iter::from_fn(move || {
+        if failed || rest.is_empty() {
+            return None;
+        }
+        match RecordBatchView::parse(rest) {
+            Ok(view) => {
+                rest = &rest[view.total_len()..];
+                Some(Ok(view))
+            }
+            Err(e) => {
+                failed = true;
+                Some(Err(e))
+            }
+        }
+    })
+}
+
+/// A record to encode with [`encode_batch`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SimpleRecord {
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub timestamp: i64,
+    pub headers: Vec<(String, Option<Bytes>)>,
+}
+
+fn put_varint(out: &mut BytesMut, v: i32) {
+    put_raw_varint(out, u64::from(((v << 1) ^ (v >> 31)) as u32));
+}
+fn put_varlong(out: &mut BytesMut, v: i64) {
+    put_raw_varint(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+fn put_raw_varint(out: &mut BytesMut, mut v: u64) {
+    while v >= 0x80 {
+        out.put_u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.put_u8(v as u8);
+}
+fn put_nullable(out: &mut BytesMut, field: Option<&[u8]>) {
+    match field {
+        None => put_varint(out, -1),
+        Some(b) => {
+            put_varint(out, b.len() as i32);
+            out.put_slice(b);
+        }
+    }
+}
+
+/// Encodes uncompressed records into one CreateTime batch with no producer id, as Kafka's
+/// `MemoryRecordsBuilder` would: baseTimestamp is the first record's timestamp, offset deltas
+/// are 0..n-1, and the partition leader epoch is -1 until the log stamps it. An empty slice
+/// yields a header-only batch with record count 0, which [`validate_for_append`] rejects.
+///
+/// # Panics
+/// If a key, value or header exceeds `i32::MAX` bytes.
+pub fn encode_batch(base_offset: i64, records: &[SimpleRecord]) -> Bytes {
+    let base_timestamp = records.first().map_or(NO_TIMESTAMP, |r| r.timestamp);
+    let max_timestamp = records
+        .iter()
+        .map(|r| r.timestamp)
+        .max()
+        .unwrap_or(NO_TIMESTAMP);
+    let mut body = BytesMut::new();
+    let mut rec = BytesMut::new();
+    for (delta, r) in records.iter().enumerate() {
+        rec.clear();
+        rec.put_i8(0); // record attributes: unused in v2
+        put_varlong(&mut rec, r.timestamp.wrapping_sub(base_timestamp));
+        put_varint(
+            &mut rec,
+            i32::try_from(delta).expect("record count fits i32"),
+        );
+        put_nullable(&mut rec, r.key.as_deref());
+        put_nullable(&mut rec, r.value.as_deref());
+        put_varint(
+            &mut rec,
+            i32::try_from(r.headers.len()).expect("header count fits i32"),
+        );
+        for (k, v) in &r.headers {
+            put_nullable(&mut rec, Some(k.as_bytes()));
+            put_nullable(&mut rec, v.as_deref());
+        }
+        put_varint(
+            &mut body,
+            i32::try_from(rec.len()).expect("record fits i32"),
+        );
+        body.put_slice(&rec);
+    }
+    let count = i32::try_from(records.len()).expect("record count fits i32");
+    let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + body.len());
+    out.put_i64(base_offset);
+    out.put_i32(
+        i32::try_from(BATCH_HEADER_LEN - LOG_OVERHEAD + body.len()).expect("batch fits i32"),
+    );
+    out.put_i32(-1); // partition leader epoch: stamped on append
+    out.put_i8(MAGIC_V2);
+    out.put_u32(0); // CRC, filled below
+    out.put_i16(0); // attributes: uncompressed, CreateTime
+    out.put_i32((count - 1).max(0));
+    out.put_i64(base_timestamp);
+    out.put_i64(max_timestamp);
+    out.put_i64(NO_PRODUCER_ID);
+    out.put_i16(-1);
+    out.put_i32(NO_SEQUENCE);
+    out.put_i32(count);
+    out.put_slice(&body);
+    write_crc(&mut out);
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn rec(ts: i64, key: Option<&'static [u8]>, value: Option<&'static [u8]>) -> SimpleRecord {
+        SimpleRecord {
+            key: key.map(Bytes::from_static),
+            value: value.map(Bytes::from_static),
+            timestamp: ts,
+            headers: vec![
+                ("h".into(), Some(Bytes::from_static(b"v"))),
+                ("n".into(), None),
+            ],
+        }
+    }
+
+    #[test]
+    fn header_fields_round_trip() {
+        let b = encode_batch(
+            42,
+            &[
+                rec(1000, Some(b"k"), Some(b"v")),
+                rec(999, None, Some(b"w")),
+                rec(1005, None, None),
+            ],
+        );
+        let v = RecordBatchView::parse(&b).unwrap();
+        v.verify_crc().unwrap();
+        assert_eq!(v.base_offset(), 42);
+        assert_eq!(v.last_offset(), 44);
+        assert_eq!(v.record_count(), 3);
+        assert_eq!(v.first_timestamp(), 1000);
+        assert_eq!(v.max_timestamp(), 1005);
+        assert_eq!(v.total_len(), b.len());
+        assert_eq!(v.compression(), Compression::None);
+        assert_eq!(v.timestamp_type(), TimestampType::CreateTime);
+        let s = validate_for_append(&b, 1 << 20).unwrap();
+        assert_eq!(s[0].offset_delta_of_max_timestamp, 2);
+        let r: Vec<_> = v.records().unwrap().map(Result::unwrap).collect();
+        assert_eq!(r[1].timestamp, 999);
+        assert_eq!(r[0].key, Some(&b"k"[..]));
+        assert_eq!(r[2].value, None);
+        let h: Vec<_> = r[0].headers().collect();
+        assert_eq!(h, vec![(&b"h"[..], Some(&b"v"[..])), (&b"n"[..], None)]);
+    }
+
+    #[test]
+    fn kafka_protocol_decoder_agrees() {
+        let b = encode_batch(
+            7,
+            &[rec(5, Some(b"a"), Some(b"b")), rec(6, None, Some(b"c"))],
+        );
+        let mut buf = b.clone();
+        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
+        assert_eq!(set.records.len(), 2);
+        assert_eq!(set.records[1].offset, 8);
+        assert_eq!(set.records[1].timestamp, 6);
+        assert_eq!(set.records[0].key.as_deref(), Some(&b"a"[..]));
+        assert_eq!(set.records[0].headers.len(), 2);
+    }
+
+    #[test]
+    fn rewrites_keep_crc_valid() {
+        let mut b = encode_batch(0, &[rec(1, None, Some(b"x"))]).to_vec();
+        set_base_offset(&mut b, 1234);
+        set_partition_leader_epoch(&mut b, 9);
+        let v = RecordBatchView::parse(&b).unwrap();
+        v.verify_crc().unwrap();
+        assert_eq!((v.base_offset(), v.partition_leader_epoch()), (1234, 9));
+        set_log_append_time(&mut b, 777);
+        let v = RecordBatchView::parse(&b).unwrap();
+        v.verify_crc().unwrap();
+        assert_eq!(v.timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(v.max_timestamp(), 777);
+        assert_eq!(v.records().unwrap().next().unwrap().unwrap().timestamp, 777);
+    }
+
+    #[test]
+    fn error_kinds() {
+        let b = encode_batch(0, &[rec(1, None, Some(b"x"))]).to_vec();
+        let mut bad_magic = b.clone();
+        bad_magic[MAGIC_AT] = 1;
+        assert_eq!(
+            RecordBatchView::parse(&bad_magic).unwrap_err(),
+            BatchError::UnsupportedMagic(1)
+        );
+        let mut bad_crc = b.clone();
+        *bad_crc.last_mut().unwrap() ^= 1;
+        assert_eq!(
+            validate_for_append(&bad_crc, 1 << 20).unwrap_err().kind(),
+            BatchErrorKind::Corrupt
+        );
+        assert_eq!(
+            validate_for_append(&b[..b.len() - 1], 1 << 20)
+                .unwrap_err()
+                .kind(),
+            BatchErrorKind::Corrupt
+        );
+        assert_eq!(
+            validate_for_append(&b, 10).unwrap_err().kind(),
+            BatchErrorKind::TooLarge
+        );
+        let mut bad_count = b.clone();
+        bad_count[RECORD_COUNT_AT + 3] = 2;
+        write_crc(&mut bad_count);
+        assert!(matches!(
+            validate_for_append(&bad_count, 1 << 20),
+            Err(BatchError::RecordCount { .. })
+        ));
+        assert!(validate_for_append(&encode_batch(0, &[]), 1 << 20).is_err());
+        // Two batches back to back.
+        let two = [b.clone(), b.clone()].concat();
+        assert_eq!(validate_for_append(&two, 1 << 20).unwrap().len(), 2);
+        assert_eq!(batches(&two).count(), 2);
+    }
+
+    fn arb_record() -> impl Strategy<Value = SimpleRecord> {
+        (
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..200)),
+            -5i64..1_000_000_000_000,
+            proptest::collection::vec(
+                (
+                    "[a-z]{0,5}",
+                    proptest::option::of(proptest::collection::vec(any::<u8>(), 0..5)),
+                ),
+                0..3,
+            ),
+        )
+            .prop_map(|(k, v, ts, h)| SimpleRecord {
+                key: k.map(Bytes::from),
+                value: v.map(Bytes::from),
+                timestamp: ts,
+                headers: h
+                    .into_iter()
+                    .map(|(k, v)| (k, v.map(Bytes::from)))
+                    .collect(),
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn encode_then_view_round_trips(base in 0i64..i64::MAX / 2, recs in proptest::collection::vec(arb_record(), 1..20)) {
+            let b = encode_batch(base, &recs);
+            let s = validate_for_append(&b, usize::MAX).unwrap();
+            prop_assert_eq!(s.len(), 1);
+            let v = RecordBatchView::parse(&b).unwrap();
+            prop_assert_eq!(v.base_offset(), base);
+            prop_assert_eq!(v.record_count() as usize, recs.len());
+            prop_assert_eq!(v.last_offset(), base + recs.len() as i64 - 1);
+            prop_assert_eq!(v.max_timestamp(), recs.iter().map(|r| r.timestamp).max().unwrap());
+            for (r, want) in v.records().unwrap().zip(&recs) {
+                let r = r.unwrap();
+                prop_assert_eq!(r.timestamp, want.timestamp);
+                prop_assert_eq!(r.key, want.key.as_deref());
+                prop_assert_eq!(r.value, want.value.as_deref());
+                let hs: Vec<_> = r.headers().collect();
+                let want_h: Vec<_> = want.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect();
+                prop_assert_eq!(hs, want_h);
+            }
+        }
+
+        #[test]
+        fn mutation_never_panics_and_crc_catches_it(
+            recs in proptest::collection::vec(arb_record(), 1..5),
+            at in any::<prop::sample::Index>(),
+            xor in 1u8..=255,
+        ) {
+            let mut b = encode_batch(3, &recs).to_vec();
+            let i = at.index(b.len());
+            b[i] ^= xor;
+            let res = validate_for_append(&b, usize::MAX);
+            // Only the base offset and the leader epoch are outside the CRC and length checks.
+            if !(0..8).contains(&i) && !(12..16).contains(&i) {
+                prop_assert!(res.is_err(), "mutation at {} undetected", i);
+            }
+            if let Ok(v) = RecordBatchView::parse(&b) {
+                let _ = v.verify_crc();
+                if let Ok(it) = v.records() {
+                    for r in it.flatten() { let _ = r.headers().count(); }
+                }
+            }
+            let _ = batches(&b).count();
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = validate_for_append(&b, usize::MAX);
+            for v in batches(&b).flatten() {
+                if let Ok(it) = v.records() { for r in it.flatten() { let _ = r.headers().count(); } }
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! The table of supported APIs and versions.
+//!
+//! This is the single source of truth for what Strata advertises in ApiVersions and what the
+//! codec accepts. An API is listed only once its handler implements every listed version
+//! completely; the broker's dispatch `match` has one arm per entry.
+
+use kafka_protocol::messages::ApiKey;
+
+/// A supported API and its inclusive version range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SupportedApi {
+    /// The API key.
+    pub key: ApiKey,
+    /// Oldest version accepted. Kafka 4.0 dropped the older versions of several APIs, and the
+    /// codec (generated from Kafka 4.0's schemas) cannot decode them.
+    pub min: i16,
+    /// Newest version accepted.
+    pub max: i16,
+}
+
+const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
+    SupportedApi { key, min, max }
+}
+
+/// Every API Strata serves, in API-key order.
+///
+/// Version notes:
+/// - Produce stops at v11: v12 is KIP-890's transaction verification and v13 adds topic ids.
+/// - Fetch stops at v16: v17 and later only add replica fields for follower fetching.
+/// - Metadata stops at v12: v13 adds a top-level error code used for re-bootstrap (KIP-1102).
+/// - ListOffsets stops at v8: v9 (tiered storage) and v10 (KIP-1075 timeouts) are not served.
+pub const SUPPORTED_APIS: &[SupportedApi] = &[
+    api(ApiKey::Produce, 3, 11),
+    api(ApiKey::Fetch, 4, 16),
+    api(ApiKey::ListOffsets, 1, 8),
+    api(ApiKey::Metadata, 0, 12),
+    api(ApiKey::FindCoordinator, 0, 6),
+    api(ApiKey::ApiVersions, 0, 4),
+    api(ApiKey::CreateTopics, 2, 7),
+    api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::DescribeConfigs, 1, 4),
+];
+
+/// Looks up the supported range for an API key.
+#[must_use]
+pub fn supported(key: ApiKey) -> Option<&'static SupportedApi> {
+    SUPPORTED_APIS.iter().find(|a| a.key == key)
+}
+
+/// Whether `version` of `key` is served.
+#[must_use]
+pub fn is_supported(key: ApiKey, version: i16) -> bool {
+    supported(key).is_some_and(|a| (a.min..=a.max).contains(&version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::protocol::Message;
+
+    /// Every advertised range must lie inside what the codec can decode and encode.
+    #[test]
+    fn advertised_ranges_are_within_the_codec() {
+        use kafka_protocol::messages::*;
+        for a in SUPPORTED_APIS {
+            let codec = match a.key {
+                ApiKey::Produce => ProduceRequest::VERSIONS,
+                ApiKey::Fetch => FetchRequest::VERSIONS,
+                ApiKey::ListOffsets => ListOffsetsRequest::VERSIONS,
+                ApiKey::Metadata => MetadataRequest::VERSIONS,
+                ApiKey::FindCoordinator => FindCoordinatorRequest::VERSIONS,
+                ApiKey::ApiVersions => ApiVersionsRequest::VERSIONS,
+                ApiKey::CreateTopics => CreateTopicsRequest::VERSIONS,
+                ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
+                ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
+                other => panic!("no codec range recorded for {other:?}"),
+            };
+            assert!(a.min >= codec.min && a.max <= codec.max, "{:?} {}..{} outside {codec}", a.key, a.min, a.max);
+        }
+    }
+
+    #[test]
+    fn table_is_sorted_by_key_and_unique() {
+        let keys: Vec<i16> = SUPPORTED_APIS.iter().map(|a| a.key as i16).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(keys, sorted);
+    }
+}

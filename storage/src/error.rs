@@ -1,0 +1,76 @@
+//! The storage error type. The broker maps each variant to a Kafka error code in one place.
+
+use std::io;
+use std::path::PathBuf;
+
+use strata_protocol::record_batch::BatchError;
+use thiserror::Error;
+
+/// Everything a [`crate::Log`] operation can fail with.
+#[derive(Debug, Error)]
+pub enum LogError {
+    /// OFFSET_OUT_OF_RANGE: the fetch offset lies outside `[log_start, log_end]`.
+    #[error("offset {requested} is out of range [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        requested: i64,
+        log_start: i64,
+        log_end: i64,
+    },
+    /// CORRUPT_MESSAGE: a produced batch failed its CRC or its lengths lie
+    /// (Kafka's `CorruptRecordException`). Nothing of the request was written.
+    #[error("corrupt record batch at byte {position} of the record set: {source}")]
+    CorruptMessage {
+        /// Where the bad batch starts in the produced record set.
+        position: usize,
+        source: BatchError,
+    },
+    /// INVALID_RECORD: a well-formed batch with illegal contents: magic other than 2, a record
+    /// count that disagrees with the offset range, malformed records
+    /// (Kafka's `InvalidRecordException`). Nothing of the request was written.
+    #[error("invalid record batch at byte {position} of the record set: {source}")]
+    InvalidRecord { position: usize, source: BatchError },
+    /// MESSAGE_TOO_LARGE: a batch exceeds `max.message.bytes`.
+    #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
+    MessageTooLarge { size: usize, max: usize },
+    /// A sealed segment holds bytes that are not a batch where one should start. Recovery only
+    /// rescans the active segment, so this means damage after the segment was fsynced.
+    #[error("corrupt segment {path} at byte {position}: {source}")]
+    CorruptSegment {
+        path: PathBuf,
+        position: u64,
+        source: BatchError,
+    },
+    /// The operating system refused a file operation.
+    #[error("I/O error on {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+impl LogError {
+    /// Classifies a produce validation failure the way Kafka's `LogValidator` does.
+    pub(crate) fn from_batch(position: usize, source: BatchError) -> Self {
+        use strata_protocol::record_batch::BatchErrorKind;
+        match (source.kind(), source) {
+            (BatchErrorKind::TooLarge, BatchError::TooLarge { size, max }) => {
+                LogError::MessageTooLarge { size, max }
+            }
+            (BatchErrorKind::Corrupt, source) | (BatchErrorKind::TooLarge, source) => {
+                LogError::CorruptMessage { position, source }
+            }
+            (BatchErrorKind::Invalid, source) => LogError::InvalidRecord { position, source },
+        }
+    }
+}
+
+/// Attaches the path to an `io::Error`.
+pub(crate) trait IoContext<T> {
+    fn at(self, path: &std::path::Path) -> Result<T, LogError>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn at(self, path: &std::path::Path) -> Result<T, LogError> {
+        self.map_err(|source| LogError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}

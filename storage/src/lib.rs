@@ -1,0 +1,60 @@
+//! The partition log of Strata, in Kafka's on-disk format (ARCHITECTURE.md decision 2).
+//!
+//! # Layout
+//!
+//! On disk, one directory per partition, `<topic>-<partition>/`, holding segments named after
+//! their base offset zero-padded to 20 digits:
+//!
+//! - `00000000000000000000.log`: record batches (RecordBatch v2) byte for byte as produced,
+//!   with only the base offset and partition leader epoch rewritten (and the timestamp and CRC
+//!   under LogAppendTime). No framing of our own.
+//! - `00000000000000000000.index`: sparse offset index, 8-byte big-endian entries
+//!   (relative offset u32, position u32), one per `index.interval.bytes` appended.
+//! - `00000000000000000000.timeindex`: sparse time index, 12-byte entries
+//!   (timestamp i64, relative offset u32), added when the segment's max timestamp grows.
+//!
+//! Index files are written compactly (no preallocation, no mmap) and mirrored in memory.
+//! Later work adds `leader-epoch-checkpoint` (KIP-101), `log-start-offset-checkpoint` and
+//! producer `.snapshot` files beside them.
+//!
+//! In code:
+//!
+//! - [`config`]: [`LogConfig`] with Kafka's topic config names and defaults.
+//! - [`log`]: [`Log`], the ordered segments; append, read, retention, flush, truncation.
+//! - `segment`: one segment's files, header scans, recovery.
+//! - `index`: the two index files and their lookups.
+//! - [`region`]: [`FileRegion`] and the other values reads and appends return.
+//! - [`error`]: the error enum, [`LogError`].
+//!
+//! # Invariants
+//!
+//! - Segments are sorted by base offset, never overlap, and the last (active) one alone takes
+//!   appends. A log always has an active segment.
+//! - Every `.log` holds only whole batches that passed validation; offsets strictly increase.
+//! - `log_start_offset <= log_end_offset`; the log end offset never moves back except through
+//!   [`Log::truncate_to`].
+//!
+//! # Crash policy
+//!
+//! Nothing past the last batch that checks out is trusted (Kafka's recovery). On open, the
+//! active segment is rescanned batch by batch, checking the length against the file and the
+//! CRC32C, and the file is truncated at the first torn or corrupt batch; its indexes are
+//! rebuilt from the surviving batches. Sealed segments were fsynced when they rolled, so only
+//! their indexes are checked (entry size multiple, monotonic, within the log, and agreeing with
+//! the batch headers after the last entry) and rebuilt, with a full rescan, if they fail. Files
+//! left by interrupted deletions (`.deleted`, `.cleaned`, `.swap`) and indexes without a
+//! `.log` are removed. Data reaches disk according to `flush.messages` / `flush.ms`; by default
+//! that is left to the OS, as in Kafka, with durability coming from replication.
+
+pub mod config;
+pub mod error;
+mod index;
+pub mod log;
+pub mod region;
+mod segment;
+
+pub use config::LogConfig;
+pub use error::LogError;
+pub use log::Log;
+pub use region::{AppendInfo, FileRegion, ReadResult, TimestampOffset};
+pub use strata_protocol::record_batch::TimestampType;

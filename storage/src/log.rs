@@ -1,0 +1,525 @@
+//! The partition log: an ordered list of segments, the last of which takes appends.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use strata_protocol::record_batch::{self, TimestampType};
+
+use crate::error::{IoContext, LogError};
+use crate::region::{AppendInfo, FileRegion, ReadResult, TimestampOffset};
+use crate::segment::LogSegment;
+use crate::{LogConfig, segment};
+
+/// Suffixes of files that Kafka leaves behind mid-operation (async segment deletion,
+/// compaction output). We never need their contents: a `.deleted` segment was already dropped
+/// from the log, and we do not compact yet, so `.cleaned`/`.swap` cannot be completed.
+const LEFTOVER_SUFFIXES: [&str; 3] = [".deleted", ".cleaned", ".swap"];
+
+/// One partition's log in Kafka's on-disk layout (see the crate docs).
+///
+/// Not internally synchronised: the broker holds it behind a mutex. `read` and the other
+/// `&self` methods only do positional reads of a few header bytes per batch.
+///
+/// The log start offset is not persisted (Kafka's `log-start-offset-checkpoint`), nor is the
+/// leader epoch cache (`leader-epoch-checkpoint`, KIP-101); both are later work. After a
+/// restart the log starts at the first segment's base offset.
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    /// Sorted by base offset, never empty; the last is the active segment.
+    segments: Vec<LogSegment>,
+    /// The first offset readable; at or after the first segment's base offset.
+    log_start_offset: i64,
+    /// Records appended since the last fsync (`flush.messages`).
+    unflushed_messages: i64,
+    /// Broker time of the last fsync, or of opening (`flush.ms`).
+    last_flush_ms: i64,
+}
+
+impl Log {
+    /// Opens the log in `dir` (`<topic>-<partition>/`), creating it if needed, and recovers:
+    /// leftover `.deleted`/`.cleaned`/`.swap` files and indexes without a `.log` are removed,
+    /// the active segment is rescanned and truncated at the first torn or corrupt batch, and
+    /// sealed segments get their indexes rebuilt if missing or inconsistent.
+    ///
+    /// # Errors
+    /// [`LogError::Io`] when the directory or a segment cannot be read or written.
+    pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<Log, LogError> {
+        fs::create_dir_all(dir).at(dir)?;
+        let mut logs = Vec::new();
+        let mut indexes = Vec::new();
+        for entry in fs::read_dir(dir).at(dir)? {
+            let entry = entry.at(dir)?;
+            let path = entry.path();
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if LEFTOVER_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+                tracing::info!(file = %path.display(), "removing leftover file");
+                fs::remove_file(&path).at(&path)?;
+                continue;
+            }
+            let Some((stem, ext)) = name.split_once('.') else {
+                continue;
+            };
+            let Some(base) = (stem.len() == 20)
+                .then(|| stem.parse::<i64>().ok())
+                .flatten()
+            else {
+                continue;
+            };
+            match ext {
+                "log" => logs.push(base),
+                "index" | "timeindex" => indexes.push((base, path)),
+                _ => {}
+            }
+        }
+        logs.sort_unstable();
+        for (base, path) in indexes {
+            if logs.binary_search(&base).is_err() {
+                // Kafka: "Found an orphaned index file"; its segment was deleted or never made.
+                tracing::info!(file = %path.display(), "removing orphaned index");
+                fs::remove_file(&path).at(&path)?;
+            }
+        }
+        let interval = u64::from(config.index_interval_bytes);
+        let mut segments = Vec::with_capacity(logs.len().max(1));
+        for (i, &base) in logs.iter().enumerate() {
+            let active = i + 1 == logs.len();
+            segments.push(LogSegment::open(dir, base, active, interval, now_ms)?);
+        }
+        if segments.is_empty() {
+            segments.push(LogSegment::create(dir, 0)?);
+            sync_dir(dir)?;
+        }
+        let log_start_offset = segments[0].base_offset;
+        Ok(Log {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_start_offset,
+            unflushed_messages: 0,
+            last_flush_ms: now_ms,
+        })
+    }
+
+    fn active(&self) -> &LogSegment {
+        self.segments
+            .last()
+            .expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut LogSegment {
+        self.segments
+            .last_mut()
+            .expect("a log always has an active segment")
+    }
+
+    /// Validates, stamps and appends a produced record set.
+    ///
+    /// Every batch is validated before anything is written, so a bad batch rejects the whole
+    /// set (Kafka does the same per partition). Each batch then gets the next offsets and
+    /// `leader_epoch` written into its header, and under LogAppendTime `now_ms` as its max
+    /// timestamp (the only case where the CRC is recomputed). The active segment is rolled
+    /// first if the set would overflow it, it is older than `segment.ms`, or its indexes
+    /// are full.
+    ///
+    /// An empty record set appends nothing and answers offsets -1.
+    ///
+    /// # Errors
+    /// [`LogError::CorruptMessage`], [`LogError::InvalidRecord`] and
+    /// [`LogError::MessageTooLarge`] for bad input (nothing written); [`LogError::Io`].
+    pub fn append(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let max = self.config.max_message_bytes as usize;
+        let mut summaries = Vec::new();
+        let mut pos = 0;
+        while pos < records.len() {
+            let rest = &records[pos..];
+            let len =
+                record_batch::peek_total_len(rest).map_err(|e| LogError::from_batch(pos, e))?;
+            if len > max {
+                return Err(LogError::MessageTooLarge { size: len, max });
+            }
+            let summary = record_batch::validate_batch(rest, pos)
+                .map_err(|e| LogError::from_batch(pos, e))?;
+            pos += summary.len;
+            summaries.push(summary);
+        }
+        let log_append_time = match self.config.timestamp_type {
+            TimestampType::LogAppendTime => now_ms,
+            TimestampType::CreateTime => -1,
+        };
+        if summaries.is_empty() {
+            return Ok(AppendInfo {
+                base_offset: -1,
+                last_offset: -1,
+                log_append_time,
+                record_count: 0,
+                log_start_offset: self.log_start_offset,
+            });
+        }
+        let record_count: i64 = summaries.iter().map(|s| i64::from(s.record_count)).sum();
+        let base_offset = self.log_end_offset();
+        let last_offset = base_offset + record_count - 1;
+        if self.needs_roll(records.len() as u64, last_offset, now_ms) {
+            self.roll()?;
+        }
+        let mut next = base_offset;
+        let mut placed = Vec::with_capacity(summaries.len());
+        for s in &summaries {
+            let batch = &mut records[s.position..s.position + s.len];
+            record_batch::set_base_offset(batch, next);
+            record_batch::set_partition_leader_epoch(batch, leader_epoch);
+            let max_ts = if log_append_time >= 0 {
+                record_batch::set_log_append_time(batch, now_ms);
+                TimestampOffset {
+                    timestamp: now_ms,
+                    offset: next,
+                }
+            } else {
+                TimestampOffset {
+                    timestamp: s.max_timestamp,
+                    offset: next + i64::from(s.offset_delta_of_max_timestamp),
+                }
+            };
+            let last = next + i64::from(s.last_offset_delta);
+            placed.push((s.position, s.len, last, max_ts));
+            next = last + 1;
+        }
+        let interval = u64::from(self.config.index_interval_bytes);
+        self.active_mut()
+            .append(records, &placed, interval, now_ms)?;
+        self.unflushed_messages = self.unflushed_messages.saturating_add(record_count);
+        self.maybe_flush(now_ms)?;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+            log_append_time,
+            record_count: u32::try_from(record_count).unwrap_or(u32::MAX),
+            log_start_offset: self.log_start_offset,
+        })
+    }
+
+    /// Kafka's `LogSegment.shouldRoll`, checked before appending `bytes` ending at
+    /// `last_offset`. An empty segment never rolls: anything fits in it.
+    fn needs_roll(&self, bytes: u64, last_offset: i64, now_ms: i64) -> bool {
+        let seg = self.active();
+        if seg.size() == 0 {
+            return false;
+        }
+        let full = seg.size() + bytes > self.config.effective_segment_bytes();
+        let aged = seg
+            .roll_base_ms()
+            .is_some_and(|t| now_ms.saturating_sub(t) > self.config.segment_ms);
+        let indexes_full = seg.indexes_full(u64::from(self.config.segment_index_bytes));
+        // Relative offsets in the indexes are 4 bytes.
+        let offset_overflow = last_offset - seg.base_offset > i64::from(i32::MAX);
+        full || aged || indexes_full || offset_overflow
+    }
+
+    /// Seals the active segment (final time index entry, fsync) and starts a new one at the
+    /// log end offset.
+    fn roll(&mut self) -> Result<(), LogError> {
+        let next = self.log_end_offset();
+        self.active_mut().seal()?;
+        let seg = LogSegment::create(&self.dir, next)?;
+        sync_dir(&self.dir)?;
+        tracing::debug!(dir = %self.dir.display(), base_offset = next, "rolled segment");
+        self.segments.push(seg);
+        Ok(())
+    }
+
+    /// Reads whole batches from the one holding `offset` (a fetch offset inside a batch
+    /// returns the whole batch, as in Kafka; the client skips the earlier records).
+    ///
+    /// Stops before the first batch whose last offset is >= `max_offset` (the high watermark)
+    /// or that would take the total past `max_bytes`, except that with `min_one_batch` the
+    /// first batch is returned whatever its size (KIP-74). The read continues into the next
+    /// segments while the budget allows; each segment contributes at most one region.
+    ///
+    /// # Errors
+    /// [`LogError::OffsetOutOfRange`] unless `log_start <= offset <= log_end`;
+    /// [`LogError::CorruptSegment`] if a batch header in the way does not parse.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, LogError> {
+        let log_end = self.log_end_offset();
+        if offset < self.log_start_offset || offset > log_end {
+            return Err(LogError::OffsetOutOfRange {
+                requested: offset,
+                log_start: self.log_start_offset,
+                log_end,
+            });
+        }
+        let mut result = ReadResult::default();
+        if offset == log_end || offset >= max_offset {
+            return Ok(result);
+        }
+        let max_bytes = u64::from(max_bytes);
+        let first = self.segment_index_for(offset);
+        for (i, seg) in self.segments.iter().enumerate().skip(first) {
+            let start = if i == first {
+                match seg.find_batch(offset)? {
+                    Some(h) => h.position,
+                    None => continue,
+                }
+            } else {
+                0
+            };
+            let mut pos = start;
+            let mut stop = false;
+            while let Some(h) = seg.header_at(pos)? {
+                let allowed = h.last_offset < max_offset
+                    && (result.bytes + (pos - start) + h.len <= max_bytes
+                        || (min_one_batch && result.bytes == 0 && pos == start));
+                if !allowed {
+                    stop = true;
+                    break;
+                }
+                pos += h.len;
+            }
+            if pos > start {
+                let len = pos - start;
+                result.regions.push(FileRegion {
+                    file: seg.file().clone(),
+                    position: start,
+                    // A segment is at most i32::MAX bytes (segment.bytes cap).
+                    len: u32::try_from(len).unwrap_or(u32::MAX),
+                });
+                result.bytes += len;
+            }
+            if stop {
+                break;
+            }
+        }
+        Ok(result)
+    }
+
+    /// Index of the segment whose range holds `offset`: the last with base <= offset.
+    fn segment_index_for(&self, offset: i64) -> usize {
+        self.segments
+            .partition_point(|s| s.base_offset <= offset)
+            .saturating_sub(1)
+    }
+
+    /// The first readable offset.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    /// One past the last offset appended.
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+
+    /// ListOffsets by timestamp: the earliest record with timestamp >= `ts`. Exact for
+    /// uncompressed CreateTime batches; for compressed batches the batch's base offset and max
+    /// timestamp are returned, since we do not decompress. `None` if no record is that late.
+    /// The special timestamps (-1 latest, -2 earliest, -3 max) are the broker's to resolve.
+    ///
+    /// # Errors
+    /// [`LogError::CorruptSegment`], [`LogError::Io`].
+    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<TimestampOffset>, LogError> {
+        for seg in &self.segments {
+            if let Some(mut found) = seg.find_timestamp(ts)? {
+                found.offset = found.offset.max(self.log_start_offset);
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The record with the largest timestamp (KIP-734's MAX_TIMESTAMP); the earliest wins a
+    /// tie. Batch granularity (base offset) for compressed batches.
+    pub fn max_timestamp(&self) -> Option<TimestampOffset> {
+        let mut best: Option<TimestampOffset> = None;
+        for m in self.segments.iter().filter_map(LogSegment::max_timestamp) {
+            if best.is_none_or(|b| m.timestamp > b.timestamp) {
+                best = Some(m);
+            }
+        }
+        best
+    }
+
+    /// Deletes the oldest segments that are past `retention.ms` (newest timestamp older than
+    /// `now - retention.ms`), then those that `retention.bytes` allows dropping, as Kafka's
+    /// `deleteRetentionMsBreachedSegments` / `deleteRetentionSizeBreachedSegments` do. If the
+    /// active segment itself goes, a fresh empty one is rolled at the log end first, so the log
+    /// end offset never moves back. Returns the number of segments deleted.
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        let mut deleted = 0;
+        if self.config.retention_ms >= 0 {
+            let mut n = 0;
+            for seg in &self.segments {
+                if seg.size() == 0
+                    || now_ms.saturating_sub(seg.largest_timestamp()?) <= self.config.retention_ms
+                {
+                    break;
+                }
+                n += 1;
+            }
+            deleted += self.delete_oldest(n)?;
+        }
+        if self.config.retention_bytes >= 0 {
+            let mut excess = self.size_bytes() as i64 - self.config.retention_bytes;
+            let mut n = 0;
+            for seg in &self.segments {
+                let size = seg.size() as i64;
+                if size == 0 || excess - size < 0 {
+                    break;
+                }
+                excess -= size;
+                n += 1;
+            }
+            deleted += self.delete_oldest(n)?;
+        }
+        Ok(deleted)
+    }
+
+    /// Drops the first `n` segments, rolling first if that would include the active one.
+    fn delete_oldest(&mut self, n: usize) -> Result<usize, LogError> {
+        if n == 0 {
+            return Ok(0);
+        }
+        if n >= self.segments.len() {
+            self.roll()?;
+        }
+        let gone: Vec<LogSegment> = self.segments.drain(..n).collect();
+        self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset);
+        for seg in &gone {
+            tracing::info!(dir = %self.dir.display(), base_offset = seg.base_offset, "deleting segment by retention");
+            seg.delete_files()?;
+        }
+        Ok(gone.len())
+    }
+
+    /// fsyncs if `flush.messages` records have been appended since the last fsync or the
+    /// oldest unflushed data is `flush.ms` old. The broker calls this periodically; `append`
+    /// calls it too.
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn maybe_flush(&mut self, now_ms: i64) -> Result<(), LogError> {
+        if self.unflushed_messages == 0 {
+            self.last_flush_ms = now_ms;
+            return Ok(());
+        }
+        if self.unflushed_messages >= self.config.flush_interval_messages
+            || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_interval_ms
+        {
+            self.flush()?;
+            self.last_flush_ms = now_ms;
+        }
+        Ok(())
+    }
+
+    /// fsyncs the active segment (sealed segments were fsynced when they rolled).
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        self.active().flush()?;
+        self.unflushed_messages = 0;
+        Ok(())
+    }
+
+    /// Removes every offset >= `offset` (follower truncation, KIP-101). Later segments are
+    /// deleted and the segment holding `offset` is cut at a batch boundary; if `offset` falls
+    /// inside a batch the whole batch goes, so the log end may land below `offset`. A target
+    /// below the log start empties the log and restarts it at `offset`.
+    ///
+    /// # Errors
+    /// [`LogError::Io`], [`LogError::CorruptSegment`].
+    pub fn truncate_to(&mut self, offset: i64) -> Result<(), LogError> {
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        if offset < self.log_start_offset {
+            for seg in self.segments.drain(..) {
+                seg.delete_files()?;
+            }
+            self.segments.push(LogSegment::create(&self.dir, offset)?);
+            sync_dir(&self.dir)?;
+            self.log_start_offset = offset;
+            self.unflushed_messages = 0;
+            return Ok(());
+        }
+        let keep = self.segment_index_for(offset) + 1;
+        for seg in self.segments.drain(keep..) {
+            seg.delete_files()?;
+        }
+        let seg = self.active_mut();
+        seg.truncate_to(offset)?;
+        seg.flush()?;
+        self.unflushed_messages = 0;
+        Ok(())
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    /// Bytes in all `.log` files.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(LogSegment::size).sum()
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Number of segments, the active one included.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// fsyncs everything and closes the files.
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn close(mut self) -> Result<(), LogError> {
+        for seg in &self.segments {
+            seg.flush()?;
+        }
+        self.unflushed_messages = 0;
+        Ok(())
+    }
+
+    /// Removes the partition directory and everything in it (topic deletion).
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn delete(self) -> Result<(), LogError> {
+        let dir = self.dir.clone();
+        drop(self);
+        fs::remove_dir_all(&dir).at(&dir)
+    }
+}
+
+/// fsyncs a directory so a newly created or removed file name survives a crash.
+fn sync_dir(dir: &Path) -> Result<(), LogError> {
+    fs::File::open(dir).and_then(|d| d.sync_all()).at(dir)
+}
+
+/// The file name a segment with `base_offset` uses for `suffix` (`log`, `index`, `timeindex`).
+pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
+    segment::file_name(base_offset, suffix)
+}

@@ -1,0 +1,617 @@
+//! One log segment: a `.log` file of record batches plus its two sparse indexes.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use strata_protocol::record_batch::{
+    self, BatchError, Compression, MAGIC_V2, RecordBatchView, TimestampType,
+};
+
+use crate::TimestampOffset;
+use crate::error::{IoContext, LogError};
+use crate::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex};
+
+/// The prefix of a batch header that offset lookups read: up to and including
+/// `lastOffsetDelta` (@23..27). See `strata_protocol::record_batch` for the layout.
+const HEADER_PREFIX_LEN: usize = 27;
+/// The prefix that timestamp lookups read: up to and including `maxTimestamp` (@35..43).
+const TIMESTAMP_PREFIX_LEN: usize = 43;
+
+/// What a short header read tells about a batch in a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchHeader {
+    pub position: u64,
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// `12 + batchLength`.
+    pub len: u64,
+}
+
+/// The file name of a segment file: the base offset zero-padded to 20 digits, as Kafka names
+/// them so an operator (or Kafka's `kafka-dump-log`) can read our directory.
+pub(crate) fn file_name(base_offset: i64, suffix: &str) -> String {
+    format!("{base_offset:020}.{suffix}")
+}
+
+/// A segment of a partition log.
+///
+/// # Byte format
+///
+/// `<base>.log` is a sequence of RecordBatch v2 exactly as produced (with base offset and
+/// partition leader epoch stamped by the broker), back to back, no padding or framing of our
+/// own. `<base>.index` and `<base>.timeindex` are described on
+/// [`OffsetEntry`] and [`TimeEntry`].
+///
+/// # Crash policy
+///
+/// Batches are written with one positional write at the end of the valid bytes, and indexes
+/// are written after the batch. A crash can leave a torn batch at the end of the `.log` or
+/// index entries pointing past it; [`LogSegment::recover`] rescans the log, truncates at the
+/// first batch that fails its length or CRC check, and rebuilds both indexes.
+#[derive(Debug)]
+pub(crate) struct LogSegment {
+    /// The offset of the first batch this segment may hold; also its file name.
+    pub base_offset: i64,
+    log_path: PathBuf,
+    /// Shared with the [`crate::FileRegion`]s handed to fetches, which keep reading it even
+    /// after retention unlinks the file (unix semantics).
+    log: Arc<File>,
+    /// Bytes of valid batches; the next write goes here.
+    size: u64,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    /// Bytes appended since the last `.index` entry (Kafka's `bytesSinceLastIndexEntry`).
+    bytes_since_last_index: u64,
+    /// One past the last offset held, or `base_offset` when empty.
+    pub next_offset: i64,
+    /// The largest batch max-timestamp held and the offset of the record carrying it.
+    max_timestamp: Option<TimestampOffset>,
+    /// When `segment.ms` starts counting: the broker clock at the first append, or after a
+    /// restart the first batch's timestamp (Kafka's `rollingBasedTimestamp`) capped at now.
+    roll_base_ms: Option<i64>,
+}
+
+impl LogSegment {
+    /// Creates an empty segment, replacing any files of the same name.
+    pub fn create(dir: &Path, base_offset: i64) -> Result<Self, LogError> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&log_path)
+            .at(&log_path)?;
+        Ok(Self {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            size: 0,
+            offset_index: OffsetIndex::create(&dir.join(file_name(base_offset, "index")))?,
+            time_index: TimeIndex::create(&dir.join(file_name(base_offset, "timeindex")))?,
+            bytes_since_last_index: 0,
+            next_offset: base_offset,
+            max_timestamp: None,
+            roll_base_ms: None,
+        })
+    }
+
+    /// Opens the existing segment `base_offset`. A sealed segment (`active == false`) trusts
+    /// its `.log` and loads its indexes, rebuilding them (with a full recovery) when missing or
+    /// inconsistent; the active segment is always recovered.
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        active: bool,
+        index_interval: u64,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&log_path)
+            .at(&log_path)?;
+        let size = log.metadata().at(&log_path)?.len();
+        let index_path = dir.join(file_name(base_offset, "index"));
+        let time_path = dir.join(file_name(base_offset, "timeindex"));
+        if !active {
+            let offset_index = OffsetIndex::load(&index_path, |e| u64::from(e.position) < size)?;
+            let time_index = TimeIndex::load(&time_path, |_| true)?;
+            if let (Some(offset_index), Some(time_index)) = (offset_index, time_index) {
+                let mut seg = Self {
+                    base_offset,
+                    log_path,
+                    log: Arc::new(log),
+                    size,
+                    offset_index,
+                    time_index,
+                    bytes_since_last_index: 0,
+                    next_offset: base_offset,
+                    max_timestamp: None,
+                    roll_base_ms: None,
+                };
+                if seg.load_sealed_tail()? {
+                    return Ok(seg);
+                }
+                tracing::warn!(segment = %seg.log_path.display(), "index inconsistent with log; rebuilding");
+                seg.recover(index_interval, now_ms)?;
+                return Ok(seg);
+            }
+            tracing::warn!(segment = %log_path.display(), "index missing or corrupt; rebuilding");
+        }
+        let mut seg = Self {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            size,
+            offset_index: OffsetIndex::create(&index_path)?,
+            time_index: TimeIndex::create(&time_path)?,
+            bytes_since_last_index: 0,
+            next_offset: base_offset,
+            max_timestamp: None,
+            roll_base_ms: None,
+        };
+        seg.recover(index_interval, now_ms)?;
+        Ok(seg)
+    }
+
+    /// For a sealed segment with loaded indexes: finds `next_offset` by walking the headers
+    /// after the last index entry (at most about `index.interval.bytes` of them), and takes
+    /// the largest timestamp from the last `.timeindex` entry. Returns false when the headers
+    /// or the time index disagree with the log, so the caller rebuilds.
+    fn load_sealed_tail(&mut self) -> Result<bool, LogError> {
+        let mut pos = self
+            .offset_index
+            .last()
+            .map_or(0, |e| u64::from(e.position));
+        let mut first = true;
+        while pos < self.size {
+            let Ok(h) = self.read_header(pos) else {
+                return Ok(false);
+            };
+            if first
+                && let Some(e) = self.offset_index.last()
+                && h.last_offset != self.base_offset + i64::from(e.relative_offset)
+            {
+                return Ok(false);
+            }
+            first = false;
+            self.next_offset = h.last_offset + 1;
+            pos += h.len;
+        }
+        if let Some(t) = self.time_index.last() {
+            let offset = self.base_offset + i64::from(t.relative_offset);
+            if offset >= self.next_offset {
+                return Ok(false);
+            }
+            self.max_timestamp = Some(TimestampOffset {
+                timestamp: t.timestamp,
+                offset,
+            });
+        }
+        Ok(true)
+    }
+
+    /// Rescans the whole `.log`: each batch must parse, pass its CRC and have offsets above
+    /// the previous batch's. The file is truncated before the first batch that does not, and
+    /// both indexes are rebuilt. Returns the bytes cut off.
+    pub fn recover(&mut self, index_interval: u64, now_ms: i64) -> Result<u64, LogError> {
+        let file_len = self.log.metadata().at(&self.log_path)?.len();
+        self.offset_index.truncate_entries(0)?;
+        self.time_index.truncate_entries(0)?;
+        self.bytes_since_last_index = 0;
+        self.next_offset = self.base_offset;
+        self.max_timestamp = None;
+        self.roll_base_ms = None;
+        let mut pos = 0u64;
+        let mut buf = Vec::new();
+        while pos < file_len {
+            let mut prefix = [0u8; record_batch::LOG_OVERHEAD];
+            if file_len - pos < prefix.len() as u64 {
+                break;
+            }
+            self.log
+                .read_exact_at(&mut prefix, pos)
+                .at(&self.log_path)?;
+            let Ok(len) = record_batch::peek_total_len(&prefix) else {
+                break;
+            };
+            if (len as u64) > file_len - pos {
+                break;
+            }
+            buf.resize(len, 0);
+            self.log.read_exact_at(&mut buf, pos).at(&self.log_path)?;
+            let Ok(view) = RecordBatchView::parse(&buf) else {
+                break;
+            };
+            if view.verify_crc().is_err()
+                || view.base_offset() < self.next_offset
+                || view.last_offset_delta() < 0
+                || view.last_offset() - self.base_offset > i64::from(u32::MAX)
+            {
+                break;
+            }
+            let max = TimestampOffset {
+                timestamp: view.max_timestamp(),
+                offset: offset_of_max_timestamp(&view),
+            };
+            if self.roll_base_ms.is_none() {
+                self.roll_base_ms = Some(if max.timestamp >= 0 {
+                    max.timestamp.min(now_ms)
+                } else {
+                    now_ms
+                });
+            }
+            self.size = pos;
+            self.index_batch(pos, len as u64, view.last_offset(), max, index_interval)?;
+            self.next_offset = view.last_offset() + 1;
+            pos += len as u64;
+        }
+        self.size = pos;
+        let cut = file_len - pos;
+        if cut > 0 {
+            tracing::warn!(segment = %self.log_path.display(), position = pos, bytes = cut,
+                "truncating torn or corrupt tail");
+            self.log.set_len(pos).at(&self.log_path)?;
+            self.log.sync_all().at(&self.log_path)?;
+        }
+        Ok(cut)
+    }
+
+    /// Updates the in-memory max timestamp and, every `index_interval` bytes, both indexes,
+    /// for a batch already in the file at `position` (Kafka's `LogSegment.append` loop).
+    fn index_batch(
+        &mut self,
+        position: u64,
+        len: u64,
+        last_offset: i64,
+        max: TimestampOffset,
+        index_interval: u64,
+    ) -> Result<(), LogError> {
+        if self
+            .max_timestamp
+            .is_none_or(|m| max.timestamp > m.timestamp)
+        {
+            self.max_timestamp = Some(max);
+        }
+        if self.bytes_since_last_index > index_interval {
+            self.offset_index.push(OffsetEntry {
+                relative_offset: self.relative(last_offset),
+                position: position as u32,
+            })?;
+            self.maybe_append_time_entry()?;
+            self.bytes_since_last_index = 0;
+        }
+        self.bytes_since_last_index += len;
+        Ok(())
+    }
+
+    /// Appends the running max timestamp to `.timeindex` if it grew since the last entry.
+    /// Timestamps below 0 (NO_TIMESTAMP) are never indexed, as in Kafka's `TimeIndex`.
+    fn maybe_append_time_entry(&mut self) -> Result<(), LogError> {
+        let Some(max) = self.max_timestamp else {
+            return Ok(());
+        };
+        let last = self.time_index.last().map_or(-1, |e| e.timestamp);
+        if max.timestamp > last {
+            self.time_index.push(TimeEntry {
+                timestamp: max.timestamp,
+                relative_offset: self.relative(max.offset),
+            })?;
+        }
+        Ok(())
+    }
+
+    fn relative(&self, offset: i64) -> u32 {
+        // The log rolls before a relative offset could exceed u32 (see `Log::needs_roll`).
+        u32::try_from(offset - self.base_offset).unwrap_or(u32::MAX)
+    }
+
+    /// Writes already-validated, already-stamped batches at the end of the segment and indexes
+    /// them. `batches` yields (position within `bytes`, length, last offset, max timestamp).
+    pub fn append(
+        &mut self,
+        bytes: &[u8],
+        batches: &[(usize, usize, i64, TimestampOffset)],
+        index_interval: u64,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let start = self.size;
+        self.log.write_all_at(bytes, start).at(&self.log_path)?;
+        if self.roll_base_ms.is_none() {
+            self.roll_base_ms = Some(now_ms);
+        }
+        for &(pos, len, last_offset, max) in batches {
+            self.index_batch(
+                start + pos as u64,
+                len as u64,
+                last_offset,
+                max,
+                index_interval,
+            )?;
+            self.next_offset = last_offset + 1;
+        }
+        self.size = start + bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Reads the header prefix of the batch at `position`, checking that it is a v2 batch
+    /// that lies entirely within the segment.
+    ///
+    /// # Errors
+    /// [`LogError::CorruptSegment`] when it does not.
+    pub fn read_header(&self, position: u64) -> Result<BatchHeader, LogError> {
+        let mut b = [0u8; HEADER_PREFIX_LEN];
+        self.read_prefix(position, &mut b)?;
+        self.header_from(position, &b)
+    }
+
+    fn read_prefix(&self, position: u64, b: &mut [u8]) -> Result<(), LogError> {
+        if self.size.saturating_sub(position) < b.len() as u64 {
+            return Err(self.corrupt(
+                position,
+                BatchError::Truncated {
+                    need: b.len(),
+                    have: self.size.saturating_sub(position) as usize,
+                },
+            ));
+        }
+        self.log.read_exact_at(b, position).at(&self.log_path)
+    }
+
+    fn header_from(&self, position: u64, b: &[u8]) -> Result<BatchHeader, LogError> {
+        let len = record_batch::peek_total_len(b).map_err(|e| self.corrupt(position, e))? as u64;
+        let magic = b[16] as i8;
+        if magic != MAGIC_V2 {
+            return Err(self.corrupt(position, BatchError::UnsupportedMagic(magic)));
+        }
+        if len > self.size - position {
+            return Err(self.corrupt(
+                position,
+                BatchError::Truncated {
+                    need: len as usize,
+                    have: (self.size - position) as usize,
+                },
+            ));
+        }
+        let base_offset = i64::from_be_bytes(b[0..8].try_into().unwrap_or_default());
+        let delta = i32::from_be_bytes(b[23..27].try_into().unwrap_or_default());
+        Ok(BatchHeader {
+            position,
+            base_offset,
+            last_offset: base_offset.saturating_add(i64::from(delta)),
+            len,
+        })
+    }
+
+    fn corrupt(&self, position: u64, source: BatchError) -> LogError {
+        LogError::CorruptSegment {
+            path: self.log_path.clone(),
+            position,
+            source,
+        }
+    }
+
+    /// The first batch whose last offset is >= `offset`, found through the offset index and a
+    /// short scan of headers; `None` if every batch ends before `offset`.
+    pub fn find_batch(&self, offset: i64) -> Result<Option<BatchHeader>, LogError> {
+        let rel = u32::try_from(offset.saturating_sub(self.base_offset).max(0)).unwrap_or(u32::MAX);
+        let mut pos = u64::from(self.offset_index.lookup(rel));
+        while pos < self.size {
+            let h = self.read_header(pos)?;
+            if h.last_offset >= offset {
+                return Ok(Some(h));
+            }
+            pos += h.len;
+        }
+        Ok(None)
+    }
+
+    /// The header of the batch starting at `position` (`None` at the end of the segment).
+    pub fn header_at(&self, position: u64) -> Result<Option<BatchHeader>, LogError> {
+        if position >= self.size {
+            return Ok(None);
+        }
+        self.read_header(position).map(Some)
+    }
+
+    /// The earliest record with timestamp >= `timestamp`, if this segment holds one. Starts
+    /// from the time index, then scans batch headers; an uncompressed CreateTime batch is read
+    /// whole to find the exact record, others answer with the batch's base offset and max
+    /// timestamp (we do not decompress; every record of a LogAppendTime batch has that time).
+    pub fn find_timestamp(&self, timestamp: i64) -> Result<Option<TimestampOffset>, LogError> {
+        if self.max_timestamp.is_none_or(|m| m.timestamp < timestamp) {
+            return Ok(None);
+        }
+        let mut pos = match self.time_index.last_below(timestamp) {
+            Some(e) => u64::from(self.offset_index.lookup(e.relative_offset)),
+            None => 0,
+        };
+        let mut buf = Vec::new();
+        while pos < self.size {
+            let mut b = [0u8; TIMESTAMP_PREFIX_LEN];
+            self.read_prefix(pos, &mut b)?;
+            let h = self.header_from(pos, &b)?;
+            let max_ts = i64::from_be_bytes(b[35..43].try_into().unwrap_or_default());
+            if max_ts >= timestamp {
+                let attributes = i16::from_be_bytes([b[21], b[22]]);
+                let uncompressed_create_time = attributes & 0x0f == 0;
+                if uncompressed_create_time {
+                    buf.resize(h.len as usize, 0);
+                    self.log.read_exact_at(&mut buf, pos).at(&self.log_path)?;
+                    let view = RecordBatchView::parse(&buf).map_err(|e| self.corrupt(pos, e))?;
+                    let found = view
+                        .records()
+                        .map_err(|e| self.corrupt(pos, e))?
+                        .map_while(Result::ok)
+                        .find(|r| r.timestamp >= timestamp);
+                    if let Some(r) = found {
+                        return Ok(Some(TimestampOffset {
+                            timestamp: r.timestamp,
+                            offset: r.offset,
+                        }));
+                    }
+                    // The header's maxTimestamp overstated the records: keep looking.
+                } else {
+                    return Ok(Some(TimestampOffset {
+                        timestamp: max_ts,
+                        offset: h.base_offset,
+                    }));
+                }
+            }
+            pos += h.len;
+        }
+        Ok(None)
+    }
+
+    /// Drops every batch from the one holding `offset` on (a batch containing `offset` goes
+    /// entirely). Returns false if nothing was cut.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<bool, LogError> {
+        let Some(h) = self.find_batch(offset)? else {
+            return Ok(false);
+        };
+        let cut_at = h.position;
+        let keep_offsets = self
+            .offset_index
+            .entries()
+            .partition_point(|e| u64::from(e.position) < cut_at);
+        self.offset_index.truncate_entries(keep_offsets)?;
+        let new_end_rel = h.base_offset - self.base_offset;
+        let keep_times = self
+            .time_index
+            .entries()
+            .partition_point(|e| i64::from(e.relative_offset) < new_end_rel);
+        self.time_index.truncate_entries(keep_times)?;
+        self.log.set_len(cut_at).at(&self.log_path)?;
+        self.size = cut_at;
+        self.next_offset = h.base_offset.max(self.base_offset);
+        // Recompute the running maximum: the last kept time entry covers every batch up to the
+        // last kept offset entry (both are written together), so only the tail is rescanned.
+        self.max_timestamp = self.time_index.last().map(|e| TimestampOffset {
+            timestamp: e.timestamp,
+            offset: self.base_offset + i64::from(e.relative_offset),
+        });
+        let mut pos = self
+            .offset_index
+            .last()
+            .map_or(0, |e| u64::from(e.position));
+        self.bytes_since_last_index = 0;
+        let mut buf = Vec::new();
+        while pos < self.size {
+            let h = self.read_header(pos)?;
+            buf.resize(h.len as usize, 0);
+            self.log.read_exact_at(&mut buf, pos).at(&self.log_path)?;
+            let view = RecordBatchView::parse(&buf).map_err(|e| self.corrupt(pos, e))?;
+            let max = TimestampOffset {
+                timestamp: view.max_timestamp(),
+                offset: offset_of_max_timestamp(&view),
+            };
+            if self
+                .max_timestamp
+                .is_none_or(|m| max.timestamp > m.timestamp)
+            {
+                self.max_timestamp = Some(max);
+            }
+            self.bytes_since_last_index += h.len;
+            pos += h.len;
+        }
+        if self.size == 0 {
+            self.roll_base_ms = None;
+        }
+        Ok(true)
+    }
+
+    /// Called when the segment stops being the active one: records its final largest
+    /// timestamp in `.timeindex` (so reopening can trust the last entry) and fsyncs.
+    pub fn seal(&mut self) -> Result<(), LogError> {
+        self.maybe_append_time_entry()?;
+        self.flush()
+    }
+
+    /// fsyncs the log and both indexes.
+    pub fn flush(&self) -> Result<(), LogError> {
+        self.log.sync_data().at(&self.log_path)?;
+        self.offset_index.sync()?;
+        self.time_index.sync()
+    }
+
+    /// Unlinks the three files. Open [`crate::FileRegion`]s keep reading the old inode.
+    pub fn delete_files(&self) -> Result<(), LogError> {
+        for p in [
+            self.log_path.as_path(),
+            self.offset_index.path(),
+            self.time_index.path(),
+        ] {
+            match fs::remove_file(p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).at(p),
+            }
+        }
+        Ok(())
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn file(&self) -> &Arc<File> {
+        &self.log
+    }
+
+    pub fn max_timestamp(&self) -> Option<TimestampOffset> {
+        self.max_timestamp
+    }
+
+    pub fn roll_base_ms(&self) -> Option<i64> {
+        self.roll_base_ms
+    }
+
+    /// Whether either index has reached `segment.index.bytes`.
+    pub fn indexes_full(&self, segment_index_bytes: u64) -> bool {
+        self.offset_index.size_bytes() + 8 > segment_index_bytes
+            || self.time_index.size_bytes() + 12 > segment_index_bytes
+    }
+
+    /// The timestamp retention compares against: the largest record timestamp, or the file's
+    /// modification time when no batch carries one (Kafka's `LogSegment.largestTimestamp`).
+    pub fn largest_timestamp(&self) -> Result<i64, LogError> {
+        if let Some(m) = self.max_timestamp
+            && m.timestamp >= 0
+        {
+            return Ok(m.timestamp);
+        }
+        let modified = self
+            .log
+            .metadata()
+            .and_then(|m| m.modified())
+            .at(&self.log_path)?;
+        Ok(modified
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64))
+    }
+}
+
+/// The offset of the record carrying the batch's largest timestamp (KIP-734). Uncompressed
+/// CreateTime batches are walked; for the rest the base offset is exact (LogAppendTime: every
+/// record has the same time, the first wins) or the best we can do without decompressing.
+pub(crate) fn offset_of_max_timestamp(view: &RecordBatchView<'_>) -> i64 {
+    if view.compression() != Compression::None
+        || view.timestamp_type() == TimestampType::LogAppendTime
+    {
+        return view.base_offset();
+    }
+    let Ok(records) = view.records() else {
+        return view.base_offset();
+    };
+    let mut best: Option<(i64, i64)> = None;
+    for r in records.map_while(Result::ok) {
+        if best.is_none_or(|(ts, _)| r.timestamp > ts) {
+            best = Some((r.timestamp, r.offset));
+        }
+    }
+    best.map_or(view.base_offset(), |(_, o)| o)
+}

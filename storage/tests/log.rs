@@ -1,0 +1,609 @@
+//! Behaviour of `Log` through its public API: append/read, roll, recovery, retention,
+//! timestamp lookup, truncation, and a property test against a `Vec` model.
+
+use std::fs;
+use std::path::Path;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use strata_protocol::record_batch::{
+    self, RecordBatchView, SimpleRecord, TimestampType, encode_batch,
+};
+use strata_storage::{Log, LogConfig, LogError, ReadResult, TimestampOffset};
+
+fn batch(timestamps: &[i64], value_len: usize) -> Vec<u8> {
+    let recs: Vec<SimpleRecord> = timestamps
+        .iter()
+        .map(|&t| SimpleRecord {
+            key: None,
+            value: Some(Bytes::from(vec![b'v'; value_len])),
+            timestamp: t,
+            headers: vec![],
+        })
+        .collect();
+    encode_batch(0, &recs).to_vec()
+}
+
+fn small_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1000,
+        index_interval_bytes: 100,
+        retention_ms: -1,
+        ..LogConfig::default()
+    }
+}
+
+fn bytes_of(r: &ReadResult) -> Vec<u8> {
+    let mut out = Vec::new();
+    for region in &r.regions {
+        region.read_into(&mut out).unwrap();
+    }
+    assert_eq!(out.len() as u64, r.bytes);
+    out
+}
+
+/// (offset, timestamp) of every record in the read.
+fn records_of(r: &ReadResult) -> Vec<(i64, i64)> {
+    let bytes = bytes_of(r);
+    let mut out = Vec::new();
+    for b in record_batch::batches(&bytes) {
+        let b = b.unwrap();
+        b.verify_crc().unwrap();
+        for rec in b.records().unwrap() {
+            let rec = rec.unwrap();
+            out.push((rec.offset, rec.timestamp));
+        }
+    }
+    out
+}
+
+fn read_all(log: &Log, from: i64) -> Vec<(i64, i64)> {
+    let r = log
+        .read(from, u32::MAX, log.log_end_offset(), true)
+        .unwrap();
+    records_of(&r)
+}
+
+fn segment_logs(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn append_assigns_offsets_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
+    let info = log.append(&mut batch(&[10, 11, 12], 5), 3, 100).unwrap();
+    assert_eq!(
+        (info.base_offset, info.last_offset, info.record_count),
+        (0, 2, 3)
+    );
+    assert_eq!(info.log_append_time, -1);
+    let mut two = [batch(&[20], 5), batch(&[21, 22], 5)].concat();
+    let info = log.append(&mut two, 4, 100).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (3, 5));
+    assert_eq!(log.log_end_offset(), 6);
+
+    let r = log.read(0, u32::MAX, 6, false).unwrap();
+    assert_eq!(r.regions.len(), 1);
+    let bytes = bytes_of(&r);
+    let views: Vec<_> = record_batch::batches(&bytes).map(Result::unwrap).collect();
+    assert_eq!(views.len(), 3);
+    assert_eq!(views[0].partition_leader_epoch(), 3);
+    assert_eq!(views[2].partition_leader_epoch(), 4);
+    assert_eq!(views[2].base_offset(), 4);
+    // Mid-batch fetch offset returns the whole batch.
+    assert_eq!(read_all(&log, 5).first().unwrap().0, 4);
+    // Read at log end: empty; past it: out of range.
+    assert_eq!(log.read(6, 100, 6, true).unwrap().bytes, 0);
+    assert!(matches!(
+        log.read(7, 100, 7, true),
+        Err(LogError::OffsetOutOfRange {
+            requested: 7,
+            log_start: 0,
+            log_end: 6
+        })
+    ));
+    // The high watermark bounds the read: batch [3] ends at 3 < 4, batch [4,5] does not.
+    assert_eq!(
+        records_of(&log.read(0, u32::MAX, 4, true).unwrap()).len(),
+        4
+    );
+    // max_bytes: zero bytes allowed, but min_one_batch returns the first batch anyway.
+    assert_eq!(log.read(0, 1, 6, false).unwrap().bytes, 0);
+    assert_eq!(records_of(&log.read(0, 1, 6, true).unwrap()).len(), 3);
+    let first_len = views[0].total_len() as u32;
+    assert_eq!(
+        log.read(0, first_len + 1, 6, false).unwrap().bytes,
+        u64::from(first_len)
+    );
+}
+
+#[test]
+fn bad_batches_are_rejected_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
+    let good = batch(&[1], 3);
+    let mut bad_crc = good.clone();
+    *bad_crc.last_mut().unwrap() ^= 0xff;
+    let mut set = [good.clone(), bad_crc].concat();
+    assert!(matches!(
+        log.append(&mut set, 0, 0),
+        Err(LogError::CorruptMessage { position, .. }) if position == good.len()
+    ));
+    let mut truncated = good[..good.len() - 2].to_vec();
+    assert!(matches!(
+        log.append(&mut truncated, 0, 0),
+        Err(LogError::CorruptMessage { .. })
+    ));
+    let mut bad_magic = good.clone();
+    bad_magic[16] = 1;
+    assert!(matches!(
+        log.append(&mut bad_magic, 0, 0),
+        Err(LogError::InvalidRecord { .. })
+    ));
+    let mut big = batch(&[1], 2_000_000);
+    assert!(matches!(
+        log.append(&mut big, 0, 0),
+        Err(LogError::MessageTooLarge { max: 1_048_588, .. })
+    ));
+    assert_eq!(log.log_end_offset(), 0);
+    assert_eq!(log.size_bytes(), 0);
+    let info = log.append(&mut Vec::new(), 0, 0).unwrap();
+    assert_eq!((info.base_offset, info.record_count), (-1, 0));
+}
+
+#[test]
+fn log_append_time_stamps_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        timestamp_type: TimestampType::LogAppendTime,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config, 0).unwrap();
+    let info = log.append(&mut batch(&[1, 2], 3), 0, 5555).unwrap();
+    assert_eq!(info.log_append_time, 5555);
+    let bytes = bytes_of(&log.read(0, u32::MAX, 2, true).unwrap());
+    let v = RecordBatchView::parse(&bytes).unwrap();
+    v.verify_crc().unwrap();
+    assert_eq!(v.timestamp_type(), TimestampType::LogAppendTime);
+    assert_eq!(v.max_timestamp(), 5555);
+    assert_eq!(
+        log.max_timestamp(),
+        Some(TimestampOffset {
+            timestamp: 5555,
+            offset: 0
+        })
+    );
+}
+
+#[test]
+fn rolls_by_size_and_reads_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_config(), 0).unwrap();
+    for i in 0..40 {
+        log.append(&mut batch(&[i, i + 1], 50), 0, 0).unwrap();
+    }
+    let names = segment_logs(dir.path());
+    assert!(names.len() > 3, "{names:?}");
+    assert_eq!(names[0], "00000000000000000000.log");
+    for n in &names {
+        assert_eq!(n.len(), 24);
+        assert!(fs::metadata(dir.path().join(n)).unwrap().len() <= 1000);
+    }
+    let all = read_all(&log, 0);
+    assert_eq!(all.len(), 80);
+    assert!(all.iter().enumerate().all(|(i, (o, _))| *o == i as i64));
+    for from in 0..80 {
+        assert_eq!(read_all(&log, from)[0].0, from - from % 2);
+    }
+    log.close().unwrap();
+    let log = Log::open(dir.path(), small_config(), 0).unwrap();
+    assert_eq!(log.log_end_offset(), 80);
+    assert_eq!(read_all(&log, 33).len(), 48);
+}
+
+#[test]
+fn rolls_by_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_ms: 1000,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config, 0).unwrap();
+    log.append(&mut batch(&[1], 1), 0, 10_000).unwrap();
+    log.append(&mut batch(&[1], 1), 0, 10_500).unwrap();
+    assert_eq!(log.segment_count(), 1);
+    log.append(&mut batch(&[1], 1), 0, 11_001).unwrap();
+    assert_eq!(log.segment_count(), 2);
+    assert_eq!(read_all(&log, 0).len(), 3);
+}
+
+#[test]
+fn crash_cut_at_every_byte_of_the_tail_recovers_to_last_whole_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    let mut ends = vec![0u64];
+    {
+        let mut log = Log::open(&path, small_config(), 0).unwrap();
+        for i in 0..5 {
+            log.append(&mut batch(&[i, i, i], 20), 0, 0).unwrap();
+            ends.push(log.size_bytes());
+        }
+        log.close().unwrap();
+    }
+    let seg = path.join("00000000000000000000.log");
+    let full = fs::read(&seg).unwrap();
+    for cut in 0..=full.len() {
+        fs::write(&seg, &full[..cut]).unwrap();
+        let mut log = Log::open(&path, small_config(), 0).unwrap();
+        let whole = ends.iter().filter(|&&e| e <= cut as u64).count() - 1;
+        assert_eq!(log.log_end_offset(), whole as i64 * 3, "cut at {cut}");
+        assert_eq!(log.size_bytes(), ends[whole]);
+        assert_eq!(read_all(&log, 0).len(), whole * 3);
+        let info = log.append(&mut batch(&[9], 1), 0, 0).unwrap();
+        assert_eq!(info.base_offset, whole as i64 * 3);
+        assert_eq!(read_all(&log, 0).len(), whole * 3 + 1);
+    }
+}
+
+#[test]
+fn crash_with_corrupt_byte_truncates_at_that_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
+    let mut ends = vec![0];
+    for i in 0..4 {
+        log.append(&mut batch(&[i], 30), 0, 0).unwrap();
+        ends.push(log.size_bytes() as usize);
+    }
+    drop(log);
+    let seg = dir.path().join("00000000000000000000.log");
+    let mut bytes = fs::read(&seg).unwrap();
+    bytes[ends[2] + 40] ^= 0x55; // inside batch 2, CRC-covered
+    fs::write(&seg, &bytes).unwrap();
+    let log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(log.log_end_offset(), 2);
+    assert_eq!(fs::metadata(&seg).unwrap().len() as usize, ends[2]);
+}
+
+#[test]
+fn sealed_segment_indexes_are_rebuilt_when_missing_or_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_config(), 0).unwrap();
+    for i in 0..30 {
+        log.append(&mut batch(&[i * 10], 40), 0, 0).unwrap();
+    }
+    let expected = read_all(&log, 0);
+    let max = log.max_timestamp();
+    log.close().unwrap();
+    fs::remove_file(dir.path().join("00000000000000000000.index")).unwrap();
+    let mut ti = fs::read(dir.path().join("00000000000000000000.timeindex")).unwrap();
+    ti.extend_from_slice(&[1, 2, 3]);
+    let second = segment_logs(dir.path())[1].replace(".log", ".index");
+    fs::write(dir.path().join(&second), [0xff; 16]).unwrap();
+    fs::write(dir.path().join("00000000000000000000.timeindex"), ti).unwrap();
+    let log = Log::open(dir.path(), small_config(), 0).unwrap();
+    assert_eq!(read_all(&log, 0), expected);
+    for from in 0..30 {
+        assert_eq!(read_all(&log, from)[0].0, from);
+        let found = log.offset_for_timestamp(from * 10 - 5).unwrap().unwrap();
+        assert_eq!(found.offset, from);
+    }
+    assert_eq!(log.max_timestamp(), max);
+    let idx = fs::metadata(dir.path().join("00000000000000000000.index")).unwrap();
+    assert_eq!(idx.len() % 8, 0);
+}
+
+#[test]
+fn leftovers_orphans_and_empty_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("empty-0");
+    fs::create_dir(&p).unwrap();
+    let mut log = Log::open(&p, LogConfig::default(), 0).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+    log.append(&mut batch(&[1], 1), 0, 0).unwrap();
+    drop(log);
+    fs::write(p.join("00000000000000000007.log.deleted"), b"x").unwrap();
+    fs::write(p.join("00000000000000000007.index.deleted"), b"x").unwrap();
+    fs::write(p.join("00000000000000000009.index"), b"x").unwrap();
+    fs::write(p.join("00000000000000000009.timeindex"), b"x").unwrap();
+    fs::write(p.join("00000000000000000000.log.cleaned"), b"x").unwrap();
+    let log = Log::open(&p, LogConfig::default(), 0).unwrap();
+    assert_eq!(log.log_end_offset(), 1);
+    let mut names: Vec<_> = fs::read_dir(&p)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "00000000000000000000.index",
+            "00000000000000000000.log",
+            "00000000000000000000.timeindex"
+        ]
+    );
+    log.delete().unwrap();
+    assert!(!p.exists());
+}
+
+#[test]
+fn retention_by_time_deletes_old_segments_and_rolls_the_active_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_ms: 1000,
+        ..small_config()
+    };
+    let mut log = Log::open(dir.path(), config, 0).unwrap();
+    // Segment per ~4 batches; timestamps rise with offsets.
+    for i in 0..20 {
+        log.append(&mut batch(&[i * 100], 150), 0, 0).unwrap();
+    }
+    let segs = log.segment_count();
+    assert!(segs >= 4);
+    let held = read_all(&log, 0);
+    // Regions taken before deletion stay readable (unlinked files stay open).
+    let before = log.read(0, u32::MAX, 20, true).unwrap();
+    // now - 1000 = 500: segments whose newest record is < 500 go.
+    let deleted = log.apply_retention(1500).unwrap();
+    assert!(deleted >= 1);
+    assert!(log.log_start_offset() > 0);
+    assert!(log.log_start_offset() <= 5);
+    assert!(matches!(
+        log.read(0, 100, 20, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    assert_eq!(records_of(&before), held);
+    // Everything expired: the active segment goes too, after rolling an empty one.
+    let remaining = log.segment_count();
+    assert_eq!(log.apply_retention(1_000_000).unwrap(), remaining);
+    assert_eq!(log.segment_count(), 1);
+    assert_eq!(log.log_start_offset(), 20);
+    assert_eq!(log.log_end_offset(), 20);
+    assert_eq!(log.size_bytes(), 0);
+    assert_eq!(
+        log.append(&mut batch(&[1], 1), 0, 0).unwrap().base_offset,
+        20
+    );
+    drop(log);
+    let log = Log::open(dir.path(), small_config(), 0).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (20, 21));
+}
+
+#[test]
+fn retention_by_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_bytes: 2000,
+        ..small_config()
+    };
+    let mut log = Log::open(dir.path(), config, 0).unwrap();
+    for i in 0..40 {
+        log.append(&mut batch(&[i], 150), 0, 0).unwrap();
+    }
+    let total = log.size_bytes();
+    assert!(total > 4000);
+    let deleted = log.apply_retention(0).unwrap();
+    assert!(deleted > 0);
+    assert!(log.size_bytes() >= 2000 - 1000, "{}", log.size_bytes());
+    assert!(log.size_bytes() < total);
+    // Kafka's rule: stop once dropping the next oldest would go below the limit.
+    assert_eq!(log.apply_retention(0).unwrap(), 0);
+    assert_eq!(
+        read_all(&log, log.log_start_offset()).len() as i64,
+        40 - log.log_start_offset()
+    );
+}
+
+#[test]
+fn timestamp_lookup_is_exact_for_uncompressed_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_config(), 0).unwrap();
+    // Batch i holds timestamps 1000*i + {30, 10, 20}: the max is not the last record.
+    for i in 0..30 {
+        let t = 1000 * i;
+        log.append(&mut batch(&[t + 30, t + 10, t + 20], 30), 0, 0)
+            .unwrap();
+    }
+    let check = |log: &Log| {
+        assert_eq!(
+            log.offset_for_timestamp(0).unwrap(),
+            Some(TimestampOffset {
+                timestamp: 30,
+                offset: 0
+            })
+        );
+        // First record with ts >= 5031 is batch 5's... none above 5030, so batch 6's first.
+        assert_eq!(
+            log.offset_for_timestamp(5031).unwrap(),
+            Some(TimestampOffset {
+                timestamp: 6030,
+                offset: 18
+            })
+        );
+        assert_eq!(
+            log.offset_for_timestamp(7015).unwrap(),
+            Some(TimestampOffset {
+                timestamp: 7030,
+                offset: 21
+            })
+        );
+        assert_eq!(log.offset_for_timestamp(29_031).unwrap(), None);
+        assert_eq!(
+            log.max_timestamp(),
+            Some(TimestampOffset {
+                timestamp: 29_030,
+                offset: 87
+            })
+        );
+    };
+    check(&log);
+    assert!(log.segment_count() > 2);
+    log.close().unwrap();
+    check(&Log::open(dir.path(), small_config(), 0).unwrap());
+}
+
+#[test]
+fn truncate_to_cuts_segments_and_mid_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_config(), 0).unwrap();
+    for i in 0..30 {
+        log.append(&mut batch(&[i, i + 1, i + 2], 30), 0, 0)
+            .unwrap();
+    }
+    let n = log.segment_count();
+    log.truncate_to(46).unwrap(); // mid-batch [45, 47]
+    assert_eq!(log.log_end_offset(), 45);
+    assert!(log.segment_count() < n);
+    assert_eq!(read_all(&log, 0).len(), 45);
+    assert_eq!(
+        log.append(&mut batch(&[1], 1), 0, 0).unwrap().base_offset,
+        45
+    );
+    log.truncate_to(0).unwrap();
+    assert_eq!((log.log_end_offset(), log.segment_count()), (0, 1));
+    assert_eq!(log.max_timestamp(), None);
+    assert_eq!(
+        log.append(&mut batch(&[1], 1), 0, 0).unwrap().base_offset,
+        0
+    );
+}
+
+#[test]
+fn flush_policy_by_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        flush_interval_messages: 2,
+        flush_interval_ms: 1000,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config, 0).unwrap();
+    log.append(&mut batch(&[1], 1), 0, 0).unwrap();
+    log.append(&mut batch(&[1], 1), 0, 0).unwrap();
+    log.maybe_flush(5000).unwrap();
+    log.flush().unwrap();
+}
+
+// --- property test against a Vec model ---
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Batch sizes (record counts) and value length.
+    Append(Vec<u8>, usize),
+    Read(prop::sample::Index, u32, bool),
+    Truncate(prop::sample::Index),
+    Reopen,
+    Crash(prop::sample::Index),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (proptest::collection::vec(1u8..5, 1..4), 0usize..120).prop_map(|(b, v)| Op::Append(b, v)),
+        3 => (any::<prop::sample::Index>(), 0u32..800, any::<bool>()).prop_map(|(i, m, o)| Op::Read(i, m, o)),
+        1 => any::<prop::sample::Index>().prop_map(Op::Truncate),
+        1 => Just(Op::Reopen),
+        1 => any::<prop::sample::Index>().prop_map(Op::Crash),
+    ]
+}
+
+/// The model: every batch as (base offset, record timestamps, encoded length).
+#[derive(Debug, Default)]
+struct Model {
+    batches: Vec<(i64, Vec<i64>, usize)>,
+}
+
+impl Model {
+    fn end(&self) -> i64 {
+        self.batches
+            .last()
+            .map_or(0, |(b, ts, _)| b + ts.len() as i64)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #[test]
+    fn log_matches_vec_model(ops in proptest::collection::vec(op(), 1..40), seg in 200u32..1500, interval in 0u32..300) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { segment_bytes: seg, index_interval_bytes: interval, retention_ms: -1, ..LogConfig::default() };
+        let mut log = Log::open(dir.path(), config.clone(), 0).unwrap();
+        let mut model = Model::default();
+        let mut ts = 0i64;
+        for op in ops {
+            match op {
+                Op::Append(sizes, vlen) => {
+                    let mut set = Vec::new();
+                    let base = model.end();
+                    let mut next = base;
+                    for n in sizes {
+                        let stamps: Vec<i64> = (0..n).map(|_| { ts += 7; ts }).collect();
+                        let b = batch(&stamps, vlen);
+                        model.batches.push((next, stamps.clone(), b.len()));
+                        next += i64::from(n);
+                        set.extend_from_slice(&b);
+                    }
+                    let info = log.append(&mut set, 1, 0).unwrap();
+                    prop_assert_eq!(info.base_offset, base);
+                    prop_assert_eq!(info.last_offset, next - 1);
+                }
+                Op::Read(at, max_bytes, min_one) => {
+                    let end = model.end();
+                    let offset = at.index(end as usize + 1) as i64;
+                    let r = log.read(offset, max_bytes, end, min_one).unwrap();
+                    let got = records_of(&r);
+                    // Expected: whole batches from the one holding `offset`, within budget.
+                    let mut want = Vec::new();
+                    let mut used = 0usize;
+                    for (base, stamps, len) in &model.batches {
+                        if base + stamps.len() as i64 <= offset { continue; }
+                        if used + len > max_bytes as usize && !(min_one && used == 0) { break; }
+                        used += len;
+                        want.extend(stamps.iter().enumerate().map(|(i, t)| (base + i as i64, *t)));
+                    }
+                    prop_assert_eq!(got, want);
+                    prop_assert_eq!(r.bytes, used as u64);
+                }
+                Op::Truncate(at) => {
+                    let end = model.end();
+                    let offset = at.index(end as usize + 1) as i64;
+                    log.truncate_to(offset).unwrap();
+                    model.batches.retain(|(b, ts, _)| b + ts.len() as i64 - 1 < offset);
+                }
+                Op::Reopen => {
+                    log.close().unwrap();
+                    log = Log::open(dir.path(), config.clone(), 0).unwrap();
+                }
+                Op::Crash(at) => {
+                    // Cut the active segment at a random byte, as a torn write would.
+                    drop(log);
+                    let last = segment_logs(dir.path()).pop().unwrap();
+                    let path = dir.path().join(&last);
+                    let len = fs::metadata(&path).unwrap().len() as usize;
+                    let cut = at.index(len + 1);
+                    fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(cut as u64).unwrap();
+                    let seg_base: i64 = last.trim_end_matches(".log").parse().unwrap();
+                    // The model keeps batches of earlier segments plus those wholly before `cut`.
+                    let mut pos = 0usize;
+                    model.batches.retain(|(b, _, len)| {
+                        if *b < seg_base { return true; }
+                        pos += len;
+                        pos <= cut
+                    });
+                    log = Log::open(dir.path(), config.clone(), 0).unwrap();
+                }
+            }
+            prop_assert_eq!(log.log_end_offset(), model.end().max(log.log_start_offset()));
+            let stamps: Vec<(i64, i64)> = model.batches.iter().flat_map(|(b, ts, _)| ts.iter().enumerate().map(move |(i, t)| (b + i as i64, *t))).collect();
+            prop_assert_eq!(read_all(&log, log.log_start_offset()), stamps.clone());
+            if let Some(&(o, t)) = stamps.get(stamps.len() / 2) {
+                prop_assert_eq!(log.offset_for_timestamp(t).unwrap(), Some(TimestampOffset { timestamp: t, offset: o }));
+            }
+            prop_assert_eq!(log.max_timestamp().map(|m| (m.offset, m.timestamp)), stamps.last().copied());
+        }
+    }
+}

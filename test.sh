@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The single test command: ./test.sh
+#
+# 1. Installs what is missing (Debian packages: kcat, a C toolchain for rdkafka-sys's bundled
+#    librdkafka build, python3-venv) and a Python venv at target/venv with tests/python's clients.
+# 2. cargo fmt --check, a release build of `strata`, clippy (release profile, so it shares the
+#    build-script outputs, e.g. the compiled librdkafka, with the release build).
+# 3. cargo test --release --workspace (unit tests + rdkafka + kcat against the real binary),
+#    then pytest tests/python (kafka-python, confluent-kafka against the real binary).
+# 4. Prints a summary; exits non-zero if any step failed.
+#
+# Env: STRATA_BIN (default target/release/strata), SKIP_LINT=1 skips fmt and clippy,
+#      CARGO_TEST_ARGS / PYTEST_ARGS are appended to the test commands.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+LOGS="$ROOT/target/test-logs"
+mkdir -p "$LOGS"
+
+declare -a STEP_NAMES=() STEP_RESULTS=() STEP_TIMES=()
+FAILED=0
+
+# run_step NAME CMD... : runs CMD, records pass/fail and duration; never exits the script.
+run_step() {
+    local name="$1"; shift
+    local start=$SECONDS rc=0
+    echo
+    echo "==== $name: $* ===="
+    "$@" || rc=$?
+    STEP_NAMES+=("$name"); STEP_TIMES+=("$((SECONDS - start))s")
+    if [[ $rc -eq 0 ]]; then
+        STEP_RESULTS+=("ok")
+    else
+        STEP_RESULTS+=("FAILED (exit $rc)"); FAILED=1
+    fi
+    return 0
+}
+
+# ---- 1. prerequisites --------------------------------------------------------------------------
+
+install_prerequisites() {
+    local pkgs=()
+    command -v kcat >/dev/null 2>&1 || pkgs+=(kcat)
+    command -v cc >/dev/null 2>&1 || pkgs+=(gcc libc6-dev)
+    command -v c++ >/dev/null 2>&1 || pkgs+=(g++)
+    command -v make >/dev/null 2>&1 || pkgs+=(make)
+    command -v perl >/dev/null 2>&1 || pkgs+=(perl)
+    command -v pkg-config >/dev/null 2>&1 || pkgs+=(pkg-config)
+    command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
+    [[ -f /usr/include/zlib.h ]] || pkgs+=(zlib1g-dev)
+    if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+        pkgs+=(python3-venv)
+    fi
+    if [[ ${#pkgs[@]} -eq 0 ]]; then
+        echo "prerequisites present"
+        return 0
+    fi
+    echo "installing: ${pkgs[*]}"
+    local sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
+}
+
+setup_venv() {
+    local venv="$ROOT/target/venv" req="$ROOT/tests/python/requirements.txt"
+    local stamp="$venv/.requirements.sha256"
+    local want
+    want="$(sha256sum "$req" | cut -d' ' -f1)"
+    if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+        echo "venv up to date: $venv"
+        return 0
+    fi
+    [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
+    echo "$want" >"$stamp"
+}
+
+# ---- 3. tests ----------------------------------------------------------------------------------
+
+cargo_tests() {
+    # Bounded: a hung broker must not eat CI's 90 minutes.
+    # shellcheck disable=SC2086
+    timeout --kill-after=30s 45m cargo test --release --workspace ${CARGO_TEST_ARGS:-} 2>&1 \
+        | tee "$LOGS/cargo-test.log"
+    return "${PIPESTATUS[0]}"
+}
+
+python_tests() {
+    # shellcheck disable=SC2086
+    timeout --kill-after=30s 20m "$ROOT/target/venv/bin/pytest" -q -p no:cacheprovider \
+        tests/python ${PYTEST_ARGS:-} 2>&1 | tee "$LOGS/pytest.log"
+    return "${PIPESTATUS[0]}"
+}
+
+run_step prerequisites install_prerequisites
+run_step venv setup_venv
+if [[ -z "${SKIP_LINT:-}" ]]; then
+    run_step fmt cargo fmt --all --check
+fi
+run_step build cargo build --release --bin strata
+if [[ -z "${SKIP_LINT:-}" ]]; then
+    run_step clippy cargo clippy --release --workspace --all-targets -- -D warnings
+fi
+
+export STRATA_BIN="${STRATA_BIN:-$ROOT/target/release/strata}"
+if [[ -x "$STRATA_BIN" ]]; then
+    run_step cargo-test cargo_tests
+    if [[ -x "$ROOT/target/venv/bin/pytest" ]]; then
+        run_step pytest python_tests
+    else
+        STEP_NAMES+=("pytest"); STEP_RESULTS+=("FAILED (no venv)"); STEP_TIMES+=("0s"); FAILED=1
+    fi
+else
+    STEP_NAMES+=("tests"); STEP_RESULTS+=("FAILED (no binary at $STRATA_BIN)"); STEP_TIMES+=("0s")
+    FAILED=1
+fi
+
+# ---- 4. summary --------------------------------------------------------------------------------
+
+passed=0 failed=0
+if [[ -f "$LOGS/cargo-test.log" ]]; then
+    # "test result: ok. 12 passed; 0 failed; ..."
+    read -r p f < <(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } } END { print p+0, f+0 }' "$LOGS/cargo-test.log")
+    passed=$((passed + p)); failed=$((failed + f))
+fi
+if [[ -f "$LOGS/pytest.log" ]]; then
+    # "3 failed, 2 passed in 12.3s" (order varies); errors count as failures.
+    last="$(grep -E '[0-9]+ (passed|failed|error)' "$LOGS/pytest.log" | tail -n1 || true)"
+    p="$(grep -oE '[0-9]+ passed' <<<"$last" | grep -oE '[0-9]+' || echo 0)"
+    f="$(grep -oE '[0-9]+ failed' <<<"$last" | grep -oE '[0-9]+' || echo 0)"
+    e="$(grep -oE '[0-9]+ errors?' <<<"$last" | grep -oE '[0-9]+' || echo 0)"
+    passed=$((passed + p)); failed=$((failed + f + e))
+fi
+
+echo
+echo "==== summary ===="
+for i in "${!STEP_NAMES[@]}"; do
+    printf '  %-14s %-24s %s\n' "${STEP_NAMES[$i]}" "${STEP_RESULTS[$i]}" "${STEP_TIMES[$i]}"
+done
+echo "logs: $LOGS"
+if [[ $FAILED -ne 0 && $failed -eq 0 ]]; then
+    failed=1 # a failed step with no failed test (build, lint, timeout) still counts as a failure
+fi
+echo "summary: $passed passed, $failed failed"
+exit "$FAILED"

@@ -1,0 +1,125 @@
+"""Fixtures for the Python client tests: one real `strata` broker per test.
+
+The binary comes from $STRATA_BIN, else <repo>/target/release/strata. Each broker gets a free
+127.0.0.1 port and its own data directory under pytest's tmp_path; its stderr goes to
+broker.stderr.log there, and the tail is printed when the test fails. The broker is killed
+(SIGKILL) at teardown.
+"""
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_S = 30.0
+TAIL_BYTES = 8192
+
+
+def strata_bin() -> Path:
+    env = os.environ.get("STRATA_BIN")
+    return Path(env) if env else REPO / "target" / "release" / "strata"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Broker:
+    """A `strata` child process on 127.0.0.1:<port> with data in <tmp>/data."""
+
+    def __init__(self, tmp: Path, overrides: dict[str, str] | None = None):
+        self.port = free_port()
+        self.data_dir = tmp / "data"
+        self.data_dir.mkdir()
+        self.stderr_path = tmp / "broker.stderr.log"
+        listener = f"PLAINTEXT://127.0.0.1:{self.port}"
+        all_overrides = {
+            "listeners": listener,
+            "advertised.listeners": listener,
+            "log.dirs": str(self.data_dir),
+            **(overrides or {}),
+        }
+        bin_path = strata_bin()
+        if not bin_path.is_file():
+            raise RuntimeError(
+                f"strata binary not found at {bin_path} "
+                "(cargo build --release --bin strata, or set STRATA_BIN)"
+            )
+        args = [str(bin_path)]
+        for k, v in all_overrides.items():
+            args += ["--override", f"{k}={v}"]
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "info")
+        self._log = open(self.stderr_path, "ab")
+        self.proc = subprocess.Popen(
+            args,
+            cwd=tmp,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            env=env,
+        )
+        self._wait_ready()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"strata exited during startup with {self.proc.returncode}:\n{self.tail()}"
+                )
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                pass
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise RuntimeError(
+                    f"strata did not accept connections within {READY_TIMEOUT_S}s:\n{self.tail()}"
+                )
+            time.sleep(0.05)
+
+    def tail(self) -> str:
+        try:
+            with open(self.stderr_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - TAIL_BYTES))
+                return f.read().decode("utf-8", "replace")
+        except OSError as e:
+            return f"<cannot read {self.stderr_path}: {e}>"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self._log.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    # Lets the fixture know at teardown whether the test body failed.
+    rep = yield
+    setattr(item, "rep_" + rep.when, rep)
+    return rep
+
+
+@pytest.fixture
+def broker(request, tmp_path):
+    overrides = getattr(request, "param", None)
+    b = Broker(tmp_path, overrides)
+    yield b
+    b.kill()
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        print(f"==== strata stderr tail ({b.stderr_path}) ====\n{b.tail()}\n==== end ====")
