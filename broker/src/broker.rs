@@ -22,7 +22,10 @@ pub enum StartupError {
     #[error("partition {dir}: {source}")]
     Log { dir: PathBuf, source: LogError },
     #[error("cannot create log directory {dir}: {source}")]
-    LogDir { dir: PathBuf, source: std::io::Error },
+    LogDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Everything one broker node shares between connections.
@@ -45,7 +48,10 @@ impl Broker {
     /// [`StartupError`] when the data directory or a log cannot be opened.
     pub fn open(config: BrokerConfig, now_ms: i64) -> Result<Arc<Self>, StartupError> {
         let dir = config.log_dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|source| StartupError::LogDir { dir: dir.clone(), source })?;
+        std::fs::create_dir_all(&dir).map_err(|source| StartupError::LogDir {
+            dir: dir.clone(),
+            source,
+        })?;
         let mut metadata = MetadataStore::open(&dir, config.node_id, now_ms)?;
         metadata.register_broker(
             config.node_id,
@@ -71,7 +77,10 @@ impl Broker {
     /// The current metadata image.
     #[must_use]
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.image.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.image
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The partition, if this broker hosts it.
@@ -87,7 +96,12 @@ impl Broker {
     /// Every open partition.
     #[must_use]
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
-        self.partitions.read().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect()
+        self.partitions
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// Creates a topic through the metadata log, then opens its partitions.
@@ -95,7 +109,11 @@ impl Broker {
     /// # Errors
     ///
     /// [`MetadataError`] for Kafka's validation failures (name, partitions, configs, existing).
-    pub fn create_topic(&self, mut req: CreateTopic, now_ms: i64) -> Result<Uuid, CreateTopicError> {
+    pub fn create_topic(
+        &self,
+        mut req: CreateTopic,
+        now_ms: i64,
+    ) -> Result<Uuid, CreateTopicError> {
         if req.num_partitions == -1 {
             req.num_partitions = self.config.num_partitions;
         }
@@ -103,16 +121,23 @@ impl Broker {
             req.replication_factor = self.config.default_replication_factor;
         }
         let validate_only = req.validate_only;
-        let mut store = self.metadata.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut store = self
+            .metadata
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let id = store.create_topic(req, now_ms)?;
         if validate_only {
             return Ok(id);
         }
         let image = store.image();
-        *self.image.write().unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
+        *self
+            .image
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
         drop(store);
         if let Some(topic) = image.topic_by_id(id) {
-            self.open_topic(topic, now_ms).map_err(CreateTopicError::Startup)?;
+            self.open_topic(topic, now_ms)
+                .map_err(CreateTopicError::Startup)?;
         }
         Ok(id)
     }
@@ -123,12 +148,21 @@ impl Broker {
     ///
     /// [`MetadataError::UnknownTopic`] and storage failures.
     pub fn delete_topic(&self, topic_id: Uuid, now_ms: i64) -> Result<String, MetadataError> {
-        let mut store = self.metadata.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut store = self
+            .metadata
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let name = store.delete_topic(topic_id, now_ms)?;
-        *self.image.write().unwrap_or_else(std::sync::PoisonError::into_inner) = store.image();
+        *self
+            .image
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = store.image();
         drop(store);
         let removed: Vec<Arc<Partition>> = {
-            let mut parts = self.partitions.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut parts = self
+                .partitions
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let keys: Vec<_> = parts.keys().filter(|(t, _)| *t == name).cloned().collect();
             keys.iter().filter_map(|k| parts.remove(k)).collect()
         };
@@ -150,7 +184,9 @@ impl Broker {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(topic = %p.topic, partition = p.index, segments = n,
                     log_start_offset = log.log_start_offset(), "retention deleted segments"),
-                Err(e) => tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "retention failed"),
+                Err(e) => {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "retention failed")
+                }
             }
             if let Err(e) = log.maybe_flush(now_ms) {
                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
@@ -183,14 +219,26 @@ impl Broker {
         LogConfig {
             segment_bytes: u32_of(get("segment.bytes").unwrap_or(c.log_segment_bytes)),
             segment_ms: get("segment.ms").unwrap_or(c.log_roll_ms),
-            index_interval_bytes: u32_of(get("index.interval.bytes").unwrap_or(i64::from(c.log_index_interval_bytes))),
-            segment_index_bytes: u32_of(get("segment.index.bytes").unwrap_or(i64::from(c.log_index_size_max_bytes))),
+            index_interval_bytes: u32_of(
+                get("index.interval.bytes").unwrap_or(i64::from(c.log_index_interval_bytes)),
+            ),
+            segment_index_bytes: u32_of(
+                get("segment.index.bytes").unwrap_or(i64::from(c.log_index_size_max_bytes)),
+            ),
             retention_ms: get("retention.ms").unwrap_or(c.log_retention_ms),
             retention_bytes: get("retention.bytes").unwrap_or(c.log_retention_bytes),
             flush_interval_messages: get("flush.messages").unwrap_or(c.log_flush_interval_messages),
-            flush_interval_ms: get("flush.ms").or(c.log_flush_interval_ms).unwrap_or(i64::MAX),
-            max_message_bytes: u32_of(get("max.message.bytes").unwrap_or(i64::from(c.message_max_bytes))),
-            timestamp_type: if append_time { TimestampType::LogAppendTime } else { TimestampType::CreateTime },
+            flush_interval_ms: get("flush.ms")
+                .or(c.log_flush_interval_ms)
+                .unwrap_or(i64::MAX),
+            max_message_bytes: u32_of(
+                get("max.message.bytes").unwrap_or(i64::from(c.message_max_bytes)),
+            ),
+            timestamp_type: if append_time {
+                TimestampType::LogAppendTime
+            } else {
+                TimestampType::CreateTime
+            },
         }
     }
 
@@ -205,7 +253,8 @@ impl Broker {
                 continue;
             }
             let dir = self.partition_dir(&topic.name, p.partition);
-            let log = Log::open(&dir, cfg.clone(), now_ms).map_err(|source| StartupError::Log { dir, source })?;
+            let log = Log::open(&dir, cfg.clone(), now_ms)
+                .map_err(|source| StartupError::Log { dir, source })?;
             let part = Partition::new(topic.name.clone(), topic.topic_id, p.partition, log);
             self.partitions
                 .write()
@@ -218,13 +267,17 @@ impl Broker {
     /// Removes partition directories whose topic is no longer in the metadata image: a crash
     /// between the metadata record of a deletion and the removal of the data leaves them.
     fn remove_orphan_dirs(&self, image: &MetadataImage) {
-        let Ok(entries) = std::fs::read_dir(&self.config.log_dir) else { return };
+        let Ok(entries) = std::fs::read_dir(&self.config.log_dir) else {
+            return;
+        };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name == METADATA_DIR || !entry.path().is_dir() {
                 continue;
             }
-            let Some((topic, idx)) = name.rsplit_once('-') else { continue };
+            let Some((topic, idx)) = name.rsplit_once('-') else {
+                continue;
+            };
             if idx.parse::<i32>().is_err() || image.topics.contains_key(topic) {
                 continue;
             }

@@ -14,14 +14,23 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}:{line}: expected key=value")]
     Syntax { path: PathBuf, line: usize },
     #[error("invalid value {value:?} for {key}: {reason}")]
-    Invalid { key: String, value: String, reason: &'static str },
+    Invalid {
+        key: String,
+        value: String,
+        reason: &'static str,
+    },
     #[error("--override needs key=value, got {arg:?}")]
     BadOverride { arg: String },
-    #[error("unknown argument {arg:?} (usage: strata [server.properties] [--override key=value]...)")]
+    #[error(
+        "unknown argument {arg:?} (usage: strata [server.properties] [--override key=value]...)"
+    )]
     BadArgument { arg: String },
 }
 
@@ -118,26 +127,40 @@ impl BrokerConfig {
         let mut iter = args.iter();
         while let Some(arg) = iter.next() {
             let kv = if arg == "--override" {
-                Some(iter.next().ok_or_else(|| ConfigError::BadOverride { arg: String::new() })?.as_str())
+                Some(
+                    iter.next()
+                        .ok_or_else(|| ConfigError::BadOverride { arg: String::new() })?
+                        .as_str(),
+                )
             } else {
                 arg.strip_prefix("--override=")
             };
             if let Some(kv) = kv {
-                let (k, v) = kv.split_once('=').ok_or_else(|| ConfigError::BadOverride { arg: kv.to_owned() })?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| ConfigError::BadOverride { arg: kv.to_owned() })?;
                 overrides.push((k.trim().to_owned(), v.trim().to_owned()));
             } else if !arg.starts_with('-') && !file_seen {
                 file_seen = true;
                 let path = PathBuf::from(arg);
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+                let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
                 file_pairs = parse_properties(&text, &path)?;
             } else {
                 return Err(ConfigError::BadArgument { arg: arg.clone() });
             }
         }
         // Environment sits between the file and the overrides.
-        let env_pairs = env.iter().filter_map(|(k, v)| env_key(k).map(|key| (key, v.clone())));
-        let raw: Vec<(String, String)> = file_pairs.into_iter().chain(env_pairs).chain(overrides).collect();
+        let env_pairs = env
+            .iter()
+            .filter_map(|(k, v)| env_key(k).map(|key| (key, v.clone())));
+        let raw: Vec<(String, String)> = file_pairs
+            .into_iter()
+            .chain(env_pairs)
+            .chain(overrides)
+            .collect();
         Self::from_pairs(raw)
     }
 
@@ -147,8 +170,10 @@ impl BrokerConfig {
     ///
     /// [`ConfigError::Invalid`] naming the first key whose value does not parse.
     pub fn from_pairs(pairs: Vec<(String, String)>) -> Result<Self, ConfigError> {
-        let mut values: BTreeMap<String, String> =
-            BROKER_DEFAULTS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let mut values: BTreeMap<String, String> = BROKER_DEFAULTS
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         let mut explicit = BTreeMap::new();
         for (k, v) in pairs {
             if !values.contains_key(&k) {
@@ -170,7 +195,12 @@ impl BrokerConfig {
         } else {
             parse_listener("advertised.listeners", get("advertised.listeners"))?
         };
-        let log_dir = get("log.dirs").split(',').next().unwrap_or("./data").trim().to_owned();
+        let log_dir = get("log.dirs")
+            .split(',')
+            .next()
+            .unwrap_or("./data")
+            .trim()
+            .to_owned();
         if log_dir.is_empty() {
             return Err(invalid("log.dirs", "", "must name a directory"));
         }
@@ -179,14 +209,21 @@ impl BrokerConfig {
             v => num("log.roll.ms", v)?,
         };
         let log_retention_ms = match (get("log.retention.ms"), get("log.retention.minutes")) {
-            ("", "") => num::<i64>("log.retention.hours", get("log.retention.hours"))?.saturating_mul(3_600_000),
+            ("", "") => num::<i64>("log.retention.hours", get("log.retention.hours"))?
+                .saturating_mul(3_600_000),
             ("", m) => num::<i64>("log.retention.minutes", m)?.saturating_mul(60_000),
             (ms, _) => num("log.retention.ms", ms)?,
         };
         let log_append_time = match get("log.message.timestamp.type") {
             "CreateTime" => false,
             "LogAppendTime" => true,
-            v => return Err(invalid("log.message.timestamp.type", v, "must be CreateTime or LogAppendTime")),
+            v => {
+                return Err(invalid(
+                    "log.message.timestamp.type",
+                    v,
+                    "must be CreateTime or LogAppendTime",
+                ));
+            }
         };
         let cfg = BrokerConfig {
             node_id: num("node.id", get("node.id"))?,
@@ -196,15 +233,31 @@ impl BrokerConfig {
             advertised_port,
             log_dir: PathBuf::from(log_dir),
             num_partitions: positive("num.partitions", get("num.partitions"))?,
-            default_replication_factor: positive::<i16>("default.replication.factor", get("default.replication.factor"))?,
-            auto_create_topics: boolean("auto.create.topics.enable", get("auto.create.topics.enable"))?,
+            default_replication_factor: positive::<i16>(
+                "default.replication.factor",
+                get("default.replication.factor"),
+            )?,
+            auto_create_topics: boolean(
+                "auto.create.topics.enable",
+                get("auto.create.topics.enable"),
+            )?,
             message_max_bytes: positive("message.max.bytes", get("message.max.bytes"))?,
-            socket_request_max_bytes: positive::<i32>("socket.request.max.bytes", get("socket.request.max.bytes"))?
-                as usize,
+            socket_request_max_bytes: positive::<i32>(
+                "socket.request.max.bytes",
+                get("socket.request.max.bytes"),
+            )? as usize,
             log_segment_bytes: at_least("log.segment.bytes", get("log.segment.bytes"), 14)?,
             log_roll_ms: at_least("log.roll.ms", &log_roll_ms.to_string(), 1)?,
-            log_index_interval_bytes: at_least("log.index.interval.bytes", get("log.index.interval.bytes"), 0)?,
-            log_index_size_max_bytes: at_least("log.index.size.max.bytes", get("log.index.size.max.bytes"), 4)?,
+            log_index_interval_bytes: at_least(
+                "log.index.interval.bytes",
+                get("log.index.interval.bytes"),
+                0,
+            )?,
+            log_index_size_max_bytes: at_least(
+                "log.index.size.max.bytes",
+                get("log.index.size.max.bytes"),
+                4,
+            )?,
             log_retention_ms,
             log_retention_bytes: num("log.retention.bytes", get("log.retention.bytes"))?,
             log_retention_check_interval_ms: at_least::<i64>(
@@ -212,7 +265,11 @@ impl BrokerConfig {
                 get("log.retention.check.interval.ms"),
                 1,
             )? as u64,
-            log_flush_interval_messages: at_least("log.flush.interval.messages", get("log.flush.interval.messages"), 1)?,
+            log_flush_interval_messages: at_least(
+                "log.flush.interval.messages",
+                get("log.flush.interval.messages"),
+                1,
+            )?,
             log_flush_interval_ms: match get("log.flush.interval.ms") {
                 "" => None,
                 v => Some(at_least("log.flush.interval.ms", v, 0)?),
@@ -231,15 +288,25 @@ impl BrokerConfig {
 /// `KAFKA_LOG_RETENTION_MS` → `log.retention.ms`; `STRATA_` works the same way. Kafka's image
 /// spells a literal underscore as `__` (a double underscore), e.g. `KAFKA_LISTENER_SECURITY__...`.
 fn env_key(name: &str) -> Option<String> {
-    let rest = name.strip_prefix("KAFKA_").or_else(|| name.strip_prefix("STRATA_"))?;
+    let rest = name
+        .strip_prefix("KAFKA_")
+        .or_else(|| name.strip_prefix("STRATA_"))?;
     if rest.is_empty() {
         return None;
     }
-    Some(rest.to_ascii_lowercase().replace("__", "\u{0}").replace('_', ".").replace('\u{0}', "_"))
+    Some(
+        rest.to_ascii_lowercase()
+            .replace("__", "\u{0}")
+            .replace('_', ".")
+            .replace('\u{0}', "_"),
+    )
 }
 
 /// Parses Java-properties text: `key=value` or `key: value`, `#`/`!` comments, blank lines.
-fn parse_properties(text: &str, path: &std::path::Path) -> Result<Vec<(String, String)>, ConfigError> {
+fn parse_properties(
+    text: &str,
+    path: &std::path::Path,
+) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -249,7 +316,10 @@ fn parse_properties(text: &str, path: &std::path::Path) -> Result<Vec<(String, S
         let (k, v) = line
             .split_once('=')
             .or_else(|| line.split_once(':'))
-            .ok_or(ConfigError::Syntax { path: path.to_owned(), line: i + 1 })?;
+            .ok_or(ConfigError::Syntax {
+                path: path.to_owned(),
+                line: i + 1,
+            })?;
         out.push((k.trim().to_owned(), v.trim().to_owned()));
     }
     Ok(out)
@@ -262,20 +332,34 @@ fn parse_listener(key: &str, value: &str) -> Result<(String, u16), ConfigError> 
     let (host, port) = addr
         .rsplit_once(':')
         .ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
-    let port = port.parse::<u16>().map_err(|_| invalid(key, value, "port must be 0-65535"))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let port = port
+        .parse::<u16>()
+        .map_err(|_| invalid(key, value, "port must be 0-65535"))?;
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
     Ok((host, port))
 }
 
 fn invalid(key: &str, value: &str, reason: &'static str) -> ConfigError {
-    ConfigError::Invalid { key: key.to_owned(), value: value.to_owned(), reason }
+    ConfigError::Invalid {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        reason,
+    }
 }
 
 fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {
-    v.trim().parse().map_err(|_| invalid(key, v, "not a number"))
+    v.trim()
+        .parse()
+        .map_err(|_| invalid(key, v, "not a number"))
 }
 
-fn positive<T: std::str::FromStr + PartialOrd + Default>(key: &str, v: &str) -> Result<T, ConfigError> {
+fn positive<T: std::str::FromStr + PartialOrd + Default>(
+    key: &str,
+    v: &str,
+) -> Result<T, ConfigError> {
     let n: T = num(key, v)?;
     if n <= T::default() {
         return Err(invalid(key, v, "must be positive"));
@@ -283,7 +367,11 @@ fn positive<T: std::str::FromStr + PartialOrd + Default>(key: &str, v: &str) -> 
     Ok(n)
 }
 
-fn at_least<T: std::str::FromStr + PartialOrd>(key: &str, v: &str, min: T) -> Result<T, ConfigError> {
+fn at_least<T: std::str::FromStr + PartialOrd>(
+    key: &str,
+    v: &str,
+    min: T,
+) -> Result<T, ConfigError> {
     let n: T = num(key, v)?;
     if n < min {
         return Err(invalid(key, v, "below the minimum"));
@@ -320,7 +408,11 @@ mod tests {
     fn file_env_and_overrides_layer_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("server.properties");
-        std::fs::write(&path, "# comment\nnum.partitions=3\nlog.retention.minutes=5\nnode.id=4\n").unwrap();
+        std::fs::write(
+            &path,
+            "# comment\nnum.partitions=3\nlog.retention.minutes=5\nnode.id=4\n",
+        )
+        .unwrap();
         let env = vec![("KAFKA_NUM_PARTITIONS".to_owned(), "5".to_owned())];
         let c = BrokerConfig::from_args(
             &args(&[path.to_str().unwrap(), "--override", "node.id=7"]),
@@ -334,15 +426,21 @@ mod tests {
 
     #[test]
     fn invalid_values_name_the_key() {
-        let err = BrokerConfig::from_args(&args(&["--override", "num.partitions=zero"]), &[]).unwrap_err();
+        let err = BrokerConfig::from_args(&args(&["--override", "num.partitions=zero"]), &[])
+            .unwrap_err();
         assert!(err.to_string().contains("num.partitions"), "{err}");
-        let err = BrokerConfig::from_args(&args(&["--override", "listeners=PLAINTEXT://h:99999"]), &[]).unwrap_err();
+        let err =
+            BrokerConfig::from_args(&args(&["--override", "listeners=PLAINTEXT://h:99999"]), &[])
+                .unwrap_err();
         assert!(err.to_string().contains("listeners"), "{err}");
     }
 
     #[test]
     fn env_names_map_to_kafka_keys() {
-        assert_eq!(env_key("KAFKA_LOG_RETENTION_MS").as_deref(), Some("log.retention.ms"));
+        assert_eq!(
+            env_key("KAFKA_LOG_RETENTION_MS").as_deref(),
+            Some("log.retention.ms")
+        );
         assert_eq!(env_key("STRATA_NODE_ID").as_deref(), Some("node.id"));
         assert_eq!(env_key("HOME"), None);
     }

@@ -79,7 +79,8 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
         // Make room for the rest of the frame in progress (its length is already checked
         // against the cap), so a large produce is read without repeated reallocation.
         if buf.len() >= frame::SIZE_PREFIX_LEN {
-            let want = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]).max(0) as usize + frame::SIZE_PREFIX_LEN;
+            let want = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]).max(0) as usize
+                + frame::SIZE_PREFIX_LEN;
             buf.reserve(want.saturating_sub(buf.len()).min(max));
         }
         if buf.capacity() - buf.len() < 4096 {

@@ -17,7 +17,9 @@ pub fn log_error_code(e: &LogError) -> i16 {
         LogError::CorruptMessage { .. } => ResponseError::CorruptMessage.code(),
         LogError::InvalidRecord { .. } => ResponseError::InvalidRecord.code(),
         LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge.code(),
-        LogError::CorruptSegment { .. } | LogError::Io { .. } => ResponseError::KafkaStorageError.code(),
+        LogError::CorruptSegment { .. } | LogError::Io { .. } => {
+            ResponseError::KafkaStorageError.code()
+        }
     }
 }
 
@@ -28,7 +30,9 @@ pub fn metadata_error_code(e: &MetadataError) -> i16 {
         MetadataError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists.code(),
         MetadataError::InvalidTopicName { .. } => ResponseError::InvalidTopicException.code(),
         MetadataError::InvalidPartitions(_) => ResponseError::InvalidPartitions.code(),
-        MetadataError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor.code(),
+        MetadataError::InvalidReplicationFactor { .. } => {
+            ResponseError::InvalidReplicationFactor.code()
+        }
         MetadataError::InvalidConfig { .. } => ResponseError::InvalidConfig.code(),
         MetadataError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition.code(),
         MetadataError::UnknownTopicId(_) => ResponseError::UnknownTopicId.code(),

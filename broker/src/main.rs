@@ -12,7 +12,9 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -28,7 +30,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("strata: cannot start the runtime: {e}");
@@ -47,7 +52,9 @@ fn main() -> ExitCode {
 
 async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let bind = format!("{}:{}", config.listen_host, config.listen_port);
-    let listener = TcpListener::bind(&bind).await.map_err(|e| anyhow::anyhow!("cannot listen on {bind}: {e}"))?;
+    let listener = TcpListener::bind(&bind)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {bind}: {e}"))?;
     let data_dir = config.log_dir.clone();
     let broker = tokio::task::spawn_blocking(move || Broker::open(config, now_ms())).await??;
     tracing::info!(

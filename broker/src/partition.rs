@@ -29,13 +29,21 @@ impl Partition {
     #[must_use]
     pub fn new(topic: String, topic_id: Uuid, index: i32, log: Log) -> Arc<Self> {
         let hw = log.log_end_offset();
-        Arc::new(Partition { topic, topic_id, index, log: Mutex::new(log), high_watermark: watch::Sender::new(hw) })
+        Arc::new(Partition {
+            topic,
+            topic_id,
+            index,
+            log: Mutex::new(log),
+            high_watermark: watch::Sender::new(hw),
+        })
     }
 
     /// Locks the log. A poisoned lock (a panic elsewhere while appending) still yields the log:
     /// the storage layer keeps its own invariants on every write.
     pub fn log(&self) -> MutexGuard<'_, Log> {
-        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Appends a record set and advances the high watermark.
@@ -58,7 +66,12 @@ impl Partition {
     /// # Errors
     ///
     /// [`LogError::OffsetOutOfRange`] outside the log.
-    pub fn read(&self, offset: i64, max_bytes: u32, min_one_batch: bool) -> Result<ReadResult, LogError> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, LogError> {
         let hw = self.high_watermark();
         self.log().read(offset, max_bytes, hw, min_one_batch)
     }

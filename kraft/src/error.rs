@@ -186,6 +186,10 @@ pub enum MetaPropertiesError {
     /// A key's value does not parse.
     #[error("invalid value '{value}' for '{key}'")]
     InvalidValue { key: &'static str, value: String },
+    /// The file is gone but the metadata log is not: formatting afresh would give the
+    /// existing metadata a new cluster id. Kafka refuses to start here too.
+    #[error("missing, but {METADATA_LOG} exists; restore meta.properties or remove the log dir", METADATA_LOG = crate::METADATA_LOG_DIR)]
+    MissingWithExistingLog,
     /// Version 0 is the ZooKeeper-era format; we only run in KRaft mode (version 1).
     #[error("unsupported meta.properties version {0}; only version 1 (KRaft) is supported")]
     UnsupportedVersion(String),

@@ -20,9 +20,9 @@ use crate::controller::{
     BrokerRegistration, ControllerConfig, CreateTopic, create_topic_records, delete_topic_records,
     is_assignable_topic_id, register_broker_records, set_topic_config_records,
 };
-use crate::meta_properties::{MetaProperties, generate_cluster_id};
+use crate::meta_properties::{META_PROPERTIES_FILE, MetaProperties, generate_cluster_id};
 use crate::record::{DecodeError, MetadataRecord};
-use crate::{MetadataError, MetadataImage};
+use crate::{MetaPropertiesError, MetadataError, MetadataImage};
 
 /// Directory of the metadata log partition inside the log dir, as in Kafka.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
@@ -114,13 +114,17 @@ impl MetadataStore {
         config: ControllerConfig,
         now_ms: i64,
     ) -> Result<Self, MetadataError> {
+        let metadata_dir = log_dir.join(METADATA_LOG_DIR);
+        let meta_path = log_dir.join(META_PROPERTIES_FILE);
+        if !meta_path.exists() && dir_has_entries(&metadata_dir) {
+            return Err(MetadataError::InvalidMetaProperties {
+                path: meta_path,
+                reason: MetaPropertiesError::MissingWithExistingLog,
+            });
+        }
         let props =
             MetaProperties::load_or_create(log_dir, node_id, || generate_cluster_id(Uuid::new_v4))?;
-        let log = Log::open(
-            &log_dir.join(METADATA_LOG_DIR),
-            metadata_log_config(),
-            now_ms,
-        )?;
+        let log = Log::open(&metadata_dir, metadata_log_config(), now_ms)?;
         // Single voter: this node is the controller.
         let mut image = MetadataImage::new(props.cluster_id, node_id);
         let records = replay(&log, &mut image)?;
@@ -315,6 +319,11 @@ impl MetadataStore {
         self.reader.publish(Arc::clone(&self.image));
         Ok(())
     }
+}
+
+/// Whether `dir` exists and holds anything (a metadata log from an earlier start).
+fn dir_has_entries(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some())
 }
 
 /// Applies every record of `log` to `image`; returns how many were applied.

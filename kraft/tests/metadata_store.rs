@@ -365,3 +365,17 @@ proptest! {
         prop_assert_eq!(&*MetadataStore::open(dir.path(), 1, NOW).unwrap().image(), &*served);
     }
 }
+
+#[test]
+fn a_lost_meta_properties_is_not_silently_reformatted() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    fs::remove_file(dir.path().join("meta.properties")).unwrap();
+    assert!(matches!(
+        MetadataStore::open(dir.path(), 1, NOW),
+        Err(MetadataError::InvalidMetaProperties {
+            reason: strata_kraft::MetaPropertiesError::MissingWithExistingLog,
+            ..
+        })
+    ));
+}

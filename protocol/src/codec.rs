@@ -53,7 +53,11 @@ pub enum DecodeError {
     UnknownApiKey { api_key: i16, correlation_id: i32 },
     /// The API is served, but not at this version.
     #[error("unsupported version {version} of {api_key:?} (correlation id {correlation_id})")]
-    UnsupportedVersion { api_key: ApiKey, version: i16, correlation_id: i32 },
+    UnsupportedVersion {
+        api_key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+    },
     /// The header or body does not parse at the stated version.
     #[error("malformed {api_key:?} v{version} request (correlation id {correlation_id}): {source}")]
     Malformed {
@@ -93,19 +97,38 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, DecodeError> {
     let api_key = ApiKey::try_from(raw_key)
         .ok()
         .filter(|k| versions::supported(*k).is_some())
-        .ok_or(DecodeError::UnknownApiKey { api_key: raw_key, correlation_id })?;
+        .ok_or(DecodeError::UnknownApiKey {
+            api_key: raw_key,
+            correlation_id,
+        })?;
     if !versions::is_supported(api_key, version) {
         let newest = versions::supported(api_key).map_or(i16::MAX, |a| a.max);
         if api_key == ApiKey::ApiVersions && version > newest {
             return Ok(Decoded::ApiVersionsTooNew { correlation_id });
         }
-        return Err(DecodeError::UnsupportedVersion { api_key, version, correlation_id });
+        return Err(DecodeError::UnsupportedVersion {
+            api_key,
+            version,
+            correlation_id,
+        });
     }
-    let malformed = |source: BoxError| DecodeError::Malformed { api_key, version, correlation_id, source };
+    let malformed = |source: BoxError| DecodeError::Malformed {
+        api_key,
+        version,
+        correlation_id,
+        source,
+    };
     let header = RequestHeader::decode(&mut frame, api_key.request_header_version(version))
         .map_err(|e| malformed(e.into()))?;
-    let body = RequestKind::decode(api_key, &mut frame, version).map_err(|e| malformed(e.into()))?;
-    Ok(Decoded::Request(Box::new(Request { api_key, header, body })))
+    // The codec preallocates arrays from wire counts; prove the counts first (see `shape`).
+    crate::shape::check(api_key, version, &frame).map_err(|e| malformed(e.into()))?;
+    let body =
+        RequestKind::decode(api_key, &mut frame, version).map_err(|e| malformed(e.into()))?;
+    Ok(Decoded::Request(Box::new(Request {
+        api_key,
+        header,
+        body,
+    })))
 }
 
 /// Encodes a response frame, size prefix included.
@@ -119,7 +142,11 @@ pub fn encode_response(
     correlation_id: i32,
     body: &ResponseKind,
 ) -> Result<Bytes, EncodeError> {
-    let err = |source: BoxError| EncodeError { api_key, version, source };
+    let err = |source: BoxError| EncodeError {
+        api_key,
+        version,
+        source,
+    };
     let mut buf = BytesMut::with_capacity(256);
     buf.put_i32(0);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
@@ -143,17 +170,19 @@ fn finish_frame(mut buf: BytesMut, api_key: ApiKey, version: i16) -> Result<Byte
 /// The ApiVersions body listing [`SUPPORTED_APIS`], with the given error code.
 #[must_use]
 pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_error_code(error_code).with_api_keys(
-        SUPPORTED_APIS
-            .iter()
-            .map(|a| {
-                ApiVersion::default()
-                    .with_api_key(a.key as i16)
-                    .with_min_version(a.min)
-                    .with_max_version(a.max)
-            })
-            .collect(),
-    )
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(
+            SUPPORTED_APIS
+                .iter()
+                .map(|a| {
+                    ApiVersion::default()
+                        .with_api_key(a.key as i16)
+                        .with_min_version(a.min)
+                        .with_max_version(a.max)
+                })
+                .collect(),
+        )
 }
 
 /// The KIP-511 fallback: UNSUPPORTED_VERSION with our ranges, in a v0 body and a v0 header.

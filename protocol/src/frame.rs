@@ -45,7 +45,10 @@ pub fn check(buf: &[u8], max_len: usize) -> Result<Option<usize>, FrameError> {
         return Err(FrameError::InvalidSize { size });
     }
     if len > max_len {
-        return Err(FrameError::TooLarge { size: len, max: max_len });
+        return Err(FrameError::TooLarge {
+            size: len,
+            max: max_len,
+        });
     }
     if buf.len() - SIZE_PREFIX_LEN < len {
         return Ok(None);
@@ -77,15 +80,24 @@ mod tests {
 
     #[test]
     fn negative_and_tiny_sizes_are_rejected() {
-        assert_eq!(check(&(-1i32).to_be_bytes(), 100), Err(FrameError::InvalidSize { size: -1 }));
-        assert_eq!(check(&3i32.to_be_bytes(), 100), Err(FrameError::InvalidSize { size: 3 }));
+        assert_eq!(
+            check(&(-1i32).to_be_bytes(), 100),
+            Err(FrameError::InvalidSize { size: -1 })
+        );
+        assert_eq!(
+            check(&3i32.to_be_bytes(), 100),
+            Err(FrameError::InvalidSize { size: 3 })
+        );
     }
 
     #[test]
     fn oversized_length_is_rejected_before_the_body_arrives() {
         assert_eq!(
             check(&i32::MAX.to_be_bytes(), 1024),
-            Err(FrameError::TooLarge { size: i32::MAX as usize, max: 1024 })
+            Err(FrameError::TooLarge {
+                size: i32::MAX as usize,
+                max: 1024
+            })
         );
     }
 }

@@ -10,6 +10,8 @@
 //!   and the decoder refuses anything outside it.
 //! - [`codec`]: request header and body decoding, response encoding. Response header versions
 //!   come from the API and version; ApiVersions always answers with header v0.
+//! - [`shape`]: a structural walk of each supported request body before the codec decodes
+//!   it, because the codec preallocates arrays from unverified wire counts.
 //! - [`record_batch`]: a borrowed view of RecordBatch v2 (magic 2): CRC32C check, field access,
 //!   and in-place rewrites of the base offset and partition leader epoch, which the CRC does
 //!   not cover.
@@ -23,11 +25,12 @@
 pub mod codec;
 pub mod frame;
 pub mod record_batch;
+pub mod shape;
 pub mod versions;
 
-/// The typed messages, re-exported so that other crates do not depend on the codec.
-pub use kafka_protocol::messages;
 /// Kafka's error codes.
 pub use kafka_protocol::error::ResponseError;
+/// The typed messages, re-exported so that other crates do not depend on the codec.
+pub use kafka_protocol::messages;
 /// String and byte newtypes used by the messages.
 pub use kafka_protocol::protocol::StrBytes;

@@ -378,12 +378,15 @@ impl<'a> RecordBatchView<'a> {
 /// One record of an uncompressed batch, borrowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordView<'a> {
+    /// The record's offset relative to the batch's base offset.
     pub offset_delta: i32,
     /// `base_offset + offset_delta`.
     pub offset: i64,
     /// The record's timestamp; for LogAppendTime batches the batch's max timestamp (KIP-32).
     pub timestamp: i64,
+    /// `None` for a null key (length -1).
     pub key: Option<&'a [u8]>,
+    /// `None` for a null value: a tombstone under compaction.
     pub value: Option<&'a [u8]>,
     /// The encoded headers (`headerCount` already consumed); see [`RecordView::headers`].
     headers: &'a [u8],
@@ -576,12 +579,16 @@ pub struct BatchSummary {
     pub position: usize,
     /// `12 + batchLength`.
     pub len: usize,
+    /// Records in the batch; validation guarantees `last_offset_delta + 1`.
     pub record_count: i32,
+    /// Offsets the batch takes beyond its first; the log assigns `record_count` offsets.
     pub last_offset_delta: i32,
+    /// The header's `maxTimestamp`, which the log indexes.
     pub max_timestamp: i64,
     /// The offset delta of the first record carrying the largest record timestamp (KIP-734's
     /// MAX_TIMESTAMP lookup). 0 for compressed batches, which are not decompressed.
     pub offset_delta_of_max_timestamp: i32,
+    /// The codec; compressed batches are not walked.
     pub compression: Compression,
 }
 

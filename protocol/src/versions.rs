@@ -75,7 +75,13 @@ mod tests {
                 ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
                 other => panic!("no codec range recorded for {other:?}"),
             };
-            assert!(a.min >= codec.min && a.max <= codec.max, "{:?} {}..{} outside {codec}", a.key, a.min, a.max);
+            assert!(
+                a.min >= codec.min && a.max <= codec.max,
+                "{:?} {}..{} outside {codec}",
+                a.key,
+                a.min,
+                a.max
+            );
         }
     }
 

@@ -63,7 +63,8 @@ impl Log {
             let Some((stem, ext)) = name.split_once('.') else {
                 continue;
             };
-            let Some(base) = (stem.len() == 20)
+            // Exactly 20 ASCII digits: rejects "-000…1" and names we did not write.
+            let Some(base) = (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
                 .then(|| stem.parse::<i64>().ok())
                 .flatten()
             else {

@@ -47,7 +47,9 @@ pub struct ReadResult {
 /// The answer to timestamp lookups (ListOffsets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimestampOffset {
+    /// The record's timestamp (the batch's max timestamp where we answer per batch).
     pub timestamp: i64,
+    /// The record's offset (the batch's base offset where we answer per batch).
     pub offset: i64,
 }
 
@@ -60,6 +62,8 @@ pub struct AppendInfo {
     pub last_offset: i64,
     /// The broker time stamped into the batches under LogAppendTime, else -1.
     pub log_append_time: i64,
+    /// Records appended, over all batches.
     pub record_count: u32,
+    /// The log start offset after the append, which Produce v7+ returns (KIP-107).
     pub log_start_offset: i64,
 }

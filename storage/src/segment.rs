@@ -22,8 +22,11 @@ const TIMESTAMP_PREFIX_LEN: usize = 43;
 /// What a short header read tells about a batch in a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BatchHeader {
+    /// Where the batch starts in the `.log`.
     pub position: u64,
+    /// The first offset of the batch.
     pub base_offset: i64,
+    /// `base_offset + lastOffsetDelta`: what offset lookups compare against.
     pub last_offset: i64,
     /// `12 + batchLength`.
     pub len: u64,

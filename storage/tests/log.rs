@@ -495,7 +495,8 @@ fn flush_policy_by_messages() {
 enum Op {
     /// Batch sizes (record counts) and value length.
     Append(Vec<u8>, usize),
-    Read(prop::sample::Index, u32, bool),
+    /// Offset, high watermark (both picked within the log), max_bytes, min_one_batch.
+    Read(prop::sample::Index, prop::sample::Index, u32, bool),
     Truncate(prop::sample::Index),
     Reopen,
     Crash(prop::sample::Index),
@@ -504,7 +505,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (proptest::collection::vec(1u8..5, 1..4), 0usize..120).prop_map(|(b, v)| Op::Append(b, v)),
-        3 => (any::<prop::sample::Index>(), 0u32..800, any::<bool>()).prop_map(|(i, m, o)| Op::Read(i, m, o)),
+        3 => (any::<prop::sample::Index>(), any::<prop::sample::Index>(), 0u32..800, any::<bool>()).prop_map(|(i, h, m, o)| Op::Read(i, h, m, o)),
         1 => any::<prop::sample::Index>().prop_map(Op::Truncate),
         1 => Just(Op::Reopen),
         1 => any::<prop::sample::Index>().prop_map(Op::Crash),
@@ -551,16 +552,20 @@ proptest! {
                     prop_assert_eq!(info.base_offset, base);
                     prop_assert_eq!(info.last_offset, next - 1);
                 }
-                Op::Read(at, max_bytes, min_one) => {
+                Op::Read(at, hw, max_bytes, min_one) => {
                     let end = model.end();
                     let offset = at.index(end as usize + 1) as i64;
-                    let r = log.read(offset, max_bytes, end, min_one).unwrap();
+                    let hw = offset + hw.index((end - offset) as usize + 1) as i64;
+                    let r = log.read(offset, max_bytes, hw, min_one).unwrap();
                     let got = records_of(&r);
-                    // Expected: whole batches from the one holding `offset`, within budget.
+                    // Expected: whole batches from the one holding `offset`, below the high
+                    // watermark, within budget.
                     let mut want = Vec::new();
                     let mut used = 0usize;
                     for (base, stamps, len) in &model.batches {
-                        if base + stamps.len() as i64 <= offset { continue; }
+                        let last = base + stamps.len() as i64 - 1;
+                        if last < offset { continue; }
+                        if last >= hw { break; }
                         if used + len > max_bytes as usize && !(min_one && used == 0) { break; }
                         used += len;
                         want.extend(stamps.iter().enumerate().map(|(i, t)| (base + i as i64, *t)));

@@ -5,9 +5,11 @@ use std::collections::{BTreeMap, HashSet};
 
 use strata_kraft::CreateTopic;
 use strata_protocol::ResponseError;
-use strata_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
-use strata_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use strata_protocol::StrBytes;
+use strata_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use strata_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
 use super::RequestContext;
 use super::describe_configs::describe_topic;
@@ -17,79 +19,112 @@ use crate::error::create_topic_error_code;
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut seen = HashSet::new();
-    let duplicates: HashSet<String> =
-        req.topics.iter().map(|t| t.name.0.to_string()).filter(|n| !seen.insert(n.clone())).collect();
-    let topics = req
+    let duplicates: HashSet<String> = req
         .topics
-        .into_iter()
-        .map(|t| {
-            let name = t.name.0.to_string();
-            let fail = |code: i16, msg: String| {
-                CreatableTopicResult::default()
-                    .with_name(t.name.clone())
-                    .with_error_code(code)
-                    .with_error_message(Some(StrBytes::from_string(msg)))
-                    .with_num_partitions(-1)
-                    .with_replication_factor(-1)
-            };
-            if duplicates.contains(&name) {
-                return fail(ResponseError::InvalidRequest.code(), format!("topic {name} appears more than once"));
-            }
-            let (num_partitions, replication_factor) = if t.assignments.is_empty() {
-                (t.num_partitions, t.replication_factor)
-            } else {
-                if t.num_partitions != -1 || t.replication_factor != -1 {
-                    return fail(
-                        ResponseError::InvalidRequest.code(),
-                        "both assignments and partitions/replication factor given".to_owned(),
-                    );
-                }
-                let node = ctx.broker.config.node_id;
-                if t.assignments.iter().any(|a| a.broker_ids.iter().any(|b| b.0 != node) || a.broker_ids.is_empty()) {
-                    return fail(ResponseError::InvalidReplicaAssignment.code(), "unknown broker in assignment".to_owned());
-                }
-                (t.assignments.len() as i32, t.assignments[0].broker_ids.len() as i16)
-            };
-            let configs: BTreeMap<String, String> = t
-                .configs
-                .iter()
-                .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
-                .collect();
-            let create = CreateTopic {
-                name: name.clone(),
-                num_partitions,
-                replication_factor,
-                configs: configs.clone(),
-                validate_only: req.validate_only,
-            };
-            match ctx.broker.create_topic(create, crate::now_ms()) {
-                Ok(id) => {
-                    if !req.validate_only {
-                        tracing::info!(topic = %name, "created topic");
-                    }
-                    let image = ctx.broker.image();
-                    let (parts, rf) = image.topics.get(&name).map_or((num_partitions, replication_factor), |ti| {
-                        (ti.partitions.len() as i32, ti.partitions.first().map_or(1, |p| p.replicas.len() as i16))
-                    });
-                    let described = describe_topic(&ctx.broker.config, &configs)
-                        .into_iter()
-                        .map(|d| {
-                            CreatableTopicConfigs::default()
-                                .with_name(StrBytes::from_string(d.name))
-                                .with_value(Some(StrBytes::from_string(d.value)))
-                                .with_config_source(d.source)
-                        })
-                        .collect();
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|n| !seen.insert(n.clone()))
+        .collect();
+    let topics =
+        req.topics
+            .into_iter()
+            .map(|t| {
+                let name = t.name.0.to_string();
+                let fail = |code: i16, msg: String| {
                     CreatableTopicResult::default()
                         .with_name(t.name.clone())
-                        .with_topic_id(id)
-                        .with_num_partitions(if parts == -1 { ctx.broker.config.num_partitions } else { parts })
-                        .with_replication_factor(if rf == -1 { ctx.broker.config.default_replication_factor } else { rf })
-                        .with_configs(Some(described))
+                        .with_error_code(code)
+                        .with_error_message(Some(StrBytes::from_string(msg)))
+                        .with_num_partitions(-1)
+                        .with_replication_factor(-1)
+                };
+                if duplicates.contains(&name) {
+                    return fail(
+                        ResponseError::InvalidRequest.code(),
+                        format!("topic {name} appears more than once"),
+                    );
                 }
-                Err(e) => fail(create_topic_error_code(&e), e.to_string()),
-            }
-        })
-        .collect();
+                let (num_partitions, replication_factor) = if t.assignments.is_empty() {
+                    (t.num_partitions, t.replication_factor)
+                } else {
+                    if t.num_partitions != -1 || t.replication_factor != -1 {
+                        return fail(
+                            ResponseError::InvalidRequest.code(),
+                            "both assignments and partitions/replication factor given".to_owned(),
+                        );
+                    }
+                    let node = ctx.broker.config.node_id;
+                    if t.assignments.iter().any(|a| {
+                        a.broker_ids.iter().any(|b| b.0 != node) || a.broker_ids.is_empty()
+                    }) {
+                        return fail(
+                            ResponseError::InvalidReplicaAssignment.code(),
+                            "unknown broker in assignment".to_owned(),
+                        );
+                    }
+                    (
+                        t.assignments.len() as i32,
+                        t.assignments[0].broker_ids.len() as i16,
+                    )
+                };
+                let configs: BTreeMap<String, String> = t
+                    .configs
+                    .iter()
+                    .filter_map(|c| {
+                        c.value
+                            .as_ref()
+                            .map(|v| (c.name.to_string(), v.to_string()))
+                    })
+                    .collect();
+                let create = CreateTopic {
+                    name: name.clone(),
+                    num_partitions,
+                    replication_factor,
+                    configs: configs.clone(),
+                    validate_only: req.validate_only,
+                };
+                match ctx.broker.create_topic(create, crate::now_ms()) {
+                    Ok(id) => {
+                        if !req.validate_only {
+                            tracing::info!(topic = %name, "created topic");
+                        }
+                        let image = ctx.broker.image();
+                        let (parts, rf) = image.topics.get(&name).map_or(
+                            (num_partitions, replication_factor),
+                            |ti| {
+                                (
+                                    ti.partitions.len() as i32,
+                                    ti.partitions.first().map_or(1, |p| p.replicas.len() as i16),
+                                )
+                            },
+                        );
+                        let described = describe_topic(&ctx.broker.config, &configs)
+                            .into_iter()
+                            .map(|d| {
+                                CreatableTopicConfigs::default()
+                                    .with_name(StrBytes::from_string(d.name))
+                                    .with_value(Some(StrBytes::from_string(d.value)))
+                                    .with_config_source(d.source)
+                            })
+                            .collect();
+                        CreatableTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_topic_id(id)
+                            .with_num_partitions(if parts == -1 {
+                                ctx.broker.config.num_partitions
+                            } else {
+                                parts
+                            })
+                            .with_replication_factor(if rf == -1 {
+                                ctx.broker.config.default_replication_factor
+                            } else {
+                                rf
+                            })
+                            .with_configs(Some(described))
+                    }
+                    Err(e) => fail(create_topic_error_code(&e), e.to_string()),
+                }
+            })
+            .collect();
     CreateTopicsResponse::default().with_topics(topics)
 }

@@ -1,9 +1,9 @@
 //! DeleteTopics (key 20): by name (all versions) or by topic id (v6+, KIP-516).
 
 use strata_protocol::ResponseError;
+use strata_protocol::StrBytes;
 use strata_protocol::messages::delete_topics_response::DeletableTopicResult;
 use strata_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
-use strata_protocol::StrBytes;
 use uuid::Uuid;
 
 use super::RequestContext;
@@ -13,17 +13,30 @@ use crate::error::metadata_error_code;
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let wanted: Vec<(Option<String>, Uuid)> = if ctx.api_version >= 6 {
-        req.topics.into_iter().map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id)).collect()
+        req.topics
+            .into_iter()
+            .map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id))
+            .collect()
     } else {
-        req.topic_names.into_iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect()
+        req.topic_names
+            .into_iter()
+            .map(|n| (Some(n.0.to_string()), Uuid::nil()))
+            .collect()
     };
     let responses = wanted
         .into_iter()
         .map(|(name, id)| {
             let image = ctx.broker.image();
             let resolved = match &name {
-                Some(n) => image.topics.get(n).map(|t| t.topic_id).ok_or(ResponseError::UnknownTopicOrPartition.code()),
-                None => image.topic_by_id(id).map(|t| t.topic_id).ok_or(ResponseError::UnknownTopicId.code()),
+                Some(n) => image
+                    .topics
+                    .get(n)
+                    .map(|t| t.topic_id)
+                    .ok_or(ResponseError::UnknownTopicOrPartition.code()),
+                None => image
+                    .topic_by_id(id)
+                    .map(|t| t.topic_id)
+                    .ok_or(ResponseError::UnknownTopicId.code()),
             };
             let result = DeletableTopicResult::default()
                 .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
@@ -31,7 +44,9 @@ pub fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsRes
             match resolved.map(|id| (id, ctx.broker.delete_topic(id, crate::now_ms()))) {
                 Ok((id, Ok(deleted))) => {
                     tracing::info!(topic = %deleted, "deleted topic");
-                    result.with_name(Some(TopicName(StrBytes::from_string(deleted)))).with_topic_id(id)
+                    result
+                        .with_name(Some(TopicName(StrBytes::from_string(deleted))))
+                        .with_topic_id(id)
                 }
                 Ok((_, Err(e))) => result
                     .with_error_code(metadata_error_code(&e))

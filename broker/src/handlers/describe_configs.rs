@@ -3,11 +3,11 @@
 
 use strata_kraft::topic_config_defaults;
 use strata_protocol::ResponseError;
+use strata_protocol::StrBytes;
 use strata_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use strata_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
-use strata_protocol::StrBytes;
 
 use super::RequestContext;
 use crate::config::BrokerConfig;
@@ -33,7 +33,11 @@ pub struct Described {
 /// LogConfig synonyms).
 fn broker_synonyms(topic_key: &str) -> &'static [&'static str] {
     match topic_key {
-        "retention.ms" => &["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
+        "retention.ms" => &[
+            "log.retention.ms",
+            "log.retention.minutes",
+            "log.retention.hours",
+        ],
         "retention.bytes" => &["log.retention.bytes"],
         "segment.bytes" => &["log.segment.bytes"],
         "segment.ms" => &["log.roll.ms", "log.roll.hours"],
@@ -52,7 +56,9 @@ fn broker_synonyms(topic_key: &str) -> &'static [&'static str] {
 
 /// The broker-level value of a topic config, normalised to the topic key's unit.
 fn broker_value(cfg: &BrokerConfig, topic_key: &str) -> Option<String> {
-    let explicit = broker_synonyms(topic_key).iter().any(|k| cfg.explicit.contains_key(*k));
+    let explicit = broker_synonyms(topic_key)
+        .iter()
+        .any(|k| cfg.explicit.contains_key(*k));
     if !explicit {
         return None;
     }
@@ -63,7 +69,9 @@ fn broker_value(cfg: &BrokerConfig, topic_key: &str) -> Option<String> {
         "segment.bytes" => cfg.log_segment_bytes.to_string(),
         "max.message.bytes" => cfg.message_max_bytes.to_string(),
         _ => {
-            let key = broker_synonyms(topic_key).iter().find(|k| cfg.explicit.contains_key(**k))?;
+            let key = broker_synonyms(topic_key)
+                .iter()
+                .find(|k| cfg.explicit.contains_key(**k))?;
             cfg.explicit.get(*key)?.clone()
         }
     })
@@ -71,7 +79,10 @@ fn broker_value(cfg: &BrokerConfig, topic_key: &str) -> Option<String> {
 
 /// Describes every topic config: override, else broker setting, else Kafka's default.
 #[must_use]
-pub fn describe_topic(cfg: &BrokerConfig, overrides: &std::collections::BTreeMap<String, String>) -> Vec<Described> {
+pub fn describe_topic(
+    cfg: &BrokerConfig,
+    overrides: &std::collections::BTreeMap<String, String>,
+) -> Vec<Described> {
     topic_config_defaults()
         .iter()
         .map(|(name, default)| {
@@ -80,13 +91,26 @@ pub fn describe_topic(cfg: &BrokerConfig, overrides: &std::collections::BTreeMap
                 synonyms.push(((*name).to_owned(), v.clone(), SOURCE_DYNAMIC_TOPIC));
             }
             if let Some(v) = broker_value(cfg, name) {
-                let key = broker_synonyms(name).iter().find(|k| cfg.explicit.contains_key(**k)).copied().unwrap_or("");
+                let key = broker_synonyms(name)
+                    .iter()
+                    .find(|k| cfg.explicit.contains_key(**k))
+                    .copied()
+                    .unwrap_or("");
                 synonyms.push((key.to_owned(), v, SOURCE_STATIC_BROKER));
             }
             let default_key = broker_synonyms(name).first().copied().unwrap_or(name);
-            synonyms.push((default_key.to_owned(), (*default).to_owned(), SOURCE_DEFAULT));
+            synonyms.push((
+                default_key.to_owned(),
+                (*default).to_owned(),
+                SOURCE_DEFAULT,
+            ));
             let (value, source) = (synonyms[0].1.clone(), synonyms[0].2);
-            Described { name: (*name).to_owned(), value, source, synonyms }
+            Described {
+                name: (*name).to_owned(),
+                value,
+                source,
+                synonyms,
+            }
         })
         .collect()
 }
@@ -95,8 +119,17 @@ fn describe_broker(cfg: &BrokerConfig) -> Vec<Described> {
     cfg.values
         .iter()
         .map(|(k, v)| {
-            let source = if cfg.explicit.contains_key(k) { SOURCE_STATIC_BROKER } else { SOURCE_DEFAULT };
-            Described { name: k.clone(), value: v.clone(), source, synonyms: vec![(k.clone(), v.clone(), source)] }
+            let source = if cfg.explicit.contains_key(k) {
+                SOURCE_STATIC_BROKER
+            } else {
+                SOURCE_DEFAULT
+            };
+            Described {
+                name: k.clone(),
+                value: v.clone(),
+                source,
+                synonyms: vec![(k.clone(), v.clone(), source)],
+            }
         })
         .collect()
 }
@@ -111,25 +144,38 @@ pub fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConf
         .into_iter()
         .map(|r| {
             let name = r.resource_name.to_string();
-            let result = DescribeConfigsResult::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name);
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name);
             let described = match r.resource_type {
                 RESOURCE_TOPIC => match image.topics.get(&name) {
                     Some(t) => describe_topic(cfg, &t.configs),
-                    None => return result.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                    None => {
+                        return result
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    }
                 },
-                RESOURCE_BROKER if name.is_empty() || name == cfg.node_id.to_string() => describe_broker(cfg),
+                RESOURCE_BROKER if name.is_empty() || name == cfg.node_id.to_string() => {
+                    describe_broker(cfg)
+                }
                 RESOURCE_BROKER => {
                     return result
                         .with_error_code(ResponseError::InvalidRequest.code())
-                        .with_error_message(Some(StrBytes::from_string(format!("unknown broker id {name}"))));
+                        .with_error_message(Some(StrBytes::from_string(format!(
+                            "unknown broker id {name}"
+                        ))));
                 }
                 _ => {
                     return result
                         .with_error_code(ResponseError::InvalidRequest.code())
-                        .with_error_message(Some(StrBytes::from_static_str("unsupported resource type")));
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "unsupported resource type",
+                        )));
                 }
             };
-            let keys: Option<Vec<String>> = r.configuration_keys.map(|ks| ks.iter().map(ToString::to_string).collect());
+            let keys: Option<Vec<String>> = r
+                .configuration_keys
+                .map(|ks| ks.iter().map(ToString::to_string).collect());
             let configs = described
                 .into_iter()
                 .filter(|d| keys.as_ref().is_none_or(|ks| ks.contains(&d.name)))

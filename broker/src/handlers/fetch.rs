@@ -60,7 +60,10 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
         for p in &t.partitions {
             let partition = match &name {
                 None => Err(ResponseError::UnknownTopicId.code()),
-                Some(n) => ctx.broker.partition(n, p.partition).ok_or(ResponseError::UnknownTopicOrPartition.code()),
+                Some(n) => ctx
+                    .broker
+                    .partition(n, p.partition)
+                    .ok_or(ResponseError::UnknownTopicOrPartition.code()),
             };
             wanted.push(Wanted {
                 topic_slot: slot,
@@ -71,21 +74,31 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
             });
         }
     }
-    let deadline = Instant::now() + Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
+    let deadline =
+        Instant::now() + Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
     let min_bytes = i64::from(req.min_bytes.max(0));
     let max_bytes = u32::try_from(req.max_bytes.max(0)).unwrap_or(0);
     loop {
         // Subscribe before reading, so an append between the read and the wait still wakes us.
-        let mut watchers: Vec<_> = wanted.iter().filter_map(|w| w.partition.as_ref().ok()).map(|p| p.subscribe()).collect();
+        let mut watchers: Vec<_> = wanted
+            .iter()
+            .filter_map(|w| w.partition.as_ref().ok())
+            .map(|p| p.subscribe())
+            .collect();
         let (parts, bytes, errors) = read_all(&wanted, max_bytes, req.isolation_level);
         if bytes >= min_bytes || errors || Instant::now() >= deadline {
             let mut topics = topics;
             for (w, pd) in wanted.iter().zip(parts) {
                 topics[w.topic_slot].partitions.push(pd);
             }
-            return FetchResponse::default().with_session_id(0).with_responses(topics);
+            return FetchResponse::default()
+                .with_session_id(0)
+                .with_responses(topics);
         }
-        let changed = watchers.iter_mut().map(|w| Box::pin(w.changed())).collect::<Vec<_>>();
+        let changed = watchers
+            .iter_mut()
+            .map(|w| Box::pin(w.changed()))
+            .collect::<Vec<_>>();
         if changed.is_empty() {
             tokio::time::sleep_until(deadline).await;
         } else {
@@ -99,7 +112,11 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
 
 /// Reads every partition once. Returns the partition answers in request order, the bytes
 /// read, and whether any partition has an error (an error answers at once, as in Kafka).
-fn read_all(wanted: &[Wanted], max_bytes: u32, isolation_level: i8) -> (Vec<PartitionData>, i64, bool) {
+fn read_all(
+    wanted: &[Wanted],
+    max_bytes: u32,
+    isolation_level: i8,
+) -> (Vec<PartitionData>, i64, bool) {
     let mut remaining = max_bytes;
     let mut total: i64 = 0;
     let mut any_error = false;
@@ -120,7 +137,10 @@ fn read_all(wanted: &[Wanted], max_bytes: u32, isolation_level: i8) -> (Vec<Part
             }
         };
         let hw = p.high_watermark();
-        pd = pd.with_high_watermark(hw).with_last_stable_offset(hw).with_log_start_offset(p.log_start_offset());
+        pd = pd
+            .with_high_watermark(hw)
+            .with_last_stable_offset(hw)
+            .with_log_start_offset(p.log_start_offset());
         if isolation_level == READ_COMMITTED {
             pd = pd.with_aborted_transactions(Some(Vec::new()));
         }
@@ -160,4 +180,3 @@ fn load(regions: &[strata_storage::FileRegion]) -> std::io::Result<Bytes> {
     }
     Ok(Bytes::from(buf))
 }
-

@@ -1,9 +1,9 @@
 //! FindCoordinator (key 10): on a single node, this node coordinates every group and
 //! transactional id.
 
+use strata_protocol::StrBytes;
 use strata_protocol::messages::find_coordinator_response::Coordinator;
 use strata_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
-use strata_protocol::StrBytes;
 
 use super::RequestContext;
 
@@ -27,6 +27,9 @@ pub fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCoordina
             .collect();
         FindCoordinatorResponse::default().with_coordinators(coordinators)
     } else {
-        FindCoordinatorResponse::default().with_node_id(BrokerId(cfg.node_id)).with_host(host).with_port(port)
+        FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(cfg.node_id))
+            .with_host(host)
+            .with_port(port)
     }
 }

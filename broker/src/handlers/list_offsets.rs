@@ -2,7 +2,9 @@
 //! (-4, same as earliest without tiered storage), and the first offset at or after a timestamp.
 
 use strata_protocol::ResponseError;
-use strata_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use strata_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use strata_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::RequestContext;
@@ -36,10 +38,13 @@ pub fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsRespo
                     let found = match p.timestamp {
                         LATEST => Ok(Some((-1, part.high_watermark()))),
                         EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, part.log_start_offset()))),
-                        MAX_TIMESTAMP => Ok(part.log().max_timestamp().map(|t| (t.timestamp, t.offset))),
-                        ts if ts >= 0 => {
-                            part.log().offset_for_timestamp(ts).map(|o| o.map(|t| (t.timestamp, t.offset)))
+                        MAX_TIMESTAMP => {
+                            Ok(part.log().max_timestamp().map(|t| (t.timestamp, t.offset)))
                         }
+                        ts if ts >= 0 => part
+                            .log()
+                            .offset_for_timestamp(ts)
+                            .map(|o| o.map(|t| (t.timestamp, t.offset))),
                         _ => Ok(None),
                     };
                     match found {
@@ -47,14 +52,20 @@ pub fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsRespo
                         // field exists from v4 (KIP-320).
                         Ok(Some((ts, off))) => {
                             let resp = resp.with_timestamp(ts).with_offset(off);
-                            if ctx.api_version >= 4 { resp.with_leader_epoch(0) } else { resp }
+                            if ctx.api_version >= 4 {
+                                resp.with_leader_epoch(0)
+                            } else {
+                                resp
+                            }
                         }
                         Ok(None) => resp,
                         Err(e) => resp.with_error_code(log_error_code(&e)),
                     }
                 })
                 .collect();
-            ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(partitions)
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)

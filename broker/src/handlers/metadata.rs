@@ -3,11 +3,11 @@
 
 use strata_kraft::{CreateTopic, MetadataImage, TopicImage};
 use strata_protocol::ResponseError;
+use strata_protocol::StrBytes;
 use strata_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use strata_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
-use strata_protocol::StrBytes;
 use uuid::Uuid;
 
 use super::RequestContext;
@@ -26,10 +26,16 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
         Some(t) => t.is_empty() && ctx.api_version == 0,
     };
     // Auto-creation is on for v0-v3 and when v4+ allows it.
-    let may_create = broker.config.auto_create_topics && (ctx.api_version < 4 || req.allow_auto_topic_creation);
+    let may_create =
+        broker.config.auto_create_topics && (ctx.api_version < 4 || req.allow_auto_topic_creation);
     let mut topics = Vec::new();
     if all {
-        topics.extend(image.topics.values().map(|t| topic_response(t, ctx.api_version)));
+        topics.extend(
+            image
+                .topics
+                .values()
+                .map(|t| topic_response(t, ctx.api_version)),
+        );
     } else {
         for wanted in req.topics.unwrap_or_default() {
             let by_name = wanted.name.as_ref().map(|n| n.0.to_string());
@@ -42,11 +48,19 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                 continue;
             }
             let Some(name) = by_name else {
-                topics.push(error_topic(None, wanted.topic_id, ResponseError::UnknownTopicId.code()));
+                topics.push(error_topic(
+                    None,
+                    wanted.topic_id,
+                    ResponseError::UnknownTopicId.code(),
+                ));
                 continue;
             };
             if !may_create {
-                topics.push(error_topic(Some(name), Uuid::nil(), ResponseError::UnknownTopicOrPartition.code()));
+                topics.push(error_topic(
+                    Some(name),
+                    Uuid::nil(),
+                    ResponseError::UnknownTopicOrPartition.code(),
+                ));
                 continue;
             }
             let create = CreateTopic {
@@ -62,7 +76,11 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                     image = broker.image();
                     match image.topics.get(&name) {
                         Some(t) => topics.push(topic_response(t, ctx.api_version)),
-                        None => topics.push(error_topic(Some(name), Uuid::nil(), ResponseError::UnknownTopicOrPartition.code())),
+                        None => topics.push(error_topic(
+                            Some(name),
+                            Uuid::nil(),
+                            ResponseError::UnknownTopicOrPartition.code(),
+                        )),
                     }
                 }
                 Err(e) => {
@@ -70,7 +88,11 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                     image = broker.image();
                     match image.topics.get(&name) {
                         Some(t) => topics.push(topic_response(t, ctx.api_version)),
-                        None => topics.push(error_topic(Some(name), Uuid::nil(), crate::error::create_topic_error_code(&e))),
+                        None => topics.push(error_topic(
+                            Some(name),
+                            Uuid::nil(),
+                            crate::error::create_topic_error_code(&e),
+                        )),
                     }
                 }
             }

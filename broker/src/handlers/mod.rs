@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use strata_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use strata_protocol::codec;
+use strata_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 
 use crate::broker::Broker;
 use crate::connection::Slot;
@@ -82,8 +82,12 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(&ctx, r)),
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(&ctx, r)),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(&ctx, r)),
-        RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(describe_configs::handle(&ctx, r)),
-        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(find_coordinator::handle(&ctx, r)),
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(describe_configs::handle(&ctx, r))
+        }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(find_coordinator::handle(&ctx, r))
+        }
         other => {
             // The decoder admits only the APIs in the version table, and each has an arm above;
             // reaching this means the table and this match disagree.

@@ -3,9 +3,9 @@
 
 use bytes::BytesMut;
 use strata_protocol::ResponseError;
+use strata_protocol::StrBytes;
 use strata_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use strata_protocol::messages::{ProduceRequest, ProduceResponse};
-use strata_protocol::StrBytes;
 
 use super::RequestContext;
 use crate::error::log_error_code;
@@ -28,11 +28,18 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Option<ProduceRespon
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
-            let partition = if known { ctx.broker.partition(&name, pd.index) } else { None };
+            let partition = if known {
+                ctx.broker.partition(&name, pd.index)
+            } else {
+                None
+            };
             let outcome = match (valid_acks, partition, pd.records) {
                 (false, _, _) => Err((ResponseError::InvalidRequiredAcks.code(), None)),
                 (true, None, _) => Err((ResponseError::UnknownTopicOrPartition.code(), None)),
-                (true, Some(_), None) => Err((ResponseError::InvalidRecord.code(), Some("null records".to_owned()))),
+                (true, Some(_), None) => Err((
+                    ResponseError::InvalidRecord.code(),
+                    Some("null records".to_owned()),
+                )),
                 (true, Some(p), Some(records)) => {
                     // The request buffer is shared with the decoded header; the rewrite of base
                     // offsets needs a private copy (one per partition, never per record).
@@ -53,12 +60,16 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Option<ProduceRespon
                 }
             };
             if let Err((code, message)) = outcome {
-                resp = resp.with_error_code(code).with_error_message(message.map(StrBytes::from_string));
+                resp = resp
+                    .with_error_code(code)
+                    .with_error_message(message.map(StrBytes::from_string));
             }
             partition_responses.push(resp);
         }
         responses.push(
-            TopicProduceResponse::default().with_name(topic.name).with_partition_responses(partition_responses),
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_partition_responses(partition_responses),
         );
     }
     if acks == 0 {

@@ -19,7 +19,10 @@ fn unknown_api_key_is_refused_with_its_correlation_id() {
     let mut f = vec![0x7f, 0x00, 0, 0, 0, 0, 0, 42];
     f.extend_from_slice(&[0, 0]);
     match decode_request(Bytes::from(f)) {
-        Err(DecodeError::UnknownApiKey { api_key: 0x7f00, correlation_id: 42 }) => {}
+        Err(DecodeError::UnknownApiKey {
+            api_key: 0x7f00,
+            correlation_id: 42,
+        }) => {}
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -54,7 +57,10 @@ fn unsupported_version_of_other_apis_is_an_error() {
 fn truncated_body_is_malformed() {
     let f = frame_of(ApiKey::Metadata, 9, 1, &MetadataRequest::default());
     let cut = f.slice(..f.len() - 1);
-    assert!(matches!(decode_request(cut), Err(DecodeError::Malformed { .. })));
+    assert!(matches!(
+        decode_request(cut),
+        Err(DecodeError::Malformed { .. })
+    ));
 }
 
 mod round_trip {
@@ -76,7 +82,13 @@ mod round_trip {
     }
 
     fn sample() -> impl Strategy<Value = Sample> {
-        ("[a-zA-Z0-9._-]{1,40}", 0..10_000i32, 0..i64::MAX, proptest::collection::vec(any::<u8>(), 0..300), any::<u128>())
+        (
+            "[a-zA-Z0-9._-]{1,40}",
+            0..10_000i32,
+            0..i64::MAX,
+            proptest::collection::vec(any::<u8>(), 0..300),
+            any::<u128>(),
+        )
             .prop_map(|(topic, partition, offset, payload, id)| Sample {
                 topic,
                 partition,
@@ -93,13 +105,18 @@ mod round_trip {
     fn request(key: ApiKey, v: i16, s: &Sample) -> RequestKind {
         match key {
             ApiKey::Produce => RequestKind::Produce(
-                ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![
-                    produce_request::TopicProduceData::default().with_name(name(s)).with_partition_data(vec![
-                        produce_request::PartitionProduceData::default()
-                            .with_index(s.partition)
-                            .with_records(Some(Bytes::from(s.payload.clone()))),
+                ProduceRequest::default()
+                    .with_acks(-1)
+                    .with_timeout_ms(1000)
+                    .with_topic_data(vec![
+                        produce_request::TopicProduceData::default()
+                            .with_name(name(s))
+                            .with_partition_data(vec![
+                                produce_request::PartitionProduceData::default()
+                                    .with_index(s.partition)
+                                    .with_records(Some(Bytes::from(s.payload.clone()))),
+                            ]),
                     ]),
-                ]),
             ),
             ApiKey::Fetch => {
                 let mut t = fetch_request::FetchTopic::default().with_partitions(vec![
@@ -108,23 +125,42 @@ mod round_trip {
                         .with_fetch_offset(s.offset)
                         .with_partition_max_bytes(1 << 20),
                 ]);
-                t = if v >= 13 { t.with_topic_id(s.id) } else { t.with_topic(name(s)) };
-                RequestKind::Fetch(FetchRequest::default().with_max_wait_ms(500).with_min_bytes(1).with_topics(vec![t]))
+                t = if v >= 13 {
+                    t.with_topic_id(s.id)
+                } else {
+                    t.with_topic(name(s))
+                };
+                RequestKind::Fetch(
+                    FetchRequest::default()
+                        .with_max_wait_ms(500)
+                        .with_min_bytes(1)
+                        .with_topics(vec![t]),
+                )
             }
-            ApiKey::ListOffsets => RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
-                list_offsets_request::ListOffsetsTopic::default().with_name(name(s)).with_partitions(vec![
-                    list_offsets_request::ListOffsetsPartition::default()
-                        .with_partition_index(s.partition)
-                        .with_timestamp(s.offset),
+            ApiKey::ListOffsets => RequestKind::ListOffsets(
+                ListOffsetsRequest::default().with_topics(vec![
+                    list_offsets_request::ListOffsetsTopic::default()
+                        .with_name(name(s))
+                        .with_partitions(vec![
+                            list_offsets_request::ListOffsetsPartition::default()
+                                .with_partition_index(s.partition)
+                                .with_timestamp(s.offset),
+                        ]),
                 ]),
-            ])),
-            ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
-                metadata_request::MetadataRequestTopic::default().with_name(Some(name(s))),
-            ]))),
+            ),
+            ApiKey::Metadata => {
+                RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
+                    metadata_request::MetadataRequestTopic::default().with_name(Some(name(s))),
+                ])))
+            }
             ApiKey::FindCoordinator => {
                 let r = FindCoordinatorRequest::default();
                 let key = StrBytes::from_string(s.topic.clone());
-                RequestKind::FindCoordinator(if v >= 4 { r.with_coordinator_keys(vec![key]) } else { r.with_key(key) })
+                RequestKind::FindCoordinator(if v >= 4 {
+                    r.with_coordinator_keys(vec![key])
+                } else {
+                    r.with_key(key)
+                })
             }
             ApiKey::ApiVersions => {
                 let r = ApiVersionsRequest::default();
@@ -135,7 +171,8 @@ mod round_trip {
                     r
                 })
             }
-            ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
+            ApiKey::CreateTopics => {
+                RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
                 create_topics_request::CreatableTopic::default()
                     .with_name(name(s))
                     .with_num_partitions(s.partition)
@@ -145,18 +182,22 @@ mod round_trip {
                             .with_name(StrBytes::from_static_str("retention.ms"))
                             .with_value(Some(StrBytes::from_string(s.offset.to_string()))),
                     ]),
-            ])),
+            ]))
+            }
             ApiKey::DeleteTopics => RequestKind::DeleteTopics(if v >= 6 {
-                DeleteTopicsRequest::default()
-                    .with_topics(vec![delete_topics_request::DeleteTopicState::default().with_name(Some(name(s)))])
+                DeleteTopicsRequest::default().with_topics(vec![
+                    delete_topics_request::DeleteTopicState::default().with_name(Some(name(s))),
+                ])
             } else {
                 DeleteTopicsRequest::default().with_topic_names(vec![name(s)])
             }),
-            ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(DescribeConfigsRequest::default().with_resources(vec![
-                describe_configs_request::DescribeConfigsResource::default()
-                    .with_resource_type(2)
-                    .with_resource_name(StrBytes::from_string(s.topic.clone())),
-            ])),
+            ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(
+                DescribeConfigsRequest::default().with_resources(vec![
+                    describe_configs_request::DescribeConfigsResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_string(s.topic.clone())),
+                ]),
+            ),
             other => panic!("no sample for {other:?}"),
         }
     }
@@ -215,33 +256,46 @@ mod round_trip {
 
     fn response(key: ApiKey, v: i16, s: &Sample) -> ResponseKind {
         match key {
-            ApiKey::Produce => ResponseKind::Produce(ProduceResponse::default().with_responses(vec![
-                produce_response::TopicProduceResponse::default().with_name(name(s)).with_partition_responses(vec![
-                    produce_response::PartitionProduceResponse::default()
-                        .with_index(s.partition)
-                        .with_base_offset(s.offset)
-                        .with_log_append_time_ms(-1),
+            ApiKey::Produce => ResponseKind::Produce(
+                ProduceResponse::default().with_responses(vec![
+                    produce_response::TopicProduceResponse::default()
+                        .with_name(name(s))
+                        .with_partition_responses(vec![
+                            produce_response::PartitionProduceResponse::default()
+                                .with_index(s.partition)
+                                .with_base_offset(s.offset)
+                                .with_log_append_time_ms(-1),
+                        ]),
                 ]),
-            ])),
+            ),
             ApiKey::Fetch => {
-                let mut t = fetch_response::FetchableTopicResponse::default().with_partitions(vec![
-                    fetch_response::PartitionData::default()
-                        .with_partition_index(s.partition)
-                        .with_high_watermark(s.offset)
-                        .with_last_stable_offset(s.offset)
-                        .with_records(Some(Bytes::from(s.payload.clone()))),
-                ]);
-                t = if v >= 13 { t.with_topic_id(s.id) } else { t.with_topic(name(s)) };
+                let mut t =
+                    fetch_response::FetchableTopicResponse::default().with_partitions(vec![
+                        fetch_response::PartitionData::default()
+                            .with_partition_index(s.partition)
+                            .with_high_watermark(s.offset)
+                            .with_last_stable_offset(s.offset)
+                            .with_records(Some(Bytes::from(s.payload.clone()))),
+                    ]);
+                t = if v >= 13 {
+                    t.with_topic_id(s.id)
+                } else {
+                    t.with_topic(name(s))
+                };
                 ResponseKind::Fetch(FetchResponse::default().with_responses(vec![t]))
             }
-            ApiKey::ListOffsets => ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(vec![
-                list_offsets_response::ListOffsetsTopicResponse::default().with_name(name(s)).with_partitions(vec![
-                    list_offsets_response::ListOffsetsPartitionResponse::default()
-                        .with_partition_index(s.partition)
-                        .with_offset(s.offset)
-                        .with_timestamp(-1),
+            ApiKey::ListOffsets => ResponseKind::ListOffsets(
+                ListOffsetsResponse::default().with_topics(vec![
+                    list_offsets_response::ListOffsetsTopicResponse::default()
+                        .with_name(name(s))
+                        .with_partitions(vec![
+                            list_offsets_response::ListOffsetsPartitionResponse::default()
+                                .with_partition_index(s.partition)
+                                .with_offset(s.offset)
+                                .with_timestamp(-1),
+                        ]),
                 ]),
-            ])),
+            ),
             ApiKey::Metadata => ResponseKind::Metadata(
                 MetadataResponse::default()
                     .with_brokers(vec![
@@ -251,12 +305,14 @@ mod round_trip {
                             .with_port(9092),
                     ])
                     .with_topics(vec![
-                        metadata_response::MetadataResponseTopic::default().with_name(Some(name(s))).with_partitions(vec![
-                            metadata_response::MetadataResponsePartition::default()
-                                .with_partition_index(s.partition)
-                                .with_replica_nodes(vec![BrokerId(1)])
-                                .with_isr_nodes(vec![BrokerId(1)]),
-                        ]),
+                        metadata_response::MetadataResponseTopic::default()
+                            .with_name(Some(name(s)))
+                            .with_partitions(vec![
+                                metadata_response::MetadataResponsePartition::default()
+                                    .with_partition_index(s.partition)
+                                    .with_replica_nodes(vec![BrokerId(1)])
+                                    .with_isr_nodes(vec![BrokerId(1)]),
+                            ]),
                     ]),
             ),
             ApiKey::FindCoordinator => {
@@ -270,21 +326,29 @@ mod round_trip {
                             .with_port(9092),
                     ])
                 } else {
-                    r.with_node_id(BrokerId(1)).with_host(StrBytes::from_static_str("localhost")).with_port(9092)
+                    r.with_node_id(BrokerId(1))
+                        .with_host(StrBytes::from_static_str("localhost"))
+                        .with_port(9092)
                 })
             }
             ApiKey::ApiVersions => ResponseKind::ApiVersions(api_versions_body(0)),
-            ApiKey::CreateTopics => ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(vec![
-                create_topics_response::CreatableTopicResult::default().with_name(name(s)),
-            ])),
-            ApiKey::DeleteTopics => ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(vec![
+            ApiKey::CreateTopics => {
+                ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(vec![
+                    create_topics_response::CreatableTopicResult::default().with_name(name(s)),
+                ]))
+            }
+            ApiKey::DeleteTopics => {
+                ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(vec![
                 delete_topics_response::DeletableTopicResult::default().with_name(Some(name(s))),
-            ])),
-            ApiKey::DescribeConfigs => ResponseKind::DescribeConfigs(DescribeConfigsResponse::default().with_results(vec![
-                describe_configs_response::DescribeConfigsResult::default()
-                    .with_resource_type(2)
-                    .with_resource_name(StrBytes::from_string(s.topic.clone())),
-            ])),
+            ]))
+            }
+            ApiKey::DescribeConfigs => ResponseKind::DescribeConfigs(
+                DescribeConfigsResponse::default().with_results(vec![
+                    describe_configs_response::DescribeConfigsResult::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_string(s.topic.clone())),
+                ]),
+            ),
             other => panic!("no sample for {other:?}"),
         }
     }

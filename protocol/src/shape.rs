@@ -1,0 +1,412 @@
+//! A structural check of request bodies before `kafka-protocol` decodes them.
+//!
+//! Why this exists: the codec preallocates every array with the element count read from the
+//! wire (`Vec::with_capacity(n)`), before it reads a single element. A 20-byte Fetch request
+//! claiming 2^31 topics asks for ~150 GB and aborts the process. This walker reads the same
+//! fields the codec will read, from a compact description of each supported request's
+//! schema, and refuses the frame unless every array, string and byte field is really present.
+//! After it passes, the codec's allocations are proportional to bytes actually received.
+//!
+//! The schemas below describe only the requests in [`crate::versions::SUPPORTED_APIS`], at
+//! exactly their supported versions; a unit test fails if an API is added to the table
+//! without one. Known tagged fields of these requests hold no arrays, so a tagged field is
+//! skipped by its (checked) size.
+
+use kafka_protocol::messages::ApiKey;
+use thiserror::Error;
+
+/// Why a body failed the check.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ShapeError {
+    /// A field runs past the end of the frame.
+    #[error("field at byte {at} runs past the end of the frame")]
+    Truncated { at: usize },
+    /// A length or count is negative (other than the null marker) or malformed.
+    #[error("invalid length {len} at byte {at}")]
+    InvalidLength { at: usize, len: i64 },
+    /// No schema is recorded for this API (a bug: the version table and this file disagree).
+    #[error("no schema for {api_key:?}")]
+    NoSchema { api_key: ApiKey },
+}
+
+/// A field type on the wire.
+#[derive(Clone, Copy)]
+enum T {
+    I8,
+    I16,
+    I32,
+    I64,
+    Uuid,
+    /// A string (nullable or not: the null marker is accepted either way; the codec decides).
+    Str,
+    /// A byte blob (nullable).
+    Bytes,
+    /// An array of structs.
+    Array(&'static [F]),
+    /// An array of int32.
+    ArrayI32,
+    /// An array of strings.
+    ArrayStr,
+}
+
+/// A field present from version `min` through `max`.
+#[derive(Clone, Copy)]
+struct F {
+    t: T,
+    min: i16,
+    max: i16,
+}
+
+const fn f(t: T, min: i16, max: i16) -> F {
+    F { t, min, max }
+}
+const ALL: i16 = i16::MAX;
+
+/// A request schema: its fields, and the first flexible (compact, tagged) version.
+struct Schema {
+    fields: &'static [F],
+    flexible_from: i16,
+}
+
+const PRODUCE: Schema = Schema {
+    fields: &[
+        f(T::Str, 3, ALL), // transactional_id
+        f(T::I16, 0, ALL), // acks
+        f(T::I32, 0, ALL), // timeout_ms
+        f(
+            T::Array(&[
+                f(T::Str, 0, 12),                                               // name
+                f(T::Uuid, 13, ALL),                                            // topic_id
+                f(T::Array(&[f(T::I32, 0, ALL), f(T::Bytes, 0, ALL)]), 0, ALL), // index, records
+            ]),
+            0,
+            ALL,
+        ),
+    ],
+    flexible_from: 9,
+};
+
+const FETCH: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, 14),  // replica_id
+        f(T::I32, 0, ALL), // max_wait_ms
+        f(T::I32, 0, ALL), // min_bytes
+        f(T::I32, 3, ALL), // max_bytes
+        f(T::I8, 4, ALL),  // isolation_level
+        f(T::I32, 7, ALL), // session_id
+        f(T::I32, 7, ALL), // session_epoch
+        f(
+            T::Array(&[
+                f(T::Str, 0, 12),
+                f(T::Uuid, 13, ALL),
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL),  // partition
+                        f(T::I32, 9, ALL),  // current_leader_epoch
+                        f(T::I64, 0, ALL),  // fetch_offset
+                        f(T::I32, 12, ALL), // last_fetched_epoch
+                        f(T::I64, 5, ALL),  // log_start_offset
+                        f(T::I32, 0, ALL),  // partition_max_bytes
+                    ]),
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ),
+        f(
+            T::Array(&[
+                f(T::Str, 7, 12),
+                f(T::Uuid, 13, ALL),
+                f(T::ArrayI32, 7, ALL),
+            ]),
+            7,
+            ALL,
+        ), // forgotten
+        f(T::Str, 11, ALL), // rack_id
+    ],
+    flexible_from: 12,
+};
+
+const LIST_OFFSETS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // replica_id
+        f(T::I8, 2, ALL),  // isolation_level
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL),
+                f(
+                    T::Array(&[f(T::I32, 0, ALL), f(T::I32, 4, ALL), f(T::I64, 0, ALL)]),
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ),
+        f(T::I32, 10, ALL), // timeout_ms
+    ],
+    flexible_from: 6,
+};
+
+const METADATA: Schema = Schema {
+    fields: &[
+        f(T::Array(&[f(T::Uuid, 10, ALL), f(T::Str, 0, ALL)]), 0, ALL), // topics
+        f(T::I8, 4, ALL),                                               // allow_auto_topic_creation
+        f(T::I8, 8, 10),  // include_cluster_authorized_operations
+        f(T::I8, 8, ALL), // include_topic_authorized_operations
+    ],
+    flexible_from: 9,
+};
+
+const FIND_COORDINATOR: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, 3),        // key
+        f(T::I8, 1, ALL),       // key_type
+        f(T::ArrayStr, 4, ALL), // coordinator_keys
+    ],
+    flexible_from: 3,
+};
+
+const API_VERSIONS: Schema = Schema {
+    fields: &[f(T::Str, 3, ALL), f(T::Str, 3, ALL)],
+    flexible_from: 3,
+};
+
+const CREATE_TOPICS: Schema = Schema {
+    fields: &[
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL),
+                f(T::I32, 0, ALL),
+                f(T::I16, 0, ALL),
+                f(
+                    T::Array(&[f(T::I32, 0, ALL), f(T::ArrayI32, 0, ALL)]),
+                    0,
+                    ALL,
+                ),
+                f(T::Array(&[f(T::Str, 0, ALL), f(T::Str, 0, ALL)]), 0, ALL),
+            ]),
+            0,
+            ALL,
+        ),
+        f(T::I32, 0, ALL), // timeout_ms
+        f(T::I8, 1, ALL),  // validate_only
+    ],
+    flexible_from: 5,
+};
+
+const DELETE_TOPICS: Schema = Schema {
+    fields: &[
+        f(T::Array(&[f(T::Str, 6, ALL), f(T::Uuid, 6, ALL)]), 6, ALL), // topics
+        f(T::ArrayStr, 0, 5),                                          // topic_names
+        f(T::I32, 0, ALL),                                             // timeout_ms
+    ],
+    flexible_from: 4,
+};
+
+const DESCRIBE_CONFIGS: Schema = Schema {
+    fields: &[
+        f(
+            T::Array(&[f(T::I8, 0, ALL), f(T::Str, 0, ALL), f(T::ArrayStr, 0, ALL)]),
+            0,
+            ALL,
+        ),
+        f(T::I8, 1, ALL), // include_synonyms
+        f(T::I8, 3, ALL), // include_documentation
+    ],
+    flexible_from: 4,
+};
+
+fn schema(key: ApiKey) -> Option<&'static Schema> {
+    Some(match key {
+        ApiKey::Produce => &PRODUCE,
+        ApiKey::Fetch => &FETCH,
+        ApiKey::ListOffsets => &LIST_OFFSETS,
+        ApiKey::Metadata => &METADATA,
+        ApiKey::FindCoordinator => &FIND_COORDINATOR,
+        ApiKey::ApiVersions => &API_VERSIONS,
+        ApiKey::CreateTopics => &CREATE_TOPICS,
+        ApiKey::DeleteTopics => &DELETE_TOPICS,
+        ApiKey::DescribeConfigs => &DESCRIBE_CONFIGS,
+        _ => return None,
+    })
+}
+
+/// Checks that `body` (the request after its header) holds every field the codec will read
+/// for `key` at `version`.
+///
+/// # Errors
+///
+/// [`ShapeError`] when a field is missing, a length lies, or no schema exists.
+pub fn check(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
+    let s = schema(key).ok_or(ShapeError::NoSchema { api_key: key })?;
+    let mut w = Walker {
+        buf: body,
+        pos: 0,
+        version,
+        flexible: version >= s.flexible_from,
+    };
+    w.structure(s.fields)
+}
+
+struct Walker<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    version: i16,
+    flexible: bool,
+}
+
+impl Walker<'_> {
+    fn skip(&mut self, n: usize) -> Result<(), ShapeError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|e| *e <= self.buf.len())
+            .ok_or(ShapeError::Truncated { at: self.pos })?;
+        self.pos = end;
+        Ok(())
+    }
+
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], ShapeError> {
+        let at = self.pos;
+        self.skip(N)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(&self.buf[at..at + N]);
+        Ok(out)
+    }
+
+    fn uvarint(&mut self) -> Result<u64, ShapeError> {
+        let at = self.pos;
+        let mut value = 0u64;
+        for shift in (0..35).step_by(7) {
+            let [b] = self.take::<1>()?;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(ShapeError::InvalidLength { at, len: -1 })
+    }
+
+    /// A length prefix: `Some(n)` or `None` for null. Compact forms store n+1, 0 being null.
+    fn length(&mut self, classic_i16: bool) -> Result<Option<usize>, ShapeError> {
+        let at = self.pos;
+        let n: i64 = if self.flexible {
+            i64::try_from(self.uvarint()?).unwrap_or(i64::MAX) - 1
+        } else if classic_i16 {
+            i64::from(i16::from_be_bytes(self.take::<2>()?))
+        } else {
+            i64::from(i32::from_be_bytes(self.take::<4>()?))
+        };
+        match n {
+            -1 => Ok(None),
+            n if n >= 0 => Ok(Some(
+                usize::try_from(n).map_err(|_| ShapeError::InvalidLength { at, len: n })?,
+            )),
+            n => Err(ShapeError::InvalidLength { at, len: n }),
+        }
+    }
+
+    fn field(&mut self, t: T) -> Result<(), ShapeError> {
+        match t {
+            T::I8 => self.skip(1),
+            T::I16 => self.skip(2),
+            T::I32 => self.skip(4),
+            T::I64 => self.skip(8),
+            T::Uuid => self.skip(16),
+            T::Str => match self.length(true)? {
+                Some(n) => self.skip(n),
+                None => Ok(()),
+            },
+            T::Bytes => match self.length(false)? {
+                Some(n) => self.skip(n),
+                None => Ok(()),
+            },
+            T::Array(fields) => self.array(|w| w.structure(fields)),
+            T::ArrayI32 => self.array(|w| w.skip(4)),
+            T::ArrayStr => self.array(|w| w.field(T::Str)),
+        }
+    }
+
+    fn array(
+        &mut self,
+        mut element: impl FnMut(&mut Self) -> Result<(), ShapeError>,
+    ) -> Result<(), ShapeError> {
+        let at = self.pos;
+        let Some(n) = self.length(false)? else {
+            return Ok(());
+        };
+        // Each element takes at least one byte: a count beyond the bytes left is a lie, and
+        // refusing it here keeps this walk itself bounded by the frame size.
+        if n > self.buf.len() - self.pos {
+            return Err(ShapeError::InvalidLength { at, len: n as i64 });
+        }
+        for _ in 0..n {
+            element(self)?;
+        }
+        Ok(())
+    }
+
+    fn structure(&mut self, fields: &[F]) -> Result<(), ShapeError> {
+        for fl in fields {
+            if (fl.min..=fl.max).contains(&self.version) {
+                self.field(fl.t)?;
+            }
+        }
+        if self.flexible {
+            self.tagged_fields()?;
+        }
+        Ok(())
+    }
+
+    fn tagged_fields(&mut self) -> Result<(), ShapeError> {
+        let at = self.pos;
+        let n = self.uvarint()?;
+        if n > (self.buf.len() - self.pos) as u64 {
+            return Err(ShapeError::InvalidLength { at, len: n as i64 });
+        }
+        for _ in 0..n {
+            self.uvarint()?; // tag
+            let size = self.uvarint()?;
+            self.skip(usize::try_from(size).map_err(|_| ShapeError::Truncated { at: self.pos })?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::versions::SUPPORTED_APIS;
+
+    #[test]
+    fn every_supported_api_has_a_schema() {
+        for a in SUPPORTED_APIS {
+            assert!(schema(a.key).is_some(), "{:?}", a.key);
+        }
+    }
+
+    #[test]
+    fn huge_array_count_is_refused() {
+        // Fetch v4 body: replica, max_wait, min_bytes, max_bytes, isolation, topics = 2^31-1.
+        let mut body = Vec::new();
+        for v in [-1i32, 0, 0, 0] {
+            body.extend_from_slice(&v.to_be_bytes());
+        }
+        body.push(0);
+        body.extend_from_slice(&i32::MAX.to_be_bytes());
+        assert!(matches!(
+            check(ApiKey::Fetch, 4, &body),
+            Err(ShapeError::InvalidLength { .. })
+        ));
+    }
+
+    #[test]
+    fn huge_compact_count_is_refused() {
+        // Metadata v12 body: topics compact array with count 2^32-2.
+        let body = [0xfe, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0];
+        assert!(check(ApiKey::Metadata, 12, &body).is_err());
+    }
+}
