@@ -612,3 +612,53 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn rolls_when_the_index_is_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        index_interval_bytes: 0,
+        segment_index_bytes: 24, // three 8-byte entries (two 12-byte time entries)
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config, 0).unwrap();
+    for i in 0..10 {
+        log.append(&mut batch(&[i], 1), 0, 0).unwrap();
+    }
+    assert!(log.segment_count() >= 3, "{}", log.segment_count());
+    for n in segment_logs(dir.path()) {
+        let t = dir.path().join(n.replace(".log", ".timeindex"));
+        assert!(fs::metadata(t).unwrap().len() <= 36);
+    }
+    assert_eq!(read_all(&log, 0).len(), 10);
+}
+
+#[test]
+fn compressed_batches_are_stored_unwalked_and_answer_per_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
+    log.append(&mut batch(&[5, 6], 3), 0, 0).unwrap();
+    // Claim gzip: the payload is not really compressed, which is fine because the log never
+    // decompresses; only the CRC has to match.
+    let mut gz = batch(&[100, 300, 200], 3);
+    gz[22] |= 1;
+    record_batch::write_crc(&mut gz);
+    let info = log.append(&mut gz, 0, 0).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (2, 4));
+    assert_eq!(
+        log.offset_for_timestamp(250).unwrap(),
+        Some(TimestampOffset {
+            timestamp: 300,
+            offset: 2
+        })
+    );
+    assert_eq!(
+        log.max_timestamp(),
+        Some(TimestampOffset {
+            timestamp: 300,
+            offset: 2
+        })
+    );
+    let r = log.read(3, u32::MAX, 5, false).unwrap();
+    assert_eq!(r.bytes as usize, gz.len());
+}

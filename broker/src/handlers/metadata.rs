@@ -15,6 +15,14 @@ use super::RequestContext;
 /// Kafka's "authorized operations not requested" sentinel.
 const OPS_NOT_REQUESTED: i32 = i32::MIN;
 
+/// KIP-430 bit sets, as Kafka reports them with no authorizer configured: every operation
+/// that applies to the resource. Topic: READ(3) WRITE(4) CREATE(5) DELETE(6) ALTER(7)
+/// DESCRIBE(8) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11).
+const TOPIC_OPS: i32 = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+/// Cluster (Kafka's `AclEntry.supportedOperations(CLUSTER)`): CREATE(5) ALTER(7) DESCRIBE(8)
+/// CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12).
+const CLUSTER_OPS: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+
 /// Answers a Metadata request.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
@@ -28,13 +36,15 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     // Auto-creation is on for v0-v3 and when v4+ allows it.
     let may_create =
         broker.config.auto_create_topics && (ctx.api_version < 4 || req.allow_auto_topic_creation);
+    let topic_ops = if req.include_topic_authorized_operations { TOPIC_OPS } else { OPS_NOT_REQUESTED };
+    let cluster_ops = if req.include_cluster_authorized_operations { CLUSTER_OPS } else { OPS_NOT_REQUESTED };
     let mut topics = Vec::new();
     if all {
         topics.extend(
             image
                 .topics
                 .values()
-                .map(|t| topic_response(t, ctx.api_version)),
+                .map(|t| topic_response(t, topic_ops)),
         );
     } else {
         for wanted in req.topics.unwrap_or_default() {
@@ -44,7 +54,7 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                 None => image.topic_by_id(wanted.topic_id),
             };
             if let Some(t) = found {
-                topics.push(topic_response(t, ctx.api_version));
+                topics.push(topic_response(t, topic_ops));
                 continue;
             }
             let Some(name) = by_name else {
@@ -75,7 +85,7 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                     tracing::info!(topic = %name, "auto-created topic");
                     image = broker.image();
                     match image.topics.get(&name) {
-                        Some(t) => topics.push(topic_response(t, ctx.api_version)),
+                        Some(t) => topics.push(topic_response(t, topic_ops)),
                         None => topics.push(error_topic(
                             Some(name),
                             Uuid::nil(),
@@ -87,7 +97,7 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                     // A topic created concurrently by another client is simply there now.
                     image = broker.image();
                     match image.topics.get(&name) {
-                        Some(t) => topics.push(topic_response(t, ctx.api_version)),
+                        Some(t) => topics.push(topic_response(t, topic_ops)),
                         None => topics.push(error_topic(
                             Some(name),
                             Uuid::nil(),
@@ -98,10 +108,10 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
             }
         }
     }
-    response(&image, topics)
+    response(&image, topics, cluster_ops)
 }
 
-fn response(image: &MetadataImage, topics: Vec<MetadataResponseTopic>) -> MetadataResponse {
+fn response(image: &MetadataImage, topics: Vec<MetadataResponseTopic>, cluster_ops: i32) -> MetadataResponse {
     MetadataResponse::default()
         .with_brokers(
             image
@@ -118,16 +128,16 @@ fn response(image: &MetadataImage, topics: Vec<MetadataResponseTopic>) -> Metada
         )
         .with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
         .with_controller_id(BrokerId(image.controller_id))
-        .with_cluster_authorized_operations(OPS_NOT_REQUESTED)
+        .with_cluster_authorized_operations(cluster_ops)
         .with_topics(topics)
 }
 
-fn topic_response(t: &TopicImage, _version: i16) -> MetadataResponseTopic {
+fn topic_response(t: &TopicImage, ops: i32) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
         .with_topic_id(t.topic_id)
         .with_is_internal(false)
-        .with_topic_authorized_operations(OPS_NOT_REQUESTED)
+        .with_topic_authorized_operations(ops)
         .with_partitions(
             t.partitions
                 .iter()

@@ -1,0 +1,194 @@
+//! Round trips, error classification and no-panic properties of the batch view.
+
+use super::*;
+use proptest::prelude::*;
+
+fn rec(ts: i64, key: Option<&'static [u8]>, value: Option<&'static [u8]>) -> SimpleRecord {
+    SimpleRecord {
+        key: key.map(Bytes::from_static),
+        value: value.map(Bytes::from_static),
+        timestamp: ts,
+        headers: vec![
+            ("h".into(), Some(Bytes::from_static(b"v"))),
+            ("n".into(), None),
+        ],
+    }
+}
+
+#[test]
+fn header_fields_round_trip() {
+    let b = encode_batch(
+        42,
+        &[
+            rec(1000, Some(b"k"), Some(b"v")),
+            rec(999, None, Some(b"w")),
+            rec(1005, None, None),
+        ],
+    );
+    let v = RecordBatchView::parse(&b).unwrap();
+    v.verify_crc().unwrap();
+    assert_eq!(v.base_offset(), 42);
+    assert_eq!(v.last_offset(), 44);
+    assert_eq!(v.record_count(), 3);
+    assert_eq!(v.first_timestamp(), 1000);
+    assert_eq!(v.max_timestamp(), 1005);
+    assert_eq!(v.total_len(), b.len());
+    assert_eq!(v.compression(), Compression::None);
+    assert_eq!(v.timestamp_type(), TimestampType::CreateTime);
+    let s = validate_for_append(&b, 1 << 20).unwrap();
+    assert_eq!(s[0].offset_delta_of_max_timestamp, 2);
+    let r: Vec<_> = v.records().unwrap().map(Result::unwrap).collect();
+    assert_eq!(r[1].timestamp, 999);
+    assert_eq!(r[0].key, Some(&b"k"[..]));
+    assert_eq!(r[2].value, None);
+    let h: Vec<_> = r[0].headers().collect();
+    assert_eq!(h, vec![(&b"h"[..], Some(&b"v"[..])), (&b"n"[..], None)]);
+}
+
+#[test]
+fn kafka_protocol_decoder_agrees() {
+    let b = encode_batch(
+        7,
+        &[rec(5, Some(b"a"), Some(b"b")), rec(6, None, Some(b"c"))],
+    );
+    let mut buf = b.clone();
+    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
+    assert_eq!(set.records.len(), 2);
+    assert_eq!(set.records[1].offset, 8);
+    assert_eq!(set.records[1].timestamp, 6);
+    assert_eq!(set.records[0].key.as_deref(), Some(&b"a"[..]));
+    assert_eq!(set.records[0].headers.len(), 2);
+}
+
+#[test]
+fn rewrites_keep_crc_valid() {
+    let mut b = encode_batch(0, &[rec(1, None, Some(b"x"))]).to_vec();
+    set_base_offset(&mut b, 1234);
+    set_partition_leader_epoch(&mut b, 9);
+    let v = RecordBatchView::parse(&b).unwrap();
+    v.verify_crc().unwrap();
+    assert_eq!((v.base_offset(), v.partition_leader_epoch()), (1234, 9));
+    set_log_append_time(&mut b, 777);
+    let v = RecordBatchView::parse(&b).unwrap();
+    v.verify_crc().unwrap();
+    assert_eq!(v.timestamp_type(), TimestampType::LogAppendTime);
+    assert_eq!(v.max_timestamp(), 777);
+    assert_eq!(v.records().unwrap().next().unwrap().unwrap().timestamp, 777);
+}
+
+#[test]
+fn error_kinds() {
+    let b = encode_batch(0, &[rec(1, None, Some(b"x"))]).to_vec();
+    let mut bad_magic = b.clone();
+    bad_magic[MAGIC_AT] = 1;
+    assert_eq!(
+        RecordBatchView::parse(&bad_magic).unwrap_err(),
+        BatchError::UnsupportedMagic(1)
+    );
+    let mut bad_crc = b.clone();
+    *bad_crc.last_mut().unwrap() ^= 1;
+    assert_eq!(
+        validate_for_append(&bad_crc, 1 << 20).unwrap_err().kind(),
+        BatchErrorKind::Corrupt
+    );
+    assert_eq!(
+        validate_for_append(&b[..b.len() - 1], 1 << 20)
+            .unwrap_err()
+            .kind(),
+        BatchErrorKind::Corrupt
+    );
+    assert_eq!(
+        validate_for_append(&b, 10).unwrap_err().kind(),
+        BatchErrorKind::TooLarge
+    );
+    let mut bad_count = b.clone();
+    bad_count[RECORD_COUNT_AT + 3] = 2;
+    write_crc(&mut bad_count);
+    assert!(matches!(
+        validate_for_append(&bad_count, 1 << 20),
+        Err(BatchError::RecordCount { .. })
+    ));
+    assert!(validate_for_append(&encode_batch(0, &[]), 1 << 20).is_err());
+    // Two batches back to back.
+    let two = [b.clone(), b.clone()].concat();
+    assert_eq!(validate_for_append(&two, 1 << 20).unwrap().len(), 2);
+    assert_eq!(batches(&two).count(), 2);
+}
+
+fn arb_record() -> impl Strategy<Value = SimpleRecord> {
+    (
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)),
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..200)),
+        -5i64..1_000_000_000_000,
+        proptest::collection::vec(
+            (
+                "[a-z]{0,5}",
+                proptest::option::of(proptest::collection::vec(any::<u8>(), 0..5)),
+            ),
+            0..3,
+        ),
+    )
+        .prop_map(|(k, v, ts, h)| SimpleRecord {
+            key: k.map(Bytes::from),
+            value: v.map(Bytes::from),
+            timestamp: ts,
+            headers: h
+                .into_iter()
+                .map(|(k, v)| (k, v.map(Bytes::from)))
+                .collect(),
+        })
+}
+
+proptest! {
+    #[test]
+    fn encode_then_view_round_trips(base in 0i64..i64::MAX / 2, recs in proptest::collection::vec(arb_record(), 1..20)) {
+        let b = encode_batch(base, &recs);
+        let s = validate_for_append(&b, usize::MAX).unwrap();
+        prop_assert_eq!(s.len(), 1);
+        let v = RecordBatchView::parse(&b).unwrap();
+        prop_assert_eq!(v.base_offset(), base);
+        prop_assert_eq!(v.record_count() as usize, recs.len());
+        prop_assert_eq!(v.last_offset(), base + recs.len() as i64 - 1);
+        prop_assert_eq!(v.max_timestamp(), recs.iter().map(|r| r.timestamp).max().unwrap());
+        for (r, want) in v.records().unwrap().zip(&recs) {
+            let r = r.unwrap();
+            prop_assert_eq!(r.timestamp, want.timestamp);
+            prop_assert_eq!(r.key, want.key.as_deref());
+            prop_assert_eq!(r.value, want.value.as_deref());
+            let hs: Vec<_> = r.headers().collect();
+            let want_h: Vec<_> = want.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect();
+            prop_assert_eq!(hs, want_h);
+        }
+    }
+
+    #[test]
+    fn mutation_never_panics_and_crc_catches_it(
+        recs in proptest::collection::vec(arb_record(), 1..5),
+        at in any::<prop::sample::Index>(),
+        xor in 1u8..=255,
+    ) {
+        let mut b = encode_batch(3, &recs).to_vec();
+        let i = at.index(b.len());
+        b[i] ^= xor;
+        let res = validate_for_append(&b, usize::MAX);
+        // Only the base offset and the leader epoch are outside the CRC and length checks.
+        if !(0..8).contains(&i) && !(12..16).contains(&i) {
+            prop_assert!(res.is_err(), "mutation at {} undetected", i);
+        }
+        if let Ok(v) = RecordBatchView::parse(&b) {
+            let _ = v.verify_crc();
+            if let Ok(it) = v.records() {
+                for r in it.flatten() { let _ = r.headers().count(); }
+            }
+        }
+        let _ = batches(&b).count();
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let _ = validate_for_append(&b, usize::MAX);
+        for v in batches(&b).flatten() {
+            if let Ok(it) = v.records() { for r in it.flatten() { let _ = r.headers().count(); } }
+        }
+    }
+}
