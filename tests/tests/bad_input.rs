@@ -1,0 +1,206 @@
+//! Bad input against the real broker, over raw sockets with hand-built frames (independent of
+//! Strata's own codec). Each case must get Kafka's error code or a clean close of that one
+//! connection, and afterwards the broker must keep serving and still hold every acknowledged
+//! record.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::Bytes;
+use strata_protocol::record_batch::{SimpleRecord, encode_batch};
+use strata_tests::Broker;
+
+const CORRUPT_MESSAGE: i16 = 2;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const MESSAGE_TOO_LARGE: i16 = 10;
+const UNSUPPORTED_VERSION: i16 = 35;
+
+fn connect(b: &Broker) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", b.port())).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// Request header v1: api key, version, correlation id, client id.
+fn header(api: i16, version: i16, corr: i32) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(&api.to_be_bytes());
+    v.extend_from_slice(&version.to_be_bytes());
+    v.extend_from_slice(&corr.to_be_bytes());
+    v.extend_from_slice(&4i16.to_be_bytes());
+    v.extend_from_slice(b"test");
+    v
+}
+
+fn send(s: &mut TcpStream, body: &[u8]) {
+    let mut f = (body.len() as i32).to_be_bytes().to_vec();
+    f.extend_from_slice(body);
+    s.write_all(&f).expect("write");
+}
+
+/// Reads one response frame, or `None` when the broker closed the connection.
+fn recv(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+fn assert_closed(s: &mut TcpStream, what: &str) {
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("{what}: expected the broker to close the connection, got {other:?}"),
+    }
+}
+
+/// ApiVersions v0 on a fresh connection: the broker is alive and serving.
+fn assert_serving(b: &Broker) {
+    let mut s = connect(b);
+    send(&mut s, &header(18, 0, 99));
+    let r = recv(&mut s).unwrap_or_else(|| panic!("broker stopped serving:\n{}", b.stderr_tail()));
+    assert_eq!(&r[0..4], &99i32.to_be_bytes());
+    assert_eq!(&r[4..6], &0i16.to_be_bytes(), "ApiVersions error code");
+}
+
+fn batch(n: usize, value_len: usize) -> Vec<u8> {
+    let records: Vec<SimpleRecord> = (0..n)
+        .map(|i| SimpleRecord {
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(vec![b'v'; value_len])),
+            timestamp: 1_700_000_000_000 + i as i64,
+            headers: vec![],
+        })
+        .collect();
+    encode_batch(0, &records).to_vec()
+}
+
+/// Produce v3 to one partition; returns (error code, base offset).
+fn produce(b: &Broker, topic: &str, records: &[u8]) -> (i16, i64) {
+    let mut body = header(0, 3, 7);
+    body.extend_from_slice(&(-1i16).to_be_bytes()); // transactional id: null
+    body.extend_from_slice(&(-1i16).to_be_bytes()); // acks=all
+    body.extend_from_slice(&5000i32.to_be_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    body.extend_from_slice(topic.as_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&0i32.to_be_bytes()); // partition 0
+    body.extend_from_slice(&(records.len() as i32).to_be_bytes());
+    body.extend_from_slice(records);
+    let mut s = connect(b);
+    send(&mut s, &body);
+    let r = recv(&mut s).unwrap_or_else(|| panic!("no produce response:\n{}", b.stderr_tail()));
+    // corr(4) topics(4) name(2+n) partitions(4) index(4) error(2) base_offset(8)
+    let at = 4 + 4 + 2 + topic.len() + 4 + 4;
+    let code = i16::from_be_bytes([r[at], r[at + 1]]);
+    let base = i64::from_be_bytes(r[at + 2..at + 10].try_into().unwrap());
+    (code, base)
+}
+
+/// Metadata v1 for one topic, which auto-creates it.
+fn create_by_metadata(b: &Broker, topic: &str) {
+    let mut body = header(3, 4, 3);
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    body.extend_from_slice(topic.as_bytes());
+    body.push(1); // allow_auto_topic_creation
+    let mut s = connect(b);
+    send(&mut s, &body);
+    assert!(recv(&mut s).is_some(), "metadata response");
+}
+
+#[test]
+fn bad_input_gets_kafka_errors_or_a_clean_close_and_the_broker_keeps_serving() {
+    let b = Broker::start(&[("message.max.bytes", "4000"), ("socket.request.max.bytes", "1048576")]).unwrap();
+    create_by_metadata(&b, "bad-input");
+    let good = batch(3, 10);
+    assert_eq!(produce(&b, "bad-input", &good), (0, 0));
+
+    // Corrupt CRC: flip one byte of a record (covered by the CRC).
+    let mut crc = good.clone();
+    let last = crc.len() - 1;
+    crc[last] ^= 0xff;
+    assert_eq!(produce(&b, "bad-input", &crc).0, CORRUPT_MESSAGE, "corrupt CRC");
+
+    // A batch whose length field claims more bytes than were sent.
+    let mut lying = good.clone();
+    lying[8..12].copy_from_slice(&(good.len() as i32 + 100).to_be_bytes());
+    assert_eq!(produce(&b, "bad-input", &lying).0, CORRUPT_MESSAGE, "lying batch length");
+
+    // A torn batch: the record set ends mid-batch.
+    assert_eq!(produce(&b, "bad-input", &good[..good.len() - 5]).0, CORRUPT_MESSAGE, "torn batch");
+
+    // Larger than max.message.bytes.
+    assert_eq!(produce(&b, "bad-input", &batch(10, 1000)).0, MESSAGE_TOO_LARGE, "too large");
+
+    // Unknown and invalid topics.
+    assert_eq!(produce(&b, "no-such-topic", &good).0, UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(produce(&b, "bad/name", &good).0, UNKNOWN_TOPIC_OR_PARTITION);
+    assert_serving(&b);
+
+    // ApiVersions newer than we serve: UNSUPPORTED_VERSION with our ranges in a v0 body.
+    let mut s = connect(&b);
+    send(&mut s, &header(18, 99, 5));
+    let r = recv(&mut s).expect("ApiVersions fallback");
+    assert_eq!(&r[0..4], &5i32.to_be_bytes());
+    assert_eq!(i16::from_be_bytes([r[4], r[5]]), UNSUPPORTED_VERSION);
+    assert!(i32::from_be_bytes(r[6..10].try_into().unwrap()) > 0, "api ranges present");
+
+    // Cases that must close only their own connection.
+    let closes: Vec<(&str, Vec<u8>)> = vec![
+        ("unknown api key", {
+            let mut f = (10i32).to_be_bytes().to_vec();
+            f.extend_from_slice(&header(9999, 0, 1));
+            f
+        }),
+        ("unsupported version", {
+            let h = header(3, 99, 1);
+            let mut f = (h.len() as i32).to_be_bytes().to_vec();
+            f.extend_from_slice(&h);
+            f
+        }),
+        ("negative length", (-5i32).to_be_bytes().to_vec()),
+        ("huge length", i32::MAX.to_be_bytes().to_vec()),
+        ("garbage", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("lying array count", {
+            // Fetch v4 claiming 2^31-1 topics in a 20-byte body.
+            let mut body = header(1, 4, 1);
+            for v in [-1i32, 0, 0, 0] {
+                body.extend_from_slice(&v.to_be_bytes());
+            }
+            body.push(0);
+            body.extend_from_slice(&i32::MAX.to_be_bytes());
+            let mut f = (body.len() as i32).to_be_bytes().to_vec();
+            f.extend_from_slice(&body);
+            f
+        }),
+        ("truncated body", {
+            let mut body = header(3, 1, 1);
+            body.extend_from_slice(&5i32.to_be_bytes()); // 5 topics, none sent
+            let mut f = (body.len() as i32).to_be_bytes().to_vec();
+            f.extend_from_slice(&body);
+            f
+        }),
+    ];
+    for (what, bytes) in closes {
+        let mut s = connect(&b);
+        s.write_all(&bytes).unwrap();
+        assert_closed(&mut s, what);
+        assert_serving(&b);
+    }
+
+    // A client that vanishes mid-frame.
+    {
+        let mut s = connect(&b);
+        s.write_all(&100i32.to_be_bytes()).unwrap();
+        s.write_all(&[0, 3, 0, 1]).unwrap();
+    }
+    assert_serving(&b);
+
+    // Nothing acknowledged was lost, and appends continue at the next offset.
+    assert_eq!(produce(&b, "bad-input", &good), (0, 3));
+}
