@@ -353,3 +353,26 @@ mod round_trip {
         }
     }
 }
+
+mod arbitrary_input {
+    //! Garbage never panics the decoder (the fuzz target explores this further).
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn arbitrary_bodies_never_panic(
+            key in prop::sample::select(crate::versions::SUPPORTED_APIS.iter().map(|a| a.key as i16).collect::<Vec<_>>()),
+            version in 0i16..20,
+            tail in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let mut f = key.to_be_bytes().to_vec();
+            f.extend_from_slice(&version.to_be_bytes());
+            f.extend_from_slice(&1i32.to_be_bytes());
+            f.extend_from_slice(&tail);
+            let _ = decode_request(Bytes::from(f));
+        }
+    }
+}
