@@ -115,7 +115,11 @@ fn create_by_metadata(b: &Broker, topic: &str) {
 
 #[test]
 fn bad_input_gets_kafka_errors_or_a_clean_close_and_the_broker_keeps_serving() {
-    let b = Broker::start(&[("message.max.bytes", "4000"), ("socket.request.max.bytes", "1048576")]).unwrap();
+    let b = Broker::start(&[
+        ("message.max.bytes", "4000"),
+        ("socket.request.max.bytes", "1048576"),
+    ])
+    .unwrap();
     create_by_metadata(&b, "bad-input");
     let good = batch(3, 10);
     assert_eq!(produce(&b, "bad-input", &good), (0, 0));
@@ -124,21 +128,40 @@ fn bad_input_gets_kafka_errors_or_a_clean_close_and_the_broker_keeps_serving() {
     let mut crc = good.clone();
     let last = crc.len() - 1;
     crc[last] ^= 0xff;
-    assert_eq!(produce(&b, "bad-input", &crc).0, CORRUPT_MESSAGE, "corrupt CRC");
+    assert_eq!(
+        produce(&b, "bad-input", &crc).0,
+        CORRUPT_MESSAGE,
+        "corrupt CRC"
+    );
 
     // A batch whose length field claims more bytes than were sent.
     let mut lying = good.clone();
     lying[8..12].copy_from_slice(&(good.len() as i32 + 100).to_be_bytes());
-    assert_eq!(produce(&b, "bad-input", &lying).0, CORRUPT_MESSAGE, "lying batch length");
+    assert_eq!(
+        produce(&b, "bad-input", &lying).0,
+        CORRUPT_MESSAGE,
+        "lying batch length"
+    );
 
     // A torn batch: the record set ends mid-batch.
-    assert_eq!(produce(&b, "bad-input", &good[..good.len() - 5]).0, CORRUPT_MESSAGE, "torn batch");
+    assert_eq!(
+        produce(&b, "bad-input", &good[..good.len() - 5]).0,
+        CORRUPT_MESSAGE,
+        "torn batch"
+    );
 
     // Larger than max.message.bytes.
-    assert_eq!(produce(&b, "bad-input", &batch(10, 1000)).0, MESSAGE_TOO_LARGE, "too large");
+    assert_eq!(
+        produce(&b, "bad-input", &batch(10, 1000)).0,
+        MESSAGE_TOO_LARGE,
+        "too large"
+    );
 
     // Unknown and invalid topics.
-    assert_eq!(produce(&b, "no-such-topic", &good).0, UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(
+        produce(&b, "no-such-topic", &good).0,
+        UNKNOWN_TOPIC_OR_PARTITION
+    );
     assert_eq!(produce(&b, "bad/name", &good).0, UNKNOWN_TOPIC_OR_PARTITION);
     assert_serving(&b);
 
@@ -148,7 +171,10 @@ fn bad_input_gets_kafka_errors_or_a_clean_close_and_the_broker_keeps_serving() {
     let r = recv(&mut s).expect("ApiVersions fallback");
     assert_eq!(&r[0..4], &5i32.to_be_bytes());
     assert_eq!(i16::from_be_bytes([r[4], r[5]]), UNSUPPORTED_VERSION);
-    assert!(i32::from_be_bytes(r[6..10].try_into().unwrap()) > 0, "api ranges present");
+    assert!(
+        i32::from_be_bytes(r[6..10].try_into().unwrap()) > 0,
+        "api ranges present"
+    );
 
     // Cases that must close only their own connection.
     let closes: Vec<(&str, Vec<u8>)> = vec![

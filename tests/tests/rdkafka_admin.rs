@@ -17,24 +17,39 @@ use strata_tests::Broker;
 const TIMEOUT: Duration = Duration::from_secs(15);
 
 fn admin(b: &Broker) -> AdminClient<DefaultClientContext> {
-    ClientConfig::new().set("bootstrap.servers", b.bootstrap()).create().expect("admin client")
+    ClientConfig::new()
+        .set("bootstrap.servers", b.bootstrap())
+        .create()
+        .expect("admin client")
 }
 
 fn opts() -> AdminOptions {
-    AdminOptions::new().operation_timeout(Some(TIMEOUT)).request_timeout(Some(TIMEOUT))
+    AdminOptions::new()
+        .operation_timeout(Some(TIMEOUT))
+        .request_timeout(Some(TIMEOUT))
 }
 
 fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
-fn create(a: &AdminClient<DefaultClientContext>, topic: NewTopic<'_>) -> Result<String, RDKafkaErrorCode> {
+fn create(
+    a: &AdminClient<DefaultClientContext>,
+    topic: NewTopic<'_>,
+) -> Result<String, RDKafkaErrorCode> {
     let mut r = block(a.create_topics(&[topic], &opts())).expect("CreateTopics request");
     r.remove(0).map_err(|(_, code)| code)
 }
 
 fn partitions_of(b: &Broker, topic: &str) -> Option<usize> {
-    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", b.bootstrap()).create().unwrap();
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", b.bootstrap())
+        .create()
+        .unwrap();
     let md = c.fetch_metadata(Some(topic), TIMEOUT).expect("metadata");
     let t = md.topics().first()?;
     if t.error().is_some() {
@@ -45,10 +60,16 @@ fn partitions_of(b: &Broker, topic: &str) -> Option<usize> {
 
 /// The value and the source (as `ConfigSource`'s Debug name, since it is neither Clone nor PartialEq).
 fn topic_config(a: &AdminClient<DefaultClientContext>, topic: &str, key: &str) -> (String, String) {
-    let r = block(a.describe_configs(&[ResourceSpecifier::Topic(topic)], &opts())).expect("DescribeConfigs");
+    let r = block(a.describe_configs(&[ResourceSpecifier::Topic(topic)], &opts()))
+        .expect("DescribeConfigs");
     let res = r.into_iter().next().unwrap().expect("resource");
-    let e = res.get(key).unwrap_or_else(|| panic!("{key} missing from DescribeConfigs"));
-    (e.value.clone().unwrap_or_default(), format!("{:?}", e.source))
+    let e = res
+        .get(key)
+        .unwrap_or_else(|| panic!("{key} missing from DescribeConfigs"));
+    (
+        e.value.clone().unwrap_or_default(),
+        format!("{:?}", e.source),
+    )
 }
 
 #[test]
@@ -62,11 +83,26 @@ fn create_describe_delete_and_restart() {
 
     // Kafka's error codes for each kind of bad request.
     let cases: Vec<(NewTopic<'_>, RDKafkaErrorCode)> = vec![
-        (NewTopic::new("orders", 1, TopicReplication::Fixed(1)), RDKafkaErrorCode::TopicAlreadyExists),
-        (NewTopic::new("bad/name", 1, TopicReplication::Fixed(1)), RDKafkaErrorCode::InvalidTopic),
-        (NewTopic::new("..", 1, TopicReplication::Fixed(1)), RDKafkaErrorCode::InvalidTopic),
-        (NewTopic::new("zero", 0, TopicReplication::Fixed(1)), RDKafkaErrorCode::InvalidPartitions),
-        (NewTopic::new("rf3", 1, TopicReplication::Fixed(3)), RDKafkaErrorCode::InvalidReplicationFactor),
+        (
+            NewTopic::new("orders", 1, TopicReplication::Fixed(1)),
+            RDKafkaErrorCode::TopicAlreadyExists,
+        ),
+        (
+            NewTopic::new("bad/name", 1, TopicReplication::Fixed(1)),
+            RDKafkaErrorCode::InvalidTopic,
+        ),
+        (
+            NewTopic::new("..", 1, TopicReplication::Fixed(1)),
+            RDKafkaErrorCode::InvalidTopic,
+        ),
+        (
+            NewTopic::new("zero", 0, TopicReplication::Fixed(1)),
+            RDKafkaErrorCode::InvalidPartitions,
+        ),
+        (
+            NewTopic::new("rf3", 1, TopicReplication::Fixed(3)),
+            RDKafkaErrorCode::InvalidReplicationFactor,
+        ),
         (
             NewTopic::new("badcfg", 1, TopicReplication::Fixed(1)).set("retention.ms", "soon"),
             RDKafkaErrorCode::InvalidConfig,
@@ -81,7 +117,11 @@ fn create_describe_delete_and_restart() {
         assert_eq!(create(&a, topic), Err(want), "creating {name}");
     }
     for name in ["zero", "rf3", "badcfg", "unknowncfg"] {
-        assert_eq!(partitions_of(&b, name), None, "{name} must not exist after a failed create");
+        assert_eq!(
+            partitions_of(&b, name),
+            None,
+            "{name} must not exist after a failed create"
+        );
     }
 
     // validate_only creates nothing.
@@ -93,11 +133,20 @@ fn create_describe_delete_and_restart() {
     assert!(r[0].is_ok(), "{r:?}");
 
     // Sources: a topic override, a broker setting, and Kafka's default.
-    assert_eq!(topic_config(&a, "orders", "retention.ms"), ("12345".to_owned(), "DynamicTopic".to_owned()));
+    assert_eq!(
+        topic_config(&a, "orders", "retention.ms"),
+        ("12345".to_owned(), "DynamicTopic".to_owned())
+    );
     let t2 = NewTopic::new("plain", 1, TopicReplication::Fixed(1));
     assert!(create(&a, t2).is_ok());
-    assert_eq!(topic_config(&a, "plain", "retention.ms"), ((48 * 3_600_000i64).to_string(), "StaticBroker".to_owned()));
-    assert_eq!(topic_config(&a, "plain", "cleanup.policy"), ("delete".to_owned(), "Default".to_owned()));
+    assert_eq!(
+        topic_config(&a, "plain", "retention.ms"),
+        ((48 * 3_600_000i64).to_string(), "StaticBroker".to_owned())
+    );
+    assert_eq!(
+        topic_config(&a, "plain", "cleanup.policy"),
+        ("delete".to_owned(), "Default".to_owned())
+    );
     drop(a);
 
     // Everything above survives a clean restart and a kill -9.
@@ -108,35 +157,60 @@ fn create_describe_delete_and_restart() {
     b.kill9().unwrap();
     b.restart().unwrap();
     let a = admin(&b);
-    assert_eq!(topic_config(&a, "orders", "retention.ms"), ("12345".to_owned(), "DynamicTopic".to_owned()));
+    assert_eq!(
+        topic_config(&a, "orders", "retention.ms"),
+        ("12345".to_owned(), "DynamicTopic".to_owned())
+    );
 
     // Delete, and the deletion survives a restart too; the data directory goes with it.
     let r = block(a.delete_topics(&["orders"], &opts())).unwrap();
     assert!(r[0].is_ok(), "{r:?}");
     let r = block(a.delete_topics(&["orders"], &opts())).unwrap();
-    assert_eq!(r[0].as_ref().map_err(|(_, c)| *c), Err(RDKafkaErrorCode::UnknownTopicOrPartition));
+    assert_eq!(
+        r[0].as_ref().map_err(|(_, c)| *c),
+        Err(RDKafkaErrorCode::UnknownTopicOrPartition)
+    );
     drop(a);
     b.kill9().unwrap();
     b.restart().unwrap();
     assert_eq!(partitions_of(&b, "plain"), Some(1));
-    assert!(!b.data_dir().join("orders-0").exists(), "deleted topic's data is gone");
-    let md_consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", b.bootstrap()).create().unwrap();
+    assert!(
+        !b.data_dir().join("orders-0").exists(),
+        "deleted topic's data is gone"
+    );
+    let md_consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", b.bootstrap())
+        .create()
+        .unwrap();
     let md = md_consumer.fetch_metadata(None, TIMEOUT).unwrap();
-    assert!(md.topics().iter().all(|t| t.name() != "orders"), "orders is gone from the topic list");
+    assert!(
+        md.topics().iter().all(|t| t.name() != "orders"),
+        "orders is gone from the topic list"
+    );
 }
 
 #[test]
 fn log_append_time_topic_stamps_the_broker_clock() {
     let b = Broker::start(&[]).unwrap();
     let a = admin(&b);
-    let t = NewTopic::new("stamped", 1, TopicReplication::Fixed(1)).set("message.timestamp.type", "LogAppendTime");
+    let t = NewTopic::new("stamped", 1, TopicReplication::Fixed(1))
+        .set("message.timestamp.type", "LogAppendTime");
     assert!(create(&a, t).is_ok());
-    let p: ThreadedProducer<DefaultProducerContext> =
-        ClientConfig::new().set("bootstrap.servers", b.bootstrap()).set("linger.ms", "0").create().unwrap();
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", b.bootstrap())
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
     let before = now_ms();
     for i in 0..10 {
         // A client timestamp from 2001: the broker must replace it.
-        p.send(BaseRecord::to("stamped").key(&format!("k{i}")).payload("v").timestamp(1_000_000_000_000)).unwrap();
+        p.send(
+            BaseRecord::to("stamped")
+                .key(&format!("k{i}"))
+                .payload("v")
+                .timestamp(1_000_000_000_000),
+        )
+        .unwrap();
     }
     p.flush(TIMEOUT).unwrap();
     let after = now_ms();
@@ -147,15 +221,21 @@ fn log_append_time_topic_stamps_the_broker_clock() {
         .create()
         .unwrap();
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset("stamped", 0, Offset::Beginning).unwrap();
+    tpl.add_partition_offset("stamped", 0, Offset::Beginning)
+        .unwrap();
     c.assign(&tpl).unwrap();
     let mut seen = 0;
     let deadline = Instant::now() + TIMEOUT;
     while seen < 10 && Instant::now() < deadline {
-        let Some(m) = c.poll(Duration::from_millis(500)) else { continue };
+        let Some(m) = c.poll(Duration::from_millis(500)) else {
+            continue;
+        };
         let m = m.unwrap();
         match m.timestamp() {
-            Timestamp::LogAppendTime(ts) => assert!((before..=after).contains(&ts), "{ts} not in [{before}, {after}]"),
+            Timestamp::LogAppendTime(ts) => assert!(
+                (before..=after).contains(&ts),
+                "{ts} not in [{before}, {after}]"
+            ),
             other => panic!("expected LogAppendTime, got {other:?}"),
         }
         seen += 1;
@@ -164,5 +244,8 @@ fn log_append_time_topic_stamps_the_broker_clock() {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }

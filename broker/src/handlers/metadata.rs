@@ -18,10 +18,12 @@ const OPS_NOT_REQUESTED: i32 = i32::MIN;
 /// KIP-430 bit sets, as Kafka reports them with no authorizer configured: every operation
 /// that applies to the resource. Topic: READ(3) WRITE(4) CREATE(5) DELETE(6) ALTER(7)
 /// DESCRIBE(8) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11).
-const TOPIC_OPS: i32 = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+const TOPIC_OPS: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 /// Cluster (Kafka's `AclEntry.supportedOperations(CLUSTER)`): CREATE(5) ALTER(7) DESCRIBE(8)
 /// CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12).
-const CLUSTER_OPS: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+const CLUSTER_OPS: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 /// Answers a Metadata request.
 #[must_use]
@@ -36,16 +38,19 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     // Auto-creation is on for v0-v3 and when v4+ allows it.
     let may_create =
         broker.config.auto_create_topics && (ctx.api_version < 4 || req.allow_auto_topic_creation);
-    let topic_ops = if req.include_topic_authorized_operations { TOPIC_OPS } else { OPS_NOT_REQUESTED };
-    let cluster_ops = if req.include_cluster_authorized_operations { CLUSTER_OPS } else { OPS_NOT_REQUESTED };
+    let topic_ops = if req.include_topic_authorized_operations {
+        TOPIC_OPS
+    } else {
+        OPS_NOT_REQUESTED
+    };
+    let cluster_ops = if req.include_cluster_authorized_operations {
+        CLUSTER_OPS
+    } else {
+        OPS_NOT_REQUESTED
+    };
     let mut topics = Vec::new();
     if all {
-        topics.extend(
-            image
-                .topics
-                .values()
-                .map(|t| topic_response(t, topic_ops)),
-        );
+        topics.extend(image.topics.values().map(|t| topic_response(t, topic_ops)));
     } else {
         for wanted in req.topics.unwrap_or_default() {
             let by_name = wanted.name.as_ref().map(|n| n.0.to_string());
@@ -111,7 +116,11 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     response(&image, topics, cluster_ops)
 }
 
-fn response(image: &MetadataImage, topics: Vec<MetadataResponseTopic>, cluster_ops: i32) -> MetadataResponse {
+fn response(
+    image: &MetadataImage,
+    topics: Vec<MetadataResponseTopic>,
+    cluster_ops: i32,
+) -> MetadataResponse {
     MetadataResponse::default()
         .with_brokers(
             image

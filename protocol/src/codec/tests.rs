@@ -137,8 +137,8 @@ mod round_trip {
                         .with_topics(vec![t]),
                 )
             }
-            ApiKey::ListOffsets => RequestKind::ListOffsets(
-                ListOffsetsRequest::default().with_topics(vec![
+            ApiKey::ListOffsets => {
+                RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
                     list_offsets_request::ListOffsetsTopic::default()
                         .with_name(name(s))
                         .with_partitions(vec![
@@ -146,8 +146,8 @@ mod round_trip {
                                 .with_partition_index(s.partition)
                                 .with_timestamp(s.offset),
                         ]),
-                ]),
-            ),
+                ]))
+            }
             ApiKey::Metadata => {
                 RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
                     metadata_request::MetadataRequestTopic::default().with_name(Some(name(s))),
@@ -256,8 +256,8 @@ mod round_trip {
 
     fn response(key: ApiKey, v: i16, s: &Sample) -> ResponseKind {
         match key {
-            ApiKey::Produce => ResponseKind::Produce(
-                ProduceResponse::default().with_responses(vec![
+            ApiKey::Produce => {
+                ResponseKind::Produce(ProduceResponse::default().with_responses(vec![
                     produce_response::TopicProduceResponse::default()
                         .with_name(name(s))
                         .with_partition_responses(vec![
@@ -266,8 +266,8 @@ mod round_trip {
                                 .with_base_offset(s.offset)
                                 .with_log_append_time_ms(-1),
                         ]),
-                ]),
-            ),
+                ]))
+            }
             ApiKey::Fetch => {
                 let mut t =
                     fetch_response::FetchableTopicResponse::default().with_partitions(vec![
@@ -284,8 +284,8 @@ mod round_trip {
                 };
                 ResponseKind::Fetch(FetchResponse::default().with_responses(vec![t]))
             }
-            ApiKey::ListOffsets => ResponseKind::ListOffsets(
-                ListOffsetsResponse::default().with_topics(vec![
+            ApiKey::ListOffsets => {
+                ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(vec![
                     list_offsets_response::ListOffsetsTopicResponse::default()
                         .with_name(name(s))
                         .with_partitions(vec![
@@ -294,8 +294,8 @@ mod round_trip {
                                 .with_offset(s.offset)
                                 .with_timestamp(-1),
                         ]),
-                ]),
-            ),
+                ]))
+            }
             ApiKey::Metadata => ResponseKind::Metadata(
                 MetadataResponse::default()
                     .with_brokers(vec![
