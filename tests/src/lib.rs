@@ -22,6 +22,8 @@
 //!
 //! The binary comes from `$STRATA_BIN`, else `<workspace>/target/release/strata`.
 
+pub mod wire;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -4,12 +4,13 @@
 //! record.
 
 use std::io::{Read, Write};
+
 use std::net::TcpStream;
-use std::time::Duration;
 
 use bytes::Bytes;
 use strata_protocol::record_batch::{SimpleRecord, encode_batch};
 use strata_tests::Broker;
+use strata_tests::wire::{self, header, recv, send};
 
 const CORRUPT_MESSAGE: i16 = 2;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -17,35 +18,7 @@ const MESSAGE_TOO_LARGE: i16 = 10;
 const UNSUPPORTED_VERSION: i16 = 35;
 
 fn connect(b: &Broker) -> TcpStream {
-    let s = TcpStream::connect(("127.0.0.1", b.port())).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s
-}
-
-/// Request header v1: api key, version, correlation id, client id.
-fn header(api: i16, version: i16, corr: i32) -> Vec<u8> {
-    let mut v = Vec::new();
-    v.extend_from_slice(&api.to_be_bytes());
-    v.extend_from_slice(&version.to_be_bytes());
-    v.extend_from_slice(&corr.to_be_bytes());
-    v.extend_from_slice(&4i16.to_be_bytes());
-    v.extend_from_slice(b"test");
-    v
-}
-
-fn send(s: &mut TcpStream, body: &[u8]) {
-    let mut f = (body.len() as i32).to_be_bytes().to_vec();
-    f.extend_from_slice(body);
-    s.write_all(&f).expect("write");
-}
-
-/// Reads one response frame, or `None` when the broker closed the connection.
-fn recv(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).ok()?;
-    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    s.read_exact(&mut body).ok()?;
-    Some(body)
+    wire::connect(b.port())
 }
 
 fn assert_closed(s: &mut TcpStream, what: &str) {
@@ -80,36 +53,16 @@ fn batch(n: usize, value_len: usize) -> Vec<u8> {
 
 /// Produce v3 to one partition; returns (error code, base offset).
 fn produce(b: &Broker, topic: &str, records: &[u8]) -> (i16, i64) {
-    let mut body = header(0, 3, 7);
-    body.extend_from_slice(&(-1i16).to_be_bytes()); // transactional id: null
-    body.extend_from_slice(&(-1i16).to_be_bytes()); // acks=all
-    body.extend_from_slice(&5000i32.to_be_bytes());
-    body.extend_from_slice(&1i32.to_be_bytes());
-    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
-    body.extend_from_slice(topic.as_bytes());
-    body.extend_from_slice(&1i32.to_be_bytes());
-    body.extend_from_slice(&0i32.to_be_bytes()); // partition 0
-    body.extend_from_slice(&(records.len() as i32).to_be_bytes());
-    body.extend_from_slice(records);
     let mut s = connect(b);
-    send(&mut s, &body);
+    send(&mut s, &wire::produce_request(7, topic, records));
     let r = recv(&mut s).unwrap_or_else(|| panic!("no produce response:\n{}", b.stderr_tail()));
-    // corr(4) topics(4) name(2+n) partitions(4) index(4) error(2) base_offset(8)
-    let at = 4 + 4 + 2 + topic.len() + 4 + 4;
-    let code = i16::from_be_bytes([r[at], r[at + 1]]);
-    let base = i64::from_be_bytes(r[at + 2..at + 10].try_into().unwrap());
-    (code, base)
+    wire::produce_result(&r, topic)
 }
 
-/// Metadata v1 for one topic, which auto-creates it.
+/// Metadata for one topic, which auto-creates it.
 fn create_by_metadata(b: &Broker, topic: &str) {
-    let mut body = header(3, 4, 3);
-    body.extend_from_slice(&1i32.to_be_bytes());
-    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
-    body.extend_from_slice(topic.as_bytes());
-    body.push(1); // allow_auto_topic_creation
     let mut s = connect(b);
-    send(&mut s, &body);
+    send(&mut s, &wire::metadata_request(3, topic));
     assert!(recv(&mut s).is_some(), "metadata response");
 }
 
