@@ -3,7 +3,8 @@
 #
 # 1. Installs what is missing (Debian packages: kcat, a C toolchain for rdkafka-sys's bundled
 #    librdkafka build, python3-venv) and a Python venv at target/venv with tests/python's clients.
-# 2. cargo fmt --check, a release build of `strata`, clippy (release profile, so it shares the
+# 2. cargo fmt --check, a release build of everything (the `strata` binary and all test
+#    executables, so the test step only runs them), clippy (release profile, so it shares the
 #    build-script outputs, e.g. the compiled librdkafka, with the release build).
 # 3. cargo test --release --workspace (unit tests + rdkafka + kcat against the real binary),
 #    then pytest tests/python (kafka-python, confluent-kafka against the real binary).
@@ -84,7 +85,7 @@ setup_venv() {
 cargo_tests() {
     # Bounded: a hung broker must not eat CI's 90 minutes.
     # shellcheck disable=SC2086
-    timeout --kill-after=30s 45m cargo test --release --workspace ${CARGO_TEST_ARGS:-} 2>&1 \
+    timeout --kill-after=30s 45m cargo test --release --workspace --no-fail-fast ${CARGO_TEST_ARGS:-} 2>&1 \
         | tee "$LOGS/cargo-test.log"
     return "${PIPESTATUS[0]}"
 }
@@ -101,7 +102,7 @@ run_step venv setup_venv
 if [[ -z "${SKIP_LINT:-}" ]]; then
     run_step fmt cargo fmt --all --check
 fi
-run_step build cargo build --release --bin strata
+run_step build cargo build --release --workspace --all-targets
 if [[ -z "${SKIP_LINT:-}" ]]; then
     run_step clippy cargo clippy --release --workspace --all-targets -- -D warnings
 fi

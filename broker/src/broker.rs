@@ -9,6 +9,8 @@ use strata_storage::{Log, LogConfig, LogError, TimestampType};
 use uuid::Uuid;
 
 use crate::config::BrokerConfig;
+use crate::group::{GroupConfig, GroupCoordinator};
+use crate::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetStoreError, OffsetsConfig};
 use crate::partition::Partition;
 
 /// The directory (under `log.dirs`) of the metadata log. It is not a user topic.
@@ -21,6 +23,8 @@ pub enum StartupError {
     Metadata(#[from] MetadataError),
     #[error("partition {dir}: {source}")]
     Log { dir: PathBuf, source: LogError },
+    #[error("offsets: {0}")]
+    Offsets(#[from] OffsetStoreError),
     #[error("cannot create log directory {dir}: {source}")]
     LogDir {
         dir: PathBuf,
@@ -38,6 +42,14 @@ pub struct Broker {
     image: RwLock<Arc<MetadataImage>>,
     /// Open partitions by (topic, index).
     partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
+    /// The unused rest of this broker's producer id block, `next..end` (Kafka's
+    /// `RPCProducerIdManager`); empty until the first InitProducerId.
+    producer_ids: Mutex<std::ops::Range<i64>>,
+    /// Committed offsets and group metadata, in `__consumer_offsets` (not a user topic, so
+    /// neither in the image nor in `partitions`).
+    pub offsets: OffsetStore,
+    /// The classic group coordinator (in memory; groups are empty after a restart).
+    pub groups: GroupCoordinator,
 }
 
 impl Broker {
@@ -61,11 +73,33 @@ impl Broker {
             now_ms,
         )?;
         let image = metadata.image();
+        let offsets = OffsetStore::open(
+            &dir,
+            OffsetsConfig {
+                num_partitions: config.offsets_topic_num_partitions,
+                retention_ms: config.offsets_retention_ms,
+                retention_check_interval_ms: i64::try_from(
+                    config.offsets_retention_check_interval_ms,
+                )
+                .unwrap_or(i64::MAX),
+                metadata_max_bytes: config.offset_metadata_max_bytes,
+            },
+            now_ms,
+        )?;
+        let groups = GroupCoordinator::new(GroupConfig {
+            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms: config.group_min_session_timeout_ms,
+            max_session_timeout_ms: config.group_max_session_timeout_ms,
+            ..GroupConfig::default()
+        });
         let broker = Arc::new(Broker {
             config,
             metadata: Mutex::new(metadata),
             image: RwLock::new(image.clone()),
             partitions: RwLock::new(HashMap::new()),
+            producer_ids: Mutex::new(0..0),
+            offsets,
+            groups,
         });
         for topic in image.topics.values() {
             broker.open_topic(topic, now_ms)?;
@@ -119,6 +153,13 @@ impl Broker {
         }
         if req.replication_factor == -1 {
             req.replication_factor = self.config.default_replication_factor;
+        }
+        // The coordinator's internal topic exists, as far as clients can tell, and its
+        // directories are the offset store's; a user topic of that name would collide.
+        if req.name == OFFSETS_TOPIC {
+            return Err(CreateTopicError::Metadata(
+                MetadataError::TopicAlreadyExists(req.name),
+            ));
         }
         let validate_only = req.validate_only;
         let mut store = self
@@ -192,12 +233,52 @@ impl Broker {
                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
             }
         }
+        // Offset expiry keeps its own interval (`offsets.retention.check.interval.ms`).
+        let expirable = |group: &str, topic: &str| {
+            crate::offsets::groups::offsets_expirable(self, group, topic)
+        };
+        if let Err(e) = self.offsets.maybe_expire(now_ms, expirable) {
+            tracing::warn!(error = %e, "offset expiry failed");
+        }
+    }
+
+    /// A producer id for InitProducerId, never handed out before. Ids come in blocks that the
+    /// controller allocates through the metadata log (`ProducerIdsRecord`, KIP-730), so only
+    /// one InitProducerId in 1000 waits for a metadata write, and a restart never reuses an
+    /// id: what was left of the block is skipped, as in Kafka.
+    ///
+    /// # Errors
+    ///
+    /// [`MetadataError`] when a new block cannot be allocated or made durable.
+    pub fn next_producer_id(&self, now_ms: i64) -> Result<i64, MetadataError> {
+        let mut ids = self
+            .producer_ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if ids.is_empty() {
+            let mut store = self
+                .metadata
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let block = store.allocate_producer_ids(self.config.node_id, now_ms)?;
+            *self
+                .image
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = store.image();
+            *ids = block.first_producer_id..block.next_block_first_id();
+        }
+        let id = ids.start;
+        ids.start += 1;
+        Ok(id)
     }
 
     /// Flushes every log: the clean-shutdown path.
     pub fn flush_all(&self) {
+        self.offsets.flush();
         for p in self.all_partitions() {
-            if let Err(e) = p.log().flush() {
+            // Kafka snapshots producer state on clean close, so a restart need not scan.
+            let mut log = p.log();
+            if let Err(e) = log.flush().and_then(|()| log.take_producer_snapshot()) {
                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "flush on shutdown failed");
             }
         }
@@ -272,7 +353,9 @@ impl Broker {
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name == METADATA_DIR || !entry.path().is_dir() {
+            // `__consumer_offsets-<n>` belongs to the offset store, not to the image.
+            let offsets_dir = name.starts_with(&format!("{OFFSETS_TOPIC}-"));
+            if name == METADATA_DIR || offsets_dir || !entry.path().is_dir() {
                 continue;
             }
             let Some((topic, idx)) = name.rsplit_once('-') else {

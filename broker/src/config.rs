@@ -67,7 +67,13 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("min.insync.replicas", "1"),
     ("compression.type", "producer"),
     ("group.initial.rebalance.delay.ms", "3000"),
+    ("group.min.session.timeout.ms", "6000"),
+    ("group.max.session.timeout.ms", "1800000"),
     ("offsets.topic.replication.factor", "1"),
+    ("offsets.topic.num.partitions", "50"),
+    ("offsets.retention.minutes", "10080"),
+    ("offsets.retention.check.interval.ms", "600000"),
+    ("offset.metadata.max.bytes", "4096"),
     ("controller.quorum.voters", ""),
     ("controller.listener.names", ""),
     ("inter.broker.listener.name", ""),
@@ -112,6 +118,21 @@ pub struct BrokerConfig {
     pub log_cleanup_policy: String,
     pub min_insync_replicas: i32,
     pub rack: Option<String>,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group
+    /// waits for more members to join.
+    pub group_initial_rebalance_delay_ms: i64,
+    /// `group.min.session.timeout.ms` / `group.max.session.timeout.ms`: the session timeouts a
+    /// JoinGroup may ask for (else INVALID_SESSION_TIMEOUT).
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
+    /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` that groups hash to.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.retention.minutes`, in milliseconds: how long an unneeded offset is kept.
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms`: how often expired offsets are looked for.
+    pub offsets_retention_check_interval_ms: u64,
+    /// `offset.metadata.max.bytes`: the longest commit metadata string accepted.
+    pub offset_metadata_max_bytes: usize,
 }
 
 impl BrokerConfig {
@@ -278,6 +299,40 @@ impl BrokerConfig {
             log_cleanup_policy: get("log.cleanup.policy").to_owned(),
             min_insync_replicas: positive("min.insync.replicas", get("min.insync.replicas"))?,
             rack: Some(get("broker.rack").to_owned()).filter(|r| !r.is_empty()),
+            group_initial_rebalance_delay_ms: at_least(
+                "group.initial.rebalance.delay.ms",
+                get("group.initial.rebalance.delay.ms"),
+                0,
+            )?,
+            group_min_session_timeout_ms: at_least(
+                "group.min.session.timeout.ms",
+                get("group.min.session.timeout.ms"),
+                0,
+            )?,
+            group_max_session_timeout_ms: at_least(
+                "group.max.session.timeout.ms",
+                get("group.max.session.timeout.ms"),
+                0,
+            )?,
+            offsets_topic_num_partitions: positive(
+                "offsets.topic.num.partitions",
+                get("offsets.topic.num.partitions"),
+            )?,
+            offsets_retention_ms: positive::<i64>(
+                "offsets.retention.minutes",
+                get("offsets.retention.minutes"),
+            )?
+            .saturating_mul(60_000),
+            offsets_retention_check_interval_ms: positive::<i64>(
+                "offsets.retention.check.interval.ms",
+                get("offsets.retention.check.interval.ms"),
+            )? as u64,
+            offset_metadata_max_bytes: at_least::<i64>(
+                "offset.metadata.max.bytes",
+                get("offset.metadata.max.bytes"),
+                0,
+            )?
+            .min(i64::from(i16::MAX)) as usize,
             values,
             explicit,
         };

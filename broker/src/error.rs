@@ -8,6 +8,8 @@ use strata_protocol::ResponseError;
 use strata_storage::LogError;
 
 use crate::broker::CreateTopicError;
+use crate::group::GroupError;
+use crate::offsets::OffsetStoreError;
 
 /// A storage error as a partition-level Kafka error code.
 #[must_use]
@@ -17,7 +19,10 @@ pub fn log_error_code(e: &LogError) -> i16 {
         LogError::CorruptMessage { .. } => ResponseError::CorruptMessage.code(),
         LogError::InvalidRecord { .. } => ResponseError::InvalidRecord.code(),
         LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge.code(),
-        LogError::CorruptSegment { .. } | LogError::Io { .. } => {
+        LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
+        LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
+        LogError::InvalidProducerSequence { .. } => ResponseError::InvalidRecord.code(),
+        LogError::CorruptSegment { .. } | LogError::Decompress { .. } | LogError::Io { .. } => {
             ResponseError::KafkaStorageError.code()
         }
     }
@@ -36,6 +41,9 @@ pub fn metadata_error_code(e: &MetadataError) -> i16 {
         MetadataError::InvalidConfig { .. } => ResponseError::InvalidConfig.code(),
         MetadataError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition.code(),
         MetadataError::UnknownTopicId(_) => ResponseError::UnknownTopicId.code(),
+        MetadataError::BrokerNotRegistered(_) => ResponseError::BrokerIdNotRegistered.code(),
+        // Kafka's ProducerIdControlManager throws UnknownServerException here.
+        MetadataError::ProducerIdsExhausted { .. } => ResponseError::UnknownServerError.code(),
         MetadataError::CorruptRecord { .. }
         | MetadataError::CorruptBatch { .. }
         | MetadataError::InconsistentRecord { .. }
@@ -53,5 +61,49 @@ pub fn create_topic_error_code(e: &CreateTopicError) -> i16 {
     match e {
         CreateTopicError::Metadata(m) => metadata_error_code(m),
         CreateTopicError::Startup(_) => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+/// A failure of the `__consumer_offsets` store as the code of an offset API. The storage
+/// error's code is normalised as Kafka's `GroupCoordinatorService.normalizeException` does: a
+/// storage failure means this coordinator cannot serve the group (NOT_COORDINATOR, so the
+/// client rediscovers it and retries); a write the log refuses is the broker's own fault
+/// (UNKNOWN_SERVER_ERROR), since the coordinator built the batch.
+#[must_use]
+pub fn offset_store_error_code(e: &OffsetStoreError) -> i16 {
+    let code = match e {
+        OffsetStoreError::Log { source, .. } => log_error_code(source),
+        OffsetStoreError::CorruptBatch { .. } | OffsetStoreError::Read { .. } => {
+            ResponseError::KafkaStorageError.code()
+        }
+    };
+    if code == ResponseError::KafkaStorageError.code()
+        || code == ResponseError::NotLeaderOrFollower.code()
+    {
+        ResponseError::NotCoordinator.code()
+    } else if code == ResponseError::UnknownTopicOrPartition.code()
+        || code == ResponseError::NotEnoughReplicas.code()
+        || code == ResponseError::RequestTimedOut.code()
+    {
+        ResponseError::CoordinatorNotAvailable.code()
+    } else {
+        ResponseError::UnknownServerError.code()
+    }
+}
+
+/// A group coordinator refusal as its Kafka error code.
+#[must_use]
+pub fn group_error_code(e: &GroupError) -> i16 {
+    match e {
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId.code(),
+        GroupError::InvalidSessionTimeout { .. } => ResponseError::InvalidSessionTimeout.code(),
+        GroupError::MemberIdRequired { .. } => ResponseError::MemberIdRequired.code(),
+        GroupError::UnknownMemberId { .. } => ResponseError::UnknownMemberId.code(),
+        GroupError::FencedInstanceId { .. } => ResponseError::FencedInstanceId.code(),
+        GroupError::IllegalGeneration { .. } => ResponseError::IllegalGeneration.code(),
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress.code(),
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol.code(),
+        GroupError::GroupIdNotFound { .. } => ResponseError::GroupIdNotFound.code(),
+        GroupError::NonEmptyGroup { .. } => ResponseError::NonEmptyGroup.code(),
     }
 }

@@ -10,6 +10,7 @@ use crate::broker::Broker;
 /// each pass runs on the blocking pool, away from the connection tasks.
 pub async fn run(broker: Arc<Broker>) {
     let mut period = broker.config.log_retention_check_interval_ms;
+    period = period.min(broker.config.offsets_retention_check_interval_ms);
     if let Some(flush_ms) = broker.config.log_flush_interval_ms {
         period = period.min(u64::try_from(flush_ms.max(1)).unwrap_or(1));
     }

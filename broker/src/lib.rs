@@ -15,7 +15,9 @@
 //! - [`handlers`]: one file per Kafka API, each `handle(ctx, request) -> response`, and one
 //!   dispatch `match`.
 //! - [`error`]: the one place where domain errors become Kafka error codes.
+//! - [`group`]: the classic group coordinator (a sans-IO core and its tokio driver).
 //! - [`housekeeping`]: the periodic retention and flush task.
+//! - [`offsets`]: committed offsets in `__consumer_offsets`, Kafka's internal compacted topic.
 //!
 //! # Invariants
 //!
@@ -27,8 +29,10 @@ pub mod broker;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod group;
 pub mod handlers;
 pub mod housekeeping;
+pub mod offsets;
 pub mod partition;
 
 /// Milliseconds since the Unix epoch: the clock the storage and metadata cores are given.

@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 use crate::record::{
-    BrokerEndpoint, ConfigRecord, MetadataRecord, PartitionRecord, RESOURCE_TYPE_TOPIC,
-    RegisterBrokerRecord, RemoveTopicRecord, SECURITY_PROTOCOL_PLAINTEXT, TopicRecord,
+    BrokerEndpoint, ConfigRecord, MetadataRecord, PRODUCER_ID_BLOCK_SIZE, PartitionRecord,
+    ProducerIdsBlock, ProducerIdsRecord, RESOURCE_TYPE_TOPIC, RegisterBrokerRecord,
+    RemoveTopicRecord, SECURITY_PROTOCOL_PLAINTEXT, TopicRecord,
 };
 use crate::topic_config::{validate_topic_config, validate_topic_configs};
 use crate::{InvalidTopicNameReason, MetadataError, MetadataImage};
@@ -278,6 +279,41 @@ pub fn register_broker_records(
     })]
 }
 
+/// Kafka's `ProducerIdControlManager.generateNextProducerId`: the next block of
+/// [`crate::record::PRODUCER_ID_BLOCK_SIZE`] producer ids for `broker_id`, and the
+/// `ProducerIdsRecord` that makes the allocation durable.
+///
+/// # Errors
+///
+/// [`MetadataError::BrokerNotRegistered`] for an unknown broker;
+/// [`MetadataError::ProducerIdsExhausted`] when the block would pass `i64::MAX`.
+pub fn producer_ids_records(
+    image: &MetadataImage,
+    broker_id: i32,
+) -> Result<(ProducerIdsBlock, Vec<MetadataRecord>), MetadataError> {
+    let broker = image
+        .brokers
+        .get(&broker_id)
+        .ok_or(MetadataError::BrokerNotRegistered(broker_id))?;
+    let first = image.next_producer_id;
+    if first > i64::MAX - PRODUCER_ID_BLOCK_SIZE {
+        return Err(MetadataError::ProducerIdsExhausted {
+            next_producer_id: first,
+        });
+    }
+    let block = ProducerIdsBlock {
+        assigned_broker_id: broker_id,
+        first_producer_id: first,
+        size: PRODUCER_ID_BLOCK_SIZE,
+    };
+    let record = MetadataRecord::ProducerIds(ProducerIdsRecord {
+        broker_id,
+        broker_epoch: broker.broker_epoch,
+        next_producer_id: block.next_block_first_id(),
+    });
+    Ok((block, vec![record]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,6 +518,31 @@ mod tests {
         let mut racked = reg("localhost", 9092);
         racked.rack = Some("r1".into());
         assert_eq!(register_broker_records(&img, &racked).len(), 1);
+    }
+
+    #[test]
+    fn producer_id_blocks_follow_each_other() {
+        let mut img = image_with_broker();
+        assert!(matches!(
+            producer_ids_records(&img, 7),
+            Err(MetadataError::BrokerNotRegistered(7))
+        ));
+        let (block, records) = producer_ids_records(&img, 1).unwrap();
+        assert_eq!((block.first_producer_id, block.size), (0, 1000));
+        apply_all(&mut img, &records);
+        assert_eq!(img.next_producer_id, 1000);
+        let (block, records) = producer_ids_records(&img, 1).unwrap();
+        assert_eq!(block.first_producer_id, 1000);
+        apply_all(&mut img, &records);
+        // Replaying an old block would hand out ids twice.
+        let (_, stale) =
+            producer_ids_records(&MetadataImage::clone(&image_with_broker()), 1).unwrap();
+        assert!(img.apply(&stale[0]).is_err());
+        img.next_producer_id = i64::MAX - 10;
+        assert!(matches!(
+            producer_ids_records(&img, 1),
+            Err(MetadataError::ProducerIdsExhausted { .. })
+        ));
     }
 
     #[test]

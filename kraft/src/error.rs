@@ -52,6 +52,13 @@ pub enum MetadataError {
     /// UNKNOWN_TOPIC_ID: no live topic has this id (KIP-516).
     #[error("unknown topic id {0}")]
     UnknownTopicId(Uuid),
+    /// BROKER_ID_NOT_REGISTERED: a broker asked for producer ids before registering.
+    #[error("broker {0} is not registered")]
+    BrokerNotRegistered(i32),
+    /// UNKNOWN_SERVER_ERROR, as Kafka's `ProducerIdControlManager` answers: the next block
+    /// would pass `i64::MAX`.
+    #[error("producer ids are exhausted: the next block would start at {next_producer_id}")]
+    ProducerIdsExhausted { next_producer_id: i64 },
     /// A record in the metadata log (or handed to `decode`) is not a valid record.
     /// `offset` is its log offset when it came from the log.
     #[error("corrupt metadata record{}: {source}", fmt_offset(*.offset))]
@@ -223,4 +230,7 @@ pub enum ApplyError {
     /// A RegisterBrokerRecord without endpoints.
     #[error("broker {0} registered without endpoints")]
     NoEndpoints(i32),
+    /// A ProducerIdsRecord that does not move the next producer id forward.
+    #[error("next producer id {next_producer_id} is not above the current {current}")]
+    ProducerIdsNotIncreasing { next_producer_id: i64, current: i64 },
 }

@@ -7,8 +7,8 @@ use uuid::Uuid;
 
 use crate::ApplyError;
 use crate::record::{
-    ConfigRecord, MetadataRecord, PartitionRecord, RESOURCE_TYPE_TOPIC, RegisterBrokerRecord,
-    RemoveTopicRecord, TopicRecord,
+    ConfigRecord, MetadataRecord, PartitionRecord, ProducerIdsRecord, RESOURCE_TYPE_TOPIC,
+    RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
 };
 
 /// A snapshot of cluster metadata. Brokers serve Metadata, DescribeConfigs and friends
@@ -25,6 +25,9 @@ pub struct MetadataImage {
     pub topics: BTreeMap<String, TopicImage>,
     /// KIP-516: Fetch v13+ and DeleteTopics v6+ address topics by id.
     pub topic_names_by_id: HashMap<Uuid, String>,
+    /// The first producer id of the next block to allocate (Kafka's
+    /// `ProducerIdControlManager.nextProducerBlock`); 0 until a `ProducerIdsRecord`.
+    pub next_producer_id: i64,
 }
 
 /// A registered broker, as clients need it.
@@ -38,6 +41,8 @@ pub struct BrokerImage {
     pub port: u16,
     /// `broker.rack`, if set.
     pub rack: Option<String>,
+    /// KIP-631: the epoch of the registration, which `ProducerIdsRecord` records.
+    pub broker_epoch: i64,
 }
 
 /// A live topic.
@@ -99,6 +104,7 @@ impl MetadataImage {
             MetadataRecord::Partition(r) => self.apply_partition(r),
             MetadataRecord::Config(r) => self.apply_config(r),
             MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
+            MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
         }
     }
 
@@ -115,8 +121,22 @@ impl MetadataImage {
                 host: endpoint.host.clone(),
                 port: endpoint.port,
                 rack: r.rack.clone(),
+                broker_epoch: r.broker_epoch,
             },
         );
+        Ok(())
+    }
+
+    /// Kafka's `ProducerIdControlManager.replay`: the next block only moves forward, so an
+    /// id is never handed out twice.
+    fn apply_producer_ids(&mut self, r: &ProducerIdsRecord) -> Result<(), ApplyError> {
+        if r.next_producer_id <= self.next_producer_id {
+            return Err(ApplyError::ProducerIdsNotIncreasing {
+                next_producer_id: r.next_producer_id,
+                current: self.next_producer_id,
+            });
+        }
+        self.next_producer_id = r.next_producer_id;
         Ok(())
     }
 
@@ -349,7 +369,8 @@ mod tests {
                 node_id: 1,
                 host: "b".into(),
                 port: 9092,
-                rack: None
+                rack: None,
+                broker_epoch: 0,
             }
         );
 

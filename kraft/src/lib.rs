@@ -12,7 +12,7 @@
 //! | file | what it holds |
 //! |---|---|
 //! | `record/mod.rs` | [`MetadataRecord`]: Kafka's metadata framing and the dispatch `match` |
-//! | `record/{register_broker,topic,partition,config,remove_topic}.rs` | one record type each: byte layout, encode, decode |
+//! | `record/{register_broker,topic,partition,config,remove_topic,producer_ids}.rs` | one record type each: byte layout, encode, decode |
 //! | `record/compact.rs` | Kafka's flexible ("compact") field encoding, reader never panics |
 //! | `image.rs` | [`MetadataImage`] and the pure [`MetadataImage::apply`] |
 //! | `controller.rs` | sans-IO validation: request + image → records or [`MetadataError`] |
@@ -41,7 +41,7 @@ mod topic_config;
 pub use controller::{
     BrokerRegistration, ControllerConfig, CreateTopic, MAX_PARTITIONS_PER_TOPIC,
     MAX_TOPIC_NAME_LEN, create_topic_records, delete_topic_records, is_assignable_topic_id,
-    register_broker_records, set_topic_config_records, validate_topic_name,
+    producer_ids_records, register_broker_records, set_topic_config_records, validate_topic_name,
 };
 pub use error::{
     ApplyError, ConfigValueError, InvalidTopicNameReason, MetaPropertiesError, MetadataError,

@@ -18,7 +18,8 @@ use uuid::Uuid;
 
 use crate::controller::{
     BrokerRegistration, ControllerConfig, CreateTopic, create_topic_records, delete_topic_records,
-    is_assignable_topic_id, register_broker_records, set_topic_config_records,
+    is_assignable_topic_id, producer_ids_records, register_broker_records,
+    set_topic_config_records,
 };
 use crate::meta_properties::{META_PROPERTIES_FILE, MetaProperties, generate_cluster_id};
 use crate::record::{DecodeError, MetadataRecord};
@@ -254,6 +255,29 @@ impl MetadataStore {
     ) -> Result<(), MetadataError> {
         let records = set_topic_config_records(&self.image, topic, key, value)?;
         self.commit(&records, now_ms)
+    }
+
+    /// Allocates the next block of producer ids to `broker_id` and makes it durable with a
+    /// `ProducerIdsRecord` before returning it, so ids survive restarts and are never
+    /// handed out twice (Kafka's `ProducerIdControlManager`, KIP-730).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`crate::producer_ids_records`], or a storage error.
+    pub fn allocate_producer_ids(
+        &mut self,
+        broker_id: i32,
+        now_ms: i64,
+    ) -> Result<crate::record::ProducerIdsBlock, MetadataError> {
+        let (block, records) = producer_ids_records(&self.image, broker_id)?;
+        self.commit(&records, now_ms)?;
+        tracing::info!(
+            broker_id,
+            first_producer_id = block.first_producer_id,
+            size = block.size,
+            "allocated producer id block"
+        );
+        Ok(block)
     }
 
     /// Closes the metadata log cleanly.

@@ -10,8 +10,11 @@
 //!   and the decoder refuses anything outside it.
 //! - [`codec`]: request header and body decoding, response encoding. Response header versions
 //!   come from the API and version; ApiVersions always answers with header v0.
+//! - [`consumer_protocol`]: the subscribed topics inside a consumer's JoinGroup metadata.
 //! - [`shape`]: a structural walk of each supported request body before the codec decodes
 //!   it, because the codec preallocates arrays from unverified wire counts.
+//! - [`compression`]: bounded decompression, for the rare paths that must see records inside
+//!   a compressed batch (ListOffsets by timestamp).
 //! - [`record_batch`]: a borrowed view of RecordBatch v2 (magic 2): CRC32C check, field access,
 //!   and in-place rewrites of the base offset and partition leader epoch, which the CRC does
 //!   not cover.
@@ -23,6 +26,8 @@
 //! - No length read from the wire is trusted past the buffer that holds it.
 
 pub mod codec;
+pub mod compression;
+pub mod consumer_protocol;
 pub mod frame;
 pub mod record_batch;
 pub mod shape;

@@ -373,6 +373,23 @@ impl<'a> RecordBatchView<'a> {
             other => Err(BatchError::Compressed(other)),
         }
     }
+
+    /// Iterates the records of a compressed batch, given its records section already
+    /// decompressed (see [`crate::compression::decompress`]). For an uncompressed batch this is
+    /// the same as [`RecordBatchView::records`].
+    #[must_use]
+    pub fn records_in<'b>(&self, decompressed: &'b [u8]) -> Records<'b> {
+        Records {
+            buf: decompressed,
+            index: 0,
+            count: self.record_count().max(0),
+            base_offset: self.base_offset(),
+            base_timestamp: self.first_timestamp(),
+            log_append_time: (self.timestamp_type() == TimestampType::LogAppendTime)
+                .then(|| self.max_timestamp()),
+            failed: false,
+        }
+    }
 }
 
 /// One record of an uncompressed batch, borrowed.
@@ -718,6 +735,19 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
     let attributes = be_i16(batch, ATTRIBUTES_AT) | TIMESTAMP_TYPE_BIT;
     batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
     batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
+    write_crc(batch);
+}
+
+/// Sets the idempotent-producer fields (KIP-98) of a batch, producer id, producer epoch and
+/// base sequence, and recomputes the CRC they are covered by. Producers fill these in
+/// themselves; tests use this to turn an [`encode_batch`] batch into an idempotent one.
+///
+/// # Panics
+/// If `batch` is shorter than the header.
+pub fn set_producer(batch: &mut [u8], producer_id: i64, producer_epoch: i16, base_sequence: i32) {
+    batch[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&producer_id.to_be_bytes());
+    batch[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&producer_epoch.to_be_bytes());
+    batch[BASE_SEQUENCE_AT..BASE_SEQUENCE_AT + 4].copy_from_slice(&base_sequence.to_be_bytes());
     write_crc(batch);
 }
 

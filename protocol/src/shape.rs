@@ -219,17 +219,185 @@ const DESCRIBE_CONFIGS: Schema = Schema {
     flexible_from: 4,
 };
 
+// Classic consumer-group APIs (JoinGroup..DeleteGroups). Protocol metadata and assignments
+// are opaque byte blobs here; the coordinator never decodes them on the request path.
+
+const JOIN_GROUP: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL),                                              // group_id
+        f(T::I32, 0, ALL),                                              // session_timeout_ms
+        f(T::I32, 1, ALL),                                              // rebalance_timeout_ms
+        f(T::Str, 0, ALL),                                              // member_id
+        f(T::Str, 5, ALL),                                              // group_instance_id
+        f(T::Str, 0, ALL),                                              // protocol_type
+        f(T::Array(&[f(T::Str, 0, ALL), f(T::Bytes, 0, ALL)]), 0, ALL), // protocols
+        f(T::Str, 8, ALL),                                              // reason
+    ],
+    flexible_from: 6,
+};
+
+const HEARTBEAT: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL), // group_id
+        f(T::I32, 0, ALL), // generation_id
+        f(T::Str, 0, ALL), // member_id
+        f(T::Str, 3, ALL), // group_instance_id
+    ],
+    flexible_from: 4,
+};
+
+const LEAVE_GROUP: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL), // group_id
+        f(T::Str, 0, 2),   // member_id
+        f(
+            T::Array(&[f(T::Str, 3, ALL), f(T::Str, 3, ALL), f(T::Str, 5, ALL)]),
+            3,
+            ALL,
+        ), // members: member_id, group_instance_id, reason
+    ],
+    flexible_from: 4,
+};
+
+const SYNC_GROUP: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL),                                              // group_id
+        f(T::I32, 0, ALL),                                              // generation_id
+        f(T::Str, 0, ALL),                                              // member_id
+        f(T::Str, 3, ALL),                                              // group_instance_id
+        f(T::Str, 5, ALL),                                              // protocol_type
+        f(T::Str, 5, ALL),                                              // protocol_name
+        f(T::Array(&[f(T::Str, 0, ALL), f(T::Bytes, 0, ALL)]), 0, ALL), // assignments
+    ],
+    flexible_from: 4,
+};
+
+const DESCRIBE_GROUPS: Schema = Schema {
+    fields: &[
+        f(T::ArrayStr, 0, ALL), // groups
+        f(T::I8, 3, ALL),       // include_authorized_operations
+    ],
+    flexible_from: 5,
+};
+
+const LIST_GROUPS: Schema = Schema {
+    fields: &[
+        f(T::ArrayStr, 4, ALL), // states_filter
+        f(T::ArrayStr, 5, ALL), // types_filter
+    ],
+    flexible_from: 3,
+};
+
+const DELETE_GROUPS: Schema = Schema {
+    fields: &[f(T::ArrayStr, 0, ALL)], // groups_names
+    flexible_from: 2,
+};
+
+const OFFSET_COMMIT: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL), // group_id
+        f(T::I32, 1, ALL), // generation_id_or_member_epoch
+        f(T::Str, 1, ALL), // member_id
+        f(T::Str, 7, ALL), // group_instance_id
+        f(T::I64, 2, 4),   // retention_time_ms
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // name
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL), // partition_index
+                        f(T::I64, 0, ALL), // committed_offset
+                        f(T::I32, 6, ALL), // committed_leader_epoch
+                        f(T::Str, 0, ALL), // committed_metadata
+                    ]),
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ),
+    ],
+    flexible_from: 8,
+};
+
+const OFFSET_FETCH: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, 7),                                             // group_id
+        f(T::Array(&[f(T::Str, 0, 7), f(T::ArrayI32, 0, 7)]), 0, 7), // topics
+        f(
+            T::Array(&[
+                f(T::Str, 8, ALL), // group_id
+                f(T::Str, 9, ALL), // member_id
+                f(T::I32, 9, ALL), // member_epoch
+                f(
+                    T::Array(&[f(T::Str, 8, ALL), f(T::ArrayI32, 8, ALL)]),
+                    8,
+                    ALL,
+                ), // topics
+            ]),
+            8,
+            ALL,
+        ), // groups
+        f(T::I8, 7, ALL),                                            // require_stable
+    ],
+    flexible_from: 6,
+};
+
+const OFFSET_DELETE: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL), // group_id
+        f(
+            T::Array(&[f(T::Str, 0, ALL), f(T::Array(&[f(T::I32, 0, ALL)]), 0, ALL)]),
+            0,
+            ALL,
+        ),
+    ],
+    flexible_from: ALL,
+};
+
+const INIT_PRODUCER_ID: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL), // transactional_id
+        f(T::I32, 0, ALL), // transaction_timeout_ms
+        f(T::I64, 3, ALL), // producer_id
+        f(T::I16, 3, ALL), // producer_epoch
+    ],
+    flexible_from: 2,
+};
+
+const DESCRIBE_PRODUCERS: Schema = Schema {
+    fields: &[f(
+        T::Array(&[f(T::Str, 0, ALL), f(T::ArrayI32, 0, ALL)]), // name, partition_indexes
+        0,
+        ALL,
+    )],
+    flexible_from: 0,
+};
+
 fn schema(key: ApiKey) -> Option<&'static Schema> {
     Some(match key {
         ApiKey::Produce => &PRODUCE,
         ApiKey::Fetch => &FETCH,
         ApiKey::ListOffsets => &LIST_OFFSETS,
         ApiKey::Metadata => &METADATA,
+        ApiKey::OffsetCommit => &OFFSET_COMMIT,
+        ApiKey::OffsetFetch => &OFFSET_FETCH,
         ApiKey::FindCoordinator => &FIND_COORDINATOR,
+        ApiKey::JoinGroup => &JOIN_GROUP,
+        ApiKey::Heartbeat => &HEARTBEAT,
+        ApiKey::LeaveGroup => &LEAVE_GROUP,
+        ApiKey::SyncGroup => &SYNC_GROUP,
+        ApiKey::DescribeGroups => &DESCRIBE_GROUPS,
+        ApiKey::ListGroups => &LIST_GROUPS,
         ApiKey::ApiVersions => &API_VERSIONS,
         ApiKey::CreateTopics => &CREATE_TOPICS,
         ApiKey::DeleteTopics => &DELETE_TOPICS,
         ApiKey::DescribeConfigs => &DESCRIBE_CONFIGS,
+        ApiKey::DeleteGroups => &DELETE_GROUPS,
+        ApiKey::OffsetDelete => &OFFSET_DELETE,
+        ApiKey::InitProducerId => &INIT_PRODUCER_ID,
+        ApiKey::DescribeProducers => &DESCRIBE_PRODUCERS,
         _ => return None,
     })
 }

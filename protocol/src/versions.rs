@@ -29,16 +29,31 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - Fetch stops at v16: v17 and later only add replica fields for follower fetching.
 /// - Metadata stops at v12: v13 adds a top-level error code used for re-bootstrap (KIP-1102).
 /// - ListOffsets stops at v8: v9 (tiered storage) and v10 (KIP-1075 timeouts) are not served.
+/// - InitProducerId serves the idempotent producer only; a transactional id is answered
+///   COORDINATOR_NOT_AVAILABLE (transactions are not supported, so their APIs are not listed).
+/// - JoinGroup starts at v2: Kafka 4.0 removed v0 and v1 (KIP-896).
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::Produce, 3, 11),
     api(ApiKey::Fetch, 4, 16),
     api(ApiKey::ListOffsets, 1, 8),
     api(ApiKey::Metadata, 0, 12),
+    api(ApiKey::OffsetCommit, 2, 9),
+    api(ApiKey::OffsetFetch, 1, 9),
     api(ApiKey::FindCoordinator, 0, 6),
+    api(ApiKey::JoinGroup, 2, 9),
+    api(ApiKey::Heartbeat, 0, 4),
+    api(ApiKey::LeaveGroup, 0, 5),
+    api(ApiKey::SyncGroup, 0, 5),
+    api(ApiKey::DescribeGroups, 0, 6),
+    api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::OffsetDelete, 0, 0),
+    api(ApiKey::DescribeProducers, 0, 0),
 ];
 
 /// Looks up the supported range for an API key.
@@ -68,11 +83,23 @@ mod tests {
                 ApiKey::Fetch => FetchRequest::VERSIONS,
                 ApiKey::ListOffsets => ListOffsetsRequest::VERSIONS,
                 ApiKey::Metadata => MetadataRequest::VERSIONS,
+                ApiKey::OffsetCommit => OffsetCommitRequest::VERSIONS,
+                ApiKey::OffsetFetch => OffsetFetchRequest::VERSIONS,
                 ApiKey::FindCoordinator => FindCoordinatorRequest::VERSIONS,
+                ApiKey::JoinGroup => JoinGroupRequest::VERSIONS,
+                ApiKey::Heartbeat => HeartbeatRequest::VERSIONS,
+                ApiKey::LeaveGroup => LeaveGroupRequest::VERSIONS,
+                ApiKey::SyncGroup => SyncGroupRequest::VERSIONS,
+                ApiKey::DescribeGroups => DescribeGroupsRequest::VERSIONS,
+                ApiKey::ListGroups => ListGroupsRequest::VERSIONS,
                 ApiKey::ApiVersions => ApiVersionsRequest::VERSIONS,
                 ApiKey::CreateTopics => CreateTopicsRequest::VERSIONS,
                 ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
                 ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
+                ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
+                ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
+                ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
+                ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
                 other => panic!("no codec range recorded for {other:?}"),
             };
             assert!(

@@ -40,6 +40,43 @@ pub enum LogError {
         position: u64,
         source: BatchError,
     },
+    /// A compressed batch in a segment does not decompress within the limit (a lookup that
+    /// must see records inside it, such as ListOffsets by timestamp, cannot answer).
+    #[error("cannot decompress the batch at byte {position} of {path}: {source}")]
+    Decompress {
+        path: PathBuf,
+        position: u64,
+        source: strata_protocol::compression::DecompressError,
+    },
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER: an idempotent batch does not follow the producer's last
+    /// sequence in this partition, or a new epoch does not start at 0 (Kafka's
+    /// `ProducerAppendInfo.checkSequence`). Nothing of the request was written.
+    #[error(
+        "out of order sequence {sequence} from producer {producer_id} (epoch {epoch}); last sequence {last_sequence}"
+    )]
+    OutOfOrderSequence {
+        producer_id: i64,
+        epoch: i16,
+        sequence: i32,
+        /// -1 when the batch opens a new epoch.
+        last_sequence: i32,
+    },
+    /// INVALID_PRODUCER_EPOCH: a batch from an epoch older than the producer's current one,
+    /// a zombie (Kafka's `checkProducerEpoch`; PRODUCER_FENCED is not used on produce since
+    /// Kafka 2.7, KIP-588). Nothing of the request was written.
+    #[error("producer {producer_id} epoch {epoch} is older than the current epoch {current_epoch}")]
+    InvalidProducerEpoch {
+        producer_id: i64,
+        epoch: i16,
+        current_epoch: i16,
+    },
+    /// INVALID_RECORD: a batch with a producer id but a negative base sequence (Kafka's
+    /// `LogValidator.validateBatch`). Nothing of the request was written.
+    #[error("invalid sequence number {base_sequence} in a batch with producer id {producer_id}")]
+    InvalidProducerSequence {
+        producer_id: i64,
+        base_sequence: i32,
+    },
     /// The operating system refused a file operation.
     #[error("I/O error on {path}: {source}")]
     Io { path: PathBuf, source: io::Error },

@@ -24,6 +24,8 @@
 //! - `segment`: one segment's files, header scans, recovery.
 //! - `index`: the two index files and their lookups.
 //! - [`region`]: [`FileRegion`] and the other values reads and appends return.
+//! - [`producer_state`]: idempotent producers' sequence checks (KIP-98) and their
+//!   `<20-digit offset>.snapshot` files, written on roll and clean close, rebuilt on open.
 //! - [`error`]: the error enum, [`LogError`].
 //!
 //! # Invariants
@@ -50,11 +52,13 @@ pub mod config;
 pub mod error;
 mod index;
 pub mod log;
+pub mod producer_state;
 pub mod region;
 mod segment;
 
 pub use config::LogConfig;
 pub use error::LogError;
 pub use log::Log;
+pub use producer_state::{ProducerStateEntry, ProducerStateTable};
 pub use region::{AppendInfo, FileRegion, ReadResult, TimestampOffset};
 pub use strata_protocol::record_batch::TimestampType;

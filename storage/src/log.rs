@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use strata_protocol::record_batch::{self, TimestampType};
 
 use crate::error::{IoContext, LogError};
+use crate::producer_state::{AppendPlan, DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerState};
 use crate::region::{AppendInfo, FileRegion, ReadResult, TimestampOffset};
 use crate::segment::LogSegment;
 use crate::{LogConfig, segment};
@@ -35,6 +36,8 @@ pub struct Log {
     unflushed_messages: i64,
     /// Broker time of the last fsync, or of opening (`flush.ms`).
     last_flush_ms: i64,
+    /// Idempotent producers' sequence state (KIP-98) and its `.snapshot` files.
+    producer_state: ProducerState,
 }
 
 impl Log {
@@ -95,14 +98,17 @@ impl Log {
             sync_dir(dir)?;
         }
         let log_start_offset = segments[0].base_offset;
-        Ok(Log {
+        let mut log = Log {
             dir: dir.to_path_buf(),
             config,
             segments,
             log_start_offset,
             unflushed_messages: 0,
             last_flush_ms: now_ms,
-        })
+            producer_state: ProducerState::placeholder(dir),
+        };
+        log.producer_state = ProducerState::load(&log, now_ms)?;
+        Ok(log)
     }
 
     fn active(&self) -> &LogSegment {
@@ -168,6 +174,31 @@ impl Log {
         let record_count: i64 = summaries.iter().map(|s| i64::from(s.record_count)).sum();
         let base_offset = self.log_end_offset();
         let last_offset = base_offset + record_count - 1;
+        // KIP-98: sequence and epoch checks, before anything is written.
+        let producer_updates = match self.producer_state.plan_append(
+            records,
+            &summaries,
+            base_offset,
+            log_append_time,
+        )? {
+            AppendPlan::Append(updates) => updates,
+            AppendPlan::Duplicate(dup) => {
+                // Rare (a retry after a lost response), and worth seeing when it happens.
+                tracing::info!(dir = %self.dir.display(), first_offset = dup.first_offset(),
+                    last_offset = dup.last_offset, "duplicate idempotent batch acknowledged with its original offsets");
+                return Ok(AppendInfo {
+                    base_offset: dup.first_offset(),
+                    last_offset: dup.last_offset,
+                    log_append_time: if log_append_time >= 0 {
+                        dup.timestamp
+                    } else {
+                        -1
+                    },
+                    record_count: 0,
+                    log_start_offset: self.log_start_offset,
+                });
+            }
+        };
         if self.needs_roll(records.len() as u64, last_offset, now_ms) {
             self.roll()?;
         }
@@ -196,6 +227,9 @@ impl Log {
         let interval = u64::from(self.config.index_interval_bytes);
         self.active_mut()
             .append(records, &placed, interval, now_ms)?;
+        self.producer_state
+            .table
+            .commit(producer_updates, last_offset + 1);
         self.unflushed_messages = self.unflushed_messages.saturating_add(record_count);
         self.maybe_flush(now_ms)?;
         Ok(AppendInfo {
@@ -228,9 +262,13 @@ impl Log {
     /// log end offset.
     fn roll(&mut self) -> Result<(), LogError> {
         let next = self.log_end_offset();
+        let sealed_base = self.active().base_offset;
         self.active_mut().seal()?;
         let seg = LogSegment::create(&self.dir, next)?;
         sync_dir(&self.dir)?;
+        // Kafka snapshots producer state on roll and keeps the latest two snapshots.
+        self.producer_state.take_snapshot()?;
+        self.producer_state.delete_snapshots_before(sealed_base)?;
         tracing::debug!(dir = %self.dir.display(), base_offset = next, "rolled segment");
         self.segments.push(seg);
         Ok(())
@@ -361,6 +399,9 @@ impl Log {
     /// # Errors
     /// [`LogError::Io`].
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        self.producer_state
+            .table
+            .remove_expired(now_ms, DEFAULT_PRODUCER_ID_EXPIRATION_MS);
         let mut deleted = 0;
         if self.config.retention_ms >= 0 {
             let mut n = 0;
@@ -400,8 +441,51 @@ impl Log {
         }
         let gone: Vec<LogSegment> = self.segments.drain(..n).collect();
         self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset);
+        self.producer_state
+            .delete_snapshots_before(self.log_start_offset)?;
         for seg in &gone {
             tracing::info!(dir = %self.dir.display(), base_offset = seg.base_offset, "deleting segment by retention");
+            seg.delete_files()?;
+        }
+        Ok(gone.len())
+    }
+
+    /// Seals the active segment and starts a new one at the log end, unless the active
+    /// segment is empty (then it already starts there). The group coordinator calls this
+    /// before it rewrites its live state, so that everything older sits in sealed segments
+    /// that [`Log::delete_segments_before`] can drop whole.
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn roll_if_not_empty(&mut self) -> Result<(), LogError> {
+        if self.active().size() == 0 {
+            return Ok(());
+        }
+        self.roll()
+    }
+
+    /// Deletes every segment all of whose offsets are below `offset` (a segment goes when
+    /// the next one starts at or before `offset`). The active segment is never deleted, so
+    /// roll first to include it. The log start offset moves to the first remaining segment.
+    /// Returns the number of segments deleted.
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn delete_segments_before(&mut self, offset: i64) -> Result<usize, LogError> {
+        let n = self
+            .segments
+            .windows(2)
+            .take_while(|w| w[1].base_offset <= offset)
+            .count();
+        if n == 0 {
+            return Ok(0);
+        }
+        let gone: Vec<LogSegment> = self.segments.drain(..n).collect();
+        self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset);
+        self.producer_state
+            .delete_snapshots_before(self.log_start_offset)?;
+        for seg in &gone {
+            tracing::debug!(dir = %self.dir.display(), base_offset = seg.base_offset, "deleting segment below {offset}");
             seg.delete_files()?;
         }
         Ok(gone.len())
@@ -456,6 +540,8 @@ impl Log {
             sync_dir(&self.dir)?;
             self.log_start_offset = offset;
             self.unflushed_messages = 0;
+            self.producer_state.delete_snapshots_before(i64::MAX)?;
+            self.producer_state = ProducerState::load(self, 0)?;
             return Ok(());
         }
         let keep = self.segment_index_for(offset) + 1;
@@ -466,6 +552,9 @@ impl Log {
         seg.truncate_to(offset)?;
         seg.flush()?;
         self.unflushed_messages = 0;
+        // Kafka's truncateAndReload: drop snapshots past the new end and rebuild.
+        // Expiration is retention's job (it has the clock), so time 0 expires nothing here.
+        self.producer_state = ProducerState::load(self, 0)?;
         Ok(())
     }
 
@@ -475,6 +564,20 @@ impl Log {
 
     pub fn set_config(&mut self, config: LogConfig) {
         self.config = config;
+    }
+
+    /// The idempotent producers' state (DescribeProducers).
+    pub fn producer_state(&self) -> &crate::ProducerStateTable {
+        &self.producer_state.table
+    }
+
+    /// Writes a producer snapshot at the log end unless one is there: the clean-shutdown
+    /// path, so that a restart need not scan the log (Kafka snapshots on close).
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn take_producer_snapshot(&mut self) -> Result<(), LogError> {
+        self.producer_state.take_snapshot()
     }
 
     /// Bytes in all `.log` files.
@@ -500,6 +603,7 @@ impl Log {
         for seg in &self.segments {
             seg.flush()?;
         }
+        self.producer_state.take_snapshot()?;
         self.unflushed_messages = 0;
         Ok(())
     }

@@ -9,6 +9,9 @@ use strata_protocol::record_batch::{
     self, BatchError, Compression, MAGIC_V2, RecordBatchView, TimestampType,
 };
 
+use strata_protocol::compression::decompress;
+use strata_protocol::record_batch::BATCH_HEADER_LEN;
+
 use crate::TimestampOffset;
 use crate::error::{IoContext, LogError};
 use crate::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex};
@@ -18,6 +21,9 @@ use crate::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex};
 const HEADER_PREFIX_LEN: usize = 27;
 /// The prefix that timestamp lookups read: up to and including `maxTimestamp` (@35..43).
 const TIMESTAMP_PREFIX_LEN: usize = 43;
+/// The most a compressed batch may inflate to when a lookup must read its records: the
+/// largest batch Kafka accepts by default (1 MiB) times a generous compression ratio.
+const DECOMPRESS_LIMIT: usize = 256 << 20;
 
 /// What a short header read tells about a batch in a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -441,16 +447,23 @@ impl LogSegment {
             let max_ts = i64::from_be_bytes(b[35..43].try_into().unwrap_or_default());
             if max_ts >= timestamp {
                 let attributes = i16::from_be_bytes([b[21], b[22]]);
-                let uncompressed_create_time = attributes & 0x0f == 0;
-                if uncompressed_create_time {
+                // Under LogAppendTime every record carries the batch's max timestamp, so the
+                // batch's first offset is the answer; otherwise find the exact record, inside
+                // the compressed payload if need be (Kafka's findOffsetByTimestamp).
+                let create_time = attributes & 0x08 == 0;
+                if create_time {
                     buf.resize(h.len as usize, 0);
                     self.log.read_exact_at(&mut buf, pos).at(&self.log_path)?;
                     let view = RecordBatchView::parse(&buf).map_err(|e| self.corrupt(pos, e))?;
-                    let found = view
-                        .records()
-                        .map_err(|e| self.corrupt(pos, e))?
-                        .map_while(Result::ok)
-                        .find(|r| r.timestamp >= timestamp);
+                    let decompressed;
+                    let records = if attributes & 0x07 == 0 {
+                        view.records().map_err(|e| self.corrupt(pos, e))?
+                    } else {
+                        decompressed = decompress(view.compression(), &buf[BATCH_HEADER_LEN..], DECOMPRESS_LIMIT)
+                            .map_err(|source| LogError::Decompress { path: self.log_path.clone(), position: pos, source })?;
+                        view.records_in(&decompressed)
+                    };
+                    let found = records.map_while(Result::ok).find(|r| r.timestamp >= timestamp);
                     if let Some(r) = found {
                         return Ok(Some(TimestampOffset {
                             timestamp: r.timestamp,

@@ -662,3 +662,33 @@ fn compressed_batches_are_stored_unwalked_and_answer_per_batch() {
     let r = log.read(3, u32::MAX, 5, false).unwrap();
     assert_eq!(r.bytes as usize, gz.len());
 }
+
+#[test]
+fn roll_then_delete_segments_before_keeps_only_the_rewrite() {
+    // The group coordinator's compaction: roll, append the live state, drop what came before.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
+    for i in 0..5 {
+        log.append(&mut batch(&[i], 10), 0, 0).unwrap();
+    }
+    log.roll_if_not_empty().unwrap();
+    log.roll_if_not_empty().unwrap(); // an empty active segment does not roll again
+    assert_eq!(log.segment_count(), 2);
+    let mark = log.log_end_offset();
+    log.append(&mut batch(&[9, 9], 10), 0, 0).unwrap();
+    assert_eq!(
+        log.delete_segments_before(mark - 1).unwrap(),
+        0,
+        "segment 0 holds offset 4"
+    );
+    assert_eq!(log.delete_segments_before(mark).unwrap(), 1);
+    assert_eq!(log.segment_count(), 1);
+    assert_eq!(log.log_start_offset(), mark);
+    assert_eq!(read_all(&log, mark), vec![(5, 9), (6, 9)]);
+    // The active segment is never deleted, whatever the offset.
+    assert_eq!(log.delete_segments_before(i64::MAX).unwrap(), 0);
+    drop(log);
+    let log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (5, 7));
+    assert_eq!(segment_logs(dir.path()).len(), 1);
+}

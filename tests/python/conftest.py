@@ -56,6 +56,7 @@ class Broker:
             args += ["--override", f"{k}={v}"]
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
+        env["NO_COLOR"] = "1"  # the log is a file: no colour codes
         self._log = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(
             args,

@@ -46,8 +46,7 @@ def test_admin_produce_consume(broker, compression):
     base_ts = int(time.time() * 1000) - 3_600_000
     acked, failed = {}, []
 
-    def on_delivery(err, msg):
-        i = int(dict(msg.headers())["seq"])
+    def on_delivery(i, err, msg):
         if err is not None:
             failed.append((i, err))
         else:
@@ -71,7 +70,7 @@ def test_admin_produce_consume(broker, compression):
                     value=f"confluent-value-{i}",
                     headers=[("seq", str(i).encode()), ("client", b"confluent")],
                     timestamp=base_ts + i,
-                    on_delivery=on_delivery,
+                    on_delivery=lambda err, msg, i=i: on_delivery(i, err, msg),
                 )
                 break
             except BufferError:

@@ -255,6 +255,8 @@ impl Broker {
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr);
+        // The log is a file: no terminal colour codes in it.
+        cmd.env("NO_COLOR", "1");
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }

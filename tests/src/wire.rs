@@ -144,3 +144,175 @@ pub fn list_offsets_result(resp: &[u8], topic: &str) -> (i16, i64) {
     let offset = i64::from_be_bytes(resp[at + 10..at + 18].try_into().expect("8 bytes"));
     (code, offset)
 }
+
+/// An InitProducerId v0 request (KIP-98): a null transactional id asks for an idempotent
+/// producer id.
+#[must_use]
+pub fn init_producer_id_request(corr: i32, transactional_id: Option<&str>) -> Vec<u8> {
+    let mut body = header(22, 0, corr);
+    match transactional_id {
+        Some(id) => put_str(&mut body, id),
+        None => body.extend_from_slice(&(-1i16).to_be_bytes()),
+    }
+    body.extend_from_slice(&60_000i32.to_be_bytes()); // transaction timeout
+    body
+}
+
+/// (error code, producer id, producer epoch) of an InitProducerId v0 response.
+#[must_use]
+pub fn init_producer_id_result(resp: &[u8]) -> (i16, i64, i16) {
+    // corr(4) throttle(4) error(2) producer_id(8) epoch(2)
+    let code = i16::from_be_bytes([resp[8], resp[9]]);
+    let id = i64::from_be_bytes(resp[10..18].try_into().expect("8 bytes"));
+    let epoch = i16::from_be_bytes([resp[18], resp[19]]);
+    (code, id, epoch)
+}
+
+// ---- Classic group APIs (non-flexible versions: JoinGroup v5, SyncGroup v3, Heartbeat v3) ----
+
+/// Appends a nullable classic string.
+fn put_opt_str(v: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => put_str(v, s),
+        None => v.extend_from_slice(&(-1i16).to_be_bytes()),
+    }
+}
+
+/// Reads a classic (int16-length) string at `*at`, advancing it.
+fn take_str(resp: &[u8], at: &mut usize) -> String {
+    let len = i16::from_be_bytes([resp[*at], resp[*at + 1]]);
+    *at += 2;
+    let Ok(len) = usize::try_from(len) else {
+        return String::new(); // null
+    };
+    let s = String::from_utf8_lossy(&resp[*at..*at + len]).into_owned();
+    *at += len;
+    s
+}
+
+/// A JoinGroup v5 request with protocol type "consumer" and one protocol.
+#[must_use]
+#[allow(clippy::too_many_arguments)]
+pub fn join_group_request(
+    corr: i32,
+    group: &str,
+    member_id: &str,
+    group_instance_id: Option<&str>,
+    session_timeout_ms: i32,
+    rebalance_timeout_ms: i32,
+    protocol: &str,
+    metadata: &[u8],
+) -> Vec<u8> {
+    let mut body = header(11, 5, corr);
+    put_str(&mut body, group);
+    body.extend_from_slice(&session_timeout_ms.to_be_bytes());
+    body.extend_from_slice(&rebalance_timeout_ms.to_be_bytes());
+    put_str(&mut body, member_id);
+    put_opt_str(&mut body, group_instance_id);
+    put_str(&mut body, "consumer");
+    body.extend_from_slice(&1i32.to_be_bytes());
+    put_str(&mut body, protocol);
+    body.extend_from_slice(&(metadata.len() as i32).to_be_bytes());
+    body.extend_from_slice(metadata);
+    body
+}
+
+/// A JoinGroup v5 response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinGroupResult {
+    pub error: i16,
+    pub generation_id: i32,
+    pub protocol_name: String,
+    pub leader: String,
+    pub member_id: String,
+    /// (member id, metadata) for the leader; empty for followers.
+    pub members: Vec<(String, Vec<u8>)>,
+}
+
+/// Parses a JoinGroup v5 response.
+#[must_use]
+pub fn join_group_result(resp: &[u8]) -> JoinGroupResult {
+    // corr(4) throttle(4) error(2) generation(4) protocol_name leader member_id members
+    let error = i16::from_be_bytes([resp[8], resp[9]]);
+    let generation_id = i32::from_be_bytes(resp[10..14].try_into().expect("4 bytes"));
+    let mut at = 14;
+    let protocol_name = take_str(resp, &mut at);
+    let leader = take_str(resp, &mut at);
+    let member_id = take_str(resp, &mut at);
+    let n = i32::from_be_bytes(resp[at..at + 4].try_into().expect("4 bytes"));
+    at += 4;
+    let mut members = Vec::new();
+    for _ in 0..n {
+        let id = take_str(resp, &mut at);
+        let _instance = take_str(resp, &mut at);
+        let len = i32::from_be_bytes(resp[at..at + 4].try_into().expect("4 bytes"));
+        at += 4;
+        let len = usize::try_from(len).unwrap_or(0);
+        members.push((id, resp[at..at + len].to_vec()));
+        at += len;
+    }
+    JoinGroupResult {
+        error,
+        generation_id,
+        protocol_name,
+        leader,
+        member_id,
+        members,
+    }
+}
+
+/// A SyncGroup v3 request (no group instance id).
+#[must_use]
+pub fn sync_group_request(
+    corr: i32,
+    group: &str,
+    generation_id: i32,
+    member_id: &str,
+    assignments: &[(&str, &[u8])],
+) -> Vec<u8> {
+    let mut body = header(14, 3, corr);
+    put_str(&mut body, group);
+    body.extend_from_slice(&generation_id.to_be_bytes());
+    put_str(&mut body, member_id);
+    put_opt_str(&mut body, None);
+    body.extend_from_slice(&(assignments.len() as i32).to_be_bytes());
+    for (m, a) in assignments {
+        put_str(&mut body, m);
+        body.extend_from_slice(&(a.len() as i32).to_be_bytes());
+        body.extend_from_slice(a);
+    }
+    body
+}
+
+/// (error code, assignment) of a SyncGroup v3 response.
+#[must_use]
+pub fn sync_group_result(resp: &[u8]) -> (i16, Vec<u8>) {
+    // corr(4) throttle(4) error(2) assignment(bytes)
+    let error = i16::from_be_bytes([resp[8], resp[9]]);
+    let len = i32::from_be_bytes(resp[10..14].try_into().expect("4 bytes"));
+    let len = usize::try_from(len).unwrap_or(0);
+    (error, resp[14..14 + len].to_vec())
+}
+
+/// A Heartbeat v3 request.
+#[must_use]
+pub fn heartbeat_request(
+    corr: i32,
+    group: &str,
+    generation_id: i32,
+    member_id: &str,
+    group_instance_id: Option<&str>,
+) -> Vec<u8> {
+    let mut body = header(12, 3, corr);
+    put_str(&mut body, group);
+    body.extend_from_slice(&generation_id.to_be_bytes());
+    put_str(&mut body, member_id);
+    put_opt_str(&mut body, group_instance_id);
+    body
+}
+
+/// The error code of a Heartbeat v3 response: corr(4) throttle(4) error(2).
+#[must_use]
+pub fn heartbeat_result(resp: &[u8]) -> i16 {
+    i16::from_be_bytes([resp[8], resp[9]])
+}

@@ -132,7 +132,7 @@ fn read_all(
             Ok(p) => p,
             Err(code) => {
                 any_error = true;
-                out.push(pd.with_error_code(*code));
+                out.push(pd.with_error_code(*code).with_records(Some(Bytes::new())));
                 continue;
             }
         };
@@ -163,7 +163,9 @@ fn read_all(
             }
             Err(code) => {
                 any_error = true;
-                pd = pd.with_error_code(code).with_records(None);
+                // Kafka answers an error with empty records, never null: librdkafka rejects a
+                // null record set as a parse failure and never applies auto.offset.reset.
+                pd = pd.with_error_code(code).with_records(Some(Bytes::new()));
             }
         }
         out.push(pd);

@@ -13,13 +13,25 @@ use crate::connection::Slot;
 
 pub mod api_versions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_topics;
 pub mod describe_configs;
+pub mod describe_groups;
+pub mod describe_producers;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod heartbeat;
+pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 /// What a handler knows about the request it serves.
 #[derive(Clone)]
@@ -80,14 +92,42 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
             }));
         }
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(&ctx, r)),
+        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(&ctx, r)),
+        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(&ctx, r)),
+        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(&ctx, r)),
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(&ctx, r)),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(&ctx, r)),
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(&ctx, r))
+        }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(describe_producers::handle(&ctx, r))
+        }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(&ctx, r))
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(&ctx, r))
         }
+        RequestKind::JoinGroup(r) => {
+            return Slot::Pending(tokio::spawn(async move {
+                let resp = join_group::handle(&ctx, r).await;
+                ctx.encode(&ResponseKind::JoinGroup(resp))
+            }));
+        }
+        RequestKind::SyncGroup(r) => {
+            return Slot::Pending(tokio::spawn(async move {
+                let resp = sync_group::handle(&ctx, r).await;
+                ctx.encode(&ResponseKind::SyncGroup(resp))
+            }));
+        }
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(&ctx, r)),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(leave_group::handle(&ctx, r)),
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(&ctx, r)),
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(&ctx, r))
+        }
+        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(&ctx, r)),
         other => {
             // The decoder admits only the APIs in the version table, and each has an arm above;
             // reaching this means the table and this match disagree.

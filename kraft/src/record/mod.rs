@@ -6,6 +6,7 @@
 pub(crate) mod compact;
 mod config;
 mod partition;
+mod producer_ids;
 mod register_broker;
 mod remove_topic;
 mod topic;
@@ -13,6 +14,7 @@ mod topic;
 pub use compact::DecodeError;
 pub use config::{ConfigRecord, RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC};
 pub use partition::PartitionRecord;
+pub use producer_ids::{PRODUCER_ID_BLOCK_SIZE, ProducerIdsBlock, ProducerIdsRecord};
 pub use register_broker::{
     BrokerEndpoint, BrokerFeature, RegisterBrokerRecord, SECURITY_PROTOCOL_PLAINTEXT,
 };
@@ -42,6 +44,8 @@ pub enum MetadataRecordType {
     Config = 4,
     /// [`RemoveTopicRecord`].
     RemoveTopic = 9,
+    /// [`ProducerIdsRecord`].
+    ProducerIds = 15,
 }
 
 impl MetadataRecordType {
@@ -52,6 +56,7 @@ impl MetadataRecordType {
             3 => Self::Partition,
             4 => Self::Config,
             9 => Self::RemoveTopic,
+            15 => Self::ProducerIds,
             _ => return None,
         })
     }
@@ -83,6 +88,8 @@ pub enum MetadataRecord {
     Config(ConfigRecord),
     /// A topic was deleted (type 9).
     RemoveTopic(RemoveTopicRecord),
+    /// A block of producer ids was allocated (type 15).
+    ProducerIds(ProducerIdsRecord),
 }
 
 impl MetadataRecord {
@@ -94,6 +101,7 @@ impl MetadataRecord {
             MetadataRecord::Partition(_) => MetadataRecordType::Partition,
             MetadataRecord::Config(_) => MetadataRecordType::Config,
             MetadataRecord::RemoveTopic(_) => MetadataRecordType::RemoveTopic,
+            MetadataRecord::ProducerIds(_) => MetadataRecordType::ProducerIds,
         }
     }
 
@@ -109,6 +117,7 @@ impl MetadataRecord {
             MetadataRecord::Partition(r) => r.encode(&mut w),
             MetadataRecord::Config(r) => r.encode(&mut w),
             MetadataRecord::RemoveTopic(r) => r.encode(&mut w),
+            MetadataRecord::ProducerIds(r) => r.encode(&mut w),
         }
         w.buf
     }
@@ -153,6 +162,9 @@ impl MetadataRecord {
             MetadataRecordType::Config => MetadataRecord::Config(ConfigRecord::decode(&mut r)?),
             MetadataRecordType::RemoveTopic => {
                 MetadataRecord::RemoveTopic(RemoveTopicRecord::decode(&mut r)?)
+            }
+            MetadataRecordType::ProducerIds => {
+                MetadataRecord::ProducerIds(ProducerIdsRecord::decode(&mut r)?)
             }
         };
         r.finish()?;
@@ -260,7 +272,16 @@ mod tests {
             });
         let remove =
             uuid().prop_map(|topic_id| MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id }));
-        prop_oneof![broker, topic, partition, config, remove]
+        let producer_ids = (any::<i32>(), any::<i64>(), any::<i64>()).prop_map(
+            |(broker_id, broker_epoch, next_producer_id)| {
+                MetadataRecord::ProducerIds(ProducerIdsRecord {
+                    broker_id,
+                    broker_epoch,
+                    next_producer_id,
+                })
+            },
+        );
+        prop_oneof![broker, topic, partition, config, remove, producer_ids]
     }
 
     proptest! {
@@ -289,7 +310,7 @@ mod tests {
 
         #[test]
         fn garbage_after_a_valid_header_never_panics(
-            ty in prop_oneof![Just(0u8), Just(2), Just(3), Just(4), Just(9)],
+            ty in prop_oneof![Just(0u8), Just(2), Just(3), Just(4), Just(9), Just(15)],
             tail in proptest::collection::vec(any::<u8>(), 0..128),
         ) {
             let mut bytes = vec![1, ty, 0];

@@ -198,6 +198,173 @@ mod round_trip {
                         .with_resource_name(StrBytes::from_string(s.topic.clone())),
                 ]),
             ),
+            ApiKey::JoinGroup => {
+                let mut r = JoinGroupRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
+                    .with_session_timeout_ms(10_000)
+                    .with_rebalance_timeout_ms(s.partition)
+                    .with_member_id(StrBytes::from_static_str("m-1"))
+                    .with_protocol_type(StrBytes::from_static_str("consumer"))
+                    .with_protocols(vec![
+                        join_group_request::JoinGroupRequestProtocol::default()
+                            .with_name(StrBytes::from_static_str("range"))
+                            .with_metadata(Bytes::from(s.payload.clone())),
+                    ]);
+                if v >= 5 {
+                    r = r.with_group_instance_id(Some(StrBytes::from_static_str("i-1")));
+                }
+                if v >= 8 {
+                    r = r.with_reason(Some(StrBytes::from_static_str("test")));
+                }
+                RequestKind::JoinGroup(r)
+            }
+            ApiKey::Heartbeat => {
+                let mut r = HeartbeatRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
+                    .with_generation_id(s.partition)
+                    .with_member_id(StrBytes::from_static_str("m-1"));
+                if v >= 3 {
+                    r = r.with_group_instance_id(Some(StrBytes::from_static_str("i-1")));
+                }
+                RequestKind::Heartbeat(r)
+            }
+            ApiKey::LeaveGroup => {
+                let r = LeaveGroupRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())));
+                RequestKind::LeaveGroup(if v >= 3 {
+                    r.with_members(vec![
+                        leave_group_request::MemberIdentity::default()
+                            .with_member_id(StrBytes::from_static_str("m-1"))
+                            .with_group_instance_id(Some(StrBytes::from_static_str("i-1"))),
+                    ])
+                } else {
+                    r.with_member_id(StrBytes::from_static_str("m-1"))
+                })
+            }
+            ApiKey::SyncGroup => {
+                let mut r = SyncGroupRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
+                    .with_generation_id(s.partition)
+                    .with_member_id(StrBytes::from_static_str("m-1"))
+                    .with_assignments(vec![
+                        sync_group_request::SyncGroupRequestAssignment::default()
+                            .with_member_id(StrBytes::from_static_str("m-1"))
+                            .with_assignment(Bytes::from(s.payload.clone())),
+                    ]);
+                if v >= 3 {
+                    r = r.with_group_instance_id(Some(StrBytes::from_static_str("i-1")));
+                }
+                if v >= 5 {
+                    r = r
+                        .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+                        .with_protocol_name(Some(StrBytes::from_static_str("range")));
+                }
+                RequestKind::SyncGroup(r)
+            }
+            ApiKey::DescribeGroups => RequestKind::DescribeGroups(
+                DescribeGroupsRequest::default()
+                    .with_groups(vec![GroupId(StrBytes::from_string(s.topic.clone()))]),
+            ),
+            ApiKey::ListGroups => {
+                let mut r = ListGroupsRequest::default();
+                if v >= 4 {
+                    r = r.with_states_filter(vec![StrBytes::from_static_str("Stable")]);
+                }
+                if v >= 5 {
+                    r = r.with_types_filter(vec![StrBytes::from_static_str("classic")]);
+                }
+                RequestKind::ListGroups(r)
+            }
+            ApiKey::DeleteGroups => RequestKind::DeleteGroups(
+                DeleteGroupsRequest::default()
+                    .with_groups_names(vec![GroupId(StrBytes::from_string(s.topic.clone()))]),
+            ),
+            ApiKey::OffsetCommit => {
+                let mut part = offset_commit_request::OffsetCommitRequestPartition::default()
+                    .with_partition_index(s.partition)
+                    .with_committed_offset(s.offset)
+                    .with_committed_metadata(Some(StrBytes::from_string(s.topic.clone())));
+                if v >= 6 {
+                    part = part.with_committed_leader_epoch(3);
+                }
+                let mut r = OffsetCommitRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
+                    .with_generation_id_or_member_epoch(7)
+                    .with_member_id(StrBytes::from_static_str("member-1"))
+                    .with_topics(vec![
+                        offset_commit_request::OffsetCommitRequestTopic::default()
+                            .with_name(name(s))
+                            .with_partitions(vec![part]),
+                    ]);
+                if v >= 7 {
+                    r = r.with_group_instance_id(Some(StrBytes::from_static_str("instance-1")));
+                }
+                if v <= 4 {
+                    r = r.with_retention_time_ms(60_000);
+                }
+                RequestKind::OffsetCommit(r)
+            }
+            ApiKey::OffsetFetch => {
+                let group = GroupId(StrBytes::from_string(s.topic.clone()));
+                RequestKind::OffsetFetch(if v >= 8 {
+                    let mut g = offset_fetch_request::OffsetFetchRequestGroup::default()
+                        .with_group_id(group)
+                        .with_topics(Some(vec![
+                            offset_fetch_request::OffsetFetchRequestTopics::default()
+                                .with_name(name(s))
+                                .with_partition_indexes(vec![s.partition]),
+                        ]));
+                    if v >= 9 {
+                        g = g
+                            .with_member_id(Some(StrBytes::from_static_str("member-1")))
+                            .with_member_epoch(5);
+                    }
+                    OffsetFetchRequest::default()
+                        .with_groups(vec![g])
+                        .with_require_stable(true)
+                } else {
+                    let r = OffsetFetchRequest::default()
+                        .with_group_id(group)
+                        .with_topics(Some(vec![
+                            offset_fetch_request::OffsetFetchRequestTopic::default()
+                                .with_name(name(s))
+                                .with_partition_indexes(vec![s.partition]),
+                        ]));
+                    if v >= 7 {
+                        r.with_require_stable(true)
+                    } else {
+                        r
+                    }
+                })
+            }
+            ApiKey::InitProducerId => {
+                let r = InitProducerIdRequest::default().with_transaction_timeout_ms(60_000);
+                RequestKind::InitProducerId(if v >= 3 {
+                    r.with_producer_id(ProducerId(s.offset))
+                        .with_producer_epoch(s.partition as i16)
+                } else {
+                    r
+                })
+            }
+            ApiKey::DescribeProducers => RequestKind::DescribeProducers(
+                DescribeProducersRequest::default().with_topics(vec![
+                    describe_producers_request::TopicRequest::default()
+                        .with_name(name(s))
+                        .with_partition_indexes(vec![s.partition]),
+                ]),
+            ),
+            ApiKey::OffsetDelete => RequestKind::OffsetDelete(
+                OffsetDeleteRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
+                    .with_topics(vec![
+                        offset_delete_request::OffsetDeleteRequestTopic::default()
+                            .with_name(name(s))
+                            .with_partitions(vec![
+                                offset_delete_request::OffsetDeleteRequestPartition::default()
+                                    .with_partition_index(s.partition),
+                            ]),
+                    ]),
+            ),
             other => panic!("no sample for {other:?}"),
         }
     }
@@ -349,6 +516,169 @@ mod round_trip {
                         .with_resource_name(StrBytes::from_string(s.topic.clone())),
                 ]),
             ),
+            ApiKey::JoinGroup => {
+                let mut member = join_group_response::JoinGroupResponseMember::default()
+                    .with_member_id(StrBytes::from_static_str("m-1"))
+                    .with_metadata(Bytes::from(s.payload.clone()));
+                if v >= 5 {
+                    member = member.with_group_instance_id(Some(StrBytes::from_static_str("i-1")));
+                }
+                let mut r = JoinGroupResponse::default()
+                    .with_generation_id(s.partition)
+                    .with_protocol_name(Some(StrBytes::from_static_str("range")))
+                    .with_leader(StrBytes::from_static_str("m-1"))
+                    .with_member_id(StrBytes::from_static_str("m-1"))
+                    .with_members(vec![member]);
+                if v >= 7 {
+                    r = r.with_protocol_type(Some(StrBytes::from_static_str("consumer")));
+                }
+                if v >= 9 {
+                    r = r.with_skip_assignment(true);
+                }
+                ResponseKind::JoinGroup(r)
+            }
+            ApiKey::Heartbeat => ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(27)),
+            ApiKey::LeaveGroup => {
+                let r = LeaveGroupResponse::default();
+                ResponseKind::LeaveGroup(if v >= 3 {
+                    r.with_members(vec![
+                        leave_group_response::MemberResponse::default()
+                            .with_member_id(StrBytes::from_static_str("m-1"))
+                            .with_group_instance_id(Some(StrBytes::from_static_str("i-1")))
+                            .with_error_code(25),
+                    ])
+                } else {
+                    r.with_error_code(25)
+                })
+            }
+            ApiKey::SyncGroup => {
+                let mut r =
+                    SyncGroupResponse::default().with_assignment(Bytes::from(s.payload.clone()));
+                if v >= 5 {
+                    r = r
+                        .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+                        .with_protocol_name(Some(StrBytes::from_static_str("range")));
+                }
+                ResponseKind::SyncGroup(r)
+            }
+            ApiKey::DescribeGroups => {
+                let mut member = describe_groups_response::DescribedGroupMember::default()
+                    .with_member_id(StrBytes::from_static_str("m-1"))
+                    .with_client_id(StrBytes::from_static_str("c"))
+                    .with_client_host(StrBytes::from_static_str("/127.0.0.1"))
+                    .with_member_metadata(Bytes::from(s.payload.clone()))
+                    .with_member_assignment(Bytes::from(s.payload.clone()));
+                if v >= 4 {
+                    member = member.with_group_instance_id(Some(StrBytes::from_static_str("i-1")));
+                }
+                let mut g = describe_groups_response::DescribedGroup::default()
+                    .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
+                    .with_group_state(StrBytes::from_static_str("Stable"))
+                    .with_protocol_type(StrBytes::from_static_str("consumer"))
+                    .with_protocol_data(StrBytes::from_static_str("range"))
+                    .with_members(vec![member]);
+                if v >= 6 {
+                    g = g.with_error_message(Some(StrBytes::from_static_str("none")));
+                }
+                ResponseKind::DescribeGroups(DescribeGroupsResponse::default().with_groups(vec![g]))
+            }
+            ApiKey::ListGroups => {
+                let mut g = list_groups_response::ListedGroup::default()
+                    .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
+                    .with_protocol_type(StrBytes::from_static_str("consumer"));
+                if v >= 4 {
+                    g = g.with_group_state(StrBytes::from_static_str("Stable"));
+                }
+                if v >= 5 {
+                    g = g.with_group_type(StrBytes::from_static_str("classic"));
+                }
+                ResponseKind::ListGroups(ListGroupsResponse::default().with_groups(vec![g]))
+            }
+            ApiKey::DeleteGroups => {
+                ResponseKind::DeleteGroups(DeleteGroupsResponse::default().with_results(vec![
+                    delete_groups_response::DeletableGroupResult::default()
+                        .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
+                        .with_error_code(68),
+                ]))
+            }
+            ApiKey::OffsetCommit => {
+                ResponseKind::OffsetCommit(OffsetCommitResponse::default().with_topics(vec![
+                    offset_commit_response::OffsetCommitResponseTopic::default()
+                        .with_name(name(s))
+                        .with_partitions(vec![
+                            offset_commit_response::OffsetCommitResponsePartition::default()
+                                .with_partition_index(s.partition)
+                                .with_error_code(28),
+                        ]),
+                ]))
+            }
+            ApiKey::OffsetFetch => {
+                ResponseKind::OffsetFetch(if v >= 8 {
+                    OffsetFetchResponse::default().with_groups(vec![
+                        offset_fetch_response::OffsetFetchResponseGroup::default()
+                            .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
+                            .with_topics(vec![
+                                offset_fetch_response::OffsetFetchResponseTopics::default()
+                                    .with_name(name(s))
+                                    .with_partitions(vec![
+                                        offset_fetch_response::OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(s.partition)
+                                            .with_committed_offset(s.offset)
+                                            .with_committed_leader_epoch(2)
+                                            .with_metadata(Some(StrBytes::from_string(s.topic.clone()))),
+                                    ]),
+                            ]),
+                    ])
+                } else {
+                    let r = OffsetFetchResponse::default().with_topics(vec![
+                        offset_fetch_response::OffsetFetchResponseTopic::default()
+                            .with_name(name(s))
+                            .with_partitions(vec![
+                                offset_fetch_response::OffsetFetchResponsePartition::default()
+                                    .with_partition_index(s.partition)
+                                    .with_committed_offset(s.offset)
+                                    .with_committed_leader_epoch(if v >= 5 { 2 } else { -1 })
+                                    .with_metadata(Some(StrBytes::from_string(s.topic.clone()))),
+                            ]),
+                    ]);
+                    if v >= 2 { r.with_error_code(69) } else { r }
+                })
+            }
+            ApiKey::InitProducerId => ResponseKind::InitProducerId(
+                InitProducerIdResponse::default()
+                    .with_producer_id(ProducerId(s.offset))
+                    .with_producer_epoch(0),
+            ),
+            ApiKey::DescribeProducers => ResponseKind::DescribeProducers(
+                DescribeProducersResponse::default().with_topics(vec![
+                    describe_producers_response::TopicResponse::default()
+                        .with_name(name(s))
+                        .with_partitions(vec![
+                            describe_producers_response::PartitionResponse::default()
+                                .with_partition_index(s.partition)
+                                .with_active_producers(vec![
+                                    describe_producers_response::ProducerState::default()
+                                        .with_producer_id(ProducerId(s.offset))
+                                        .with_producer_epoch(3)
+                                        .with_last_sequence(41)
+                                        .with_last_timestamp(1_700_000_000_000)
+                                        .with_coordinator_epoch(-1)
+                                        .with_current_txn_start_offset(-1),
+                                ]),
+                        ]),
+                ]),
+            ),
+            ApiKey::OffsetDelete => {
+                ResponseKind::OffsetDelete(OffsetDeleteResponse::default().with_topics(vec![
+                    offset_delete_response::OffsetDeleteResponseTopic::default()
+                        .with_name(name(s))
+                        .with_partitions(vec![
+                            offset_delete_response::OffsetDeleteResponsePartition::default()
+                                .with_partition_index(s.partition)
+                                .with_error_code(93),
+                        ]),
+                ]))
+            }
             other => panic!("no sample for {other:?}"),
         }
     }

@@ -192,3 +192,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn set_producer_rewrites_the_fields_and_keeps_the_crc_valid() {
+    let mut b = encode_batch(0, &[rec(5, Some(b"k"), Some(b"v")), rec(6, None, None)]).to_vec();
+    set_producer(&mut b, 4242, 3, 17);
+    let v = RecordBatchView::parse(&b).unwrap();
+    assert_eq!(
+        (v.producer_id(), v.producer_epoch(), v.base_sequence()),
+        (4242, 3, 17)
+    );
+    v.verify_crc().unwrap();
+    assert!(validate_batch(&b, 0).is_ok());
+    // Without the CRC fix-up the same bytes would be refused.
+    b[BASE_SEQUENCE_AT + 3] ^= 1;
+    assert!(matches!(
+        RecordBatchView::parse(&b).unwrap().verify_crc(),
+        Err(BatchError::CrcMismatch { .. })
+    ));
+}

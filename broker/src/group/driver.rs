@@ -1,0 +1,296 @@
+//! The tokio driver of the group coordinator: one mutex around the sans-IO [`Coordinator`],
+//! the channels of parked JoinGroup and SyncGroup requests, and a timer task that sleeps until
+//! the next group deadline (session, join, sync) and feeds the time in. Nothing polls.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{Notify, oneshot};
+use uuid::Uuid;
+
+use super::coordinator::{
+    Completion, Coordinator, DescribedGroup, GroupConfig, JoinRequest, JoinResponse, ListedGroup,
+    SyncRequest, SyncResponse, Ticket,
+};
+use super::error::GroupError;
+use super::state::GroupState;
+use crate::now_ms;
+
+/// The coordinator's state behind the lock.
+struct Inner {
+    core: Coordinator,
+    /// The next ticket to hand out.
+    next_ticket: u64,
+    /// Parked JoinGroups.
+    joins: HashMap<Ticket, oneshot::Sender<JoinResponse>>,
+    /// Parked SyncGroups.
+    syncs: HashMap<Ticket, oneshot::Sender<SyncResponse>>,
+}
+
+impl Inner {
+    fn ticket(&mut self) -> Ticket {
+        self.next_ticket += 1;
+        Ticket(self.next_ticket)
+    }
+
+    /// Hands each answer to its parked request. A request whose connection has gone simply
+    /// drops its answer.
+    fn deliver(&mut self, completions: Vec<Completion>) {
+        for c in completions {
+            match c {
+                Completion::Join(t, r) => {
+                    if let Some(tx) = self.joins.remove(&t) {
+                        let _ = tx.send(r);
+                    }
+                }
+                Completion::Sync(t, r) => {
+                    if let Some(tx) = self.syncs.remove(&t) {
+                        let _ = tx.send(r);
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    /// Wakes the timer task when a deadline may have moved earlier.
+    wake: Notify,
+    /// The timer task is started by the first group request (it needs a runtime).
+    timer_started: AtomicBool,
+}
+
+/// The node's group coordinator, as the handlers (and the offset APIs) use it.
+#[derive(Clone)]
+pub struct GroupCoordinator {
+    shared: Arc<Shared>,
+}
+
+impl GroupCoordinator {
+    /// A coordinator with no groups.
+    #[must_use]
+    pub fn new(cfg: GroupConfig) -> Self {
+        GroupCoordinator {
+            shared: Arc::new(Shared {
+                inner: Mutex::new(Inner {
+                    core: Coordinator::new(cfg),
+                    next_ticket: 0,
+                    joins: HashMap::new(),
+                    syncs: HashMap::new(),
+                }),
+                wake: Notify::new(),
+                timer_started: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.shared
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts the timer task once, then nudges it: the request just handled may have set an
+    /// earlier deadline.
+    fn wake_timer(&self) {
+        if !self.shared.timer_started.swap(true, Ordering::AcqRel) {
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn(run_timer(self.shared.clone()));
+                }
+                Err(_) => self.shared.timer_started.store(false, Ordering::Release),
+            }
+        }
+        self.shared.wake.notify_one();
+    }
+
+    /// JoinGroup; waits while the request is parked.
+    pub async fn join(&self, req: JoinRequest) -> JoinResponse {
+        let member_id = req.member_id.clone();
+        let rx = {
+            let mut inner = self.lock();
+            let ticket = inner.ticket();
+            let (tx, rx) = oneshot::channel();
+            inner.joins.insert(ticket, tx);
+            let out = inner.core.join(now_ms(), ticket, req, Uuid::new_v4());
+            inner.deliver(out);
+            rx
+        };
+        self.wake_timer();
+        // The core answers every ticket it accepts; a dropped sender would be a bug, and the
+        // client is then told to rejoin.
+        rx.await.unwrap_or_else(|_| {
+            JoinResponse::error(member_id.clone(), GroupError::UnknownMemberId { member_id })
+        })
+    }
+
+    /// SyncGroup; followers wait here for the leader's assignment.
+    pub async fn sync(&self, req: SyncRequest) -> SyncResponse {
+        let rx = {
+            let mut inner = self.lock();
+            let ticket = inner.ticket();
+            let (tx, rx) = oneshot::channel();
+            inner.syncs.insert(ticket, tx);
+            let out = inner.core.sync(now_ms(), ticket, req);
+            inner.deliver(out);
+            rx
+        };
+        self.wake_timer();
+        rx.await
+            .unwrap_or_else(|_| SyncResponse::error(GroupError::RebalanceInProgress))
+    }
+
+    /// Heartbeat.
+    ///
+    /// # Errors
+    /// As [`Coordinator::heartbeat`].
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), GroupError> {
+        let r = self.lock().core.heartbeat(
+            now_ms(),
+            group_id,
+            member_id,
+            group_instance_id,
+            generation_id,
+        );
+        self.wake_timer();
+        r
+    }
+
+    /// LeaveGroup for a batch of (member id, group instance id).
+    ///
+    /// # Errors
+    /// As [`Coordinator::leave`].
+    pub fn leave(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        let r = {
+            let mut inner = self.lock();
+            let (results, out) = inner.core.leave(now_ms(), group_id, members)?;
+            inner.deliver(out);
+            results
+        };
+        self.wake_timer();
+        Ok(r)
+    }
+
+    /// ListGroups.
+    #[must_use]
+    pub fn list(&self, states: &[String]) -> Vec<ListedGroup> {
+        self.lock().core.list(states)
+    }
+
+    /// DescribeGroups for one group.
+    #[must_use]
+    pub fn describe(&self, group_id: &str) -> Option<DescribedGroup> {
+        self.lock().core.describe(group_id)
+    }
+
+    /// DeleteGroups for one group (the handler then deletes its offsets).
+    ///
+    /// # Errors
+    /// As [`Coordinator::delete`].
+    pub fn delete(&self, group_id: &str) -> Result<(), GroupError> {
+        self.lock().core.delete(group_id)
+    }
+
+    // ---- What the offset APIs ask (OffsetCommit, OffsetFetch, OffsetDelete, expiry) ----------
+
+    /// Kafka's `ClassicGroup.validateOffsetCommit` for OffsetCommit. Generation -1 with an
+    /// empty member id is a "simple" commit (admin client, manual assignment): allowed when the
+    /// group does not exist or is Empty. Otherwise the member must exist (UNKNOWN_MEMBER_ID),
+    /// a static instance must map to it (FENCED_INSTANCE_ID), the generation must be the
+    /// group's (ILLEGAL_GENERATION; also for a group that does not exist, which OffsetCommit
+    /// v9+ reports as GROUP_ID_NOT_FOUND instead), and the group must not be CompletingRebalance
+    /// (REBALANCE_IN_PROGRESS). A valid commit in Stable or PreparingRebalance counts as the
+    /// member's heartbeat.
+    ///
+    /// # Errors
+    /// The Kafka error code for every partition of the commit.
+    pub fn validate_offset_commit(
+        &self,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        now_ms: i64,
+    ) -> Result<(), i16> {
+        self.lock()
+            .core
+            .validate_offset_commit(
+                now_ms,
+                group_id,
+                generation_id,
+                member_id,
+                group_instance_id,
+            )
+            .map_err(|e| crate::error::group_error_code(&e))
+    }
+
+    /// Kafka's state name of the group ("Empty", "PreparingRebalance", "CompletingRebalance",
+    /// "Stable"), `None` if the coordinator does not know it.
+    #[must_use]
+    pub fn group_state(&self, group_id: &str) -> Option<&'static str> {
+        self.lock().core.group(group_id).map(|g| g.state.name())
+    }
+
+    /// The union of the members' subscribed topics when the group uses the consumer protocol
+    /// and every subscription parses (Kafka's `computeSubscribedTopics`); `None` otherwise or
+    /// for an unknown group. An empty consumer group subscribes to nothing.
+    #[must_use]
+    pub fn subscribed_topics(&self, group_id: &str) -> Option<BTreeSet<String>> {
+        self.lock().core.group(group_id)?.subscribed_topics()
+    }
+
+    /// Whether the group has no members, or is not known.
+    #[must_use]
+    pub fn is_empty_or_unknown(&self, group_id: &str) -> bool {
+        self.lock()
+            .core
+            .group(group_id)
+            .is_none_or(|g| g.state == GroupState::Empty || g.is_empty())
+    }
+}
+
+/// Sleeps until the earliest group deadline (or until woken because one may have moved),
+/// then fires the due timers and delivers their answers.
+async fn run_timer(shared: Arc<Shared>) {
+    // With no deadline at all, sleep in long steps; a request wakes the task anyway.
+    const IDLE: Duration = Duration::from_secs(3600);
+    loop {
+        let notified = shared.wake.notified();
+        let next = {
+            let inner = shared
+                .inner
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            inner.core.next_deadline()
+        };
+        let wait = next.map_or(IDLE, |d| {
+            Duration::from_millis(u64::try_from(d - now_ms()).unwrap_or(0))
+        });
+        if !wait.is_zero() {
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+        let mut inner = shared
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let out = inner.core.tick(now_ms());
+        inner.deliver(out);
+    }
+}

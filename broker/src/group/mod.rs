@@ -1,0 +1,43 @@
+//! # The classic group coordinator
+//!
+//! Kafka's classic consumer-group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, and
+//! the admin APIs ListGroups, DescribeGroups, DeleteGroups), including static membership
+//! (KIP-345), MEMBER_ID_REQUIRED (KIP-394) and `group.initial.rebalance.delay.ms`. Incremental
+//! cooperative rebalancing (KIP-429) needs nothing of the broker beyond relaying metadata and
+//! assignments, which the classic protocol already does.
+//!
+//! # Layout
+//!
+//! - [`state`]: one group's data, its states and bookkeeping (Kafka's `ClassicGroup`).
+//! - [`member`]: one member (`ClassicGroupMember`).
+//! - [`rebalance`]: the join / sync / heartbeat / leave protocol and its timers on one group.
+//! - [`coordinator`]: every group, the API entry points, and the offset APIs' questions.
+//!   Sans-IO: `(now_ms, request)` in, answers and [`Completion`]s out.
+//! - [`driver`]: the tokio side ([`GroupCoordinator`], stored in `Broker::groups`): a mutex
+//!   around the core, oneshot channels for parked requests, and a task that sleeps until the
+//!   next deadline.
+//! - [`error`]: [`GroupError`], mapped to Kafka codes in `crate::error`.
+//!
+//! # Invariants
+//!
+//! - Every parked JoinGroup and SyncGroup is eventually answered: by the phase completing,
+//!   by a timer, or with an error when its member is removed or replaced.
+//! - Only the leader's SyncGroup assignments are used.
+//! - Group metadata is in memory only: after a restart groups are empty and members rejoin
+//!   (their next heartbeat gets UNKNOWN_MEMBER_ID).
+
+pub mod coordinator;
+pub mod driver;
+pub mod error;
+pub mod member;
+pub mod rebalance;
+pub mod state;
+
+pub use coordinator::{
+    Completion, Coordinator, DescribedGroup, DescribedMember, GroupConfig, JoinRequest,
+    JoinResponse, JoinedMember, ListedGroup, SyncRequest, SyncResponse, Ticket,
+};
+pub use driver::GroupCoordinator;
+pub use error::GroupError;
+pub use member::{Member, Protocol};
+pub use state::{ClassicGroup, GroupState};

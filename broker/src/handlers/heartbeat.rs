@@ -1,0 +1,19 @@
+//! Heartbeat (key 12): keeps a member's session alive, and tells it (REBALANCE_IN_PROGRESS)
+//! when it must rejoin.
+
+use strata_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
+
+use super::RequestContext;
+use crate::error::group_error_code;
+
+/// Records the heartbeat.
+#[must_use]
+pub fn handle(ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+    let r = ctx.broker.groups.heartbeat(
+        &req.group_id.0,
+        &req.member_id,
+        req.group_instance_id.as_deref(),
+        req.generation_id,
+    );
+    HeartbeatResponse::default().with_error_code(r.err().as_ref().map_or(0, group_error_code))
+}

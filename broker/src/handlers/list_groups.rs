@@ -1,0 +1,46 @@
+//! ListGroups (key 16): every group this node coordinates, optionally filtered by state
+//! (v4+, KIP-518) and type (v5+, KIP-848; every group here is "classic").
+
+use strata_protocol::StrBytes;
+use strata_protocol::messages::list_groups_response::ListedGroup;
+use strata_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+
+use super::RequestContext;
+
+/// The type of every group this coordinator runs.
+const CLASSIC: &str = "classic";
+
+/// Lists the groups.
+#[must_use]
+pub fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsResponse {
+    let v = ctx.api_version;
+    let states: Vec<String> = req.states_filter.iter().map(ToString::to_string).collect();
+    // Kafka parses the type names case-insensitively; only "classic" groups exist here.
+    let types_match = req.types_filter.is_empty()
+        || req
+            .types_filter
+            .iter()
+            .any(|t| t.trim().eq_ignore_ascii_case(CLASSIC));
+    let groups = if types_match {
+        ctx.broker.groups.list(&states)
+    } else {
+        Vec::new()
+    };
+    ListGroupsResponse::default().with_groups(
+        groups
+            .into_iter()
+            .map(|g| {
+                let mut out = ListedGroup::default()
+                    .with_group_id(GroupId(StrBytes::from_string(g.group_id)))
+                    .with_protocol_type(StrBytes::from_string(g.protocol_type));
+                if v >= 4 {
+                    out = out.with_group_state(StrBytes::from_static_str(g.state));
+                }
+                if v >= 5 {
+                    out = out.with_group_type(StrBytes::from_static_str(CLASSIC));
+                }
+                out
+            })
+            .collect(),
+    )
+}

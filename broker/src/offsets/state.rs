@@ -1,0 +1,320 @@
+//! The live state of one `__consumer_offsets` partition, rebuilt from its log: the latest
+//! committed offset per (group, topic, partition) and the latest group metadata per group.
+//!
+//! Sans-IO: records go in through [`PartitionState::apply`] (on replay and after each append),
+//! and the decisions that keep the log bounded (compaction, expiry) are answered from here
+//! with the time passed in. The driver in `super` does the disk work.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+
+use super::records::{CommittedOffset, CoordinatorRecord, OffsetKey};
+
+/// Below this log size a partition is never compacted: rewriting a small log gains nothing.
+pub const COMPACTION_FLOOR_BYTES: u64 = 1 << 20;
+
+/// Record framing that [`CoordinatorRecord::encoded_len`] does not count: attributes, the
+/// varint length, timestamp and offset deltas, key and value lengths, header count.
+const RECORD_OVERHEAD: u64 = 12;
+
+/// Offsets of one group, by (topic, partition).
+pub type GroupOffsets = BTreeMap<(String, i32), CommittedOffset>;
+
+/// The live records of one `__consumer_offsets` partition.
+#[derive(Debug, Default)]
+pub struct PartitionState {
+    /// Committed offsets by group: the unit every request works on.
+    offsets: HashMap<String, GroupOffsets>,
+    /// Encoded GroupMetadataValue by group, owned by the group coordinator.
+    group_metadata: BTreeMap<String, Bytes>,
+    /// What the live records would take if rewritten: the compaction baseline.
+    live_bytes: u64,
+}
+
+impl PartitionState {
+    /// Applies one record: the latest value per key wins, a tombstone removes the key.
+    pub fn apply(&mut self, record: CoordinatorRecord) {
+        let size = record.encoded_len() + RECORD_OVERHEAD;
+        match record {
+            CoordinatorRecord::OffsetCommit { key, value } => {
+                let OffsetKey {
+                    group,
+                    topic,
+                    partition,
+                } = key;
+                let old = match value {
+                    Some(v) => {
+                        let group_offsets = self.offsets.entry(group.clone()).or_default();
+                        let old = group_offsets.insert((topic.clone(), partition), v);
+                        self.live_bytes += size;
+                        old
+                    }
+                    None => {
+                        let Some(group_offsets) = self.offsets.get_mut(&group) else {
+                            return;
+                        };
+                        let old = group_offsets.remove(&(topic.clone(), partition));
+                        if group_offsets.is_empty() {
+                            self.offsets.remove(&group);
+                        }
+                        old
+                    }
+                };
+                if let Some(old) = old {
+                    let old = CoordinatorRecord::OffsetCommit {
+                        key: OffsetKey {
+                            group,
+                            topic,
+                            partition,
+                        },
+                        value: Some(old),
+                    };
+                    self.live_bytes -= old.encoded_len() + RECORD_OVERHEAD;
+                }
+            }
+            CoordinatorRecord::GroupMetadata { group, value } => {
+                let old = match value {
+                    Some(v) => {
+                        self.live_bytes += size;
+                        self.group_metadata.insert(group.clone(), v)
+                    }
+                    None => self.group_metadata.remove(&group),
+                };
+                if let Some(old) = old {
+                    let old = CoordinatorRecord::GroupMetadata {
+                        group,
+                        value: Some(old),
+                    };
+                    self.live_bytes -= old.encoded_len() + RECORD_OVERHEAD;
+                }
+            }
+        }
+    }
+
+    /// The committed offset of one partition for `group`.
+    #[must_use]
+    pub fn offset(&self, group: &str, topic: &str, partition: i32) -> Option<&CommittedOffset> {
+        self.offsets.get(group)?.get(&(topic.to_owned(), partition))
+    }
+
+    /// Every committed offset of `group`.
+    #[must_use]
+    pub fn group_offsets(&self, group: &str) -> Option<&GroupOffsets> {
+        self.offsets.get(group)
+    }
+
+    /// Every group with group metadata, and its encoded value.
+    pub fn group_metadata(&self) -> impl Iterator<Item = (&String, &Bytes)> {
+        self.group_metadata.iter()
+    }
+
+    /// Whether `group` has group metadata stored.
+    #[must_use]
+    pub fn has_group_metadata(&self, group: &str) -> bool {
+        self.group_metadata.contains_key(group)
+    }
+
+    /// The live records, to be rewritten by compaction. Group metadata first, as Kafka's
+    /// loader expects a group before its offsets (either order replays correctly here).
+    #[must_use]
+    pub fn live_records(&self) -> Vec<CoordinatorRecord> {
+        let mut out: Vec<CoordinatorRecord> = self
+            .group_metadata
+            .iter()
+            .map(|(group, v)| CoordinatorRecord::GroupMetadata {
+                group: group.clone(),
+                value: Some(v.clone()),
+            })
+            .collect();
+        let mut groups: Vec<&String> = self.offsets.keys().collect();
+        groups.sort();
+        for group in groups {
+            for ((topic, partition), v) in &self.offsets[group] {
+                out.push(CoordinatorRecord::OffsetCommit {
+                    key: OffsetKey {
+                        group: group.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    },
+                    value: Some(v.clone()),
+                });
+            }
+        }
+        out
+    }
+
+    /// Bytes the live records take when rewritten (approximately: batch headers excluded).
+    #[must_use]
+    pub fn live_bytes(&self) -> u64 {
+        self.live_bytes
+    }
+
+    /// The compaction policy: rewrite once the log holds more than twice the live state plus
+    /// [`COMPACTION_FLOOR_BYTES`]. Each rewrite costs the live size and happens after at least
+    /// that much new data, so the work per appended byte stays constant, and the log never
+    /// exceeds `2 * live + floor` plus one request's batch.
+    #[must_use]
+    pub fn needs_compaction(&self, log_bytes: u64) -> bool {
+        log_bytes > self.live_bytes.saturating_mul(2) + COMPACTION_FLOOR_BYTES
+    }
+
+    /// The offsets that have expired at `now_ms`, as tombstones. Kafka's
+    /// `OffsetMetadataManager.cleanupExpiredOffsets`: an offset is a candidate when
+    /// `expirable(group, topic)` says its group no longer needs it (the group is empty or
+    /// unknown, or no longer subscribes to the topic), and it has expired when its explicit
+    /// expire timestamp has passed or, without one, `retention_ms` has passed since the commit
+    /// (`OffsetExpirationConditionImpl`).
+    pub fn expired(
+        &self,
+        now_ms: i64,
+        retention_ms: i64,
+        mut expirable: impl FnMut(&str, &str) -> bool,
+    ) -> Vec<CoordinatorRecord> {
+        let mut out = Vec::new();
+        for (group, offsets) in &self.offsets {
+            for ((topic, partition), v) in offsets {
+                let expired = match v.expire_timestamp {
+                    Some(at) => now_ms >= at,
+                    None => now_ms.saturating_sub(v.commit_timestamp) >= retention_ms,
+                };
+                if expired && expirable(group, topic) {
+                    out.push(CoordinatorRecord::OffsetCommit {
+                        key: OffsetKey {
+                            group: group.clone(),
+                            topic: topic.clone(),
+                            partition: *partition,
+                        },
+                        value: None,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit(group: &str, topic: &str, p: i32, offset: i64, ts: i64) -> CoordinatorRecord {
+        CoordinatorRecord::OffsetCommit {
+            key: OffsetKey {
+                group: group.into(),
+                topic: topic.into(),
+                partition: p,
+            },
+            value: Some(CommittedOffset {
+                offset,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp: ts,
+                expire_timestamp: None,
+            }),
+        }
+    }
+
+    fn tombstone(group: &str, topic: &str, p: i32) -> CoordinatorRecord {
+        CoordinatorRecord::OffsetCommit {
+            key: OffsetKey {
+                group: group.into(),
+                topic: topic.into(),
+                partition: p,
+            },
+            value: None,
+        }
+    }
+
+    #[test]
+    fn latest_value_wins_and_tombstones_delete() {
+        let mut s = PartitionState::default();
+        s.apply(commit("g", "t", 0, 5, 1));
+        s.apply(commit("g", "t", 0, 9, 2));
+        s.apply(commit("g", "t", 1, 3, 2));
+        assert_eq!(s.offset("g", "t", 0).map(|v| v.offset), Some(9));
+        s.apply(tombstone("g", "t", 0));
+        assert_eq!(s.offset("g", "t", 0), None);
+        s.apply(tombstone("g", "t", 0)); // a repeated tombstone is harmless
+        s.apply(tombstone("g", "t", 1));
+        assert!(s.group_offsets("g").is_none());
+        assert_eq!(s.live_bytes(), 0);
+        assert!(s.live_records().is_empty());
+    }
+
+    #[test]
+    fn live_bytes_track_the_rewrite_size() {
+        let mut s = PartitionState::default();
+        for i in 0..1000 {
+            s.apply(commit("g", "t", i % 3, i64::from(i), 0));
+        }
+        let rewrite: u64 = s
+            .live_records()
+            .iter()
+            .map(|r| r.encoded_len() + RECORD_OVERHEAD)
+            .sum();
+        assert_eq!(s.live_bytes(), rewrite);
+        assert_eq!(s.live_records().len(), 3);
+        assert!(!s.needs_compaction(COMPACTION_FLOOR_BYTES));
+        assert!(s.needs_compaction(COMPACTION_FLOOR_BYTES + 2 * rewrite + 1));
+    }
+
+    #[test]
+    fn group_metadata_is_kept_and_deleted() {
+        let mut s = PartitionState::default();
+        s.apply(CoordinatorRecord::GroupMetadata {
+            group: "g".into(),
+            value: Some(Bytes::from_static(b"v1")),
+        });
+        s.apply(CoordinatorRecord::GroupMetadata {
+            group: "g".into(),
+            value: Some(Bytes::from_static(b"v2")),
+        });
+        assert_eq!(
+            s.group_metadata().collect::<Vec<_>>(),
+            vec![(&"g".to_owned(), &Bytes::from_static(b"v2"))]
+        );
+        s.apply(CoordinatorRecord::GroupMetadata {
+            group: "g".into(),
+            value: None,
+        });
+        assert!(!s.has_group_metadata("g"));
+        assert_eq!(s.live_bytes(), 0);
+    }
+
+    #[test]
+    fn expiry_needs_both_age_and_an_expirable_group() {
+        let mut s = PartitionState::default();
+        s.apply(commit("empty", "t", 0, 1, 1_000));
+        s.apply(commit("empty", "t", 1, 1, 5_000));
+        s.apply(commit("active", "t", 0, 1, 1_000));
+        s.apply(commit("active", "gone", 0, 1, 1_000));
+        let mut explicit = commit("empty", "u", 0, 1, 1_000);
+        if let CoordinatorRecord::OffsetCommit { value: Some(v), .. } = &mut explicit {
+            v.expire_timestamp = Some(2_000);
+        }
+        s.apply(explicit);
+        // "active" subscribes to "t" only.
+        let expirable = |g: &str, t: &str| g == "empty" || t != "t";
+        let mut got: Vec<_> = s
+            .expired(4_000, 3_000, expirable)
+            .into_iter()
+            .map(|r| match r {
+                CoordinatorRecord::OffsetCommit { key, value: None } => {
+                    (key.group, key.topic, key.partition)
+                }
+                other => panic!("not a tombstone: {other:?}"),
+            })
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                ("active".into(), "gone".into(), 0),
+                ("empty".into(), "t".into(), 0),
+                ("empty".into(), "u".into(), 0),
+            ]
+        );
+        assert!(s.expired(3_999, 3_000, |_, _| false).is_empty());
+    }
+}
