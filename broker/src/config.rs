@@ -173,10 +173,13 @@ impl BrokerConfig {
                 return Err(ConfigError::BadArgument { arg: arg.clone() });
             }
         }
-        // Environment sits between the file and the overrides.
+        // Environment sits between the file and the overrides. Unrelated variables share the
+        // prefixes (KAFKA_HOME, KAFKA_OPTS, STRATA_BIN in the tests), so the environment only
+        // supplies keys Strata knows, without warnings.
         let env_pairs = env
             .iter()
-            .filter_map(|(k, v)| env_key(k).map(|key| (key, v.clone())));
+            .filter_map(|(k, v)| env_key(k).map(|key| (key, v.clone())))
+            .filter(|(key, _)| BROKER_DEFAULTS.iter().any(|(known, _)| known == key));
         let raw: Vec<(String, String)> = file_pairs
             .into_iter()
             .chain(env_pairs)

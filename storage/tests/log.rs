@@ -634,24 +634,38 @@ fn rolls_when_the_index_is_full() {
 }
 
 #[test]
-fn compressed_batches_are_stored_unwalked_and_answer_per_batch() {
+fn compressed_batches_are_stored_as_sent_and_timestamp_lookups_see_inside() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
     log.append(&mut batch(&[5, 6], 3), 0, 0).unwrap();
-    // Claim gzip: the payload is not really compressed, which is fine because the log never
-    // decompresses; only the CRC has to match.
-    let mut gz = batch(&[100, 300, 200], 3);
-    gz[22] |= 1;
-    record_batch::write_crc(&mut gz);
+    let mut gz = gzip_batch(&[100, 300, 200], 3);
+    let sent = gz.clone();
     let info = log.append(&mut gz, 0, 0).unwrap();
     assert_eq!((info.base_offset, info.last_offset), (2, 4));
+    // Kafka's findOffsetByTimestamp: the first record at or after the target, found inside
+    // the compressed payload.
     assert_eq!(
         log.offset_for_timestamp(250).unwrap(),
         Some(TimestampOffset {
             timestamp: 300,
+            offset: 3
+        })
+    );
+    assert_eq!(
+        log.offset_for_timestamp(150).unwrap(),
+        Some(TimestampOffset {
+            timestamp: 300,
+            offset: 3
+        })
+    );
+    assert_eq!(
+        log.offset_for_timestamp(50).unwrap(),
+        Some(TimestampOffset {
+            timestamp: 100,
             offset: 2
         })
     );
+    // max_timestamp stays at batch granularity for compressed batches.
     assert_eq!(
         log.max_timestamp(),
         Some(TimestampOffset {
@@ -659,8 +673,43 @@ fn compressed_batches_are_stored_unwalked_and_answer_per_batch() {
             offset: 2
         })
     );
+    // The batch is stored byte for byte as sent, but for the base offset and the partition
+    // leader epoch, which the CRC does not cover.
     let r = log.read(3, u32::MAX, 5, false).unwrap();
-    assert_eq!(r.bytes as usize, gz.len());
+    let stored = bytes_of(&r);
+    assert_eq!(stored.len(), sent.len());
+    assert_eq!(&stored[8..12], &sent[8..12]);
+    assert_eq!(&stored[16..], &sent[16..]);
+}
+
+#[test]
+fn a_compressed_batch_that_does_not_decompress_fails_only_the_lookup() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
+    // Claim gzip for a payload that is not gzip: the append path never decompresses, so it is
+    // accepted as sent; a timestamp lookup that must look inside reports it.
+    let mut fake = batch(&[100, 300, 200], 3);
+    fake[22] |= 1;
+    record_batch::write_crc(&mut fake);
+    log.append(&mut fake, 0, 0).unwrap();
+    assert!(matches!(log.offset_for_timestamp(250), Err(strata_storage::LogError::Decompress { .. })));
+    assert_eq!(log.log_end_offset(), 3);
+}
+
+/// A real gzip-compressed batch: the records section of [`batch`], gzipped, with the
+/// compression bits, the batch length and the CRC fixed up.
+fn gzip_batch(timestamps: &[i64], value_len: usize) -> Vec<u8> {
+    use std::io::Write;
+    let plain = batch(timestamps, value_len);
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(&plain[record_batch::BATCH_HEADER_LEN..]).unwrap();
+    let mut out = plain[..record_batch::BATCH_HEADER_LEN].to_vec();
+    out.extend_from_slice(&enc.finish().unwrap());
+    let batch_length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    out[22] |= 1;
+    record_batch::write_crc(&mut out);
+    out
 }
 
 #[test]
