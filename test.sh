@@ -7,7 +7,8 @@
 #    executables, so the test step only runs them), clippy (release profile, so it shares the
 #    build-script outputs, e.g. the compiled librdkafka, with the release build).
 # 3. cargo test --release --workspace (unit tests + rdkafka + kcat against the real binary),
-#    then pytest tests/python (kafka-python, confluent-kafka against the real binary).
+#    then pytest tests/python (kafka-python, confluent-kafka against the real binary), then
+#    librdkafka's own test suite, tier 1 (compat-tests/run-librdkafka.sh --tier1).
 # 4. Prints a summary; exits non-zero if any step failed.
 #
 # Env: STRATA_BIN (default target/release/strata), SKIP_LINT=1 skips fmt and clippy,
@@ -115,6 +116,9 @@ if [[ -x "$STRATA_BIN" ]]; then
     else
         STEP_NAMES+=("pytest"); STEP_RESULTS+=("FAILED (no venv)"); STEP_TIMES+=("0s"); FAILED=1
     fi
+    # librdkafka's own test suite, tier 1 (builds librdkafka once into target/compat; writes
+    # compat-tests/RESULTS.md). Full suite: compat-tests/run-librdkafka.sh --all.
+    run_step librdkafka-tier1 timeout --kill-after=30s 30m compat-tests/run-librdkafka.sh --tier1
 else
     STEP_NAMES+=("tests"); STEP_RESULTS+=("FAILED (no binary at $STRATA_BIN)"); STEP_TIMES+=("0s")
     FAILED=1

@@ -69,6 +69,10 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("group.initial.rebalance.delay.ms", "3000"),
     ("group.min.session.timeout.ms", "6000"),
     ("group.max.session.timeout.ms", "1800000"),
+    ("group.consumer.heartbeat.interval.ms", "5000"),
+    ("group.consumer.session.timeout.ms", "45000"),
+    ("group.consumer.assignors", "uniform,range"),
+    ("group.consumer.max.size", "2147483647"),
     ("offsets.topic.replication.factor", "1"),
     ("offsets.topic.num.partitions", "50"),
     ("offsets.retention.minutes", "10080"),
@@ -125,6 +129,14 @@ pub struct BrokerConfig {
     /// JoinGroup may ask for (else INVALID_SESSION_TIMEOUT).
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`: the interval KIP-848 members are told to use.
+    pub group_consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.session.timeout.ms`: a silent KIP-848 member is removed after this.
+    pub group_consumer_session_timeout_ms: i32,
+    /// `group.consumer.assignors`: the server-side assignors; the first is the default.
+    pub group_consumer_assignors: Vec<crate::consumer_group::Assignor>,
+    /// `group.consumer.max.size`: members per consumer group (GROUP_MAX_SIZE_REACHED beyond).
+    pub group_consumer_max_size: usize,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` that groups hash to.
     pub offsets_topic_num_partitions: i32,
     /// `offsets.retention.minutes`, in milliseconds: how long an unneeded offset is kept.
@@ -317,6 +329,26 @@ impl BrokerConfig {
                 get("group.max.session.timeout.ms"),
                 0,
             )?,
+            group_consumer_heartbeat_interval_ms: positive(
+                "group.consumer.heartbeat.interval.ms",
+                get("group.consumer.heartbeat.interval.ms"),
+            )?,
+            group_consumer_session_timeout_ms: positive(
+                "group.consumer.session.timeout.ms",
+                get("group.consumer.session.timeout.ms"),
+            )?,
+            group_consumer_assignors: get("group.consumer.assignors")
+                .split(',')
+                .map(|a| {
+                    crate::consumer_group::Assignor::parse(a).ok_or_else(|| {
+                        invalid("group.consumer.assignors", a, "not uniform or range")
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            group_consumer_max_size: positive::<i32>(
+                "group.consumer.max.size",
+                get("group.consumer.max.size"),
+            )? as usize,
             offsets_topic_num_partitions: positive(
                 "offsets.topic.num.partitions",
                 get("offsets.topic.num.partitions"),

@@ -8,6 +8,7 @@ use strata_protocol::ResponseError;
 use strata_storage::LogError;
 
 use crate::broker::CreateTopicError;
+use crate::consumer_group::ConsumerGroupError;
 use crate::group::GroupError;
 use crate::offsets::OffsetStoreError;
 
@@ -105,5 +106,26 @@ pub fn group_error_code(e: &GroupError) -> i16 {
         GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol.code(),
         GroupError::GroupIdNotFound { .. } => ResponseError::GroupIdNotFound.code(),
         GroupError::NonEmptyGroup { .. } => ResponseError::NonEmptyGroup.code(),
+    }
+}
+
+/// A consumer-group (KIP-848) coordinator refusal as its Kafka error code.
+#[must_use]
+pub fn consumer_group_error_code(e: &ConsumerGroupError) -> i16 {
+    match e {
+        ConsumerGroupError::InvalidRequest { .. } => ResponseError::InvalidRequest.code(),
+        ConsumerGroupError::UnknownMemberId { .. } => ResponseError::UnknownMemberId.code(),
+        ConsumerGroupError::FencedMemberEpoch { .. } => ResponseError::FencedMemberEpoch.code(),
+        ConsumerGroupError::StaleMemberEpoch { .. } => ResponseError::StaleMemberEpoch.code(),
+        ConsumerGroupError::NotConsumerGroup { .. } => ResponseError::GroupIdNotFound.code(),
+        ConsumerGroupError::UnsupportedAssignor { .. } => ResponseError::UnsupportedAssignor.code(),
+        ConsumerGroupError::UnreleasedInstanceId { .. } => {
+            ResponseError::UnreleasedInstanceId.code()
+        }
+        ConsumerGroupError::FencedInstanceId { .. } => ResponseError::FencedInstanceId.code(),
+        ConsumerGroupError::GroupMaxSizeReached { .. } => ResponseError::GroupMaxSizeReached.code(),
+        ConsumerGroupError::UnsupportedCommitVersion { .. } => {
+            ResponseError::UnsupportedVersion.code()
+        }
     }
 }

@@ -16,6 +16,8 @@
 //!   dispatch `match`.
 //! - [`error`]: the one place where domain errors become Kafka error codes.
 //! - [`group`]: the classic group coordinator (a sans-IO core and its tokio driver).
+//! - [`consumer_group`]: the KIP-848 consumer-group coordinator (sans-IO core, server-side
+//!   assignors, tokio driver).
 //! - [`housekeeping`]: the periodic retention and flush task.
 //! - [`offsets`]: committed offsets in `__consumer_offsets`, Kafka's internal compacted topic.
 //!
@@ -28,6 +30,7 @@
 pub mod broker;
 pub mod config;
 pub mod connection;
+pub mod consumer_group;
 pub mod error;
 pub mod group;
 pub mod handlers;

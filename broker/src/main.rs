@@ -86,6 +86,15 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     tracing::info!("shutting down: flushing logs");
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.flush_all()).await?;
+    tracing::info!(
+        zero_copy_bytes = broker
+            .zero_copy_bytes
+            .load(std::sync::atomic::Ordering::Relaxed),
+        copied_bytes = broker
+            .copied_bytes
+            .load(std::sync::atomic::Ordering::Relaxed),
+        "fetch bytes sent"
+    );
     tracing::info!("clean shutdown complete");
     Ok(())
 }

@@ -82,6 +82,16 @@ pub struct EncodeError {
     source: BoxError,
 }
 
+impl EncodeError {
+    pub(crate) fn new(api_key: ApiKey, version: i16, source: impl Into<BoxError>) -> Self {
+        EncodeError {
+            api_key,
+            version,
+            source: source.into(),
+        }
+    }
+}
+
 /// Decodes one frame body (without its size prefix).
 ///
 /// # Errors

@@ -46,13 +46,21 @@ const XERIAL_HEADER_LEN: usize = 16;
 /// # Errors
 ///
 /// [`DecompressError`] when the data is corrupt, too large, or of an unknown codec.
-pub fn decompress(codec: Compression, input: &[u8], limit: usize) -> Result<Vec<u8>, DecompressError> {
+pub fn decompress(
+    codec: Compression,
+    input: &[u8],
+    limit: usize,
+) -> Result<Vec<u8>, DecompressError> {
     let corrupt = |source: std::io::Error| DecompressError::Corrupt { codec, source };
     match codec {
         Compression::None => bounded_copy(codec, input, limit),
         Compression::Gzip => read_bounded(codec, flate2::read::MultiGzDecoder::new(input), limit),
         Compression::Lz4 => read_bounded(codec, lz4_flex::frame::FrameDecoder::new(input), limit),
-        Compression::Zstd => read_bounded(codec, zstd::stream::read::Decoder::new(input).map_err(corrupt)?, limit),
+        Compression::Zstd => read_bounded(
+            codec,
+            zstd::stream::read::Decoder::new(input).map_err(corrupt)?,
+            limit,
+        ),
         Compression::Snappy => {
             if input.starts_with(XERIAL_MAGIC) {
                 let mut out = Vec::new();
@@ -62,7 +70,9 @@ pub fn decompress(codec: Compression, input: &[u8], limit: usize) -> Result<Vec<
                         return Err(corrupt(std::io::ErrorKind::UnexpectedEof.into()));
                     };
                     let len = u32::from_be_bytes(*len) as usize;
-                    let block = tail.get(..len).ok_or_else(|| corrupt(std::io::ErrorKind::UnexpectedEof.into()))?;
+                    let block = tail
+                        .get(..len)
+                        .ok_or_else(|| corrupt(std::io::ErrorKind::UnexpectedEof.into()))?;
                     snappy_block(block, limit - out.len(), &mut out)?;
                     rest = &tail[len..];
                 }
@@ -80,26 +90,39 @@ pub fn decompress(codec: Compression, input: &[u8], limit: usize) -> Result<Vec<
 /// Appends one raw snappy block, checking its declared length against `room` first.
 fn snappy_block(block: &[u8], room: usize, out: &mut Vec<u8>) -> Result<(), DecompressError> {
     let codec = Compression::Snappy;
-    let corrupt = |e: snap::Error| DecompressError::Corrupt { codec, source: std::io::Error::other(e) };
+    let corrupt = |e: snap::Error| DecompressError::Corrupt {
+        codec,
+        source: std::io::Error::other(e),
+    };
     let len = snap::raw::decompress_len(block).map_err(corrupt)?;
     if len > room {
         return Err(DecompressError::TooLarge { codec, limit: room });
     }
     let start = out.len();
     out.resize(start + len, 0);
-    let n = snap::raw::Decoder::new().decompress(block, &mut out[start..]).map_err(corrupt)?;
+    let n = snap::raw::Decoder::new()
+        .decompress(block, &mut out[start..])
+        .map_err(corrupt)?;
     out.truncate(start + n);
     Ok(())
 }
 
-fn bounded_copy(codec: Compression, input: &[u8], limit: usize) -> Result<Vec<u8>, DecompressError> {
+fn bounded_copy(
+    codec: Compression,
+    input: &[u8],
+    limit: usize,
+) -> Result<Vec<u8>, DecompressError> {
     if input.len() > limit {
         return Err(DecompressError::TooLarge { codec, limit });
     }
     Ok(input.to_vec())
 }
 
-fn read_bounded(codec: Compression, reader: impl Read, limit: usize) -> Result<Vec<u8>, DecompressError> {
+fn read_bounded(
+    codec: Compression,
+    reader: impl Read,
+    limit: usize,
+) -> Result<Vec<u8>, DecompressError> {
     let mut out = Vec::new();
     // One byte past the limit tells "exactly at the limit" from "over it".
     reader
@@ -119,7 +142,9 @@ mod tests {
 
     #[test]
     fn each_codec_round_trips_and_is_bounded() {
-        let data: Vec<u8> = (0..10_000u32).flat_map(|i| (i % 251).to_be_bytes()).collect();
+        let data: Vec<u8> = (0..10_000u32)
+            .flat_map(|i| (i % 251).to_be_bytes())
+            .collect();
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(&data).unwrap();
         let gz = gz.finish().unwrap();
@@ -143,19 +168,37 @@ mod tests {
             (Compression::Snappy, &raw_snappy),
             (Compression::Snappy, &xerial),
         ] {
-            assert_eq!(decompress(codec, input, data.len()).unwrap(), data, "{codec:?}");
+            assert_eq!(
+                decompress(codec, input, data.len()).unwrap(),
+                data,
+                "{codec:?}"
+            );
             assert!(
-                matches!(decompress(codec, input, data.len() - 1), Err(DecompressError::TooLarge { .. })),
+                matches!(
+                    decompress(codec, input, data.len() - 1),
+                    Err(DecompressError::TooLarge { .. })
+                ),
                 "{codec:?} must respect the limit"
             );
-            assert!(decompress(codec, &input[..input.len() / 2], data.len()).is_err(), "{codec:?} truncated");
+            assert!(
+                decompress(codec, &input[..input.len() / 2], data.len()).is_err(),
+                "{codec:?} truncated"
+            );
         }
     }
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        for codec in [Compression::Gzip, Compression::Lz4, Compression::Zstd, Compression::Snappy] {
-            assert!(decompress(codec, b"\x82SNAPPY\x00garbage-garbage", 1 << 20).is_err(), "{codec:?}");
+        for codec in [
+            Compression::Gzip,
+            Compression::Lz4,
+            Compression::Zstd,
+            Compression::Snappy,
+        ] {
+            assert!(
+                decompress(codec, b"\x82SNAPPY\x00garbage-garbage", 1 << 20).is_err(),
+                "{codec:?}"
+            );
         }
     }
 }

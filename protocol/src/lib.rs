@@ -10,6 +10,8 @@
 //!   and the decoder refuses anything outside it.
 //! - [`codec`]: request header and body decoding, response encoding. Response header versions
 //!   come from the API and version; ApiVersions always answers with header v0.
+//! - [`fetch_plan`]: Fetch responses as encoded bytes around file regions, for the zero-copy
+//!   writer (ARCHITECTURE.md decision 4).
 //! - [`consumer_protocol`]: the subscribed topics inside a consumer's JoinGroup metadata.
 //! - [`shape`]: a structural walk of each supported request body before the codec decodes
 //!   it, because the codec preallocates arrays from unverified wire counts.
@@ -28,6 +30,7 @@
 pub mod codec;
 pub mod compression;
 pub mod consumer_protocol;
+pub mod fetch_plan;
 pub mod frame;
 pub mod record_batch;
 pub mod shape;

@@ -219,6 +219,26 @@ const DESCRIBE_CONFIGS: Schema = Schema {
     flexible_from: 4,
 };
 
+const INCREMENTAL_ALTER_CONFIGS: Schema = Schema {
+    fields: &[
+        f(
+            T::Array(&[
+                f(T::I8, 0, ALL),  // resource_type
+                f(T::Str, 0, ALL), // resource_name
+                f(
+                    T::Array(&[f(T::Str, 0, ALL), f(T::I8, 0, ALL), f(T::Str, 0, ALL)]),
+                    0,
+                    ALL,
+                ), // configs: name, config_operation, value
+            ]),
+            0,
+            ALL,
+        ),
+        f(T::I8, 0, ALL), // validate_only
+    ],
+    flexible_from: 1,
+};
+
 // Classic consumer-group APIs (JoinGroup..DeleteGroups). Protocol metadata and assignments
 // are opaque byte blobs here; the coordinator never decodes them on the request path.
 
@@ -375,6 +395,34 @@ const DESCRIBE_PRODUCERS: Schema = Schema {
     flexible_from: 0,
 };
 
+const CONSUMER_GROUP_HEARTBEAT: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL),      // group_id
+        f(T::Str, 0, ALL),      // member_id
+        f(T::I32, 0, ALL),      // member_epoch
+        f(T::Str, 0, ALL),      // instance_id
+        f(T::Str, 0, ALL),      // rack_id
+        f(T::I32, 0, ALL),      // rebalance_timeout_ms
+        f(T::ArrayStr, 0, ALL), // subscribed_topic_names
+        f(T::Str, 1, ALL),      // subscribed_topic_regex
+        f(T::Str, 0, ALL),      // server_assignor
+        f(
+            T::Array(&[f(T::Uuid, 0, ALL), f(T::ArrayI32, 0, ALL)]), // topic_id, partitions
+            0,
+            ALL,
+        ), // topic_partitions
+    ],
+    flexible_from: 0,
+};
+
+const CONSUMER_GROUP_DESCRIBE: Schema = Schema {
+    fields: &[
+        f(T::ArrayStr, 0, ALL), // group_ids
+        f(T::I8, 0, ALL),       // include_authorized_operations
+    ],
+    flexible_from: 0,
+};
+
 fn schema(key: ApiKey) -> Option<&'static Schema> {
     Some(match key {
         ApiKey::Produce => &PRODUCE,
@@ -394,10 +442,13 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::CreateTopics => &CREATE_TOPICS,
         ApiKey::DeleteTopics => &DELETE_TOPICS,
         ApiKey::DescribeConfigs => &DESCRIBE_CONFIGS,
+        ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
         ApiKey::DeleteGroups => &DELETE_GROUPS,
         ApiKey::OffsetDelete => &OFFSET_DELETE,
         ApiKey::InitProducerId => &INIT_PRODUCER_ID,
         ApiKey::DescribeProducers => &DESCRIBE_PRODUCERS,
+        ApiKey::ConsumerGroupHeartbeat => &CONSUMER_GROUP_HEARTBEAT,
+        ApiKey::ConsumerGroupDescribe => &CONSUMER_GROUP_DESCRIBE,
         _ => return None,
     })
 }

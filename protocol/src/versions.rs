@@ -32,6 +32,7 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - InitProducerId serves the idempotent producer only; a transactional id is answered
 ///   COORDINATOR_NOT_AVAILABLE (transactions are not supported, so their APIs are not listed).
 /// - JoinGroup starts at v2: Kafka 4.0 removed v0 and v1 (KIP-896).
+/// - IncrementalAlterConfigs serves topic resources only (no dynamic broker configs).
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::Produce, 3, 11),
     api(ApiKey::Fetch, 4, 16),
@@ -52,8 +53,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::DescribeConfigs, 1, 4),
     api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::DescribeProducers, 0, 0),
+    api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    api(ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 /// Looks up the supported range for an API key.
@@ -97,9 +101,12 @@ mod tests {
                 ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
                 ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
                 ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
+                ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
                 ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
                 ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
                 ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
+                ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::VERSIONS,
+                ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::VERSIONS,
                 other => panic!("no codec range recorded for {other:?}"),
             };
             assert!(

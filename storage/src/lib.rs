@@ -24,6 +24,7 @@
 //! - `segment`: one segment's files, header scans, recovery.
 //! - `index`: the two index files and their lookups.
 //! - [`region`]: [`FileRegion`] and the other values reads and appends return.
+//! - [`sendfile`]: `sendfile(2)` of a [`FileRegion`] to a socket, for the zero-copy Fetch.
 //! - [`producer_state`]: idempotent producers' sequence checks (KIP-98) and their
 //!   `<20-digit offset>.snapshot` files, written on roll and clean close, rebuilt on open.
 //! - [`error`]: the error enum, [`LogError`].
@@ -55,6 +56,7 @@ pub mod log;
 pub mod producer_state;
 pub mod region;
 mod segment;
+pub mod sendfile;
 
 pub use config::LogConfig;
 pub use error::LogError;

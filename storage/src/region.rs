@@ -35,6 +35,12 @@ impl FileRegion {
     }
 }
 
+impl strata_protocol::fetch_plan::RegionLen for FileRegion {
+    fn region_len(&self) -> u32 {
+        self.len
+    }
+}
+
 /// The answer to [`crate::Log::read`].
 #[derive(Debug, Clone, Default)]
 pub struct ReadResult {

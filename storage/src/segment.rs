@@ -459,11 +459,21 @@ impl LogSegment {
                     let records = if attributes & 0x07 == 0 {
                         view.records().map_err(|e| self.corrupt(pos, e))?
                     } else {
-                        decompressed = decompress(view.compression(), &buf[BATCH_HEADER_LEN..], DECOMPRESS_LIMIT)
-                            .map_err(|source| LogError::Decompress { path: self.log_path.clone(), position: pos, source })?;
+                        decompressed = decompress(
+                            view.compression(),
+                            &buf[BATCH_HEADER_LEN..],
+                            DECOMPRESS_LIMIT,
+                        )
+                        .map_err(|source| LogError::Decompress {
+                            path: self.log_path.clone(),
+                            position: pos,
+                            source,
+                        })?;
                         view.records_in(&decompressed)
                     };
-                    let found = records.map_while(Result::ok).find(|r| r.timestamp >= timestamp);
+                    let found = records
+                        .map_while(Result::ok)
+                        .find(|r| r.timestamp >= timestamp);
                     if let Some(r) = found {
                         return Ok(Some(TimestampOffset {
                             timestamp: r.timestamp,

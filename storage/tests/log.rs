@@ -692,7 +692,10 @@ fn a_compressed_batch_that_does_not_decompress_fails_only_the_lookup() {
     fake[22] |= 1;
     record_batch::write_crc(&mut fake);
     log.append(&mut fake, 0, 0).unwrap();
-    assert!(matches!(log.offset_for_timestamp(250), Err(strata_storage::LogError::Decompress { .. })));
+    assert!(matches!(
+        log.offset_for_timestamp(250),
+        Err(strata_storage::LogError::Decompress { .. })
+    ));
     assert_eq!(log.log_end_offset(), 3);
 }
 
@@ -702,7 +705,8 @@ fn gzip_batch(timestamps: &[i64], value_len: usize) -> Vec<u8> {
     use std::io::Write;
     let plain = batch(timestamps, value_len);
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(&plain[record_batch::BATCH_HEADER_LEN..]).unwrap();
+    enc.write_all(&plain[record_batch::BATCH_HEADER_LEN..])
+        .unwrap();
     let mut out = plain[..record_batch::BATCH_HEADER_LEN].to_vec();
     out.extend_from_slice(&enc.finish().unwrap());
     let batch_length = (out.len() - 12) as i32;

@@ -85,6 +85,8 @@ pub struct Broker {
     extra_overrides: Vec<(String, String)>,
     /// The binary, resolved once so a restart runs the same one.
     bin: PathBuf,
+    /// Extra environment variables for the broker process, re-applied on restart.
+    env: Vec<(String, String)>,
 }
 
 impl Broker {
@@ -99,6 +101,18 @@ impl Broker {
     /// Fails if the binary is missing, cannot be spawned, exits early, or does not accept
     /// connections in time; the error includes the tail of the broker's stderr.
     pub fn start(extra_overrides: &[(&str, &str)]) -> anyhow::Result<Broker> {
+        Broker::start_with_env(extra_overrides, &[])
+    }
+
+    /// [`Broker::start`] with extra environment variables for the broker process.
+    ///
+    /// # Errors
+    ///
+    /// As [`Broker::start`].
+    pub fn start_with_env(
+        extra_overrides: &[(&str, &str)],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Broker> {
         let bin = strata_bin();
         if !bin.is_file() {
             bail!(
@@ -124,6 +138,10 @@ impl Broker {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             bin,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         broker.spawn_and_wait()?;
         Ok(broker)
@@ -260,6 +278,7 @@ impl Broker {
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let child = cmd
             .spawn()
             .with_context(|| format!("spawn {}", self.bin.display()))?;

@@ -3,7 +3,8 @@
 //! binary.
 //!
 //! - `three_consumers_split_six_partitions`: 2/2/2, every message consumed exactly by the
-//!   owner of its partition, and DescribeGroups shows the Stable group with three members.
+//!   owner of its partition, DescribeGroups shows the Stable group with three members, and
+//!   DeleteGroups refuses it (NON_EMPTY_GROUP) until its members have left.
 //! - `a_killed_member_is_removed_after_its_session_timeout`: a kcat member is killed with
 //!   SIGKILL (no LeaveGroup); after `session.timeout.ms` its partitions move to the others.
 //! - `a_consumer_that_stops_polling_loses_its_partitions`: past `max.poll.interval.ms` the
@@ -34,6 +35,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use strata_tests::{Broker, with_broker};
@@ -238,6 +240,37 @@ fn three_consumers_split_six_partitions() {
         ensure!(state == "Stable", "{state}");
         ensure!(protocol == "range", "{protocol}");
         ensure!(members == 3, "{members} members");
+
+        // DeleteGroups: refused while members remain, done once they have left.
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", b.bootstrap())
+            .create()?;
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let r = block(admin.delete_groups(&["split", "never-existed"], &opts))?;
+        ensure!(
+            r == vec![
+                Err(("split".to_owned(), RDKafkaErrorCode::NonEmptyGroup)),
+                Err((
+                    "never-existed".to_owned(),
+                    RDKafkaErrorCode::GroupIdNotFound
+                )),
+            ],
+            "{r:?}"
+        );
+        let probe = member(b, "probe", &[])?;
+        drop(ms); // each closes with LeaveGroup
+        let (state, _, members) = describe(&probe, "split")?;
+        ensure!(
+            state == "Empty" && members == 0,
+            "{state} with {members} members"
+        );
+        let r = block(admin.delete_groups(&["split"], &opts))?;
+        ensure!(r == vec![Ok("split".to_owned())], "{r:?}");
+        // librdkafka describes only the groups ListGroups returns.
+        ensure!(
+            describe(&probe, "split").is_err(),
+            "a deleted group is still listed"
+        );
         Ok(())
     });
 }
@@ -517,6 +550,25 @@ mod raw {
         wire::sync_group_result(&recv(conn).expect("SyncGroup response"))
     }
 
+    type Joined = (TcpStream, String, JoinGroupResult);
+
+    /// Orders two joined members leader first (their JoinGroups raced on two connections).
+    fn leader_first(
+        a: Joined,
+        b: Joined,
+    ) -> (
+        TcpStream,
+        String,
+        JoinGroupResult,
+        TcpStream,
+        String,
+        JoinGroupResult,
+    ) {
+        let (a, b) = if a.2.leader == a.1 { (a, b) } else { (b, a) };
+        assert_eq!(a.2.leader, a.1, "one of the two leads");
+        (a.0, a.1, a.2, b.0, b.1, b.2)
+    }
+
     /// Two members in a Stable generation: (leader conn, leader id, follower conn, follower
     /// id, generation).
     fn stable_pair(
@@ -530,7 +582,8 @@ mod raw {
         let r2 = recv_join(&mut c2);
         assert_eq!((r1.error, r2.error), (0, 0));
         assert_eq!(r1.generation_id, r2.generation_id);
-        assert_eq!(r1.leader, m1, "the first member leads");
+        assert_eq!(r1.leader, r2.leader);
+        let (mut c1, m1, r1, mut c2, m2, r2) = leader_first((c1, m1, r1), (c2, m2, r2));
         assert_eq!(r1.members.len(), 2);
         assert!(r2.members.is_empty());
         let g = r1.generation_id;
@@ -569,9 +622,16 @@ mod raw {
                 &wire::join_group_request(5, "hb", "", None, 10_000, 1000, "sticky", b""),
             );
             assert_eq!(recv_join(&mut other).error, INCONSISTENT_GROUP_PROTOCOL);
-            // The leader rejoins: a rebalance starts, and heartbeats say so.
+            // The leader rejoins: a rebalance starts, and heartbeats say so (the JoinGroup
+            // is on another connection, so allow it a moment to arrive).
             send_join(&mut c1, "hb", &m1, 30_000);
-            assert_eq!(heartbeat(&mut other, "hb", g, &m2), REBALANCE_IN_PROGRESS);
+            let started = Instant::now();
+            let mut code = heartbeat(&mut other, "hb", g, &m2);
+            while code == 0 && started.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(20));
+                code = heartbeat(&mut other, "hb", g, &m2);
+            }
+            assert_eq!(code, REBALANCE_IN_PROGRESS);
             Ok(())
         });
     }
@@ -583,7 +643,7 @@ mod raw {
             let (mut c2, m2) = new_member(b, "sync", 30_000);
             let r1 = recv_join(&mut c1);
             let r2 = recv_join(&mut c2);
-            assert_eq!(r1.leader, m1);
+            let (mut c1, m1, r1, mut c2, m2, r2) = leader_first((c1, m1, r1), (c2, m2, r2));
             let g = r1.generation_id;
             assert_eq!(r2.generation_id, g);
             // The follower syncs first, with assignments of its own: it parks.

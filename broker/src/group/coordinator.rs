@@ -1,11 +1,12 @@
 //! The sans-IO group coordinator: every classic group of this node, the entry points of the
 //! group APIs, and the questions the offset APIs ask (Kafka's `GroupMetadataManager` for
-//! classic groups, without the log: group metadata is not persisted yet, so after a restart
-//! the groups are empty and consumers rejoin).
+//! classic groups).
 //!
 //! Inputs are `(now_ms, request)`; JoinGroup and SyncGroup may park, so they take a
-//! [`Ticket`] and their answers, now or later, come out as [`Completion`]s. The driver
-//! ([`super::driver`]) owns the clock, the member-id randomness and the channels.
+//! [`Ticket`] and their answers, now or later, come out as [`Completion`]s. Group metadata
+//! records (see [`super::persist`]) come out of [`Coordinator::take_records`], and groups come
+//! back in at start through [`Coordinator::load`]. The driver ([`super::driver`]) owns the
+//! clock, the member-id randomness, the channels and the log.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +15,7 @@ use uuid::Uuid;
 
 use super::error::GroupError;
 use super::member::Protocol;
+use super::persist::GroupMetadataValue;
 use super::rebalance::Cx;
 use super::state::{ClassicGroup, GroupState};
 
@@ -180,11 +182,29 @@ pub struct DescribedGroup {
     pub members: Vec<DescribedMember>,
 }
 
+impl DescribedGroup {
+    /// A "simple" group, which exists only through its committed offsets: Empty, with no
+    /// protocol type and no members (Kafka's empty classic group).
+    #[must_use]
+    pub fn simple() -> Self {
+        DescribedGroup {
+            state: GroupState::Empty.name(),
+            protocol_type: String::new(),
+            protocol: String::new(),
+            members: Vec::new(),
+        }
+    }
+}
+
 /// Every classic group of this node.
 #[derive(Debug, Default)]
 pub struct Coordinator {
     cfg: GroupConfig,
     groups: BTreeMap<String, ClassicGroup>,
+    /// Group metadata records not yet handed to the driver: the encoded GroupMetadataValue,
+    /// `None` for a tombstone. A record is a whole-group snapshot, so only the latest per group
+    /// matters.
+    records: BTreeMap<String, Option<Bytes>>,
 }
 
 impl Coordinator {
@@ -194,6 +214,42 @@ impl Coordinator {
         Coordinator {
             cfg,
             groups: BTreeMap::new(),
+            records: BTreeMap::new(),
+        }
+    }
+
+    /// Restores groups from their stored GroupMetadataValues (Kafka's load of a
+    /// `__consumer_offsets` partition): see [`ClassicGroup::from_record`]. A value that does
+    /// not decode is skipped loudly, as one bad record must not cost the other groups.
+    pub fn load(&mut self, now_ms: i64, stored: Vec<(String, Bytes)>) {
+        for (group_id, bytes) in stored {
+            match GroupMetadataValue::decode(&bytes) {
+                Ok(v) => {
+                    let g = ClassicGroup::from_record(group_id.clone(), v, now_ms);
+                    tracing::info!(group = %group_id, state = g.state.name(),
+                        generation = g.generation_id, members = g.members.len(), "loaded group");
+                    self.groups.insert(group_id, g);
+                }
+                Err(e) => tracing::error!(group = %group_id, error = %e,
+                    "skipping undecodable group metadata"),
+            }
+        }
+    }
+
+    /// The group metadata records produced since the last call, in group order: (group id,
+    /// encoded value or `None` for a tombstone).
+    pub fn take_records(&mut self) -> Vec<(String, Option<Bytes>)> {
+        std::mem::take(&mut self.records).into_iter().collect()
+    }
+
+    /// Collects the record of `group_id` if an operation on it asked for one.
+    fn collect_record(&mut self, now_ms: i64, group_id: &str) {
+        if let Some(g) = self.groups.get_mut(group_id)
+            && g.needs_record
+        {
+            g.needs_record = false;
+            let value = g.to_record(now_ms).encode();
+            self.records.insert(group_id.to_owned(), Some(value));
         }
     }
 
@@ -248,6 +304,7 @@ impl Coordinator {
             cfg: &self.cfg,
             out: &mut out,
         };
+        let group_id = req.group_id.clone();
         if unknown {
             let prefix = req.group_instance_id.as_deref().unwrap_or(&req.client_id);
             let new_member_id = format!("{prefix}-{member_uuid}");
@@ -255,6 +312,7 @@ impl Coordinator {
         } else {
             group.join_existing_member(&mut cx, ticket, req);
         }
+        self.collect_record(now_ms, &group_id);
         out
     }
 
@@ -268,7 +326,9 @@ impl Coordinator {
                     cfg: &self.cfg,
                     out: &mut out,
                 };
+                let group_id = req.group_id.clone();
                 group.sync(&mut cx, ticket, req);
+                self.collect_record(now_ms, &group_id);
             }
             _ => out.push(Completion::Sync(
                 ticket,
@@ -333,12 +393,14 @@ impl Coordinator {
             tracing::info!(group = %group_id, "members left");
             group.after_leave(&mut cx);
         }
+        self.collect_record(now_ms, group_id);
         Ok((results, out))
     }
 
     /// Fires every timer due at `now_ms`.
     pub fn tick(&mut self, now_ms: i64) -> Vec<Completion> {
         let mut out = Vec::new();
+        let mut fired = Vec::new();
         for group in self.groups.values_mut() {
             if group.next_deadline().is_some_and(|d| d <= now_ms) {
                 let mut cx = Cx {
@@ -347,7 +409,11 @@ impl Coordinator {
                     out: &mut out,
                 };
                 group.expire(&mut cx);
+                fired.push(group.group_id.clone());
             }
+        }
+        for group_id in fired {
+            self.collect_record(now_ms, &group_id);
         }
         out
     }
@@ -425,6 +491,38 @@ impl Coordinator {
             .collect()
     }
 
+    /// Ids of the groups in state Empty.
+    #[must_use]
+    pub fn empty_group_ids(&self) -> Vec<String> {
+        self.groups
+            .values()
+            .filter(|g| g.state == GroupState::Empty)
+            .map(|g| g.group_id.clone())
+            .collect()
+    }
+
+    /// The "simple" groups among `ids` (groups that exist only through committed offsets):
+    /// those the coordinator does not know, listed as Kafka lists them, Empty with protocol
+    /// type "", when the state filter admits Empty.
+    #[must_use]
+    pub fn list_simple(&self, states: &[String], ids: Vec<String>) -> Vec<ListedGroup> {
+        let empty_wanted = states.is_empty()
+            || states
+                .iter()
+                .any(|s| s.trim().eq_ignore_ascii_case("empty"));
+        if !empty_wanted {
+            return Vec::new();
+        }
+        ids.into_iter()
+            .filter(|id| !self.groups.contains_key(id))
+            .map(|group_id| ListedGroup {
+                group_id,
+                protocol_type: String::new(),
+                state: GroupState::Empty.name(),
+            })
+            .collect()
+    }
+
     /// DescribeGroups for one group; `None` if it does not exist.
     #[must_use]
     pub fn describe(&self, group_id: &str) -> Option<DescribedGroup> {
@@ -478,6 +576,8 @@ impl Coordinator {
             }),
             Some(_) => {
                 self.groups.remove(group_id);
+                // Kafka writes the tombstone with the group's removal.
+                self.records.insert(group_id.to_owned(), None);
                 Ok(())
             }
         }

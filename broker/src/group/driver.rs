@@ -1,6 +1,16 @@
 //! The tokio driver of the group coordinator: one mutex around the sans-IO [`Coordinator`],
 //! the channels of parked JoinGroup and SyncGroup requests, and a timer task that sleeps until
 //! the next group deadline (session, join, sync) and feeds the time in. Nothing polls.
+//!
+//! # Group metadata records
+//!
+//! After each operation the core's records go to the [`GroupLog`] before any answer of that
+//! operation is delivered, so a member learns of a generation only once it is durable (Kafka
+//! answers the leader's SyncGroup after the append). Lock order is `writer`, then a
+//! `__consumer_offsets` partition, then `inner`: the core's lock is never held across an
+//! append (offset expiry asks the coordinator while holding a partition's lock). Records are
+//! whole-group snapshots, drained and appended under `writer`, so a group's records reach the
+//! log in the order the core produced them.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +25,7 @@ use super::coordinator::{
     SyncRequest, SyncResponse, Ticket,
 };
 use super::error::GroupError;
+use super::persist::GroupLog;
 use super::state::GroupState;
 use crate::now_ms;
 
@@ -57,10 +68,48 @@ impl Inner {
 
 struct Shared {
     inner: Mutex<Inner>,
+    /// Where group metadata records go; `None` keeps groups in memory only.
+    log: Option<Arc<dyn GroupLog>>,
+    /// Serialises draining the core's records and appending them (see the module docs).
+    writer: Mutex<()>,
     /// Wakes the timer task when a deadline may have moved earlier.
     wake: Notify,
     /// The timer task is started by the first group request (it needs a runtime).
     timer_started: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Appends the core's pending group metadata records, then delivers `out`: answers reach
+    /// members only after what they answer is in the log. A failed append is logged; as in
+    /// Kafka, the group goes on in memory (an empty group's next record, or its members'
+    /// rejoin after a restart, repairs it).
+    fn persist_then_deliver(&self, out: Vec<Completion>) {
+        {
+            let _w = self
+                .writer
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let records = self.lock().core.take_records();
+            if let Some(log) = &self.log {
+                for (group, value) in records {
+                    let tombstone = value.is_none();
+                    if let Err(e) = log.append(&group, value, now_ms()) {
+                        tracing::warn!(group = %group, tombstone, error = %e,
+                            "cannot store group metadata");
+                    }
+                }
+            }
+        }
+        if !out.is_empty() {
+            self.lock().deliver(out);
+        }
+    }
 }
 
 /// The node's group coordinator, as the handlers (and the offset APIs) use it.
@@ -70,17 +119,45 @@ pub struct GroupCoordinator {
 }
 
 impl GroupCoordinator {
-    /// A coordinator with no groups.
+    /// A coordinator with no groups that keeps them in memory only.
     #[must_use]
     pub fn new(cfg: GroupConfig) -> Self {
+        Self::build(Coordinator::new(cfg), None)
+    }
+
+    /// A coordinator whose group metadata goes to `log`, with the groups `stored` there
+    /// (encoded GroupMetadataValues, as [`crate::offsets::OffsetStore::group_metadata`]
+    /// returns them) loaded at `now_ms`.
+    #[must_use]
+    pub fn with_log(
+        cfg: GroupConfig,
+        log: Arc<dyn GroupLog>,
+        stored: Vec<(String, bytes::Bytes)>,
+        now_ms: i64,
+    ) -> Self {
+        let mut core = Coordinator::new(cfg);
+        let loaded = !stored.is_empty();
+        core.load(now_ms, stored);
+        let coordinator = Self::build(core, Some(log));
+        if loaded {
+            // Restored members' sessions run from now: a member that never comes back must
+            // expire even if no group request arrives to start the timer.
+            coordinator.wake_timer();
+        }
+        coordinator
+    }
+
+    fn build(core: Coordinator, log: Option<Arc<dyn GroupLog>>) -> Self {
         GroupCoordinator {
             shared: Arc::new(Shared {
                 inner: Mutex::new(Inner {
-                    core: Coordinator::new(cfg),
+                    core,
                     next_ticket: 0,
                     joins: HashMap::new(),
                     syncs: HashMap::new(),
                 }),
+                log,
+                writer: Mutex::new(()),
                 wake: Notify::new(),
                 timer_started: AtomicBool::new(false),
             }),
@@ -88,10 +165,7 @@ impl GroupCoordinator {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.shared
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.shared.lock()
     }
 
     /// Starts the timer task once, then nudges it: the request just handled may have set an
@@ -111,15 +185,15 @@ impl GroupCoordinator {
     /// JoinGroup; waits while the request is parked.
     pub async fn join(&self, req: JoinRequest) -> JoinResponse {
         let member_id = req.member_id.clone();
-        let rx = {
+        let (rx, out) = {
             let mut inner = self.lock();
             let ticket = inner.ticket();
             let (tx, rx) = oneshot::channel();
             inner.joins.insert(ticket, tx);
             let out = inner.core.join(now_ms(), ticket, req, Uuid::new_v4());
-            inner.deliver(out);
-            rx
+            (rx, out)
         };
+        self.shared.persist_then_deliver(out);
         self.wake_timer();
         // The core answers every ticket it accepts; a dropped sender would be a bug, and the
         // client is then told to rejoin.
@@ -130,15 +204,15 @@ impl GroupCoordinator {
 
     /// SyncGroup; followers wait here for the leader's assignment.
     pub async fn sync(&self, req: SyncRequest) -> SyncResponse {
-        let rx = {
+        let (rx, out) = {
             let mut inner = self.lock();
             let ticket = inner.ticket();
             let (tx, rx) = oneshot::channel();
             inner.syncs.insert(ticket, tx);
             let out = inner.core.sync(now_ms(), ticket, req);
-            inner.deliver(out);
-            rx
+            (rx, out)
         };
+        self.shared.persist_then_deliver(out);
         self.wake_timer();
         rx.await
             .unwrap_or_else(|_| SyncResponse::error(GroupError::RebalanceInProgress))
@@ -175,12 +249,9 @@ impl GroupCoordinator {
         group_id: &str,
         members: &[(String, Option<String>)],
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
-        let r = {
-            let mut inner = self.lock();
-            let (results, out) = inner.core.leave(now_ms(), group_id, members)?;
-            inner.deliver(out);
-            results
-        };
+        let (results, out) = self.lock().core.leave(now_ms(), group_id, members)?;
+        self.shared.persist_then_deliver(out);
+        let r = results;
         self.wake_timer();
         Ok(r)
     }
@@ -202,7 +273,35 @@ impl GroupCoordinator {
     /// # Errors
     /// As [`Coordinator::delete`].
     pub fn delete(&self, group_id: &str) -> Result<(), GroupError> {
-        self.lock().core.delete(group_id)
+        let r = self.lock().core.delete(group_id);
+        self.shared.persist_then_deliver(Vec::new());
+        r
+    }
+
+    /// The groups among `ids` that exist only through committed offsets, as ListGroups lists
+    /// them (see [`Coordinator::list_simple`]).
+    #[must_use]
+    pub fn list_simple(&self, states: &[String], ids: Vec<String>) -> Vec<ListedGroup> {
+        self.lock().core.list_simple(states, ids)
+    }
+
+    /// Kafka's `cleanupGroupMetadata` after an offset expiry pass: an Empty group none of
+    /// whose offsets remain (`has_offsets` says) is deleted, with a tombstone. `has_offsets`
+    /// is asked without the coordinator's lock held (see the module docs). Returns how many
+    /// groups were deleted.
+    pub fn delete_empty_groups_without_offsets(&self, has_offsets: impl Fn(&str) -> bool) -> usize {
+        let empty: Vec<String> = self.lock().core.empty_group_ids();
+        let mut deleted = 0;
+        for group_id in empty.into_iter().filter(|g| !has_offsets(g)) {
+            if self.lock().core.delete(&group_id).is_ok() {
+                tracing::info!(group = %group_id, "deleted empty group without offsets");
+                deleted += 1;
+            }
+        }
+        if deleted > 0 {
+            self.shared.persist_then_deliver(Vec::new());
+        }
+        deleted
     }
 
     // ---- What the offset APIs ask (OffsetCommit, OffsetFetch, OffsetDelete, expiry) ----------
@@ -286,11 +385,7 @@ async fn run_timer(shared: Arc<Shared>) {
                 () = tokio::time::sleep(wait) => {}
             }
         }
-        let mut inner = shared
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let out = inner.core.tick(now_ms());
-        inner.deliver(out);
+        let out = shared.lock().core.tick(now_ms());
+        shared.persist_then_deliver(out);
     }
 }

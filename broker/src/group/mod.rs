@@ -13,6 +13,7 @@
 //! - [`rebalance`]: the join / sync / heartbeat / leave protocol and its timers on one group.
 //! - [`coordinator`]: every group, the API entry points, and the offset APIs' questions.
 //!   Sans-IO: `(now_ms, request)` in, answers and [`Completion`]s out.
+//! - [`persist`]: Kafka's GroupMetadataValue record, and a group to and from it.
 //! - [`driver`]: the tokio side ([`GroupCoordinator`], stored in `Broker::groups`): a mutex
 //!   around the core, oneshot channels for parked requests, and a task that sleeps until the
 //!   next deadline.
@@ -23,13 +24,17 @@
 //! - Every parked JoinGroup and SyncGroup is eventually answered: by the phase completing,
 //!   by a timer, or with an error when its member is removed or replaced.
 //! - Only the leader's SyncGroup assignments are used.
-//! - Group metadata is in memory only: after a restart groups are empty and members rejoin
-//!   (their next heartbeat gets UNKNOWN_MEMBER_ID).
+//! - Group metadata is durable in `__consumer_offsets` (Kafka's GroupMetadata records): a
+//!   completed generation, an Empty group and a replaced static member are written before
+//!   the answers that reveal them, a deleted group gets a tombstone. After a restart a group
+//!   with members is Stable at its generation and its members carry on; members that do not
+//!   heartbeat within their session are expired.
 
 pub mod coordinator;
 pub mod driver;
 pub mod error;
 pub mod member;
+pub mod persist;
 pub mod rebalance;
 pub mod state;
 
@@ -40,4 +45,5 @@ pub use coordinator::{
 pub use driver::GroupCoordinator;
 pub use error::GroupError;
 pub use member::{Member, Protocol};
+pub use persist::{GroupLog, GroupMetadataValue};
 pub use state::{ClassicGroup, GroupState};

@@ -311,6 +311,9 @@ impl ClassicGroup {
                     if let Some(m) = self.members.get_mut(&new_member_id) {
                         m.awaiting_join = None;
                     }
+                    // KIP-345: the new member id must survive a restart, or the member
+                    // would be fenced by its own old id.
+                    self.needs_record = true;
                     cx.out.push(Completion::Join(ticket, resp));
                 } else {
                     self.maybe_prepare_rebalance_or_complete_join(cx);
@@ -424,6 +427,7 @@ impl ClassicGroup {
         if self.members.is_empty() {
             self.protocol_name = None;
             self.transition_to(GroupState::Empty);
+            self.needs_record = true;
             tracing::info!(group = %self.group_id, generation = self.generation_id, "group is empty");
             return;
         }
@@ -493,6 +497,8 @@ impl ClassicGroup {
                     }
                     self.propagate_assignment(cx);
                     self.transition_to(GroupState::Stable);
+                    // Kafka appends the generation's metadata before answering the leader.
+                    self.needs_record = true;
                 }
             }
             GroupState::Stable => {

@@ -102,6 +102,9 @@ pub struct ClassicGroup {
     pub join_timer: Option<(i64, JoinTimer)>,
     /// The sync-phase timer: (deadline, generation it was set for).
     pub sync_timer: Option<(i64, i32)>,
+    /// The group reached a point Kafka records in `__consumer_offsets` (a completed
+    /// generation, Empty, a replaced static member); the coordinator collects its record.
+    pub needs_record: bool,
 }
 
 impl ClassicGroup {
@@ -123,6 +126,7 @@ impl ClassicGroup {
             new_member_added: false,
             join_timer: None,
             sync_timer: None,
+            needs_record: false,
         }
     }
 

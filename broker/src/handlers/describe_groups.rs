@@ -22,7 +22,34 @@ pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> DescribeGroup
             let out = DescribedGroup::default()
                 .with_group_id(id.clone())
                 .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
-            let Some(g) = ctx.broker.groups.describe(&id.0) else {
+            // KIP-848 consumer groups (Kafka's `ConsumerGroup.asDescribedGroup`), without the
+            // serialized subscription and assignment bytes.
+            if let Some(g) = ctx.broker.consumer_groups.describe(&id.0) {
+                let members = g
+                    .members
+                    .into_iter()
+                    .map(|(m, _)| {
+                        let dm = DescribedGroupMember::default()
+                            .with_member_id(StrBytes::from_string(m.member_id))
+                            .with_client_id(StrBytes::from_string(m.client_id))
+                            .with_client_host(StrBytes::from_string(m.client_host));
+                        if v >= 4 {
+                            dm.with_group_instance_id(m.instance_id.map(StrBytes::from_string))
+                        } else {
+                            dm
+                        }
+                    })
+                    .collect();
+                return out
+                    .with_group_state(StrBytes::from_static_str(g.state))
+                    .with_protocol_type(StrBytes::from_static_str("consumer"))
+                    .with_protocol_data(StrBytes::from_string(g.assignor_name))
+                    .with_members(members);
+            }
+            // A group known only by its committed offsets is Empty, as in Kafka.
+            let simple =
+                || (ctx.broker.offsets.has_group(&id.0)).then(crate::group::DescribedGroup::simple);
+            let Some(g) = ctx.broker.groups.describe(&id.0).or_else(simple) else {
                 let out = out.with_group_state(StrBytes::from_static_str("Dead"));
                 return if v >= 6 {
                     out.with_error_code(ResponseError::GroupIdNotFound.code())

@@ -4,15 +4,20 @@
 //! Fetch sessions (KIP-227) are answered sessionless: a request that asks for a new session
 //! (id 0, epoch 0) gets session id 0, which tells the client to keep sending full requests;
 //! a request naming a session we never created gets FETCH_SESSION_ID_NOT_FOUND.
+//!
+//! Records are never copied here (ARCHITECTURE.md decision 4): each partition's answer is the
+//! file regions `Log::read` returns, and [`encode`] turns the response into a plan of encoded
+//! bytes around those regions, which the connection writer sends with `sendfile`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::future::select_all;
 use strata_protocol::ResponseError;
+use strata_protocol::fetch_plan::{self, ResponsePlan};
 use strata_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use strata_protocol::messages::{FetchRequest, FetchResponse};
+use strata_storage::FileRegion;
 use tokio::time::Instant;
 
 use super::RequestContext;
@@ -32,13 +37,25 @@ struct Wanted {
     partition: Result<Arc<Partition>, i16>,
 }
 
+/// A fetch's answer: the response with its records fields left out, and each partition's
+/// records as file regions, in response order (topics in order, then their partitions).
+pub struct Fetched {
+    /// Everything but the records.
+    pub response: FetchResponse,
+    /// One list of regions per partition in `response`.
+    pub records: Vec<Vec<FileRegion>>,
+}
+
 /// Answers a fetch, parking until enough bytes arrive.
-pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
+pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Fetched {
     let version = ctx.api_version;
     if version >= 7 && (req.session_id != 0 || req.session_epoch > 0) {
-        return FetchResponse::default()
-            .with_error_code(ResponseError::FetchSessionIdNotFound.code())
-            .with_session_id(0);
+        return Fetched {
+            response: FetchResponse::default()
+                .with_error_code(ResponseError::FetchSessionIdNotFound.code())
+                .with_session_id(0),
+            records: Vec::new(),
+        };
     }
     let image = ctx.broker.image();
     let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
@@ -88,12 +105,19 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
         let (parts, bytes, errors) = read_all(&wanted, max_bytes, req.isolation_level);
         if bytes >= min_bytes || errors || Instant::now() >= deadline {
             let mut topics = topics;
-            for (w, pd) in wanted.iter().zip(parts) {
+            let mut records = Vec::with_capacity(parts.len());
+            // `wanted` runs topic by topic in slot order, so pushing in its order keeps the
+            // region lists in response order.
+            for (w, (pd, regions)) in wanted.iter().zip(parts) {
                 topics[w.topic_slot].partitions.push(pd);
+                records.push(regions);
             }
-            return FetchResponse::default()
-                .with_session_id(0)
-                .with_responses(topics);
+            return Fetched {
+                response: FetchResponse::default()
+                    .with_session_id(0)
+                    .with_responses(topics),
+                records,
+            };
         }
         let changed = watchers
             .iter_mut()
@@ -110,13 +134,33 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
     }
 }
 
+/// Encodes a fetch's answer as a response plan. An encoding failure is a broker bug: it is
+/// logged and the connection closes, since the client would otherwise wait forever.
+pub fn encode(ctx: &RequestContext, fetched: Fetched) -> Option<ResponsePlan<FileRegion>> {
+    match fetch_plan::encode_fetch_plan(
+        ctx.api_version,
+        ctx.correlation_id,
+        fetched.response,
+        fetched.records,
+    ) {
+        Ok(plan) => Some(plan),
+        Err(e) => {
+            tracing::error!(error = %e, "fetch response encoding failed");
+            None
+        }
+    }
+}
+
+/// One partition's answer: its fields, and its records as regions.
+type PartitionAnswer = (PartitionData, Vec<FileRegion>);
+
 /// Reads every partition once. Returns the partition answers in request order, the bytes
 /// read, and whether any partition has an error (an error answers at once, as in Kafka).
 fn read_all(
     wanted: &[Wanted],
     max_bytes: u32,
     isolation_level: i8,
-) -> (Vec<PartitionData>, i64, bool) {
+) -> (Vec<PartitionAnswer>, i64, bool) {
     let mut remaining = max_bytes;
     let mut total: i64 = 0;
     let mut any_error = false;
@@ -132,7 +176,7 @@ fn read_all(
             Ok(p) => p,
             Err(code) => {
                 any_error = true;
-                out.push(pd.with_error_code(*code).with_records(Some(Bytes::new())));
+                out.push((pd.with_error_code(*code), Vec::new()));
                 continue;
             }
         };
@@ -148,37 +192,21 @@ fn read_all(
         // Kafka's rule: the first batch of the response is returned whole even when it exceeds
         // the limits, so that a consumer can always make progress.
         let min_one = total == 0;
-        let read = p.read(w.fetch_offset, limit, min_one).map_err(|e| log_error_code(&e)).and_then(|r| {
-            load(&r.regions).map_err(|e| {
-                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "segment read failed");
-                ResponseError::KafkaStorageError.code()
-            })
-        });
-        match read {
-            Ok(records) => {
-                let n = records.len() as u32;
+        match p.read(w.fetch_offset, limit, min_one) {
+            Ok(r) => {
+                let n = u32::try_from(r.bytes).unwrap_or(u32::MAX);
                 remaining = remaining.saturating_sub(n);
                 total += i64::from(n);
-                pd = pd.with_records(Some(records));
+                out.push((pd, r.regions));
             }
-            Err(code) => {
+            Err(e) => {
                 any_error = true;
                 // Kafka answers an error with empty records, never null: librdkafka rejects a
-                // null record set as a parse failure and never applies auto.offset.reset.
-                pd = pd.with_error_code(code).with_records(Some(Bytes::new()));
+                // null record set as a parse failure and never applies auto.offset.reset. The
+                // plan writes an empty record set for a partition without regions.
+                out.push((pd.with_error_code(log_error_code(&e)), Vec::new()));
             }
         }
-        out.push(pd);
     }
     (out, total, any_error)
-}
-
-/// Copies the regions into one buffer. The zero-copy writer (sendfile) replaces this.
-fn load(regions: &[strata_storage::FileRegion]) -> std::io::Result<Bytes> {
-    let len: usize = regions.iter().map(|r| r.len as usize).sum();
-    let mut buf = Vec::with_capacity(len);
-    for r in regions {
-        r.read_into(&mut buf)?;
-    }
-    Ok(Bytes::from(buf))
 }

@@ -12,12 +12,21 @@ use crate::group::{JoinRequest, Protocol};
 /// Joins the group and waits for the generation to form.
 pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
     let v = ctx.api_version;
+    // KIP-848: a consumer group with members keeps its id (Kafka without online migration);
+    // an empty one gives it up to the classic group.
+    if !ctx.broker.consumer_groups.remove_if_empty(&req.group_id.0) {
+        return JoinGroupResponse::default()
+            .with_error_code(strata_protocol::ResponseError::InconsistentGroupProtocol.code())
+            .with_generation_id(-1)
+            .with_protocol_name((v < 7).then(StrBytes::default))
+            .with_member_id(req.member_id);
+    }
     let join = JoinRequest {
         group_id: req.group_id.0.to_string(),
         member_id: req.member_id.to_string(),
         group_instance_id: req.group_instance_id.map(|i| i.to_string()),
         client_id: ctx.client_id.clone().unwrap_or_default(),
-        client_host: String::new(),
+        client_host: ctx.client_host(),
         session_timeout_ms: req.session_timeout_ms,
         rebalance_timeout_ms: req.rebalance_timeout_ms,
         protocol_type: req.protocol_type.to_string(),

@@ -12,6 +12,8 @@ use crate::broker::Broker;
 use crate::connection::Slot;
 
 pub mod api_versions;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
@@ -21,6 +23,7 @@ pub mod describe_producers;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
@@ -46,19 +49,37 @@ pub struct RequestContext {
     pub correlation_id: i32,
     /// `client.id`, for logs.
     pub client_id: Option<String>,
+    /// The client's address, `None` where there is no socket. Kafka reports a group member's
+    /// host from it.
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 impl RequestContext {
-    /// Builds the context from a decoded header.
+    /// Builds the context from a decoded header and the connection's peer address.
     #[must_use]
-    pub fn new(broker: Arc<Broker>, header: &RequestHeader, api_key: ApiKey) -> Self {
+    pub fn new(
+        broker: Arc<Broker>,
+        header: &RequestHeader,
+        api_key: ApiKey,
+        peer: Option<std::net::SocketAddr>,
+    ) -> Self {
         RequestContext {
             broker,
             api_key,
             api_version: header.request_api_version,
             correlation_id: header.correlation_id,
             client_id: header.client_id.as_ref().map(|c| c.to_string()),
+            peer,
         }
+    }
+
+    /// The client's host as Kafka prints a Java `InetAddress` in DescribeGroups:
+    /// `"/127.0.0.1"`; empty when unknown.
+    #[must_use]
+    pub fn client_host(&self) -> String {
+        self.peer
+            .map(|p| format!("/{}", p.ip()))
+            .unwrap_or_default()
     }
 
     /// Encodes a response for this request. An encoding failure is a broker bug: it is logged
@@ -86,9 +107,9 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
             None => return Slot::NoResponse,
         },
         RequestKind::Fetch(r) => {
-            return Slot::Pending(tokio::spawn(async move {
-                let resp = fetch::handle(&ctx, r).await;
-                ctx.encode(&ResponseKind::Fetch(resp))
+            return Slot::PendingPlan(tokio::spawn(async move {
+                let fetched = fetch::handle(&ctx, r).await;
+                fetch::encode(&ctx, fetched)
             }));
         }
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(&ctx, r)),
@@ -105,6 +126,9 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(&ctx, r))
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(&ctx, r))
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(&ctx, r))
@@ -128,6 +152,12 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
             ResponseKind::DescribeGroups(describe_groups::handle(&ctx, r))
         }
         RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(&ctx, r)),
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            ResponseKind::ConsumerGroupHeartbeat(consumer_group_heartbeat::handle(&ctx, r))
+        }
+        RequestKind::ConsumerGroupDescribe(r) => {
+            ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(&ctx, r))
+        }
         other => {
             // The decoder admits only the APIs in the version table, and each has an arm above;
             // reaching this means the table and this match disagree.

@@ -35,7 +35,15 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchRespo
                         .map(|t| (t.name, t.partition_indexes))
                         .collect()
                 });
-                let (error, topics) = lookup(ctx, &g.group_id.0, wanted);
+                let (mut error, topics) = lookup(ctx, &g.group_id.0, wanted);
+                // KIP-848: v9 members name themselves and their epoch.
+                if let Some(Err(code)) = ctx.broker.consumer_groups.validate_offset_fetch(
+                    &g.group_id.0,
+                    g.member_id.as_deref(),
+                    g.member_epoch,
+                ) {
+                    error = code;
+                }
                 let topics = topics
                     .into_iter()
                     .map(|(name, parts)| {

@@ -4,8 +4,12 @@
 use bytes::BytesMut;
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
-use strata_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use strata_protocol::compression::decompress;
+use strata_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use strata_protocol::messages::{ProduceRequest, ProduceResponse};
+use strata_protocol::record_batch::{BATCH_HEADER_LEN, Compression, RecordBatchView};
 
 use super::RequestContext;
 use crate::error::log_error_code;
@@ -21,6 +25,13 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Option<ProduceRespon
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
         let known = image.topics.contains_key(&name);
+        let compacted = image.topics.get(&name).is_some_and(|t| {
+            t.configs
+                .get("cleanup.policy")
+                .unwrap_or(&ctx.broker.config.log_cleanup_policy)
+                .split(',')
+                .any(|p| p.trim() == "compact")
+        });
         let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
         for pd in topic.partition_data {
             let mut resp = PartitionProduceResponse::default()
@@ -40,6 +51,26 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Option<ProduceRespon
                     ResponseError::InvalidRecord.code(),
                     Some("null records".to_owned()),
                 )),
+                (true, Some(_), Some(records))
+                    if compacted && !keyless_records(&records).is_empty() =>
+                {
+                    // Kafka's LogValidator: a compacted topic takes no record without a key.
+                    // The records are named by index so the client fails only those
+                    // (INVALID_RECORD) and retries nothing of the rest of the batch.
+                    resp = resp.with_record_errors(
+                        keyless_records(&records)
+                            .into_iter()
+                            .map(|i| BatchIndexAndErrorMessage::default().with_batch_index(i))
+                            .collect(),
+                    );
+                    Err((
+                        ResponseError::InvalidRecord.code(),
+                        Some(format!(
+                            "Compacted topic cannot accept message without key in topic partition {name}-{}.",
+                            pd.index
+                        )),
+                    ))
+                }
                 (true, Some(p), Some(records)) => {
                     // The request buffer is shared with the decoded header; the rewrite of base
                     // offsets needs a private copy (one per partition, never per record).
@@ -76,4 +107,52 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Option<ProduceRespon
         return None;
     }
     Some(ProduceResponse::default().with_responses(responses))
+}
+
+/// Largest decompressed records section examined for keys (as storage's own bound).
+const DECOMPRESS_LIMIT: usize = 256 << 20;
+
+/// Indexes (counted across the record set, as Kafka's `batchIndex`) of the records that have
+/// no key. A record set that does not parse yields nothing here: the append reports it.
+fn keyless_records(records: &[u8]) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    let mut index = 0i32;
+    while pos < records.len() {
+        let Ok(view) = RecordBatchView::parse(&records[pos..]) else {
+            return Vec::new();
+        };
+        if view.is_control() {
+            pos += view.total_len();
+            continue;
+        }
+        let decompressed;
+        let iter = match view.compression() {
+            Compression::None => match view.records() {
+                Ok(r) => r,
+                Err(_) => return Vec::new(),
+            },
+            codec => {
+                let Some(body) = view.bytes().get(BATCH_HEADER_LEN..) else {
+                    return Vec::new();
+                };
+                match decompress(codec, body, DECOMPRESS_LIMIT) {
+                    Ok(d) => decompressed = d,
+                    Err(_) => return Vec::new(),
+                }
+                view.records_in(&decompressed)
+            }
+        };
+        for record in iter {
+            let Ok(record) = record else {
+                return Vec::new();
+            };
+            if record.key.is_none() {
+                out.push(index);
+            }
+            index += 1;
+        }
+        pos += view.total_len();
+    }
+    out
 }

@@ -57,6 +57,16 @@ pub fn validate_commit(
     api_version: i16,
     now_ms: i64,
 ) -> Result<(), i16> {
+    // KIP-848 consumer groups check the member epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID);
+    // OffsetCommit's generation id carries it.
+    if let Some(verdict) = broker.consumer_groups.validate_offset_commit(
+        group,
+        committer.member_id,
+        committer.generation_id,
+        api_version,
+    ) {
+        return verdict;
+    }
     if group_state(broker, group).is_none() {
         if committer.generation_id < 0 {
             return Ok(());

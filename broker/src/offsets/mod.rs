@@ -268,6 +268,26 @@ impl OffsetStore {
         p.state.group_offsets(group).is_some() || p.state.has_group_metadata(group)
     }
 
+    /// Whether `group` has any committed offset (Kafka deletes an Empty group once it has
+    /// none left).
+    #[must_use]
+    pub fn has_offsets(&self, group: &str) -> bool {
+        self.lock(group).state.group_offsets(group).is_some()
+    }
+
+    /// Every group with committed offsets or stored group metadata, sorted (ListGroups lists
+    /// the groups that exist only through their offsets).
+    #[must_use]
+    pub fn group_ids(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in &self.partitions {
+            let p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            out.extend(p.state.group_ids().cloned());
+        }
+        out.sort();
+        out
+    }
+
     /// Deletes the committed offsets of the given (topic, partition)s of `group` with
     /// tombstones; partitions without an offset are skipped. Returns how many were deleted.
     ///
@@ -368,7 +388,8 @@ impl OffsetStore {
     }
 
     /// Runs [`OffsetStore::expire`] if `offsets.retention.check.interval.ms` has passed since
-    /// the last pass. The broker's housekeeping calls this on each tick.
+    /// the last pass. The broker's housekeeping calls this on each tick. `None` when no pass
+    /// was due.
     ///
     /// # Errors
     /// As [`OffsetStore::expire`].
@@ -376,13 +397,13 @@ impl OffsetStore {
         &self,
         now_ms: i64,
         expirable: impl FnMut(&str, &str) -> bool,
-    ) -> Result<usize, OffsetStoreError> {
+    ) -> Result<Option<usize>, OffsetStoreError> {
         let last = self.last_expiry_ms.load(Ordering::Relaxed);
         if now_ms.saturating_sub(last) < self.config.retention_check_interval_ms {
-            return Ok(0);
+            return Ok(None);
         }
         self.last_expiry_ms.store(now_ms, Ordering::Relaxed);
-        self.expire(now_ms, expirable)
+        self.expire(now_ms, expirable).map(Some)
     }
 
     /// Deletes, with tombstones, the expired offsets of groups that no longer need them

@@ -109,6 +109,15 @@ impl PartitionState {
         self.group_metadata.iter()
     }
 
+    /// Every group with committed offsets or group metadata in this partition.
+    pub fn group_ids(&self) -> impl Iterator<Item = &String> {
+        self.offsets.keys().chain(
+            self.group_metadata
+                .keys()
+                .filter(|g| !self.offsets.contains_key(*g)),
+        )
+    }
+
     /// Whether `group` has group metadata stored.
     #[must_use]
     pub fn has_group_metadata(&self, group: &str) -> bool {

@@ -153,10 +153,12 @@ fn expiry_tombstones_only_expirable_groups_and_respects_the_interval() {
         .unwrap();
     let expirable = |g: &str, _: &str| g == "empty";
     // Too soon for the check interval.
-    assert_eq!(store.maybe_expire(500, expirable).unwrap(), 0);
+    assert_eq!(store.maybe_expire(500, expirable).unwrap(), None);
     // The interval passed, the retention not yet.
-    assert_eq!(store.maybe_expire(5_000, expirable).unwrap(), 0);
-    assert_eq!(store.maybe_expire(10_000, expirable).unwrap(), 1);
+    assert_eq!(store.maybe_expire(5_000, expirable).unwrap(), Some(0));
+    assert_eq!(store.maybe_expire(10_000, expirable).unwrap(), Some(1));
+    assert_eq!(store.group_ids(), vec!["active".to_owned()]);
+    assert!(store.has_offsets("active") && !store.has_offsets("empty"));
     assert_eq!(store.fetch("empty", "t", 0), None);
     assert!(store.fetch("active", "t", 0).is_some());
     drop(store);

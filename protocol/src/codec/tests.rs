@@ -365,6 +365,31 @@ mod round_trip {
                             ]),
                     ]),
             ),
+            ApiKey::ConsumerGroupHeartbeat => {
+                let r = ConsumerGroupHeartbeatRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
+                    .with_member_id(StrBytes::from_static_str("m-1"))
+                    .with_member_epoch(s.partition)
+                    .with_instance_id(Some(StrBytes::from_static_str("i-1")))
+                    .with_rebalance_timeout_ms(30_000)
+                    .with_subscribed_topic_names(Some(vec![name(s)]))
+                    .with_server_assignor(Some(StrBytes::from_static_str("uniform")))
+                    .with_topic_partitions(Some(vec![
+                        consumer_group_heartbeat_request::TopicPartitions::default()
+                            .with_topic_id(s.id)
+                            .with_partitions(vec![s.partition]),
+                    ]));
+                RequestKind::ConsumerGroupHeartbeat(if v >= 1 {
+                    r.with_subscribed_topic_regex(Some(StrBytes::from_static_str("o.*")))
+                } else {
+                    r
+                })
+            }
+            ApiKey::ConsumerGroupDescribe => RequestKind::ConsumerGroupDescribe(
+                ConsumerGroupDescribeRequest::default()
+                    .with_group_ids(vec![GroupId(StrBytes::from_string(s.topic.clone()))])
+                    .with_include_authorized_operations(true),
+            ),
             other => panic!("no sample for {other:?}"),
         }
     }
@@ -537,7 +562,9 @@ mod round_trip {
                 }
                 ResponseKind::JoinGroup(r)
             }
-            ApiKey::Heartbeat => ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(27)),
+            ApiKey::Heartbeat => {
+                ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(27))
+            }
             ApiKey::LeaveGroup => {
                 let r = LeaveGroupResponse::default();
                 ResponseKind::LeaveGroup(if v >= 3 {
@@ -678,6 +705,51 @@ mod round_trip {
                                 .with_error_code(93),
                         ]),
                 ]))
+            }
+            ApiKey::ConsumerGroupHeartbeat => ResponseKind::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatResponse::default()
+                    .with_member_id(Some(StrBytes::from_static_str("m-1")))
+                    .with_member_epoch(s.partition)
+                    .with_heartbeat_interval_ms(5000)
+                    .with_assignment(Some(
+                        consumer_group_heartbeat_response::Assignment::default()
+                            .with_topic_partitions(vec![
+                                consumer_group_heartbeat_response::TopicPartitions::default()
+                                    .with_topic_id(s.id)
+                                    .with_partitions(vec![s.partition]),
+                            ]),
+                    )),
+            ),
+            ApiKey::ConsumerGroupDescribe => {
+                let tp = consumer_group_describe_response::TopicPartitions::default()
+                    .with_topic_id(s.id)
+                    .with_topic_name(name(s))
+                    .with_partitions(vec![s.partition]);
+                let assignment = consumer_group_describe_response::Assignment::default()
+                    .with_topic_partitions(vec![tp]);
+                let mut member = consumer_group_describe_response::Member::default()
+                    .with_member_id(StrBytes::from_static_str("m-1"))
+                    .with_member_epoch(3)
+                    .with_client_id(StrBytes::from_static_str("c"))
+                    .with_client_host(StrBytes::from_static_str("/127.0.0.1"))
+                    .with_subscribed_topic_names(vec![name(s)])
+                    .with_assignment(assignment.clone())
+                    .with_target_assignment(assignment);
+                if v >= 1 {
+                    member = member.with_member_type(1);
+                }
+                ResponseKind::ConsumerGroupDescribe(
+                    ConsumerGroupDescribeResponse::default().with_groups(vec![
+                        consumer_group_describe_response::DescribedGroup::default()
+                            .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
+                            .with_group_state(StrBytes::from_static_str("Stable"))
+                            .with_group_epoch(3)
+                            .with_assignment_epoch(3)
+                            .with_assignor_name(StrBytes::from_static_str("uniform"))
+                            .with_members(vec![member])
+                            .with_authorized_operations(i32::MIN),
+                    ]),
+                )
             }
             other => panic!("no sample for {other:?}"),
         }

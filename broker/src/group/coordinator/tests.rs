@@ -741,3 +741,58 @@ fn seeded_simulation_answers_every_parked_request() {
         );
     }
 }
+
+#[test]
+fn records_follow_kafkas_write_points_and_a_reload_lets_members_carry_on() {
+    let mut s = Sim::new();
+    let (leader, follower, generation) = s.stable_pair();
+    // The leader's SyncGroup completed the generation: one record with both assignments.
+    let records = s.core.take_records();
+    assert_eq!(records.len(), 1, "{records:?}");
+    let stored = records[0].1.clone().expect("not a tombstone");
+    let v = GroupMetadataValue::decode(&stored).unwrap();
+    assert_eq!(
+        (v.generation, v.leader.as_deref()),
+        (generation, Some(&*leader))
+    );
+    assert_eq!(v.members.len(), 2);
+    assert!(s.core.take_records().is_empty(), "drained");
+
+    // A restart: the group is Stable at its generation and heartbeats succeed.
+    let mut reloaded = Sim::new();
+    reloaded.now = s.now;
+    reloaded.core.load(s.now, vec![("g".into(), stored)]);
+    assert_eq!(reloaded.state(), GroupState::Stable);
+    assert_eq!(reloaded.heartbeat(&leader, generation), Ok(()));
+    // The follower stays silent: its session expires from the load time, and the leader is
+    // asked to rebalance.
+    reloaded.advance(i64::from(SESSION) / 2);
+    assert_eq!(reloaded.heartbeat(&leader, generation), Ok(()));
+    reloaded.advance(i64::from(SESSION) / 2 + 1);
+    assert_eq!(
+        reloaded.heartbeat(&leader, generation),
+        Err(GroupError::RebalanceInProgress)
+    );
+    assert!(
+        !reloaded
+            .core
+            .group("g")
+            .unwrap()
+            .members
+            .contains_key(&follower)
+    );
+
+    // Everyone leaves: the Empty group is recorded; deleting it writes a tombstone.
+    let (_, _) = s
+        .core
+        .leave(s.now, "g", &[(leader, None), (follower, None)])
+        .unwrap();
+    s.advance(REBALANCE.into());
+    assert_eq!(s.state(), GroupState::Empty);
+    let records = s.core.take_records();
+    let v = GroupMetadataValue::decode(records[0].1.as_ref().unwrap()).unwrap();
+    assert!(v.members.is_empty() && v.protocol.is_none());
+    assert_eq!(v.generation, generation + 1);
+    s.core.delete("g").unwrap();
+    assert_eq!(s.core.take_records(), vec![("g".to_owned(), None)]);
+}

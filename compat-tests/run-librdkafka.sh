@@ -1,0 +1,354 @@
+#!/usr/bin/env bash
+# Runs librdkafka's own test suite (2.12.1, from the rdkafka-sys 4.10.0+2.12.1 crate) against a
+# real Strata broker and writes compat-tests/RESULTS.md.
+#
+#   compat-tests/run-librdkafka.sh [--tier1 | --all | --tests 0001,0002] [options]
+#
+#   --tier1            the tests in ../shared/compat/librdkafka-tier1.txt, or
+#                      compat-tests/librdkafka-tier1.txt if present (default)
+#   --all              every numbered test in librdkafka's tests/ directory, minus
+#                      compat-tests/librdkafka-skip.txt (listed tests are reported as skipped)
+#   --tests LIST       only these test numbers (comma or space separated)
+#   --broker HOST:PORT use an already running broker (debugging: re-run one test, read its
+#                      log); nothing is started or restarted, RESULTS.md is not touched
+#   --timeout SECS     per-test wall-clock limit (default 300)
+#   --budget SECS      stop starting new tests after this many seconds (default: none);
+#                      the rest are reported as "not run"
+#   --results FILE     where to write the table (default: compat-tests/RESULTS.md for --all,
+#                      target/compat/results/RESULTS-tier1.md for --tier1, so CI does not
+#                      rewrite the committed table, and .../RESULTS-partial.md otherwise)
+#   --keep             keep the broker's data directory
+#
+# Env: STRATA_BIN (default target/release/strata; built if missing), COMPAT_DIR (default
+#      target/compat), COMPAT_RESULTS_DIR (default target/compat/results). Per-test logs and JSON reports: target/compat/results/<NNNN>.{log,json};
+#      broker log: target/compat/results/broker.log.
+#
+# Pass/fail comes from the runner's JSON report (TEST_REPORT): a test passes when every
+# sub-test it ran PASSED; a missing report (abort, timeout) is a failure. A broker that died
+# during a test is restarted and recorded as a broker crash (always a bug).
+# Exit status: 1 if any tier-1 test failed (or, with --tests/--broker, any selected test).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HERE="$ROOT/compat-tests"
+COMPAT_DIR="${COMPAT_DIR:-$ROOT/target/compat}"
+SRC_DIR="$COMPAT_DIR/librdkafka"
+RES_DIR="${COMPAT_RESULTS_DIR:-$COMPAT_DIR/results}"
+mkdir -p "$RES_DIR" && RES_DIR="$(cd "$RES_DIR" && pwd)"
+mkdir -p "$COMPAT_DIR" && COMPAT_DIR="$(cd "$COMPAT_DIR" && pwd)" && SRC_DIR="$COMPAT_DIR/librdkafka"
+CRATE="rdkafka-sys-4.10.0+2.12.1"
+BUILD_CMD='./configure --no-download --disable-gssapi --disable-curl && make -j2 libs && make -j2 -C tests build'
+STAMP="$SRC_DIR/.strata-compat-build-stamp"
+STAMP_WANT="$CRATE | $BUILD_CMD"
+
+MODE=tier1 TEST_LIST="" EXT_BROKER="" PER_TEST_TIMEOUT=300 BUDGET=0 RESULTS="" KEEP=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --tier1) MODE=tier1 ;;
+        --all) MODE=all ;;
+        --tests) MODE=list; TEST_LIST="${2:?--tests needs a list}"; shift ;;
+        --broker) EXT_BROKER="${2:?--broker needs HOST:PORT}"; shift ;;
+        --timeout) PER_TEST_TIMEOUT="${2:?}"; shift ;;
+        --budget) BUDGET="${2:?}"; shift ;;
+        --results) RESULTS="${2:?}"; shift ;;
+        --keep) KEEP=1 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        *) echo "unknown option: $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+log() { echo "[compat] $*"; }
+
+# ---- tier-1 and skip lists --------------------------------------------------------------------
+
+tier1_file() {
+    if [[ -f "$HERE/librdkafka-tier1.txt" ]]; then echo "$HERE/librdkafka-tier1.txt"
+    else echo "$ROOT/../shared/compat/librdkafka-tier1.txt"; fi
+}
+TIER1="$(grep -v '^#' "$(tier1_file)" 2>/dev/null | grep -oE '[0-9]{4}' | sort -u | tr '\n' ' ')"
+[[ -n "$TIER1" ]] || { echo "no tier-1 list found ($(tier1_file))" >&2; exit 2; }
+is_tier1() { [[ " $TIER1 " == *" $1 "* ]]; }
+
+declare -A SKIP_REASON=()
+if [[ -f "$HERE/librdkafka-skip.txt" ]]; then
+    while IFS= read -r line; do
+        [[ "$line" =~ ^([0-9]{4})[[:space:]]+(.*)$ ]] || continue
+        SKIP_REASON["${BASH_REMATCH[1]}"]="${BASH_REMATCH[2]}"
+    done <"$HERE/librdkafka-skip.txt"
+fi
+
+# ---- librdkafka source and build (cached) -----------------------------------------------------
+
+ensure_apt_deps() {
+    local missing=() p
+    for p in libzstd-dev liblz4-dev rapidjson-dev gcc g++ make pkg-config libssl-dev zlib1g-dev python3 coreutils; do
+        dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+    done
+    [[ ${#missing[@]} -eq 0 ]] && return 0
+    log "installing: ${missing[*]}"
+    local sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+find_crate_src() {
+    local d
+    for d in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$CRATE"/librdkafka; do
+        [[ -f "$d/configure" ]] && { echo "$d"; return 0; }
+    done
+    return 1
+}
+
+ensure_built() {
+    if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$STAMP_WANT" && -x "$SRC_DIR/tests/test-runner" ]]; then
+        log "librdkafka build cached: $SRC_DIR"
+        return 0
+    fi
+    ensure_apt_deps || return 1
+    local src
+    if ! src="$(find_crate_src)"; then
+        log "fetching $CRATE into the cargo registry"
+        (cd "$ROOT" && cargo fetch -q) || return 1
+        src="$(find_crate_src)" || { echo "$CRATE not in the cargo registry" >&2; return 1; }
+    fi
+    log "copying $src -> $SRC_DIR and building (about 3-5 minutes on 2 cores)"
+    rm -rf "$SRC_DIR" && mkdir -p "$COMPAT_DIR" && cp -a "$src" "$SRC_DIR" || return 1
+    chmod -R u+w "$SRC_DIR"
+    (cd "$SRC_DIR" && eval "$BUILD_CMD") >"$COMPAT_DIR/build.log" 2>&1 || {
+        echo "librdkafka build failed; see $COMPAT_DIR/build.log" >&2; tail -20 "$COMPAT_DIR/build.log" >&2; return 1; }
+    echo "$STAMP_WANT" >"$STAMP"
+}
+
+# ---- test selection ---------------------------------------------------------------------------
+
+all_tests() {
+    find "$SRC_DIR/tests" -maxdepth 1 -regextype posix-extended -regex '.*/[0-9]{4}-[^/]*\.(c|cpp)' \
+        -printf '%f\n' | cut -c1-4 | sort -u | tr '\n' ' '
+}
+
+# ---- broker -----------------------------------------------------------------------------------
+
+BROKER_PID="" BROKER_ADDR="" DATA_DIR="" BROKER_LOG="$RES_DIR/broker.log" CRASHES=0
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+wait_port() { # wait_port PORT SECS
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        kill -0 "$BROKER_PID" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+BROKER_PORT=""
+start_broker() {
+    # librdkafka's test clusters (tests/scenarios/default.json) auto-create topics with 4
+    # partitions; tests such as 0012 produce to partitions 0..3 of an auto-created topic.
+    local extra=(--override num.partitions=4)
+    # group.initial.rebalance.delay.ms: Kafka's default (3000) unless COMPAT_REBALANCE_DELAY_MS
+    # is set. Not 0: 0118 relies on two consumers created together joining the same first
+    # generation, which the delay provides; with 0 the first one gets every partition alone and
+    # the test's revoke-then-commit happens at the wrong moment (its commit succeeds).
+    if [[ -n "${COMPAT_REBALANCE_DELAY_MS:-}" ]] &&
+        grep -q '"group.initial.rebalance.delay.ms"' "$ROOT/broker/src/config.rs" 2>/dev/null; then
+        extra+=(--override "group.initial.rebalance.delay.ms=$COMPAT_REBALANCE_DELAY_MS")
+    fi
+    [[ -n "$BROKER_PORT" ]] || BROKER_PORT="$(free_port)"
+    [[ -n "$DATA_DIR" ]] || DATA_DIR="$(mktemp -d "$COMPAT_DIR/broker-data.XXXXXX")"
+    echo "---- start $(date -u +%FT%TZ) port $BROKER_PORT" >>"$BROKER_LOG"
+    "$STRATA_BIN" --override "listeners=PLAINTEXT://127.0.0.1:$BROKER_PORT" \
+        --override "advertised.listeners=PLAINTEXT://127.0.0.1:$BROKER_PORT" \
+        --override "log.dirs=$DATA_DIR" "${extra[@]}" >>"$BROKER_LOG" 2>&1 &
+    BROKER_PID=$!
+    BROKER_ADDR="127.0.0.1:$BROKER_PORT"
+    wait_port "$BROKER_PORT" 30 || { echo "broker did not come up; see $BROKER_LOG" >&2; return 1; }
+    log "broker pid $BROKER_PID on $BROKER_ADDR, data $DATA_DIR"
+}
+
+stop_broker() {
+    [[ -n "$BROKER_PID" ]] || return 0
+    kill -TERM "$BROKER_PID" 2>/dev/null
+    local i
+    for ((i = 0; i < 300; i++)); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$BROKER_PID" 2>/dev/null
+    wait "$BROKER_PID" 2>/dev/null
+    BROKER_PID=""
+    [[ $KEEP -eq 1 || -z "$DATA_DIR" ]] || rm -rf "$DATA_DIR"
+}
+
+# ---- running one test -------------------------------------------------------------------------
+
+# run_one NNNN -> sets R_STATE (pass|fail|skip), R_REASON, R_DUR
+run_one() {
+    local t="$1" json="$RES_DIR/$1.json" out="$RES_DIR/$1.log" rc start
+    rm -f "$json"
+    start=$(date +%s%N)
+    (cd "$SRC_DIR/tests" && KAFKA_PATH="$KAFKA_STUB" BROKERS="$BROKER_ADDR" TESTS="$t" TEST_KAFKA_VERSION=3.9.0 TEST_REPORT="$json" \
+        RDKAFKA_TEST_CONF="$RES_DIR/test.conf" LD_LIBRARY_PATH="$SRC_DIR/src:$SRC_DIR/src-cpp" \
+        timeout -k 10 "$PER_TEST_TIMEOUT" stdbuf -oL -eL ./test-runner -p1 </dev/null >"$out" 2>&1)
+    rc=$?
+    local ms=$((($(date +%s%N) - start) / 1000000))
+    R_DUR="$((ms / 1000)).$(((ms % 1000) / 100))"
+    local parsed
+    parsed="$(python3 - "$json" "$out" "$rc" <<'EOF'
+import json, re, sys
+path, logp, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    log = re.sub(r"\x1b\[[0-9;]*m", "", open(logp, errors="replace").read())
+except OSError:
+    log = ""
+def first(pats):
+    for p in pats:
+        m = re.search(p, log)
+        if m:
+            return m.group(1).strip()[:200]
+    return ""
+try:
+    rep = json.load(open(path))
+except Exception:
+    if rc == 124 or rc == 137:
+        print("fail\ttimeout (no report); " + first([r'### Test "[^"]+" failed[^\n]*\n([^\n]+)']))
+    else:
+        print("fail\tno report (exit %d, aborted?): %s" % (rc, first([r'### Test "[^"]+" failed[^\n]*\n([^\n]+)', r"(Assertion[^\n]+)"])))
+    sys.exit()
+tests = [v for k, v in rep.get("tests", {}).items() if k != "<MAIN>"]
+failed = [v for v in tests if v["state"] in ("FAILED", "RUNNING")]
+passed = [v for v in tests if v["state"] == "PASSED"]
+if failed:
+    why = first([r"\|\s*[0-9][^|<]*\|\s*FAILED\s*\|[^|]*\|\s*([^\n]+)", r'### Test "[^"]+" failed[^\n]*\n([^\n]+)'])
+    print("fail\t" + (why or ", ".join(v["name"] + " " + v["state"] for v in failed)))
+elif passed:
+    print("pass\t")
+else:
+    why = first([r"SKIPPING TEST: ([^\n]+)", r"(requires test scenario [^\n]+)", r"(not applicable for broker version [^\n]+)", r"\| *SKIPPED *\|[^|]*\|([^\n]+)"])
+    print("skip\t" + (why or "skipped by the runner (no sub-test ran)"))
+EOF
+)"
+    R_STATE="${parsed%%$'\t'*}"
+    R_REASON="${parsed#*$'\t'}"
+    R_REASON="${R_REASON//|/\\|}"
+}
+
+# ---- main -------------------------------------------------------------------------------------
+
+# Wrapped in a function so that bash parses the whole file before running it.
+main() {
+
+mkdir -p "$RES_DIR"
+ensure_built || exit 2
+
+case "$MODE" in
+    tier1) SELECTED="$TIER1" ;;
+    all) SELECTED="$(all_tests)" ;;
+    list)
+        SELECTED=""
+        for n in $(echo "$TEST_LIST" | tr ',' ' '); do
+            [[ "$n" =~ ^[0-9]{1,4}$ ]] || { echo "not a test number: $n" >&2; exit 2; }
+            SELECTED+="$(printf '%04d' "$((10#$n))") " # 10#: 0118 is not octal
+        done ;;
+esac
+if [[ -z "$RESULTS" ]]; then
+    case "$MODE" in
+        all) RESULTS="$HERE/RESULTS.md" ;;
+        tier1) RESULTS="$RES_DIR/RESULTS-tier1.md" ;;
+        *) RESULTS="$RES_DIR/RESULTS-partial.md" ;;
+    esac
+    [[ -z "$EXT_BROKER" ]] || RESULTS="$RES_DIR/RESULTS-partial.md"
+fi
+
+if [[ -n "$EXT_BROKER" ]]; then
+    BROKER_ADDR="$EXT_BROKER"
+else
+    STRATA_BIN="${STRATA_BIN:-$ROOT/target/release/strata}"
+    [[ "$STRATA_BIN" == /* ]] || STRATA_BIN="$PWD/$STRATA_BIN"
+    if [[ ! -x "$STRATA_BIN" ]]; then
+        log "building $STRATA_BIN"
+        (cd "$ROOT" && cargo build --release --bin strata) || exit 2
+    fi
+    : >"$BROKER_LOG"
+    start_broker || exit 2
+    trap 'stop_broker' EXIT
+    trap 'exit 143' TERM INT
+fi
+
+cat >"$RES_DIR/test.conf" <<EOF
+bootstrap.servers=$BROKER_ADDR
+broker.address.family=v4
+# Each test gets topics of its own, so the tests do not see each other's data.
+test.topic.random=true
+# A shared 2-core machine: give the runner's own timeouts some slack.
+test.timeout.multiplier=2
+EOF
+
+# 0052 and 0077 run Kafka's bin/kafka-topics.sh through KAFKA_PATH: point it at our stand-in
+# (confluent-kafka's admin client) when the venv that test.sh builds has confluent-kafka.
+KAFKA_STUB=""
+if "${COMPAT_PYTHON:-$ROOT/target/venv/bin/python}" -c 'import confluent_kafka' 2>/dev/null; then
+    KAFKA_STUB="$HERE/kafka-stub"
+fi
+
+declare -a ROWS=()
+NPASS=0 NFAIL=0 NSKIP=0 NNOTRUN=0 T1FAIL=0 ANYFAIL=0
+RUN_START=$SECONDS
+for t in $SELECTED; do
+    tier=""; is_tier1 "$t" && tier="tier 1"
+    if [[ $MODE != list && -n "${SKIP_REASON[$t]:-}" ]]; then
+        ROWS+=("| $t | skip | $tier | - | listed: ${SKIP_REASON[$t]} |"); NSKIP=$((NSKIP + 1))
+        is_tier1 "$t" && { T1FAIL=1; log "$t is tier 1 but listed in the skip file"; }
+        continue
+    fi
+    if [[ $BUDGET -gt 0 && $((SECONDS - RUN_START)) -ge $BUDGET ]]; then
+        ROWS+=("| $t | not run | $tier | - | time budget ($BUDGET s) used up |"); NNOTRUN=$((NNOTRUN + 1))
+        is_tier1 "$t" && T1FAIL=1
+        continue
+    fi
+    run_one "$t"
+    crash=""
+    if [[ -z "$EXT_BROKER" ]] && ! kill -0 "$BROKER_PID" 2>/dev/null; then
+        wait "$BROKER_PID" 2>/dev/null; crash_rc=$?
+        CRASHES=$((CRASHES + 1))
+        crash="BROKER CRASHED (exit $crash_rc) during this test; restarted. "
+        log "broker died during $t (exit $crash_rc); restarting"
+        start_broker || { echo "broker restart failed" >&2; exit 2; }
+    fi
+    if [[ -n "$crash" && $R_STATE == pass ]]; then R_STATE=fail; fi
+    case "$R_STATE" in
+        pass) NPASS=$((NPASS + 1)) ;;
+        skip) NSKIP=$((NSKIP + 1)) ;;
+        *) R_STATE=fail; NFAIL=$((NFAIL + 1)); ANYFAIL=1; is_tier1 "$t" && T1FAIL=1 ;;
+    esac
+    log "$t ${R_STATE^^} (${R_DUR}s) $crash$R_REASON"
+    ROWS+=("| $t | $R_STATE | $tier | ${R_DUR}s | $crash$R_REASON |")
+done
+
+{
+    echo "# librdkafka test suite against Strata"
+    echo
+    echo "Generated by \`compat-tests/run-librdkafka.sh $( [[ $MODE == list ]] && echo "--tests $TEST_LIST" || echo "--$MODE")\`"
+    echo "on $(date -u +%F) against librdkafka 2.12.1 ($CRATE), full mode (not -Q),"
+    echo "TEST_KAFKA_VERSION=3.9.0, per-test timeout ${PER_TEST_TIMEOUT}s, runner timeout multiplier 2."
+    echo "Skip reasons for listed tests: \`compat-tests/librdkafka-skip.txt\`. Per-test logs: \`target/compat/results/\`."
+    echo
+    echo "**Totals: $NPASS passed, $NFAIL failed, $NSKIP skipped, $NNOTRUN not run, of $(wc -w <<<"$SELECTED") selected; broker crashes: $CRASHES.**"
+    echo
+    echo "| test | result | tier | duration | reason |"
+    echo "|---|---|---|---|---|"
+    printf '%s\n' "${ROWS[@]}"
+} >"$RESULTS"
+log "totals: $NPASS passed, $NFAIL failed, $NSKIP skipped, $NNOTRUN not run; broker crashes: $CRASHES"
+log "results: $RESULTS"
+
+if [[ $MODE == tier1 || $MODE == all ]]; then
+    [[ $T1FAIL -eq 0 && $CRASHES -eq 0 ]] || exit 1
+else
+    [[ $ANYFAIL -eq 0 && $CRASHES -eq 0 ]] || exit 1
+fi
+return 0
+}
+
+main
+exit $?
