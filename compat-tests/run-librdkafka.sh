@@ -17,6 +17,7 @@
 #   --results FILE     where to write the table (default: compat-tests/RESULTS.md for --all,
 #                      target/compat/results/RESULTS-tier1.md for --tier1, so CI does not
 #                      rewrite the committed table, and .../RESULTS-partial.md otherwise)
+#   --from NNNN        skip the selected tests numbered below NNNN (split a long run)
 #   --keep             keep the broker's data directory
 #
 # Env: STRATA_BIN (default target/release/strata; built if missing), COMPAT_DIR (default
@@ -41,7 +42,7 @@ BUILD_CMD='./configure --no-download --disable-gssapi --disable-curl && make -j2
 STAMP="$SRC_DIR/.strata-compat-build-stamp"
 STAMP_WANT="$CRATE | $BUILD_CMD"
 
-MODE=tier1 TEST_LIST="" EXT_BROKER="" PER_TEST_TIMEOUT=300 BUDGET=0 RESULTS="" KEEP=0
+FROM=0 MODE=tier1 TEST_LIST="" EXT_BROKER="" PER_TEST_TIMEOUT=300 BUDGET=0 RESULTS="" KEEP=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --tier1) MODE=tier1 ;;
@@ -51,6 +52,7 @@ while [[ $# -gt 0 ]]; do
         --timeout) PER_TEST_TIMEOUT="${2:?}"; shift ;;
         --budget) BUDGET="${2:?}"; shift ;;
         --results) RESULTS="${2:?}"; shift ;;
+        --from) FROM="${2:?--from needs a test number}"; shift ;;
         --keep) KEEP=1 ;;
         -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         *) echo "unknown option: $1" >&2; exit 2 ;;
@@ -69,6 +71,15 @@ tier1_file() {
 TIER1="$(grep -v '^#' "$(tier1_file)" 2>/dev/null | grep -oE '[0-9]{4}' | sort -u | tr '\n' ' ')"
 [[ -n "$TIER1" ]] || { echo "no tier-1 list found ($(tier1_file))" >&2; exit 2; }
 is_tier1() { [[ " $TIER1 " == *" $1 "* ]]; }
+
+# Diagnosed root causes of known failures (NNNN <cause>): shown next to a failing test's row.
+declare -A KNOWN_CAUSE=()
+if [[ -f "$HERE/librdkafka-known-failures.txt" ]]; then
+    while IFS= read -r line; do
+        [[ "$line" =~ ^([0-9]{4})[[:space:]]+(.*)$ ]] || continue
+        KNOWN_CAUSE["${BASH_REMATCH[1]}"]="${BASH_REMATCH[2]}"
+    done <"$HERE/librdkafka-known-failures.txt"
+fi
 
 declare -A SKIP_REASON=()
 if [[ -f "$HERE/librdkafka-skip.txt" ]]; then
@@ -295,6 +306,7 @@ declare -a ROWS=()
 NPASS=0 NFAIL=0 NSKIP=0 NNOTRUN=0 T1FAIL=0 ANYFAIL=0
 RUN_START=$SECONDS
 for t in $SELECTED; do
+    [[ $((10#$t)) -ge $((10#$FROM)) ]] || continue
     tier=""; is_tier1 "$t" && tier="tier 1"
     if [[ $MODE != list && -n "${SKIP_REASON[$t]:-}" ]]; then
         ROWS+=("| $t | skip | $tier | - | listed: ${SKIP_REASON[$t]} |"); NSKIP=$((NSKIP + 1))
@@ -321,6 +333,9 @@ for t in $SELECTED; do
         skip) NSKIP=$((NSKIP + 1)) ;;
         *) R_STATE=fail; NFAIL=$((NFAIL + 1)); ANYFAIL=1; is_tier1 "$t" && T1FAIL=1 ;;
     esac
+    if [[ $R_STATE == fail && -n "${KNOWN_CAUSE[$t]:-}" ]]; then
+        R_REASON="known cause: ${KNOWN_CAUSE[$t]} -- runner: $R_REASON"
+    fi
     log "$t ${R_STATE^^} (${R_DUR}s) $crash$R_REASON"
     ROWS+=("| $t | $R_STATE | $tier | ${R_DUR}s | $crash$R_REASON |")
 done

@@ -114,3 +114,27 @@ def test_confluent_kafka_commit_and_committed(broker):
         assert codes == [KafkaError.UNKNOWN_TOPIC_OR_PART], codes
     finally:
         c.close()
+
+
+def test_kafka_python_admin_describes_a_simple_group(broker):
+    """kafka-python's admin asks DescribeGroups for authorized operations (KIP-430); the
+    bit set must hold only real group operations, and an offsets-only group is Empty."""
+    from kafka import KafkaAdminClient
+
+    create_topic(broker.bootstrap, "kp-admin-groups", 1)
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="kp-simple", enable_auto_commit=False)
+    tp = TopicPartition("kp-admin-groups", 0)
+    c.assign([tp])
+    c.commit({tp: OffsetAndMetadata(0, "m", -1)})
+    c.close()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert ("kp-simple", "") in admin.list_consumer_groups()
+        (info,) = admin.describe_consumer_groups(["kp-simple"])
+        assert info.error_code == 0
+        assert info.state == "Empty"
+        assert sorted(info.authorized_operations) == ["DELETE", "DESCRIBE", "READ"]
+        offsets = admin.list_consumer_group_offsets("kp-simple")
+        assert offsets[tp].offset == 0 and offsets[tp].metadata == "m"
+    finally:
+        admin.close()

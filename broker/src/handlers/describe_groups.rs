@@ -8,20 +8,29 @@ use strata_protocol::{ResponseError, StrBytes};
 
 use super::RequestContext;
 
-/// Without an authorizer, Kafka reports no authorized operations as `i32::MIN`.
+/// Kafka's "authorized operations not requested" sentinel.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+/// KIP-430: with no authorizer, Kafka reports every operation that applies to a group
+/// (`AclEntry.supportedOperations(GROUP)`): READ(3), DELETE(6), DESCRIBE(8).
+const GROUP_OPS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
 /// Describes the groups.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
     let v = ctx.api_version;
+    let ops = if req.include_authorized_operations {
+        GROUP_OPS
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    };
     let groups = req
         .groups
         .into_iter()
         .map(|id| {
             let out = DescribedGroup::default()
                 .with_group_id(id.clone())
-                .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+                .with_authorized_operations(ops);
             // KIP-848 consumer groups (Kafka's `ConsumerGroup.asDescribedGroup`), without the
             // serialized subscription and assignment bytes.
             if let Some(g) = ctx.broker.consumer_groups.describe(&id.0) {

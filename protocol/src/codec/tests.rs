@@ -198,6 +198,21 @@ mod round_trip {
                         .with_resource_name(StrBytes::from_string(s.topic.clone())),
                 ]),
             ),
+            ApiKey::IncrementalAlterConfigs => RequestKind::IncrementalAlterConfigs(
+                IncrementalAlterConfigsRequest::default()
+                    .with_resources(vec![
+                        incremental_alter_configs_request::AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_string(s.topic.clone()))
+                            .with_configs(vec![
+                                incremental_alter_configs_request::AlterableConfig::default()
+                                    .with_name(StrBytes::from_static_str("cleanup.policy"))
+                                    .with_config_operation(2)
+                                    .with_value(Some(StrBytes::from_static_str("compact"))),
+                            ]),
+                    ])
+                    .with_validate_only(s.partition % 2 == 0),
+            ),
             ApiKey::JoinGroup => {
                 let mut r = JoinGroupRequest::default()
                     .with_group_id(GroupId(StrBytes::from_string(s.topic.clone())))
@@ -537,6 +552,15 @@ mod round_trip {
             ApiKey::DescribeConfigs => ResponseKind::DescribeConfigs(
                 DescribeConfigsResponse::default().with_results(vec![
                     describe_configs_response::DescribeConfigsResult::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_string(s.topic.clone())),
+                ]),
+            ),
+            ApiKey::IncrementalAlterConfigs => ResponseKind::IncrementalAlterConfigs(
+                IncrementalAlterConfigsResponse::default().with_responses(vec![
+                    incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                        .with_error_code(40)
+                        .with_error_message(Some(StrBytes::from_static_str("bad")))
                         .with_resource_type(2)
                         .with_resource_name(StrBytes::from_string(s.topic.clone())),
                 ]),
