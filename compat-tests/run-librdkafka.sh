@@ -215,7 +215,7 @@ except OSError:
 def first(pats):
     for p in pats:
         m = re.search(p, log)
-        if m:
+        if m and m.group(1).strip():
             return m.group(1).strip()[:200]
     return ""
 try:
@@ -230,7 +230,7 @@ tests = [v for k, v in rep.get("tests", {}).items() if k != "<MAIN>"]
 failed = [v for v in tests if v["state"] in ("FAILED", "RUNNING")]
 passed = [v for v in tests if v["state"] == "PASSED"]
 if failed:
-    why = first([r"\|\s*[0-9][^|<]*\|\s*FAILED\s*\|[^|]*\|\s*([^\n]+)", r'### Test "[^"]+" failed[^\n]*\n([^\n]+)'])
+    why = first([r"\|\s*[0-9][^|<]*\|\s*FAILED\s*\|[^|]*\|[ \t]*([^\n]+)", r'### Test "[^"]+" failed[^\n]*\n([^\n]+)'])
     print("fail\t" + (why or ", ".join(v["name"] + " " + v["state"] for v in failed)))
 elif passed:
     print("pass\t")
@@ -241,6 +241,11 @@ EOF
 )"
     R_STATE="${parsed%%$'\t'*}"
     R_REASON="${parsed#*$'\t'}"
+    if [[ $R_STATE == skip && $R_REASON == "skipped by the runner (no sub-test ran)" ]]; then
+        local scen
+        scen="$(grep -A4 "_TEST(${t}_" "$SRC_DIR/tests/test.c" | grep -o 'scenario = "[a-z]*"' | head -1)"
+        [[ -z "$scen" ]] || R_REASON="needs the test ${scen//\"/} (this run uses the default scenario)"
+    fi
     R_REASON="${R_REASON//|/\\|}"
 }
 
@@ -303,7 +308,7 @@ if "${COMPAT_PYTHON:-$ROOT/target/venv/bin/python}" -c 'import confluent_kafka' 
 fi
 
 declare -a ROWS=()
-NPASS=0 NFAIL=0 NSKIP=0 NNOTRUN=0 T1FAIL=0 ANYFAIL=0
+NPASS=0 NFAIL=0 NSKIP=0 NNOTRUN=0 T1FAIL=0 ANYFAIL=0 FLAKY=0
 RUN_START=$SECONDS
 for t in $SELECTED; do
     [[ $((10#$t)) -ge $((10#$FROM)) ]] || continue
@@ -328,6 +333,18 @@ for t in $SELECTED; do
         start_broker || { echo "broker restart failed" >&2; exit 2; }
     fi
     if [[ -n "$crash" && $R_STATE == pass ]]; then R_STATE=fail; fi
+    # A tier-1 failure with the broker still up is run once more (COMPAT_RETRY=0 disables it):
+    # librdkafka's runner itself occasionally crashes while closing consumers (0018, see
+    # librdkafka-known-failures.txt). A pass on retry is reported as flaky, never hidden.
+    if [[ $R_STATE != pass && $R_STATE != skip && -z "$crash" && "${COMPAT_RETRY:-1}" == 1 ]] && is_tier1 "$t"; then
+        first_reason="$R_REASON"
+        log "$t failed ($first_reason); running it once more"
+        run_one "$t"
+        if [[ $R_STATE == pass ]]; then
+            R_REASON="flaky: passed on retry; first run: $first_reason"
+            FLAKY=$((FLAKY + 1))
+        fi
+    fi
     case "$R_STATE" in
         pass) NPASS=$((NPASS + 1)) ;;
         skip) NSKIP=$((NSKIP + 1)) ;;
@@ -348,13 +365,13 @@ done
     echo "TEST_KAFKA_VERSION=3.9.0, per-test timeout ${PER_TEST_TIMEOUT}s, runner timeout multiplier 2."
     echo "Skip reasons for listed tests: \`compat-tests/librdkafka-skip.txt\`. Per-test logs: \`target/compat/results/\`."
     echo
-    echo "**Totals: $NPASS passed, $NFAIL failed, $NSKIP skipped, $NNOTRUN not run, of $(wc -w <<<"$SELECTED") selected; broker crashes: $CRASHES.**"
+    echo "**Totals: $NPASS passed, $NFAIL failed, $NSKIP skipped, $NNOTRUN not run, of $(wc -w <<<"$SELECTED") selected; passed only on retry (flaky): $FLAKY; broker crashes: $CRASHES.**"
     echo
     echo "| test | result | tier | duration | reason |"
     echo "|---|---|---|---|---|"
     printf '%s\n' "${ROWS[@]}"
 } >"$RESULTS"
-log "totals: $NPASS passed, $NFAIL failed, $NSKIP skipped, $NNOTRUN not run; broker crashes: $CRASHES"
+log "totals: $NPASS passed, $NFAIL failed, $NSKIP skipped, $NNOTRUN not run, $FLAKY flaky; broker crashes: $CRASHES"
 log "results: $RESULTS"
 
 if [[ $MODE == tier1 || $MODE == all ]]; then
@@ -365,5 +382,5 @@ fi
 return 0
 }
 
-main
-exit $?
+# One line, so bash has read all of it before main runs (editing the file mid-run is safe).
+main; exit $?
