@@ -16,8 +16,6 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -25,6 +23,8 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use strata_tests::{Broker, wire, with_broker};
+
+mod rdkafka_clients;
 
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 3;
@@ -36,26 +36,8 @@ const OVERRIDES: &[(&str, &str)] = &[
     ("group.min.session.timeout.ms", "1000"),
 ];
 
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
-
 fn create_topic(b: &Broker) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .create()?;
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    for r in block(admin.create_topics(
-        &[NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(1))],
-        &opts,
-    ))? {
-        r.map_err(|(t, e)| anyhow::anyhow!("create {t}: {e}"))?;
-    }
-    Ok(())
+    rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)
 }
 
 /// `n` messages `"<tag>-<i>"`, round robin over the partitions, all acknowledged.

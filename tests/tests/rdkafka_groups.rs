@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use rdkafka::ClientContext;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
@@ -39,6 +39,8 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use strata_tests::{Broker, with_broker};
+
+mod rdkafka_clients;
 
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 6;
@@ -62,17 +64,7 @@ fn block<F: std::future::Future>(f: F) -> F::Output {
 }
 
 fn create_topic(b: &Broker) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .create()?;
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    for r in block(admin.create_topics(
-        &[NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(1))],
-        &opts,
-    ))? {
-        r.map_err(|(t, e)| anyhow::anyhow!("create {t}: {e}"))?;
-    }
-    Ok(())
+    rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)
 }
 
 /// `MESSAGES` messages spread evenly over the partitions; value = message index.

@@ -16,13 +16,13 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use strata_tests::{Broker, with_broker};
+
+mod rdkafka_clients;
 
 const TOPIC: &str = "kip848";
 const GROUP: &str = "kip848-group";
@@ -37,26 +37,8 @@ const OVERRIDES: &[(&str, &str)] = &[
     ("group.consumer.session.timeout.ms", "10000"),
 ];
 
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
-
 fn create_topic(b: &Broker) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .create()?;
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    for r in block(admin.create_topics(
-        &[NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(1))],
-        &opts,
-    ))? {
-        r.map_err(|(t, e)| anyhow::anyhow!("create {t}: {e}"))?;
-    }
-    Ok(())
+    rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)
 }
 
 /// `BATCH` messages numbered from `first`, spread evenly over the partitions.
