@@ -14,6 +14,8 @@
 //!   task so that the requests behind it keep being processed.
 //! - [`handlers`]: one file per Kafka API, each `handle(ctx, request) -> response`, and one
 //!   dispatch `match`.
+//! - [`deadline_timer`]: the lazily started task both group coordinators use to sleep until
+//!   their core's next deadline.
 //! - [`error`]: the one place where domain errors become Kafka error codes.
 //! - [`group`]: the classic group coordinator (a sans-IO core and its tokio driver).
 //! - [`consumer_group`]: the KIP-848 consumer-group coordinator (sans-IO core, server-side
@@ -31,6 +33,7 @@ pub mod broker;
 pub mod config;
 pub mod connection;
 pub mod consumer_group;
+pub mod deadline_timer;
 pub mod error;
 pub mod group;
 pub mod handlers;

@@ -1,12 +1,9 @@
 //! The tokio side of the consumer-group coordinator: one mutex around the sans-IO
 //! [`Coordinator`] and a task that sleeps until the next session or revocation deadline.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use strata_kraft::MetadataImage;
-use tokio::sync::Notify;
 use uuid::Uuid;
 
 use super::coordinator::{
@@ -14,14 +11,13 @@ use super::coordinator::{
     ListedConsumerGroup, TopicMetadata,
 };
 use super::error::ConsumerGroupError;
+use crate::deadline_timer::DeadlineTimer;
 use crate::now_ms;
 
 struct Shared {
     core: Mutex<Coordinator>,
-    /// Wakes the timer when a deadline may have moved earlier.
-    wake: Notify,
-    /// The timer task starts with the first heartbeat (it needs a runtime).
-    timer_started: AtomicBool,
+    /// Sleeps until the next session or revocation deadline.
+    timer: DeadlineTimer,
 }
 
 /// The node's KIP-848 consumer-group coordinator (`Broker::consumer_groups`).
@@ -50,8 +46,7 @@ impl ConsumerGroupCoordinator {
         ConsumerGroupCoordinator {
             shared: Arc::new(Shared {
                 core: Mutex::new(Coordinator::new(cfg)),
-                wake: Notify::new(),
-                timer_started: AtomicBool::new(false),
+                timer: DeadlineTimer::default(),
             }),
         }
     }
@@ -64,15 +59,8 @@ impl ConsumerGroupCoordinator {
     }
 
     fn wake_timer(&self) {
-        if !self.shared.timer_started.swap(true, Ordering::AcqRel) {
-            match tokio::runtime::Handle::try_current() {
-                Ok(rt) => {
-                    rt.spawn(run_timer(self.shared.clone()));
-                }
-                Err(_) => self.shared.timer_started.store(false, Ordering::Release),
-            }
-        }
-        self.shared.wake.notify_one();
+        let shared = self.shared.clone();
+        self.shared.timer.wake(|| run_timer(shared));
     }
 
     /// ConsumerGroupHeartbeat against the current metadata image.
@@ -154,27 +142,14 @@ impl ConsumerGroupCoordinator {
 
 /// Sleeps until the earliest deadline (or a wake-up), then expires what is due.
 async fn run_timer(shared: Arc<Shared>) {
-    const IDLE: Duration = Duration::from_secs(3600);
-    loop {
-        let notified = shared.wake.notified();
-        let next = shared
-            .core
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .next_deadline();
-        let wait = next.map_or(IDLE, |d| {
-            Duration::from_millis(u64::try_from(d - now_ms()).unwrap_or(0))
-        });
-        if !wait.is_zero() {
-            tokio::select! {
-                () = notified => {}
-                () = tokio::time::sleep(wait) => {}
-            }
-        }
+    let core = || {
         shared
             .core
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .tick(now_ms());
+    };
+    loop {
+        shared.timer.wait(|| core().next_deadline()).await;
+        core().tick(now_ms());
     }
 }

@@ -13,11 +13,10 @@
 //! log in the order the core produced them.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
-use tokio::sync::{Notify, oneshot};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::coordinator::{
@@ -27,6 +26,7 @@ use super::coordinator::{
 use super::error::GroupError;
 use super::persist::GroupLog;
 use super::state::GroupState;
+use crate::deadline_timer::DeadlineTimer;
 use crate::now_ms;
 
 /// The coordinator's state behind the lock.
@@ -72,10 +72,8 @@ struct Shared {
     log: Option<Arc<dyn GroupLog>>,
     /// Serialises draining the core's records and appending them (see the module docs).
     writer: Mutex<()>,
-    /// Wakes the timer task when a deadline may have moved earlier.
-    wake: Notify,
-    /// The timer task is started by the first group request (it needs a runtime).
-    timer_started: AtomicBool,
+    /// Sleeps until the next session, join or sync deadline.
+    timer: DeadlineTimer,
 }
 
 impl Shared {
@@ -158,8 +156,7 @@ impl GroupCoordinator {
                 }),
                 log,
                 writer: Mutex::new(()),
-                wake: Notify::new(),
-                timer_started: AtomicBool::new(false),
+                timer: DeadlineTimer::default(),
             }),
         }
     }
@@ -171,15 +168,8 @@ impl GroupCoordinator {
     /// Starts the timer task once, then nudges it: the request just handled may have set an
     /// earlier deadline.
     fn wake_timer(&self) {
-        if !self.shared.timer_started.swap(true, Ordering::AcqRel) {
-            match tokio::runtime::Handle::try_current() {
-                Ok(rt) => {
-                    rt.spawn(run_timer(self.shared.clone()));
-                }
-                Err(_) => self.shared.timer_started.store(false, Ordering::Release),
-            }
-        }
-        self.shared.wake.notify_one();
+        let shared = self.shared.clone();
+        self.shared.timer.wake(|| run_timer(shared));
     }
 
     /// JoinGroup; waits while the request is parked.
@@ -365,26 +355,11 @@ impl GroupCoordinator {
 /// Sleeps until the earliest group deadline (or until woken because one may have moved),
 /// then fires the due timers and delivers their answers.
 async fn run_timer(shared: Arc<Shared>) {
-    // With no deadline at all, sleep in long steps; a request wakes the task anyway.
-    const IDLE: Duration = Duration::from_secs(3600);
     loop {
-        let notified = shared.wake.notified();
-        let next = {
-            let inner = shared
-                .inner
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            inner.core.next_deadline()
-        };
-        let wait = next.map_or(IDLE, |d| {
-            Duration::from_millis(u64::try_from(d - now_ms()).unwrap_or(0))
-        });
-        if !wait.is_zero() {
-            tokio::select! {
-                () = notified => {}
-                () = tokio::time::sleep(wait) => {}
-            }
-        }
+        shared
+            .timer
+            .wait(|| shared.lock().core.next_deadline())
+            .await;
         let out = shared.lock().core.tick(now_ms());
         shared.persist_then_deliver(out);
     }
