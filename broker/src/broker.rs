@@ -107,12 +107,18 @@ impl Broker {
             offsets.group_metadata(),
             now_ms,
         );
-        let consumer_groups = ConsumerGroupCoordinator::new(ConsumerGroupConfig {
-            heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
-            session_timeout_ms: config.group_consumer_session_timeout_ms,
-            assignors: config.group_consumer_assignors.clone(),
-            max_size: config.group_consumer_max_size,
-        });
+        let consumer_groups = ConsumerGroupCoordinator::with_log(
+            ConsumerGroupConfig {
+                heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
+                session_timeout_ms: config.group_consumer_session_timeout_ms,
+                assignors: config.group_consumer_assignors.clone(),
+                max_size: config.group_consumer_max_size,
+            },
+            offsets.clone(),
+            offsets.consumer_group_records(),
+            &image,
+            now_ms,
+        );
         let broker = Arc::new(Broker {
             config,
             metadata: Mutex::new(metadata),
@@ -231,6 +237,17 @@ impl Broker {
             let keys: Vec<_> = parts.keys().filter(|(t, _)| *t == name).cloned().collect();
             keys.iter().filter_map(|k| parts.remove(k)).collect()
         };
+        // Kafka's `onPartitionsDeleted`: every group's offsets of the topic go too, so a topic
+        // created again under the name starts without them.
+        match self.offsets.delete_topic_offsets(&name, now_ms) {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!(topic = %name, offsets = n, "deleted committed offsets of deleted topic")
+            }
+            Err(e) => {
+                tracing::warn!(topic = %name, error = %e, "cannot delete committed offsets of deleted topic")
+            }
+        }
         for p in removed {
             let dir = self.partition_dir(&p.topic, p.index);
             // In-flight readers keep their file handles; the directory goes now.

@@ -10,6 +10,8 @@
 //! - `auto_offset_reset_applies_without_a_commit`: `latest` sees only later messages,
 //!   `earliest` sees everything.
 //! - `never_committed_partitions_answer_invalid`: OffsetFetch answers -1 (`Offset::Invalid`).
+//! - `a_deleted_topics_offsets_go_with_it`: after DeleteTopics, a topic created again under the
+//!   same name has no committed offsets, also after a `kill -9`; other topics keep theirs.
 //! - `commit_errors_are_kafkas`: unknown partitions and oversized metadata.
 //! - `offset_delete_deletes_and_persists`: OffsetDelete over raw frames, its error codes, and that it persists.
 //! - `compaction_bounds_consumer_offsets`: 20,000 commits of three partitions keep
@@ -360,6 +362,41 @@ fn never_committed_partitions_answer_invalid() {
         ensure!(got[&1].0 == Offset::Offset(0), "{got:?}");
         ensure!(got[&2].0 == Offset::Invalid, "{got:?}");
         Ok(())
+    });
+}
+
+#[test]
+fn a_deleted_topics_offsets_go_with_it() {
+    with_broker(&[], |b| {
+        create_topic(b, "doomed", 2)?;
+        create_topic(b, "kept", 1)?;
+        let c = consumer(b, "doomed-group", "earliest")?;
+        commit(&c, "doomed", &[(0, 5, "m"), (1, 7, "")])?;
+        commit(&c, "kept", &[(0, 3, "")])?;
+        drop(c);
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", b.bootstrap())
+            .create()?;
+        let opts = AdminOptions::new().operation_timeout(Some(TIMEOUT));
+        for r in block(admin.delete_topics(&["doomed"], &opts))? {
+            r.map_err(|(t, e)| anyhow::anyhow!("delete {t}: {e}"))?;
+        }
+        create_topic(b, "doomed", 2)?;
+        let check = |b: &Broker| -> anyhow::Result<()> {
+            let c = consumer(b, "doomed-group", "earliest")?;
+            let got = committed(&c, "doomed", 2)?;
+            ensure!(
+                got.values().all(|(o, _)| *o == Offset::Invalid),
+                "the deleted topic's offsets are still there: {got:?}"
+            );
+            let kept = committed(&c, "kept", 1)?;
+            ensure!(kept[&0].0 == Offset::Offset(3), "{kept:?}");
+            Ok(())
+        };
+        check(b)?;
+        b.kill9()?;
+        b.restart()?;
+        check(b)
     });
 }
 

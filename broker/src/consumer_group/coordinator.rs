@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::assignor::{Assignment, Assignor};
 use super::error::ConsumerGroupError;
 use super::group::{ConsumerGroup, ConsumerGroupMember, MemberState, TopicSnapshot, is_subset};
+use super::persist::{self, GroupRecords, Tracker};
 
 /// KIP-848's member epochs with a meaning of their own.
 pub const JOIN_EPOCH: i32 = 0;
@@ -101,6 +102,8 @@ pub struct DescribedConsumerGroup {
 pub struct Coordinator {
     cfg: ConsumerGroupConfig,
     groups: BTreeMap<String, ConsumerGroup>,
+    /// What of the groups is in `__consumer_offsets`, and what changed since.
+    tracker: Tracker,
 }
 
 impl Coordinator {
@@ -110,7 +113,42 @@ impl Coordinator {
         Coordinator {
             cfg,
             groups: BTreeMap::new(),
+            tracker: Tracker::default(),
         }
+    }
+
+    /// A coordinator with the groups of stored records (see [`persist::restore`]).
+    #[must_use]
+    pub fn restore(
+        cfg: ConsumerGroupConfig,
+        records: Vec<(bytes::Bytes, bytes::Bytes)>,
+        now_ms: i64,
+        topics: &dyn TopicMetadata,
+    ) -> Self {
+        let (groups, tracker) = persist::restore(records, now_ms, cfg.session_timeout_ms, topics);
+        Coordinator {
+            cfg,
+            groups,
+            tracker,
+        }
+    }
+
+    /// The records that make what changed since the last call durable, per group.
+    pub fn take_records(&mut self) -> Vec<GroupRecords> {
+        self.tracker.take(&self.groups)
+    }
+
+    /// DeleteGroups of a consumer group: `None` when no consumer group has this id, else
+    /// whether it was empty and is now deleted (its records are then the caller's to delete,
+    /// with the group's offsets).
+    pub fn delete(&mut self, group_id: &str) -> Option<bool> {
+        let g = self.groups.get(group_id)?;
+        if !g.members.is_empty() {
+            return Some(false);
+        }
+        self.groups.remove(group_id);
+        self.tracker.forget(group_id);
+        Some(true)
     }
 
     /// The group, if it exists.
@@ -134,6 +172,7 @@ impl Coordinator {
             Some(g) if !g.members.is_empty() => false,
             Some(_) => {
                 self.groups.remove(group_id);
+                self.tracker.group_changed(group_id);
                 true
             }
             None => true,
@@ -146,6 +185,34 @@ impl Coordinator {
     /// [`ConsumerGroupError`] for an invalid request, an unknown member, a fenced epoch, an
     /// unknown assignor, a held instance id, or a full group.
     pub fn heartbeat(
+        &mut self,
+        now_ms: i64,
+        req: HeartbeatRequest,
+        fresh_member_id: &str,
+        topics: &dyn TopicMetadata,
+    ) -> Result<HeartbeatResponse, ConsumerGroupError> {
+        let group_id = req.group_id.clone();
+        let epochs = |g: &ConsumerGroup| (g.group_epoch, g.assignment_epoch, g.members.len());
+        let before = self.groups.get(&group_id).map(epochs);
+        // A member new to the group (a join, or a static member taking over its instance id)
+        // changes more than its own records.
+        let known = self
+            .groups
+            .get(&group_id)
+            .is_some_and(|g| g.members.contains_key(&req.member_id));
+        let r = self.heartbeat_inner(now_ms, req, fresh_member_id, topics);
+        let after = self.groups.get(&group_id).map(epochs);
+        match &r {
+            Ok(resp) if before == after && known => {
+                self.tracker.member_changed(&group_id, &resp.member_id);
+            }
+            Err(_) if before == after => {}
+            _ => self.tracker.group_changed(&group_id),
+        }
+        r
+    }
+
+    fn heartbeat_inner(
         &mut self,
         now_ms: i64,
         req: HeartbeatRequest,
@@ -312,6 +379,7 @@ impl Coordinator {
             for id in expired {
                 tracing::info!(group = %g.group_id, member = %id, "consumer group member expired");
                 g.remove_member(&id);
+                self.tracker.group_changed(&g.group_id);
             }
         }
     }

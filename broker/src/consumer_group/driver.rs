@@ -1,7 +1,20 @@
 //! The tokio side of the consumer-group coordinator: one mutex around the sans-IO
-//! [`Coordinator`] and a task that sleeps until the next session or revocation deadline.
+//! [`Coordinator`], the appends of its records, and a task that sleeps until the next session
+//! or revocation deadline.
+//!
+//! # Records
+//!
+//! After each operation the core's records ([`super::persist`]) are appended to
+//! `__consumer_offsets` before the answer is returned, so a member is told only what is
+//! durable. Lock order is `writer`, then a `__consumer_offsets` partition, then `core`: the
+//! core's lock is never held across an append (offset expiry asks the coordinators while
+//! holding a partition's lock), and `writer` keeps a group's records in the order the core
+//! produced them. A failed append is logged; the group goes on in memory, and its next change
+//! rewrites what differs.
 
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
 
 use strata_kraft::MetadataImage;
 use uuid::Uuid;
@@ -11,13 +24,51 @@ use super::coordinator::{
     ListedConsumerGroup, TopicMetadata,
 };
 use super::error::ConsumerGroupError;
+use super::persist::GroupRecords;
 use crate::deadline_timer::DeadlineTimer;
 use crate::now_ms;
+use crate::offsets::OffsetStore;
 
 struct Shared {
     core: Mutex<Coordinator>,
+    /// Serialises take-and-append of the core's records.
+    writer: Mutex<()>,
+    /// Where the records go; `None` keeps the groups in memory only (unit tests).
+    log: Option<Arc<OffsetStore>>,
     /// Sleeps until the next session or revocation deadline.
     timer: DeadlineTimer,
+}
+
+impl Shared {
+    fn core(&self) -> MutexGuard<'_, Coordinator> {
+        self.core
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `op` on the core, then appends the records it left, before returning its result.
+    fn apply<R>(&self, op: impl FnOnce(&mut Coordinator) -> R) -> R {
+        let _w = self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (r, records) = {
+            let mut core = self.core();
+            let r = op(&mut core);
+            (r, core.take_records())
+        };
+        self.append(records);
+        r
+    }
+
+    fn append(&self, records: Vec<GroupRecords>) {
+        let Some(log) = &self.log else { return };
+        for (group, records) in records {
+            if let Err(e) = log.append_consumer_group_records(&group, records, now_ms()) {
+                tracing::warn!(group = %group, error = %e, "cannot store consumer group records");
+            }
+        }
+    }
 }
 
 /// The node's KIP-848 consumer-group coordinator (`Broker::consumer_groups`).
@@ -40,22 +91,50 @@ impl TopicMetadata for Image<'_> {
 }
 
 impl ConsumerGroupCoordinator {
-    /// A coordinator with no groups.
+    /// A coordinator with no groups, kept in memory only.
     #[must_use]
     pub fn new(cfg: ConsumerGroupConfig) -> Self {
         ConsumerGroupCoordinator {
             shared: Arc::new(Shared {
                 core: Mutex::new(Coordinator::new(cfg)),
+                writer: Mutex::new(()),
+                log: None,
                 timer: DeadlineTimer::default(),
             }),
         }
     }
 
+    /// A coordinator with the groups stored in `log` (replayed at its open), writing there.
+    /// Must be called inside a tokio runtime when groups were restored (their members'
+    /// sessions are timed from now).
+    #[must_use]
+    pub fn with_log(
+        cfg: ConsumerGroupConfig,
+        log: Arc<OffsetStore>,
+        records: Vec<(Bytes, Bytes)>,
+        image: &MetadataImage,
+        now_ms: i64,
+    ) -> Self {
+        let restored = !records.is_empty();
+        let core = Coordinator::restore(cfg, records, now_ms, &Image(image));
+        let this = ConsumerGroupCoordinator {
+            shared: Arc::new(Shared {
+                core: Mutex::new(core),
+                writer: Mutex::new(()),
+                log: Some(log),
+                timer: DeadlineTimer::default(),
+            }),
+        };
+        // Groups whose topics changed while the broker was down moved to a new epoch.
+        this.shared.apply(|_| ());
+        if restored {
+            this.wake_timer();
+        }
+        this
+    }
+
     fn lock(&self) -> MutexGuard<'_, Coordinator> {
-        self.shared
-            .core
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.shared.core()
     }
 
     fn wake_timer(&self) {
@@ -74,9 +153,18 @@ impl ConsumerGroupCoordinator {
     ) -> Result<HeartbeatResponse, ConsumerGroupError> {
         // Only v0 members are named by the broker; v1 clients name themselves (KIP-1082).
         let fresh = Uuid::new_v4().to_string();
-        let r = self.lock().heartbeat(now_ms(), req, &fresh, &Image(image));
+        let r = self
+            .shared
+            .apply(|core| core.heartbeat(now_ms(), req, &fresh, &Image(image)));
         self.wake_timer();
         r
+    }
+
+    /// DeleteGroups of a consumer group: `None` when no consumer group has this id, else
+    /// whether it was empty and is deleted (its records go with its offsets, which the caller
+    /// deletes).
+    pub fn delete(&self, group_id: &str) -> Option<bool> {
+        self.shared.apply(|core| core.delete(group_id))
     }
 
     /// Whether a consumer group with members has this id.
@@ -87,9 +175,18 @@ impl ConsumerGroupCoordinator {
             .is_some_and(|g| !g.members.is_empty())
     }
 
+    /// The topics the members of a consumer group subscribe to; `None` if there is no
+    /// consumer group with this id.
+    #[must_use]
+    pub fn subscribed_topics(&self, group_id: &str) -> Option<std::collections::BTreeSet<String>> {
+        self.lock()
+            .group(group_id)
+            .map(super::group::ConsumerGroup::subscribed_topics)
+    }
+
     /// Frees the id of an empty consumer group for a classic group; false if it has members.
     pub fn remove_if_empty(&self, group_id: &str) -> bool {
-        self.lock().remove_if_empty(group_id)
+        self.shared.apply(|core| core.remove_if_empty(group_id))
     }
 
     /// Kafka's state name of a consumer group, `None` if there is none with this id.
@@ -142,14 +239,8 @@ impl ConsumerGroupCoordinator {
 
 /// Sleeps until the earliest deadline (or a wake-up), then expires what is due.
 async fn run_timer(shared: Arc<Shared>) {
-    let core = || {
-        shared
-            .core
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
     loop {
-        shared.timer.wait(|| core().next_deadline()).await;
-        core().tick(now_ms());
+        shared.timer.wait(|| shared.core().next_deadline()).await;
+        shared.apply(|core| core.tick(now_ms()));
     }
 }

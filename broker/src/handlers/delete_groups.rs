@@ -1,9 +1,12 @@
-//! DeleteGroups (key 42): removes empty groups and their committed offsets. A group with
-//! members is refused with NON_EMPTY_GROUP; a group known only by its committed offsets (a
-//! "simple" group) is deleted too; anything else is GROUP_ID_NOT_FOUND.
+//! DeleteGroups (key 42): removes empty groups, classic or KIP-848, and their committed
+//! offsets and stored records. A group with members is refused with NON_EMPTY_GROUP; a group
+//! known only by its committed offsets (a "simple" group) is deleted too; anything else is
+//! GROUP_ID_NOT_FOUND.
 
 use strata_protocol::messages::delete_groups_response::DeletableGroupResult;
 use strata_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+
+use strata_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::error::{group_error_code, offset_store_error_code};
@@ -18,13 +21,10 @@ pub fn handle(ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsRes
         .groups_names
         .into_iter()
         .map(|id| {
-            let code = match broker.groups.delete(&id.0) {
-                // Not known to the coordinator, but its offsets make it a (simple) group.
-                Err(GroupError::GroupIdNotFound { .. }) if broker.offsets.has_group(&id.0) => {
-                    delete_offsets(ctx, &id.0)
-                }
-                Err(e) => group_error_code(&e),
-                Ok(()) => delete_offsets(ctx, &id.0),
+            let code = match broker.consumer_groups.delete(&id.0) {
+                Some(true) => delete_offsets(ctx, &id.0),
+                Some(false) => ResponseError::NonEmptyGroup.code(),
+                None => delete_classic(ctx, &id.0),
             };
             DeletableGroupResult::default()
                 .with_group_id(id)
@@ -32,6 +32,19 @@ pub fn handle(ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsRes
         })
         .collect();
     DeleteGroupsResponse::default().with_results(results)
+}
+
+/// A classic group, or a simple group known only by its offsets.
+fn delete_classic(ctx: &RequestContext, group: &str) -> i16 {
+    let broker = &ctx.broker;
+    match broker.groups.delete(group) {
+        // Not known to the coordinator, but its offsets make it a (simple) group.
+        Err(GroupError::GroupIdNotFound { .. }) if broker.offsets.has_group(group) => {
+            delete_offsets(ctx, group)
+        }
+        Err(e) => group_error_code(&e),
+        Ok(()) => delete_offsets(ctx, group),
+    }
 }
 
 /// A deleted group's offsets and stored metadata go with it.

@@ -1,9 +1,10 @@
-//! What the offset APIs ask of the group coordinator, in one place.
+//! What the offset APIs ask of the group coordinators, in one place.
 //!
 //! OffsetCommit must check the committer's generation and membership, OffsetDelete and offset
 //! expiry must know whether a group is empty and which topics it subscribes to. The classic
-//! group coordinator ([`Broker::groups`]) answers these; this file is the only place the
-//! offset APIs reach into it, and it adds what Kafka decides outside the group itself (the
+//! group coordinator ([`Broker::groups`]) and the KIP-848 one ([`Broker::consumer_groups`])
+//! answer these (a group id belongs to one or the other); this file is the only place the
+//! offset APIs reach into them, and it adds what Kafka decides outside the group itself (the
 //! OffsetCommit version that picks the error for an unknown group, whether a simple group
 //! exists).
 
@@ -25,20 +26,26 @@ pub struct Committer<'a> {
 /// coordinator does not know it.
 #[must_use]
 pub fn group_state(broker: &Broker, group: &str) -> Option<&'static str> {
-    broker.groups.group_state(group)
+    broker
+        .groups
+        .group_state(group)
+        .or_else(|| broker.consumer_groups.group_state(group))
 }
 
 /// The topics the active members of `group` subscribe to, when the group uses the consumer
 /// protocol and its subscriptions are known.
 #[must_use]
 pub fn subscribed_topics(broker: &Broker, group: &str) -> Option<BTreeSet<String>> {
-    broker.groups.subscribed_topics(group)
+    broker
+        .groups
+        .subscribed_topics(group)
+        .or_else(|| broker.consumer_groups.subscribed_topics(group))
 }
 
 /// Whether `group` has no members (or is not known to the coordinator).
 #[must_use]
 pub fn is_empty_or_unknown(broker: &Broker, group: &str) -> bool {
-    broker.groups.is_empty_or_unknown(group)
+    broker.groups.is_empty_or_unknown(group) && !broker.consumer_groups.is_active(group)
 }
 
 /// Kafka's `OffsetMetadataManager.validateOffsetCommit`: a commit to a group the coordinator

@@ -349,8 +349,92 @@ impl OffsetStore {
                 value: None,
             });
         }
+        for key in p.state.consumer_group_keys(group) {
+            tombstones.push(CoordinatorRecord::ConsumerGroup {
+                key,
+                group: group.to_owned(),
+                value: None,
+            });
+        }
         p.write(&self.log_dir, tombstones, now_ms)?;
         Ok(n)
+    }
+
+    /// Deletes, with tombstones, every group's committed offsets for `topic` (the topic was
+    /// deleted: Kafka's `OffsetMetadataManager.onPartitionsDeleted`). Returns how many.
+    ///
+    /// # Errors
+    /// The first partition whose append fails; the others are still processed.
+    pub fn delete_topic_offsets(
+        &self,
+        topic: &str,
+        now_ms: i64,
+    ) -> Result<usize, OffsetStoreError> {
+        let mut total = 0;
+        let mut first_error = None;
+        for index in 0..self.config.num_partitions {
+            let mut p = self.lock_index(index);
+            let tombstones: Vec<CoordinatorRecord> = p
+                .state
+                .offsets_of_topic(topic)
+                .into_iter()
+                .map(|key| CoordinatorRecord::OffsetCommit { key, value: None })
+                .collect();
+            if tombstones.is_empty() {
+                continue;
+            }
+            let n = tombstones.len();
+            match p.write(&self.log_dir, tombstones, now_ms) {
+                Ok(()) => total += n,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(total), Err)
+    }
+
+    /// Appends records of the KIP-848 consumer group `group` as one batch: (encoded key,
+    /// encoded value or `None` for a tombstone). The keys must be of record types 3 to 8 and
+    /// start with `group`; the bytes are otherwise opaque here (see
+    /// `crate::consumer_group::persist`).
+    ///
+    /// # Errors
+    /// [`OffsetStoreError::Log`] when the append fails; nothing is stored then.
+    pub fn append_consumer_group_records(
+        &self,
+        group: &str,
+        records: Vec<(Bytes, Option<Bytes>)>,
+        now_ms: i64,
+    ) -> Result<(), OffsetStoreError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let records = records
+            .into_iter()
+            .map(|(key, value)| CoordinatorRecord::ConsumerGroup {
+                key,
+                group: group.to_owned(),
+                value,
+            })
+            .collect();
+        self.lock(group).write(&self.log_dir, records, now_ms)
+    }
+
+    /// Every stored KIP-848 consumer-group record, (encoded key, encoded value), as replayed at
+    /// start and written since.
+    #[must_use]
+    pub fn consumer_group_records(&self) -> Vec<(Bytes, Bytes)> {
+        let mut out = Vec::new();
+        for p in &self.partitions {
+            let p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            out.extend(
+                p.state
+                    .consumer_group_records()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+        }
+        out
     }
 
     /// Stores the group coordinator's encoded GroupMetadataValue for `group` (`None` writes a

@@ -15,8 +15,11 @@
 //!                    group string
 //! ```
 //!
-//! Types 3 and up belong to the consumer and share group protocols (KIP-848, KIP-932); they
-//! are skipped on replay, as Kafka skips record types it does not know.
+//! Types 3 to 8 are the records of KIP-848 consumer groups (`ConsumerGroupMetadataKey` and
+//! friends). Each of those keys starts with the group id; the store keeps them by their key
+//! bytes, opaque, and hands them to the consumer-group coordinator (`consumer_group::persist`),
+//! which owns their schemas. Types 9 and up (share and streams groups) are skipped on replay,
+//! as Kafka skips record types it does not know.
 //!
 //! # OffsetCommitValue
 //!
@@ -45,6 +48,8 @@ const OFFSET_COMMIT_KEY: i16 = 1;
 const OFFSET_COMMIT_KEY_LEGACY: i16 = 0;
 /// Record type of a group metadata key.
 const GROUP_METADATA_KEY: i16 = 2;
+/// The record types of KIP-848 consumer groups, kept opaque.
+const CONSUMER_GROUP_KEYS: std::ops::RangeInclusive<i16> = 3..=8;
 
 /// Where one committed offset lives: Kafka's `OffsetCommitKey`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -77,6 +82,13 @@ pub enum CoordinatorRecord {
         value: Option<CommittedOffset>,
     },
     GroupMetadata {
+        group: String,
+        value: Option<Bytes>,
+    },
+    /// A record of a KIP-848 consumer group (types 3 to 8): `key` is the whole encoded key,
+    /// `group` the group id it starts with.
+    ConsumerGroup {
+        key: Bytes,
         group: String,
         value: Option<Bytes>,
     },
@@ -114,16 +126,18 @@ impl CoordinatorRecord {
                 put_str(&mut k, group);
                 (k.freeze(), value.clone())
             }
+            CoordinatorRecord::ConsumerGroup { key, value, .. } => (key.clone(), value.clone()),
         }
     }
 
     /// Decodes a record read back from the log. `Ok(None)` for record types this broker does
-    /// not keep (the consumer and share group protocols' records), which replay skips.
+    /// not keep (share and streams groups), which replay skips.
     ///
     /// # Errors
     /// [`RecordError`] when the bytes do not follow the schema.
     pub fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Option<Self>, RecordError> {
-        let mut k = Reader(key.ok_or(RecordError::MissingKey)?);
+        let raw = key.ok_or(RecordError::MissingKey)?;
+        let mut k = Reader(raw);
         match k.i16("key type")? {
             OFFSET_COMMIT_KEY | OFFSET_COMMIT_KEY_LEGACY => {
                 let key = OffsetKey {
@@ -136,6 +150,11 @@ impl CoordinatorRecord {
             }
             GROUP_METADATA_KEY => Ok(Some(CoordinatorRecord::GroupMetadata {
                 group: k.string("group")?,
+                value: value.map(Bytes::copy_from_slice),
+            })),
+            t if CONSUMER_GROUP_KEYS.contains(&t) => Ok(Some(CoordinatorRecord::ConsumerGroup {
+                group: k.string("group")?,
+                key: Bytes::copy_from_slice(raw),
                 value: value.map(Bytes::copy_from_slice),
             })),
             _ => Ok(None),
@@ -439,9 +458,29 @@ mod tests {
     }
 
     #[test]
+    fn consumer_group_records_are_kept_whole_by_their_key() {
+        // ConsumerGroupMemberMetadataKey: type 5, group "g", member "m".
+        let key = [0, 5, 0, 1, b'g', 0, 1, b'm'];
+        let r = CoordinatorRecord::decode(Some(&key), Some(&[0, 0, 7])).unwrap();
+        let Some(CoordinatorRecord::ConsumerGroup {
+            key: k,
+            group,
+            value,
+        }) = r.clone()
+        else {
+            panic!("{r:?}");
+        };
+        assert_eq!((&k[..], group.as_str()), (&key[..], "g"));
+        assert_eq!(value.as_deref(), Some(&[0u8, 0, 7][..]));
+        let r = r.unwrap();
+        assert_eq!(r.encode(), (k, value));
+    }
+
+    #[test]
     fn other_record_types_are_skipped_and_garbage_is_an_error() {
+        // A share group's metadata key (type 9).
         assert_eq!(
-            CoordinatorRecord::decode(Some(&[0, 5, 0, 0]), None),
+            CoordinatorRecord::decode(Some(&[0, 9, 0, 0]), None),
             Ok(None)
         );
         assert_eq!(
@@ -449,6 +488,7 @@ mod tests {
             Err(RecordError::MissingKey)
         );
         assert!(CoordinatorRecord::decode(Some(&[0, 1, 0, 9, b'g']), None).is_err());
+        assert!(CoordinatorRecord::decode(Some(&[0, 5, 0, 9, b'g']), None).is_err());
         assert!(
             CoordinatorRecord::decode(
                 Some(&[0, 1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 1]),

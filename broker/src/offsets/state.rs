@@ -28,6 +28,9 @@ pub struct PartitionState {
     offsets: HashMap<String, GroupOffsets>,
     /// Encoded GroupMetadataValue by group, owned by the group coordinator.
     group_metadata: BTreeMap<String, Bytes>,
+    /// KIP-848 consumer-group records by encoded key: (group id, encoded value), owned by the
+    /// consumer-group coordinator.
+    consumer_groups: BTreeMap<Bytes, (String, Bytes)>,
     /// What the live records would take if rewritten: the compaction baseline.
     live_bytes: u64,
 }
@@ -89,7 +92,53 @@ impl PartitionState {
                     self.live_bytes -= old.encoded_len() + RECORD_OVERHEAD;
                 }
             }
+            CoordinatorRecord::ConsumerGroup { key, group, value } => {
+                let old = match value {
+                    Some(v) => {
+                        self.live_bytes += size;
+                        self.consumer_groups.insert(key.clone(), (group, v))
+                    }
+                    None => self.consumer_groups.remove(&key),
+                };
+                if let Some((_, old)) = old {
+                    self.live_bytes -= (key.len() + old.len()) as u64 + RECORD_OVERHEAD;
+                }
+            }
         }
+    }
+
+    /// Every KIP-848 consumer-group record: (encoded key, encoded value).
+    pub fn consumer_group_records(&self) -> impl Iterator<Item = (&Bytes, &Bytes)> {
+        self.consumer_groups.iter().map(|(k, (_, v))| (k, v))
+    }
+
+    /// The keys of `group`'s KIP-848 consumer-group records.
+    #[must_use]
+    pub fn consumer_group_keys(&self, group: &str) -> Vec<Bytes> {
+        self.consumer_groups
+            .iter()
+            .filter(|(_, (g, _))| g == group)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The (group, partition)s with a committed offset for `topic`.
+    #[must_use]
+    pub fn offsets_of_topic(&self, topic: &str) -> Vec<OffsetKey> {
+        let mut out = Vec::new();
+        for (group, offsets) in &self.offsets {
+            for (t, partition) in offsets.keys() {
+                if t == topic {
+                    out.push(OffsetKey {
+                        group: group.clone(),
+                        topic: t.clone(),
+                        partition: *partition,
+                    });
+                }
+            }
+        }
+        out.sort();
+        out
     }
 
     /// The committed offset of one partition for `group`.
@@ -109,7 +158,7 @@ impl PartitionState {
         self.group_metadata.iter()
     }
 
-    /// Every group with committed offsets or group metadata in this partition.
+    /// Every group with committed offsets or classic group metadata in this partition.
     pub fn group_ids(&self) -> impl Iterator<Item = &String> {
         self.offsets.keys().chain(
             self.group_metadata
@@ -135,6 +184,13 @@ impl PartitionState {
                 group: group.clone(),
                 value: Some(v.clone()),
             })
+            .chain(self.consumer_groups.iter().map(|(key, (group, v))| {
+                CoordinatorRecord::ConsumerGroup {
+                    key: key.clone(),
+                    group: group.clone(),
+                    value: Some(v.clone()),
+                }
+            }))
             .collect();
         let mut groups: Vec<&String> = self.offsets.keys().collect();
         groups.sort();
