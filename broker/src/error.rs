@@ -127,5 +127,8 @@ pub fn consumer_group_error_code(e: &ConsumerGroupError) -> i16 {
         ConsumerGroupError::UnsupportedCommitVersion { .. } => {
             ResponseError::UnsupportedVersion.code()
         }
+        ConsumerGroupError::InvalidRegularExpression { .. } => {
+            ResponseError::InvalidRegularExpression.code()
+        }
     }
 }

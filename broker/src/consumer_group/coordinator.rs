@@ -3,7 +3,7 @@
 //! time, a fresh member id and the topics' metadata, and gets answers back; nothing here
 //! sleeps, reads a clock or touches a socket.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use uuid::Uuid;
 
@@ -45,6 +45,34 @@ impl Default for ConsumerGroupConfig {
 pub trait TopicMetadata {
     /// (topic id, partition count) of a topic by name.
     fn topic(&self, name: &str) -> Option<(Uuid, i32)>;
+    /// Every topic name, for regular expression subscriptions.
+    fn topic_names(&self) -> Vec<&str>;
+}
+
+/// Compiles a subscription regular expression as Kafka applies it: to the whole topic name
+/// (RE2/J's `matches`). The `regex` crate's syntax is RE2's, as RE2/J's is.
+///
+/// # Errors
+/// [`ConsumerGroupError::InvalidRegularExpression`] when it does not compile.
+pub fn compile_regex(re: &str) -> Result<regex::Regex, ConsumerGroupError> {
+    regex::RegexBuilder::new(&format!("^(?:{re})$"))
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| ConsumerGroupError::InvalidRegularExpression {
+            regex: re.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// The topics whose whole name `re` matches (internal topics are not in the image).
+#[must_use]
+pub fn resolve_regex(re: &regex::Regex, topics: &dyn TopicMetadata) -> BTreeSet<String> {
+    topics
+        .topic_names()
+        .into_iter()
+        .filter(|t| re.is_match(t))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// A ConsumerGroupHeartbeat, decoded.
@@ -104,7 +132,12 @@ pub struct Coordinator {
     groups: BTreeMap<String, ConsumerGroup>,
     /// What of the groups is in `__consumer_offsets`, and what changed since.
     tracker: Tracker,
+    /// Compiled subscription regular expressions, by source.
+    regexes: HashMap<String, regex::Regex>,
 }
+
+/// At most this many compiled regular expressions are cached; beyond, the cache starts over.
+const MAX_CACHED_REGEXES: usize = 1024;
 
 impl Coordinator {
     /// A coordinator with no groups.
@@ -114,6 +147,7 @@ impl Coordinator {
             cfg,
             groups: BTreeMap::new(),
             tracker: Tracker::default(),
+            regexes: HashMap::new(),
         }
     }
 
@@ -130,6 +164,7 @@ impl Coordinator {
             cfg,
             groups,
             tracker,
+            regexes: HashMap::new(),
         }
     }
 
@@ -228,6 +263,30 @@ impl Coordinator {
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == LEAVE_STATIC_EPOCH {
             return self.leave(&req);
         }
+        // The member's regular expression: the one it sends now, else the one it has.
+        let regex_source = match req.subscribed_topic_regex.as_deref() {
+            Some(r) => Some(r),
+            None => self
+                .groups
+                .get(&req.group_id)
+                .and_then(|g| g.members.get(&req.member_id))
+                .and_then(|m| m.subscribed_topic_regex.as_deref()),
+        }
+        .filter(|r| !r.is_empty())
+        .map(str::to_owned);
+        let regex_topics = match regex_source {
+            Some(r) => {
+                if !self.regexes.contains_key(&r) {
+                    let compiled = compile_regex(&r)?;
+                    if self.regexes.len() >= MAX_CACHED_REGEXES {
+                        self.regexes.clear();
+                    }
+                    self.regexes.insert(r.clone(), compiled);
+                }
+                Some(resolve_regex(&self.regexes[&r], topics))
+            }
+            None => None,
+        };
         let cfg = self.cfg.clone();
         let default_assignor = self.default_assignor();
         let group = self
@@ -271,6 +330,19 @@ impl Coordinator {
                 m.subscribed_topic_names = names;
                 bump = true;
             }
+        }
+        if let Some(re) = &req.subscribed_topic_regex {
+            // An empty string clears the regular expression.
+            let re = Some(re.clone()).filter(|r| !r.is_empty());
+            if m.subscribed_topic_regex != re {
+                m.subscribed_topic_regex = re;
+                bump = true;
+            }
+        }
+        let resolved = regex_topics.unwrap_or_default();
+        if m.regex_topics != resolved {
+            m.regex_topics = resolved;
+            bump = true;
         }
         if req.server_assignor.is_some() && m.server_assignor != req.server_assignor {
             m.server_assignor.clone_from(&req.server_assignor);
@@ -510,9 +582,6 @@ fn validate(req: &HeartbeatRequest) -> Result<(), ConsumerGroupError> {
     if req.rack_id.as_deref().is_some_and(|r| r.trim().is_empty()) {
         return invalid("RackId can't be empty.");
     }
-    if req.subscribed_topic_regex.is_some() {
-        return invalid("SubscribedTopicRegex is not supported by this broker.");
-    }
     match req.member_epoch {
         JOIN_EPOCH => {
             if req.rebalance_timeout_ms == -1 {
@@ -525,8 +594,18 @@ fn validate(req: &HeartbeatRequest) -> Result<(), ConsumerGroupError> {
             {
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
-            if req.subscribed_topic_names.is_none() {
-                return invalid("SubscribedTopicNames must be set in first request.");
+            let names = req
+                .subscribed_topic_names
+                .as_ref()
+                .is_some_and(|n| !n.is_empty());
+            let regex = req
+                .subscribed_topic_regex
+                .as_ref()
+                .is_some_and(|r| !r.is_empty());
+            if !names && !regex {
+                return invalid(
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                );
             }
         }
         LEAVE_STATIC_EPOCH if req.instance_id.is_none() => {

@@ -88,6 +88,10 @@ impl TopicMetadata for Image<'_> {
             )
         })
     }
+
+    fn topic_names(&self) -> Vec<&str> {
+        self.0.topics.keys().map(String::as_str).collect()
+    }
 }
 
 impl ConsumerGroupCoordinator {

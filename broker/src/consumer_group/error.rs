@@ -38,6 +38,9 @@ pub enum ConsumerGroupError {
     /// `group.consumer.max.size` members already.
     #[error("group {group_id} has reached its maximum size {max}")]
     GroupMaxSizeReached { group_id: String, max: usize },
+    /// `SubscribedTopicRegex` does not compile (INVALID_REGULAR_EXPRESSION).
+    #[error("SubscribedTopicRegex `{regex}` is not a valid regular expression: {reason}")]
+    InvalidRegularExpression { regex: String, reason: String },
     /// KIP-848 members must commit with OffsetCommit v9+.
     #[error("OffsetCommit v{version} from a consumer-protocol member (v9+ is required)")]
     UnsupportedCommitVersion { version: i16 },

@@ -42,6 +42,11 @@ pub struct ConsumerGroupMember {
     /// How long the member may take to revoke partitions.
     pub rebalance_timeout_ms: i32,
     pub subscribed_topic_names: BTreeSet<String>,
+    /// A regular expression subscription (KIP-848): every topic whose whole name matches.
+    pub subscribed_topic_regex: Option<String>,
+    /// The topics `subscribed_topic_regex` matches in the current metadata image (derived:
+    /// resolved again on each heartbeat and on load, never stored).
+    pub regex_topics: BTreeSet<String>,
     /// The member's `server_assignor` preference.
     pub server_assignor: Option<String>,
     /// What the member is told it owns.
@@ -55,6 +60,11 @@ pub struct ConsumerGroupMember {
 }
 
 impl ConsumerGroupMember {
+    /// Every topic the member subscribes to: by name, and by its regular expression.
+    pub fn subscriptions(&self) -> impl Iterator<Item = &String> {
+        self.subscribed_topic_names.iter().chain(&self.regex_topics)
+    }
+
     /// A member that has just joined.
     #[must_use]
     pub fn new(member_id: String) -> Self {
@@ -69,6 +79,8 @@ impl ConsumerGroupMember {
             state: MemberState::Stable,
             rebalance_timeout_ms: 300_000,
             subscribed_topic_names: BTreeSet::new(),
+            subscribed_topic_regex: None,
+            regex_topics: BTreeSet::new(),
             server_assignor: None,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
@@ -153,7 +165,8 @@ impl ConsumerGroup {
     pub fn subscribed_topics(&self) -> BTreeSet<String> {
         self.members
             .values()
-            .flat_map(|m| m.subscribed_topic_names.iter().cloned())
+            .flat_map(ConsumerGroupMember::subscriptions)
+            .cloned()
             .collect()
     }
 
@@ -245,8 +258,7 @@ impl ConsumerGroup {
                 .map(|m| MemberSpec {
                     member_id: &m.member_id,
                     topics: m
-                        .subscribed_topic_names
-                        .iter()
+                        .subscriptions()
                         .filter_map(|n| ids.get(n).map(|(id, _)| *id))
                         .collect(),
                     current: self.target.get(&m.member_id),

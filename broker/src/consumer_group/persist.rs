@@ -42,7 +42,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
 use super::assignor::Assignment;
-use super::coordinator::TopicMetadata;
+use super::coordinator::{TopicMetadata, compile_regex, resolve_regex};
 use super::group::{ConsumerGroup, ConsumerGroupMember, MemberState, TopicSnapshot};
 
 const GROUP_METADATA: i16 = 3;
@@ -159,7 +159,7 @@ fn member_metadata_value(m: &ConsumerGroupMember) -> Bytes {
         for t in &m.subscribed_topic_names {
             put_compact_str(out, Some(t));
         }
-        put_compact_str(out, None); // SubscribedTopicRegex: not supported
+        put_compact_str(out, m.subscribed_topic_regex.as_deref());
         out.put_i32(m.rebalance_timeout_ms);
         put_compact_str(out, m.server_assignor.as_deref());
     })
@@ -402,6 +402,13 @@ pub fn restore(
                     })
             })
             .collect();
+        for m in g.members.values_mut() {
+            // What a regular expression matches is derived: resolved against today's topics.
+            m.regex_topics = match m.subscribed_topic_regex.as_deref().map(compile_regex) {
+                Some(Ok(re)) => resolve_regex(&re, topics),
+                _ => BTreeSet::new(),
+            };
+        }
         g.topics = g
             .subscribed_topics()
             .into_iter()
@@ -466,7 +473,7 @@ fn decode_member_metadata(v: &[u8], m: &mut ConsumerGroupMember) -> Option<()> {
         topics.insert(r.compact_str()?.unwrap_or_default());
     }
     m.subscribed_topic_names = topics;
-    let _regex = r.compact_str()?;
+    m.subscribed_topic_regex = r.compact_str()?.filter(|r| !r.is_empty());
     m.rebalance_timeout_ms = r.i32()?;
     m.server_assignor = r.compact_str()?;
     Some(())
@@ -575,6 +582,9 @@ mod tests {
     impl TopicMetadata for Topics {
         fn topic(&self, name: &str) -> Option<(Uuid, i32)> {
             (name == "orders").then_some((Uuid::from_u128(7), 6))
+        }
+        fn topic_names(&self) -> Vec<&str> {
+            vec!["orders"]
         }
     }
 
@@ -709,6 +719,9 @@ mod tests {
         impl TopicMetadata for Grown {
             fn topic(&self, _: &str) -> Option<(Uuid, i32)> {
                 Some((Uuid::from_u128(7), 12))
+            }
+            fn topic_names(&self) -> Vec<&str> {
+                vec!["orders"]
             }
         }
         let mut t = Tracker::default();

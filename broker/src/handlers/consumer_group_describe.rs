@@ -62,6 +62,9 @@ pub fn handle(
                                 .map(|t| TopicName(StrBytes::from_string(t)))
                                 .collect(),
                         )
+                        .with_subscribed_topic_regex(
+                            m.subscribed_topic_regex.map(StrBytes::from_string),
+                        )
                         .with_assignment(assignment(&image, m.assigned))
                         .with_target_assignment(assignment(&image, target));
                     if ctx.api_version >= 1 {

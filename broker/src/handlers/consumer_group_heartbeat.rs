@@ -35,11 +35,8 @@ pub fn handle(
         subscribed_topic_names: req
             .subscribed_topic_names
             .map(|ts| ts.into_iter().map(|t| t.0.to_string()).collect()),
-        // librdkafka sends an empty regex along with plain topic names.
-        subscribed_topic_regex: req
-            .subscribed_topic_regex
-            .filter(|r| !r.is_empty())
-            .map(|s| s.to_string()),
+        // Null: unchanged; empty: none (librdkafka sends it along with plain topic names).
+        subscribed_topic_regex: req.subscribed_topic_regex.map(|s| s.to_string()),
         server_assignor: req.server_assignor.map(|s| s.to_string()),
         owned: req.topic_partitions.map(|tps| {
             let mut owned = BTreeMap::new();

@@ -13,6 +13,9 @@ impl TopicMetadata for Topics {
     fn topic(&self, name: &str) -> Option<(Uuid, i32)> {
         (name == "orders").then_some((T, 6))
     }
+    fn topic_names(&self) -> Vec<&str> {
+        vec!["orders"]
+    }
 }
 
 fn join(c: &mut Coordinator, now: i64, id: &str) -> HeartbeatResponse {
@@ -182,4 +185,66 @@ fn requests_that_break_the_rules_are_invalid() {
         )
         .unwrap();
     assert_eq!(r.member_id, "generated");
+}
+
+/// Topics "orders", "orders-eu" and "payments" (ids 7, 8 and 9).
+struct ThreeTopics;
+impl TopicMetadata for ThreeTopics {
+    fn topic(&self, name: &str) -> Option<(Uuid, i32)> {
+        match name {
+            "orders" => Some((T, 6)),
+            "orders-eu" => Some((Uuid::from_u128(8), 2)),
+            "payments" => Some((Uuid::from_u128(9), 1)),
+            _ => None,
+        }
+    }
+    fn topic_names(&self) -> Vec<&str> {
+        vec!["orders", "orders-eu", "payments"]
+    }
+}
+
+fn join_regex(c: &mut Coordinator, regex: &str) -> Result<HeartbeatResponse, ConsumerGroupError> {
+    c.heartbeat(
+        0,
+        HeartbeatRequest {
+            api_version: 1,
+            group_id: "g".into(),
+            member_id: "a".into(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec![]),
+            subscribed_topic_regex: Some(regex.into()),
+            owned: Some(Assignment::new()),
+            ..HeartbeatRequest::default()
+        },
+        "unused",
+        &ThreeTopics,
+    )
+}
+
+#[test]
+fn a_regular_expression_subscribes_to_every_whole_name_it_matches() {
+    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    let r = join_regex(&mut c, "orders.*").expect("join");
+    let got: BTreeSet<Uuid> = r.assignment.expect("assignment").keys().copied().collect();
+    // "payments" does not match; the match is against the whole name.
+    assert_eq!(got, [T, Uuid::from_u128(8)].into());
+    let m = &c.group("g").unwrap().members["a"];
+    assert_eq!(m.subscribed_topic_regex.as_deref(), Some("orders.*"));
+
+    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    let r = join_regex(&mut c, "rders").expect("join");
+    assert!(r.assignment.expect("assignment").is_empty());
+
+    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    assert!(matches!(
+        join_regex(&mut c, "orders(["),
+        Err(ConsumerGroupError::InvalidRegularExpression { .. })
+    ));
+    // Neither names nor a regular expression.
+    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    assert!(matches!(
+        join_regex(&mut c, ""),
+        Err(ConsumerGroupError::InvalidRequest { .. })
+    ));
 }
