@@ -213,6 +213,42 @@ impl Broker {
         Ok(id)
     }
 
+    /// Grows a topic to `count` partitions through the metadata log (CreatePartitions), then
+    /// opens the new partitions this node leads. With `validate_only` nothing is written.
+    ///
+    /// # Errors
+    ///
+    /// [`CreateTopicError::Metadata`] for what the controller refuses,
+    /// [`CreateTopicError::Startup`] when a new partition's log cannot be created.
+    pub fn create_partitions(
+        &self,
+        topic: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+        now_ms: i64,
+    ) -> Result<(), CreateTopicError> {
+        let mut store = self
+            .metadata
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        store.create_partitions(topic, count, assignments, validate_only, now_ms)?;
+        if validate_only {
+            return Ok(());
+        }
+        let image = store.image();
+        *self
+            .image
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
+        drop(store);
+        if let Some(t) = image.topics.get(topic) {
+            self.open_topic(t, now_ms)
+                .map_err(CreateTopicError::Startup)?;
+        }
+        Ok(())
+    }
+
     /// Deletes a topic through the metadata log, then removes its partitions' data.
     ///
     /// # Errors
@@ -426,10 +462,21 @@ impl Broker {
         self.config.log_dir.join(format!("{topic}-{index}"))
     }
 
+    /// Opens the partitions of `topic` this node leads and has not opened yet (all of them for
+    /// a new topic; the added ones after CreatePartitions).
     fn open_topic(&self, topic: &TopicImage, now_ms: i64) -> Result<(), StartupError> {
         let cfg = self.log_config(&topic.configs);
         for p in &topic.partitions {
             if p.leader != self.config.node_id {
+                continue;
+            }
+            let key = (topic.name.clone(), p.partition);
+            if self
+                .partitions
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains_key(&key)
+            {
                 continue;
             }
             let dir = self.partition_dir(&topic.name, p.partition);

@@ -35,7 +35,12 @@ pub fn metadata_error_code(e: &MetadataError) -> i16 {
     match e {
         MetadataError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists.code(),
         MetadataError::InvalidTopicName { .. } => ResponseError::InvalidTopicException.code(),
-        MetadataError::InvalidPartitions(_) => ResponseError::InvalidPartitions.code(),
+        MetadataError::InvalidPartitions(_) | MetadataError::PartitionCountNotIncreased(_) => {
+            ResponseError::InvalidPartitions.code()
+        }
+        MetadataError::InvalidReplicaAssignment(_) => {
+            ResponseError::InvalidReplicaAssignment.code()
+        }
         MetadataError::InvalidReplicationFactor { .. } => {
             ResponseError::InvalidReplicationFactor.code()
         }

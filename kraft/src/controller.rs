@@ -178,6 +178,122 @@ pub fn create_topic_records(
     Ok(records)
 }
 
+/// The records that grow `topic` to `count` partitions (CreatePartitions, Kafka's
+/// `ReplicationControlManager.createPartitions`): one PartitionRecord per new partition, with
+/// the replicas of `assignments` (one list per new partition) or, without them, placed round
+/// robin over the registered brokers with the replication factor of partition 0.
+///
+/// # Errors
+///
+/// [`MetadataError::UnknownTopic`], [`MetadataError::PartitionCountNotIncreased`],
+/// [`MetadataError::InvalidPartitions`] beyond the cap, or
+/// [`MetadataError::InvalidReplicaAssignment`].
+pub fn create_partitions_records(
+    image: &MetadataImage,
+    topic: &str,
+    count: i32,
+    assignments: Option<&[Vec<i32>]>,
+) -> Result<Vec<MetadataRecord>, MetadataError> {
+    let t = image
+        .topics
+        .get(topic)
+        .ok_or_else(|| MetadataError::UnknownTopic(topic.to_owned()))?;
+    let current = i32::try_from(t.partitions.len()).unwrap_or(i32::MAX);
+    if count < current {
+        return Err(MetadataError::PartitionCountNotIncreased(format!(
+            "The topic {topic} currently has {current} partition(s); {count} would not be an \
+             increase."
+        )));
+    }
+    if count == current {
+        return Err(MetadataError::PartitionCountNotIncreased(format!(
+            "Topic already has {current} partition(s)."
+        )));
+    }
+    if count > MAX_PARTITIONS_PER_TOPIC {
+        return Err(MetadataError::InvalidPartitions(count));
+    }
+    let added = usize::try_from(count - current).unwrap_or(0);
+    let rf = t.partitions.first().map_or(1, |p| p.replicas.len());
+    let brokers: Vec<i32> = image.brokers.keys().copied().collect();
+    let invalid = |m: String| Err(MetadataError::InvalidReplicaAssignment(m));
+    let placement: Vec<Vec<i32>> = match assignments {
+        Some(a) => {
+            if a.len() != added {
+                return invalid(format!(
+                    "Attempted to add {added} additional partition(s), but only {} \
+                     assignment(s) were specified.",
+                    a.len()
+                ));
+            }
+            for replicas in a {
+                if replicas.is_empty() {
+                    return invalid(
+                        "The manual partition assignment includes an empty replica list.".into(),
+                    );
+                }
+                let mut seen = std::collections::BTreeSet::new();
+                for b in replicas {
+                    if !seen.insert(*b) {
+                        return invalid(format!(
+                            "The manual partition assignment includes the broker {b} more \
+                             than once."
+                        ));
+                    }
+                    if !image.brokers.contains_key(b) {
+                        return invalid(format!(
+                            "The manual partition assignment includes broker {b}, but no such \
+                             broker is registered."
+                        ));
+                    }
+                }
+                if replicas.len() != rf {
+                    return invalid(format!(
+                        "The manual partition assignment includes a partition with {} \
+                         replica(s), but this is not consistent with previous partitions, \
+                         which have {rf} replica(s).",
+                        replicas.len()
+                    ));
+                }
+            }
+            a.to_vec()
+        }
+        None => {
+            if rf == 0 || rf > brokers.len() {
+                return Err(MetadataError::InvalidReplicationFactor {
+                    requested: i16::try_from(rf).unwrap_or(i16::MAX),
+                    available_brokers: brokers.len(),
+                });
+            }
+            (current..count)
+                .map(|p| {
+                    let start = usize::try_from(p).unwrap_or(0);
+                    (0..rf)
+                        .map(|i| brokers[(start + i) % brokers.len()])
+                        .collect()
+                })
+                .collect()
+        }
+    };
+    Ok(placement
+        .into_iter()
+        .zip(current..count)
+        .map(|(replicas, partition_id)| {
+            MetadataRecord::Partition(PartitionRecord {
+                partition_id,
+                topic_id: t.topic_id,
+                leader: replicas[0],
+                isr: replicas.clone(),
+                replicas,
+                removing_replicas: Vec::new(),
+                adding_replicas: Vec::new(),
+                leader_epoch: 0,
+                partition_epoch: 0,
+            })
+        })
+        .collect())
+}
+
 /// The record that deletes the topic with this id, and the topic's name.
 ///
 /// # Errors

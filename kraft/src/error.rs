@@ -46,6 +46,12 @@ pub enum MetadataError {
         value: Option<String>,
         reason: ConfigValueError,
     },
+    /// INVALID_PARTITIONS: CreatePartitions asked for no more partitions than the topic has.
+    #[error("{0}")]
+    PartitionCountNotIncreased(String),
+    /// INVALID_REPLICA_ASSIGNMENT: a manual assignment of new partitions is not usable.
+    #[error("{0}")]
+    InvalidReplicaAssignment(String),
     /// UNKNOWN_TOPIC_OR_PARTITION: no live topic has this name.
     #[error("unknown topic '{0}'")]
     UnknownTopic(String),

@@ -40,8 +40,9 @@ mod topic_config;
 
 pub use controller::{
     BrokerRegistration, ControllerConfig, CreateTopic, MAX_PARTITIONS_PER_TOPIC,
-    MAX_TOPIC_NAME_LEN, create_topic_records, delete_topic_records, is_assignable_topic_id,
-    producer_ids_records, register_broker_records, set_topic_config_records, validate_topic_name,
+    MAX_TOPIC_NAME_LEN, create_partitions_records, create_topic_records, delete_topic_records,
+    is_assignable_topic_id, producer_ids_records, register_broker_records,
+    set_topic_config_records, validate_topic_name,
 };
 pub use error::{
     ApplyError, ConfigValueError, InvalidTopicNameReason, MetaPropertiesError, MetadataError,

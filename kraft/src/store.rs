@@ -17,9 +17,9 @@ use strata_storage::{Log, LogConfig, LogError};
 use uuid::Uuid;
 
 use crate::controller::{
-    BrokerRegistration, ControllerConfig, CreateTopic, create_topic_records, delete_topic_records,
-    is_assignable_topic_id, producer_ids_records, register_broker_records,
-    set_topic_config_records,
+    BrokerRegistration, ControllerConfig, CreateTopic, create_partitions_records,
+    create_topic_records, delete_topic_records, is_assignable_topic_id, producer_ids_records,
+    register_broker_records, set_topic_config_records,
 };
 use crate::meta_properties::{META_PROPERTIES_FILE, MetaProperties, generate_cluster_id};
 use crate::record::{DecodeError, MetadataRecord};
@@ -225,6 +225,28 @@ impl MetadataStore {
             "created topic"
         );
         Ok(topic_id)
+    }
+
+    /// Grows a topic to `count` partitions (or, with `validate_only`, checks that it could).
+    ///
+    /// # Errors
+    ///
+    /// The validation errors of [`crate::create_partitions_records`], or a storage error.
+    pub fn create_partitions(
+        &mut self,
+        topic: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+        now_ms: i64,
+    ) -> Result<(), MetadataError> {
+        let records = create_partitions_records(&self.image, topic, count, assignments)?;
+        if validate_only {
+            return Ok(());
+        }
+        self.commit(&records, now_ms)?;
+        tracing::info!(topic, partitions = count, "created partitions");
+        Ok(())
     }
 
     /// Deletes the topic with this id and returns its name. Callers holding a name

@@ -206,6 +206,23 @@ const DELETE_TOPICS: Schema = Schema {
     flexible_from: 4,
 };
 
+const CREATE_PARTITIONS: Schema = Schema {
+    fields: &[
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL),                              // name
+                f(T::I32, 0, ALL),                              // count
+                f(T::Array(&[f(T::ArrayI32, 0, ALL)]), 0, ALL), // assignments (nullable)
+            ]),
+            0,
+            ALL,
+        ),
+        f(T::I32, 0, ALL), // timeout_ms
+        f(T::I8, 0, ALL),  // validate_only
+    ],
+    flexible_from: 2,
+};
+
 const DESCRIBE_CONFIGS: Schema = Schema {
     fields: &[
         f(
@@ -442,6 +459,7 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::CreateTopics => &CREATE_TOPICS,
         ApiKey::DeleteTopics => &DELETE_TOPICS,
         ApiKey::DescribeConfigs => &DESCRIBE_CONFIGS,
+        ApiKey::CreatePartitions => &CREATE_PARTITIONS,
         ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
         ApiKey::DeleteGroups => &DELETE_GROUPS,
         ApiKey::OffsetDelete => &OFFSET_DELETE,

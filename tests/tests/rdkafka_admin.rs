@@ -1,6 +1,6 @@
 //! Topic administration through librdkafka's admin API (the `rdkafka` crate) against the real
 //! `strata` binary: CreateTopics and its Kafka error codes, DescribeConfigs with sources,
-//! LogAppendTime topics, DeleteTopics, and metadata that survives restarts.
+//! LogAppendTime topics, DeleteTopics, CreatePartitions, and metadata that survives restarts.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -248,4 +248,101 @@ fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
+}
+
+fn grow(
+    a: &AdminClient<DefaultClientContext>,
+    p: &rdkafka::admin::NewPartitions<'_>,
+    validate_only: bool,
+) -> Result<String, RDKafkaErrorCode> {
+    let mut r = block(a.create_partitions([p], &opts().validate_only(validate_only)))
+        .expect("CreatePartitions request");
+    r.remove(0).map_err(|(_, code)| code)
+}
+
+/// CreatePartitions (Kafka's `ReplicationControlManager.createPartitions`): a topic grows, its new partitions take messages at once and survive a
+/// kill -9; counts that are not an increase, unknown topics and unusable manual assignments
+/// get Kafka's codes; `validate_only` checks without writing.
+#[test]
+fn create_partitions_grows_a_topic() {
+    use rdkafka::admin::NewPartitions;
+    let mut b = Broker::start(&[]).unwrap();
+    let a = admin(&b);
+    create(&a, NewTopic::new("grow", 2, TopicReplication::Fixed(1))).unwrap();
+
+    assert_eq!(
+        grow(&a, &NewPartitions::new("grow", 5), false),
+        Ok("grow".into())
+    );
+    assert_eq!(partitions_of(&b, "grow"), Some(5));
+    assert_eq!(
+        grow(&a, &NewPartitions::new("grow", 3), false),
+        Err(RDKafkaErrorCode::InvalidPartitions)
+    );
+    assert_eq!(
+        grow(&a, &NewPartitions::new("grow", 5), false),
+        Err(RDKafkaErrorCode::InvalidPartitions)
+    );
+    assert_eq!(
+        grow(&a, &NewPartitions::new("no-such-topic", 5), false),
+        Err(RDKafkaErrorCode::UnknownTopicOrPartition)
+    );
+    // Broker 7 is not registered; one replica list for two new partitions.
+    let bad: &[&[i32]] = &[&[7]];
+    assert_eq!(
+        grow(&a, &NewPartitions::new("grow", 6).assign(bad), false),
+        Err(RDKafkaErrorCode::InvalidReplicaAssignment)
+    );
+    let good: &[&[i32]] = &[&[1]];
+    assert_eq!(
+        grow(&a, &NewPartitions::new("grow", 6).assign(good), true),
+        Ok("grow".into())
+    );
+    assert_eq!(partitions_of(&b, "grow"), Some(5), "validate_only wrote");
+    assert_eq!(
+        grow(&a, &NewPartitions::new("grow", 6).assign(good), false),
+        Ok("grow".into())
+    );
+    assert_eq!(partitions_of(&b, "grow"), Some(6));
+
+    // A new partition takes messages.
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", b.bootstrap())
+        .create()
+        .unwrap();
+    p.send(
+        BaseRecord::<(), _>::to("grow")
+            .payload("in p5")
+            .partition(5),
+    )
+    .map_err(|(e, _)| e)
+    .unwrap();
+    p.flush(TIMEOUT).unwrap();
+    drop(p);
+    drop(a);
+
+    b.kill9().unwrap();
+    b.restart().unwrap();
+    assert_eq!(partitions_of(&b, "grow"), Some(6));
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", b.bootstrap())
+        .set("group.id", "grow-reader")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("grow", 5, Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let started = Instant::now();
+    let value = loop {
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            break String::from_utf8_lossy(m.unwrap().payload().unwrap_or_default()).into_owned();
+        }
+        assert!(started.elapsed() < TIMEOUT, "nothing read from partition 5");
+    };
+    assert_eq!(value, "in p5");
+    // Closed before the broker stops: a consumer closing against a stopped broker waits out
+    // its commit and leave timeouts.
+    drop(c);
+    b.stop().unwrap();
 }

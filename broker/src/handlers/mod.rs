@@ -14,6 +14,7 @@ use crate::connection::Slot;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
@@ -118,6 +119,9 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(&ctx, r)),
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(&ctx, r)),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(&ctx, r)),
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(create_partitions::handle(&ctx, r))
+        }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(&ctx, r))
         }

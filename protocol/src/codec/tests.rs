@@ -184,6 +184,19 @@ mod round_trip {
                     ]),
             ]))
             }
+            ApiKey::CreatePartitions => RequestKind::CreatePartitions(
+                CreatePartitionsRequest::default()
+                    .with_topics(vec![
+                        create_partitions_request::CreatePartitionsTopic::default()
+                            .with_name(name(s))
+                            .with_count(s.partition)
+                            .with_assignments(Some(vec![
+                                create_partitions_request::CreatePartitionsAssignment::default()
+                                    .with_broker_ids(vec![BrokerId(1)]),
+                            ])),
+                    ])
+                    .with_validate_only(true),
+            ),
             ApiKey::DeleteTopics => RequestKind::DeleteTopics(if v >= 6 {
                 DeleteTopicsRequest::default().with_topics(vec![
                     delete_topics_request::DeleteTopicState::default().with_name(Some(name(s))),
@@ -544,6 +557,14 @@ mod round_trip {
                     create_topics_response::CreatableTopicResult::default().with_name(name(s)),
                 ]))
             }
+            ApiKey::CreatePartitions => ResponseKind::CreatePartitions(
+                CreatePartitionsResponse::default().with_results(vec![
+                    create_partitions_response::CreatePartitionsTopicResult::default()
+                        .with_name(name(s))
+                        .with_error_code(37)
+                        .with_error_message(Some(StrBytes::from_static_str("no"))),
+                ]),
+            ),
             ApiKey::DeleteTopics => {
                 ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(vec![
                 delete_topics_response::DeletableTopicResult::default().with_name(Some(name(s))),
