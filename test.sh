@@ -8,7 +8,8 @@
 #    build-script outputs, e.g. the compiled librdkafka, with the release build).
 # 3. cargo test --release --workspace (unit tests + rdkafka + kcat against the real binary),
 #    then pytest tests/python (kafka-python, confluent-kafka against the real binary), then
-#    librdkafka's own test suite, tier 1 (compat-tests/run-librdkafka.sh --tier1).
+#    librdkafka's own test suite, tier 1 (compat-tests/run-librdkafka.sh --tier1), then the
+#    client-library scenarios (compat-tests/scenarios/run.sh).
 # 4. Prints a summary; exits non-zero if any step failed.
 #
 # Env: STRATA_BIN (default target/release/strata), SKIP_LINT=1 skips fmt and clippy,
@@ -119,6 +120,11 @@ if [[ -x "$STRATA_BIN" ]]; then
     # librdkafka's own test suite, tier 1 (builds librdkafka once into target/compat; writes
     # compat-tests/RESULTS.md). Full suite: compat-tests/run-librdkafka.sh --all.
     run_step librdkafka-tier1 timeout --kill-after=30s 30m compat-tests/run-librdkafka.sh --tier1
+    # Client-library scenarios (confluent-kafka, kafka-python, aiokafka, kcat), each against a
+    # fresh broker; see compat-tests/README.md. The table goes to target/ so CI does not rewrite
+    # compat-tests/RESULTS.md (run compat-tests/scenarios/run.sh by hand to update it).
+    run_step client-scenarios timeout --kill-after=30s 25m compat-tests/scenarios/run.sh \
+        --timeout 300 --markdown "$ROOT/target/compat/results/RESULTS-scenarios.md"
 else
     STEP_NAMES+=("tests"); STEP_RESULTS+=("FAILED (no binary at $STRATA_BIN)"); STEP_TIMES+=("0s")
     FAILED=1

@@ -357,6 +357,13 @@ for t in $SELECTED; do
     ROWS+=("| $t | $R_STATE | $tier | ${R_DUR}s | $crash$R_REASON |")
 done
 
+# The "Client-library scenarios" section (between its marker comments) belongs to
+# compat-tests/scenarios/run.sh: carry it over unchanged, so re-running either tool keeps the
+# other's rows.
+SCENARIOS_BLOCK=""
+if [[ -f "$RESULTS" ]]; then
+    SCENARIOS_BLOCK="$(sed -n '/^<!-- client-library-scenarios:begin -->$/,/^<!-- client-library-scenarios:end -->$/p' "$RESULTS")"
+fi
 {
     echo "# librdkafka test suite against Strata"
     echo
@@ -370,7 +377,11 @@ done
     echo "| test | result | tier | duration | reason |"
     echo "|---|---|---|---|---|"
     printf '%s\n' "${ROWS[@]}"
-} >"$RESULTS"
+    if [[ -n "$SCENARIOS_BLOCK" ]]; then
+        echo
+        printf '%s\n' "$SCENARIOS_BLOCK"
+    fi
+} >"$RESULTS.tmp.$$" && mv -f "$RESULTS.tmp.$$" "$RESULTS"
 log "totals: $NPASS passed, $NFAIL failed, $NSKIP skipped, $NNOTRUN not run, $FLAKY flaky; broker crashes: $CRASHES"
 log "results: $RESULTS"
 
