@@ -77,6 +77,25 @@ pub struct Consumed {
 }
 
 impl Consumed {
+    /// A copy of what librdkafka delivered.
+    pub fn of<M: Message>(m: &M) -> Consumed {
+        Consumed {
+            partition: m.partition(),
+            offset: m.offset(),
+            key: m.key().map(<[u8]>::to_vec),
+            value: m.payload().map(<[u8]>::to_vec),
+            headers: m
+                .headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            timestamp: m.timestamp(),
+        }
+    }
+
     /// The producer's sequence number, from the `seq` header.
     pub fn seq(&self) -> anyhow::Result<usize> {
         let (_, v) = self
@@ -216,11 +235,44 @@ pub fn send(
             value: Some(*v),
         });
     }
-    let mut record = BaseRecord::with_opaque_to(topic, i)
+    let record = BaseRecord::with_opaque_to(topic, i)
         .key(key)
         .payload(value)
         .headers(headers)
         .timestamp(timestamp);
+    send_record(producer, record, i)
+}
+
+/// Sends `value` as message `i` (no key, a `seq` header) to `partition` of `topic`, so that a
+/// test decides where every message lands.
+pub fn send_to_partition(
+    producer: &RecordingProducer,
+    topic: &str,
+    partition: i32,
+    i: usize,
+    value: &[u8],
+) -> anyhow::Result<()> {
+    let headers = OwnedHeaders::new().insert(Header {
+        key: "seq",
+        value: Some(&i.to_string()),
+    });
+    let record = BaseRecord::<(), [u8], usize>::with_opaque_to(topic, i)
+        .payload(value)
+        .headers(headers)
+        .partition(partition);
+    send_record(producer, record, i)
+}
+
+/// Hands `record` (message `i`) to librdkafka, waiting (bounded) while its local queue is full.
+fn send_record<K, P>(
+    producer: &RecordingProducer,
+    mut record: BaseRecord<'_, K, P, usize>,
+    i: usize,
+) -> anyhow::Result<()>
+where
+    K: rdkafka::message::ToBytes + ?Sized,
+    P: rdkafka::message::ToBytes + ?Sized,
+{
     let deadline = Instant::now() + PHASE_TIMEOUT;
     loop {
         match producer.send(record) {
@@ -355,21 +407,7 @@ pub fn poll_n(
         match consumer.poll(Duration::from_millis(100)) {
             None => {}
             Some(Err(e)) => bail!("consumer error after {} messages: {e}", out.len()),
-            Some(Ok(m)) => out.push(Consumed {
-                partition: m.partition(),
-                offset: m.offset(),
-                key: m.key().map(<[u8]>::to_vec),
-                value: m.payload().map(<[u8]>::to_vec),
-                headers: m
-                    .headers()
-                    .map(|h| {
-                        h.iter()
-                            .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                timestamp: m.timestamp(),
-            }),
+            Some(Ok(m)) => out.push(Consumed::of(&m)),
         }
     }
     Ok(out)
