@@ -159,23 +159,34 @@ pub fn create_topic_records(
         })
     }));
     for partition_id in 0..num_partitions {
-        let start = partition_id as usize;
-        let replicas: Vec<i32> = (0..rf)
-            .map(|i| brokers[(start + i) % brokers.len()])
-            .collect();
-        records.push(MetadataRecord::Partition(PartitionRecord {
-            partition_id,
-            topic_id,
-            leader: replicas[0],
-            isr: replicas.clone(),
-            replicas,
-            removing_replicas: Vec::new(),
-            adding_replicas: Vec::new(),
-            leader_epoch: 0,
-            partition_epoch: 0,
-        }));
+        let replicas = round_robin(&brokers, partition_id, rf);
+        records.push(new_partition(topic_id, partition_id, replicas));
     }
     Ok(records)
+}
+
+/// The replicas of a new partition: `rf` brokers in id order, starting at the partition's
+/// index, so leaders spread over the brokers. `brokers` must hold at least `rf` ids.
+fn round_robin(brokers: &[i32], partition_id: i32, rf: usize) -> Vec<i32> {
+    let start = usize::try_from(partition_id).unwrap_or(0);
+    (0..rf)
+        .map(|i| brokers[(start + i) % brokers.len()])
+        .collect()
+}
+
+/// The record of a new partition: led by its first replica, every replica in sync.
+fn new_partition(topic_id: Uuid, partition_id: i32, replicas: Vec<i32>) -> MetadataRecord {
+    MetadataRecord::Partition(PartitionRecord {
+        partition_id,
+        topic_id,
+        leader: replicas[0],
+        isr: replicas.clone(),
+        replicas,
+        removing_replicas: Vec::new(),
+        adding_replicas: Vec::new(),
+        leader_epoch: 0,
+        partition_epoch: 0,
+    })
 }
 
 /// The records that grow `topic` to `count` partitions (CreatePartitions, Kafka's
@@ -266,31 +277,14 @@ pub fn create_partitions_records(
                 });
             }
             (current..count)
-                .map(|p| {
-                    let start = usize::try_from(p).unwrap_or(0);
-                    (0..rf)
-                        .map(|i| brokers[(start + i) % brokers.len()])
-                        .collect()
-                })
+                .map(|p| round_robin(&brokers, p, rf))
                 .collect()
         }
     };
     Ok(placement
         .into_iter()
         .zip(current..count)
-        .map(|(replicas, partition_id)| {
-            MetadataRecord::Partition(PartitionRecord {
-                partition_id,
-                topic_id: t.topic_id,
-                leader: replicas[0],
-                isr: replicas.clone(),
-                replicas,
-                removing_replicas: Vec::new(),
-                adding_replicas: Vec::new(),
-                leader_epoch: 0,
-                partition_epoch: 0,
-            })
-        })
+        .map(|(replicas, partition_id)| new_partition(t.topic_id, partition_id, replicas))
         .collect())
 }
 

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::assignor::{Assignment, Assignor};
 use super::error::ConsumerGroupError;
-use super::group::{ConsumerGroup, ConsumerGroupMember, MemberState, TopicSnapshot, is_subset};
+use super::group::{ConsumerGroup, ConsumerGroupMember, MemberState, is_subset};
 use super::persist::{self, GroupRecords, Tracker};
 
 /// KIP-848's member epochs with a meaning of their own.
@@ -361,14 +361,7 @@ impl Coordinator {
         m.client_host.clone_from(&req.client_host);
         m.session_deadline_ms = now_ms.saturating_add(i64::from(cfg.session_timeout_ms));
         // A subscribed topic created, deleted or grown moves the group epoch too.
-        let snapshot: TopicSnapshot = group
-            .subscribed_topics()
-            .into_iter()
-            .map(|n| {
-                let t = topics.topic(&n);
-                (n, t)
-            })
-            .collect();
+        let snapshot = group.topic_snapshot(|n| topics.topic(n));
         if snapshot != group.topics {
             group.topics = snapshot;
             bump = true;

@@ -170,6 +170,18 @@ impl ConsumerGroup {
             .collect()
     }
 
+    /// The subscribed topics as `lookup` (topic id and partition count by name) sees them.
+    #[must_use]
+    pub fn topic_snapshot(&self, lookup: impl Fn(&str) -> Option<(Uuid, i32)>) -> TopicSnapshot {
+        self.subscribed_topics()
+            .into_iter()
+            .map(|n| {
+                let t = lookup(&n);
+                (n, t)
+            })
+            .collect()
+    }
+
     /// The assignor most members prefer, else `default` (Kafka's
     /// `ConsumerGroup.computePreferredServerAssignor`).
     #[must_use]

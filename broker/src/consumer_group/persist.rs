@@ -409,14 +409,7 @@ pub fn restore(
                 _ => BTreeSet::new(),
             };
         }
-        g.topics = g
-            .subscribed_topics()
-            .into_iter()
-            .map(|n| {
-                let t = topics.topic(&n);
-                (n, t)
-            })
-            .collect();
+        g.topics = g.topic_snapshot(|n| topics.topic(n));
         if hashes.get(&g.group_id) != Some(&metadata_hash(&g.topics)) && !g.members.is_empty() {
             g.group_epoch += 1;
             tracker.group_changed(&g.group_id);
