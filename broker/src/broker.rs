@@ -10,6 +10,7 @@ use strata_storage::{Log, LogConfig, LogError, TimestampType};
 use uuid::Uuid;
 
 use crate::config::BrokerConfig;
+use crate::connection::RequestMemory;
 use crate::consumer_group::{ConsumerGroupConfig, ConsumerGroupCoordinator};
 use crate::group::{GroupConfig, GroupCoordinator};
 use crate::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetStoreError, OffsetsConfig};
@@ -60,6 +61,9 @@ pub struct Broker {
     pub zero_copy_bytes: AtomicU64,
     /// Fetched record bytes sent by reading and writing (where `sendfile` is unsupported).
     pub copied_bytes: AtomicU64,
+    /// The budget for request bytes read from sockets (`queued.max.request.bytes`), shared by
+    /// every connection: a connection stops reading while it is exhausted (back-pressure).
+    pub request_memory: RequestMemory,
 }
 
 impl Broker {
@@ -119,6 +123,10 @@ impl Broker {
             &image,
             now_ms,
         );
+        let request_memory = RequestMemory::new(
+            config.queued_max_request_bytes,
+            config.socket_request_max_bytes,
+        );
         let broker = Arc::new(Broker {
             config,
             metadata: Mutex::new(metadata),
@@ -130,6 +138,7 @@ impl Broker {
             consumer_groups,
             zero_copy_bytes: AtomicU64::new(0),
             copied_bytes: AtomicU64::new(0),
+            request_memory,
         });
         for topic in image.topics.values() {
             broker.open_topic(topic, now_ms)?;
@@ -370,6 +379,8 @@ impl Broker {
             // Kafka's `cleanupGroupMetadata`: an Empty group left without offsets is deleted.
             Ok(Some(_)) => {
                 self.groups
+                    .delete_empty_groups_without_offsets(|g| self.offsets.has_offsets(g));
+                self.consumer_groups
                     .delete_empty_groups_without_offsets(|g| self.offsets.has_offsets(g));
             }
             Ok(None) => {}

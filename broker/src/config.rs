@@ -48,7 +48,8 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("delete.topic.enable", "true"),
     ("message.max.bytes", "1048588"),
     ("socket.request.max.bytes", "104857600"),
-    ("queued.max.request.bytes", "-1"),
+    // Strata's default, not Kafka's -1 (unbounded): see `BrokerConfig::queued_max_request_bytes`.
+    ("queued.max.request.bytes", "268435456"),
     ("log.segment.bytes", "1073741824"),
     ("log.roll.ms", ""),
     ("log.roll.hours", "168"),
@@ -107,6 +108,16 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     pub message_max_bytes: i32,
     pub socket_request_max_bytes: usize,
+    /// `queued.max.request.bytes` (KIP-72): the broker-wide budget for request bytes read
+    /// from sockets and not yet handled; `None` (any value <= 0, Kafka's -1) is unbounded.
+    /// Kafka's default is unbounded; Strata's is 256 MiB, so that connections x
+    /// `socket.request.max.bytes` (100 MiB each) cannot exhaust the host while a producer
+    /// outruns the disk. 256 MiB holds two maximal frames at once (Kafka itself requires a
+    /// bounded value to be at least `socket.request.max.bytes`) and is far more than a disk
+    /// needs queued to stay busy, so the limit only bites once the broker is already behind.
+    /// Unlike Kafka, a value below `socket.request.max.bytes` is accepted: a frame larger
+    /// than the budget waits until the budget is otherwise idle (`connection::RequestMemory`).
+    pub queued_max_request_bytes: Option<u64>,
     pub log_segment_bytes: i64,
     pub log_roll_ms: i64,
     pub log_index_interval_bytes: i32,
@@ -282,6 +293,12 @@ impl BrokerConfig {
                 "socket.request.max.bytes",
                 get("socket.request.max.bytes"),
             )? as usize,
+            queued_max_request_bytes: u64::try_from(num::<i64>(
+                "queued.max.request.bytes",
+                get("queued.max.request.bytes"),
+            )?)
+            .ok()
+            .filter(|&n| n > 0),
             log_segment_bytes: at_least("log.segment.bytes", get("log.segment.bytes"), 14)?,
             log_roll_ms: at_least("log.roll.ms", &log_roll_ms.to_string(), 1)?,
             log_index_interval_bytes: at_least(
@@ -492,6 +509,32 @@ mod tests {
         assert_eq!(c.log_dir, PathBuf::from("./data"));
         assert_eq!(c.log_retention_ms, 168 * 3_600_000);
         assert!(c.auto_create_topics);
+        assert_eq!(c.queued_max_request_bytes, Some(256 << 20));
+    }
+
+    #[test]
+    fn queued_max_request_bytes_minus_one_is_unbounded() {
+        for v in ["-1", "0"] {
+            let c = BrokerConfig::from_args(
+                &args(&["--override", &format!("queued.max.request.bytes={v}")]),
+                &[],
+            )
+            .unwrap();
+            assert_eq!(c.queued_max_request_bytes, None, "{v}");
+        }
+        let env = vec![(
+            "KAFKA_QUEUED_MAX_REQUEST_BYTES".to_owned(),
+            "1048576".to_owned(),
+        )];
+        let c = BrokerConfig::from_args(&[], &env).unwrap();
+        assert_eq!(c.queued_max_request_bytes, Some(1 << 20));
+        let err =
+            BrokerConfig::from_args(&args(&["--override", "queued.max.request.bytes=x"]), &[])
+                .unwrap_err();
+        assert!(
+            err.to_string().contains("queued.max.request.bytes"),
+            "{err}"
+        );
     }
 
     #[test]

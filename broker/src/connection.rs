@@ -11,31 +11,65 @@
 //! socket may take part of a region; the loop resumes from the bytes already sent. Where
 //! `sendfile` is unsupported (or `STRATA_ZERO_COPY=0` is set, for comparisons), regions are
 //! read with `pread` and written instead.
+//!
+//! # Back-pressure
+//!
+//! What one broker holds for its clients is bounded in three ways:
+//!
+//! - **Request bytes, broker-wide** ([`RequestMemory`], Kafka's `queued.max.request.bytes`,
+//!   KIP-72). Once a frame's size prefix is read, the connection takes the frame's size from
+//!   the budget *before* it reserves a buffer for the body or reads any of it. While the
+//!   budget is exhausted the connection simply does not read: the kernel's socket buffers
+//!   fill and TCP flow control stops the client. The bytes go back when the request has been
+//!   handled (see [`Lease`]), and the next waiting connection reads on.
+//! - **Request bytes, per connection.** A connection handles its frames one at a time, so
+//!   its read side holds at most one frame body plus those of its parked requests (Fetch,
+//!   JoinGroup, SyncGroup: small frames, at most [`MAX_IN_FLIGHT`] of them). Its read buffer
+//!   is a fixed [`READ_BUF`] bytes: every frame is copied or read into an allocation of its
+//!   own, so no request keeps a slice of a shared buffer alive.
+//! - **Responses, per connection**: at most [`MAX_IN_FLIGHT`] slots wait for the writer. A
+//!   Fetch slot holds its encoded header bytes and file *regions*, not record bytes (the
+//!   copying fallback reads at most 1 MiB of a region at a time). The other slots hold
+//!   encoded responses, which are small except Metadata, DescribeConfigs and the group
+//!   listings, whose size grows with the cluster (topics, configs, groups), not with what the
+//!   client sends. So a client that stops reading pins at most 64 such responses, and the
+//!   connection stops reading its requests (the channel is full) instead of buffering more.
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::OnceLock;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use strata_protocol::codec::{self, Decoded};
 use strata_protocol::fetch_plan::{Piece, ResponsePlan};
 use strata_protocol::frame;
 use strata_storage::{FileRegion, sendfile};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::sync::mpsc;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
 use crate::handlers::{self, RequestContext};
 
 /// Requests one connection may have in flight before the broker stops reading from it. This
-/// bounds the memory one client can pin (back-pressure); librdkafka pipelines at most
-/// `max.in.flight` (5 by default) per connection.
+/// bounds the responses one client can pin (see the module docs); librdkafka pipelines at
+/// most `max.in.flight` (5 by default) per connection.
 const MAX_IN_FLIGHT: usize = 64;
+
+/// The per-connection read buffer. Size prefixes and small pipelined requests arrive here;
+/// a frame's body is copied out of it, or read past it straight into the body's own buffer.
+const READ_BUF: usize = 64 * 1024;
+
+/// Frames up to this size are "small" (every control request, fetches, heartbeats, small
+/// produces) and draw on a reserve of the budget of their own, so that a large produce
+/// waiting for memory never holds them up.
+const SMALL_FRAME: usize = 64 * 1024;
+
+/// How often, at most, the broker logs that reads are paused for memory.
+const THROTTLE_LOG_EVERY_MS: i64 = 10_000;
 
 /// A response slot, in request order.
 pub enum Slot {
@@ -51,67 +85,197 @@ pub enum Slot {
     Close,
 }
 
+/// The broker-wide budget for request bytes read from sockets and not yet handled: Kafka's
+/// `queued.max.request.bytes` (KIP-72; Kafka's `SimpleMemoryPool`).
+///
+/// The budget is a byte-counting [`Semaphore`] (tokio's is fair: waiters are served in
+/// arrival order, so a large frame is not starved by a stream of smaller ones). It is split
+/// in two, which is the part Kafka does not have: one eighth (at least [`SMALL_FRAME`],
+/// at most half) serves small frames, the rest large ones. A fair semaphore lets the
+/// first waiter hold back everyone behind it; with one pool, a 900 KiB produce waiting for
+/// memory would stop every heartbeat, metadata request and fetch on the broker behind it. With
+/// two, the small requests keep flowing while large produces wait their turn.
+///
+/// A frame asks for its size, capped at its pool's capacity: a frame larger than the whole
+/// pool takes all of it, so it is served as soon as the pool is otherwise idle instead of
+/// never (Kafka's pool is likewise non-strict). Memory for request bodies therefore stays
+/// below `max(budget, socket.request.max.bytes)` plus the small reserve.
+pub struct RequestMemory {
+    /// `None` when `queued.max.request.bytes` is <= 0 (Kafka's -1): unbounded.
+    pools: Option<[Pool; 2]>,
+    /// How many times a connection had to wait for memory before reading a frame's body: the
+    /// throttling counter (logged with each "reads paused" line).
+    pub throttled_reads: AtomicU64,
+    /// When "reads paused" was last logged (ms since the epoch), to log it at most every
+    /// [`THROTTLE_LOG_EVERY_MS`].
+    last_logged_ms: AtomicI64,
+}
+
+/// One share of the budget.
+struct Pool {
+    /// For logs.
+    name: &'static str,
+    /// Bytes; tokio takes permits in `u32`s, so a pool holds at most 4 GiB.
+    semaphore: Arc<Semaphore>,
+    /// The semaphore's total permits: the cap on what one frame asks for.
+    capacity: u32,
+}
+
+impl Pool {
+    fn new(name: &'static str, bytes: u64) -> Self {
+        let capacity = u32::try_from(bytes).unwrap_or(u32::MAX).max(1);
+        Pool {
+            name,
+            semaphore: Arc::new(Semaphore::new(capacity as usize)),
+            capacity,
+        }
+    }
+}
+
+impl RequestMemory {
+    /// The budget for `queued.max.request.bytes` (`None`: unbounded). `max_frame` is
+    /// `socket.request.max.bytes`, only for a warning when frames can exceed the budget.
+    #[must_use]
+    pub fn new(budget: Option<u64>, max_frame: usize) -> Self {
+        let pools = budget.map(|total| {
+            let small = (total / 8).max(SMALL_FRAME as u64).min(total / 2);
+            let large = total - small;
+            tracing::info!(
+                queued_max_request_bytes = total,
+                small_frames = small,
+                large_frames = large,
+                "request memory budget"
+            );
+            if max_frame as u64 > large {
+                tracing::warn!(
+                    socket_request_max_bytes = max_frame,
+                    large_frames = large,
+                    "queued.max.request.bytes is below socket.request.max.bytes: a larger \
+                     frame waits until no other large frame is held"
+                );
+            }
+            [Pool::new("small", small), Pool::new("large", large)]
+        });
+        RequestMemory {
+            pools,
+            throttled_reads: AtomicU64::new(0),
+            last_logged_ms: AtomicI64::new(i64::MIN),
+        }
+    }
+
+    /// Takes `frame_len` bytes from the budget (capped at the pool's capacity), waiting while
+    /// they are not available. Cancel-safe: dropping the future gives back what it took.
+    async fn acquire(&self, frame_len: usize, peer: SocketAddr) -> Lease {
+        let Some(pools) = &self.pools else {
+            return Lease::default();
+        };
+        let pool = &pools[usize::from(frame_len > SMALL_FRAME)];
+        let want = u32::try_from(frame_len)
+            .unwrap_or(u32::MAX)
+            .min(pool.capacity);
+        let permit = match pool.semaphore.clone().try_acquire_many_owned(want) {
+            Ok(permit) => permit,
+            Err(TryAcquireError::Closed) => return Lease::default(), // never closed
+            Err(TryAcquireError::NoPermits) => {
+                let throttled = self.throttled_reads.fetch_add(1, Ordering::Relaxed) + 1;
+                let now = crate::now_ms();
+                let last = self.last_logged_ms.load(Ordering::Relaxed);
+                if now.saturating_sub(last) >= THROTTLE_LOG_EVERY_MS
+                    && self
+                        .last_logged_ms
+                        .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    tracing::warn!(
+                        pool = pool.name,
+                        frame_bytes = frame_len,
+                        available = pool.semaphore.available_permits(),
+                        capacity = pool.capacity,
+                        throttled_reads = throttled,
+                        "reads paused: queued.max.request.bytes exhausted"
+                    );
+                }
+                tracing::debug!(%peer, pool = pool.name, frame_bytes = frame_len, "waiting for request memory");
+                match pool.semaphore.clone().acquire_many_owned(want).await {
+                    Ok(permit) => permit,
+                    Err(_) => return Lease::default(), // never closed
+                }
+            }
+        };
+        Lease(Some(Arc::new(Mutex::new(Some(permit)))))
+    }
+}
+
+/// One frame's share of the budget. It goes back at the earlier of two moments: the last
+/// slice of the frame's bytes is dropped (see [`LeasedFrame`]; for a parked fetch, when its
+/// task ends), or the request has been handled (inline: when `dispatch` returns; in a task:
+/// when the writer has its result). The second bounds handlers that keep a slice of the
+/// frame (a group member's metadata), which must not hold the budget for the member's
+/// lifetime. `Lease::default()` holds nothing (no budget).
+#[derive(Clone, Default)]
+struct Lease(Option<Arc<Mutex<Option<OwnedSemaphorePermit>>>>);
+
+impl Lease {
+    /// Gives the bytes back; the second call does nothing.
+    fn release(&self) {
+        if let Some(cell) = &self.0 {
+            drop(cell.lock().unwrap_or_else(PoisonError::into_inner).take());
+        }
+    }
+}
+
+/// The owner of one frame's bytes, behind `Bytes::from_owner`: the decoded request's slices
+/// (strings, record sets) keep it alive, and dropping the last of them returns the lease.
+struct LeasedFrame {
+    body: BytesMut,
+    lease: Lease,
+}
+
+impl AsRef<[u8]> for LeasedFrame {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+impl Drop for LeasedFrame {
+    fn drop(&mut self) {
+        self.lease.release();
+    }
+}
+
 /// Serves one connection until the client closes it or sends a frame that cannot be answered.
 pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
-    let (tx, rx) = mpsc::channel::<Slot>(MAX_IN_FLIGHT);
+    let (tx, rx) = mpsc::channel::<(Slot, Lease)>(MAX_IN_FLIGHT);
     let writer = tokio::spawn(write_responses(broker.clone(), wr, rx, peer));
-    let max = broker.config.socket_request_max_bytes;
-    let mut buf = BytesMut::with_capacity(64 * 1024);
-    'conn: loop {
-        // Decode every complete frame in the buffer.
-        loop {
-            let len = match frame::check(&buf, max) {
-                Ok(Some(len)) => len,
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(%peer, error = %e, "closing connection: bad frame");
-                    break 'conn;
-                }
-            };
-            buf.advance(frame::SIZE_PREFIX_LEN);
-            let body = buf.split_to(len).freeze();
-            let slot = match codec::decode_request(body) {
-                Ok(Decoded::Request(req)) => {
-                    let ctx =
-                        RequestContext::new(broker.clone(), &req.header, req.api_key, Some(peer));
-                    handlers::dispatch(ctx, req.body).await
-                }
-                Ok(Decoded::ApiVersionsTooNew { correlation_id }) => {
-                    Slot::Ready(codec::encode_api_versions_fallback(correlation_id))
-                }
-                Err(e) => {
-                    tracing::warn!(%peer, error = %e, "closing connection: cannot answer request");
-                    break 'conn;
-                }
-            };
-            if tx.send(slot).await.is_err() {
-                break 'conn; // the writer has gone: the socket is closed
+    let mut buf = BytesMut::with_capacity(READ_BUF);
+    while let Some((body, lease)) = read_frame(&broker, &mut rd, &mut buf, peer).await {
+        let slot = match codec::decode_request(body) {
+            Ok(Decoded::Request(req)) => {
+                let ctx = RequestContext::new(broker.clone(), &req.header, req.api_key, Some(peer));
+                handlers::dispatch(ctx, req.body).await
             }
-        }
-        // Make room for the rest of the frame in progress (its length is already checked
-        // against the cap), so a large produce is read without repeated reallocation.
-        if buf.len() >= frame::SIZE_PREFIX_LEN {
-            let want = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]).max(0) as usize
-                + frame::SIZE_PREFIX_LEN;
-            buf.reserve(want.saturating_sub(buf.len()).min(max));
-        }
-        if buf.capacity() - buf.len() < 4096 {
-            buf.reserve(64 * 1024);
-        }
-        match rd.read_buf(&mut buf).await {
-            Ok(0) => {
-                if !buf.is_empty() {
-                    tracing::info!(%peer, pending = buf.len(), "client disconnected mid-frame");
-                }
-                break;
+            Ok(Decoded::ApiVersionsTooNew { correlation_id }) => {
+                Slot::Ready(codec::encode_api_versions_fallback(correlation_id))
             }
-            Ok(_) => {}
             Err(e) => {
-                tracing::debug!(%peer, error = %e, "read failed");
+                tracing::warn!(%peer, error = %e, "closing connection: cannot answer request");
                 break;
             }
+        };
+        // Handled inline: the budget goes back now. A task keeps it until it ends (or until
+        // the writer has its result), so a parked fetch counts while it holds its request.
+        let lease = match slot {
+            Slot::Pending(_) | Slot::PendingPlan(_) => lease,
+            Slot::Ready(_) | Slot::NoResponse | Slot::Close => {
+                lease.release();
+                Lease::default()
+            }
+        };
+        // Waits while MAX_IN_FLIGHT responses are queued: the per-connection bound.
+        if tx.send((slot, lease)).await.is_err() {
+            break; // the writer has gone: the socket is closed
         }
     }
     drop(tx);
@@ -119,38 +283,132 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
     let _ = writer.await;
 }
 
+/// Reads the next frame: its body and its share of the request budget. `None` ends the
+/// connection (the client closed it, a read failed, or the size prefix is invalid; logged).
+async fn read_frame(
+    broker: &Broker,
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    peer: SocketAddr,
+) -> Option<(Bytes, Lease)> {
+    let max = broker.config.socket_request_max_bytes;
+    while buf.len() < frame::SIZE_PREFIX_LEN {
+        // `buf` is never shared (bodies are copied out), so this reuses its allocation.
+        buf.reserve(READ_BUF - buf.len());
+        if !read_some(rd, buf, peer, buf.len()).await {
+            return None;
+        }
+    }
+    // `check` validates the size prefix against the cap before anything is allocated for it.
+    if let Err(e) = frame::check(buf, max) {
+        tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+        return None;
+    }
+    let len = usize::try_from(buf.get_i32()).ok()?; // checked: 8..=max
+
+    // Back-pressure: no memory is reserved for the body, and none of it read, until the
+    // budget admits it. Meanwhile the socket is not read at all.
+    let lease = broker.request_memory.acquire(len, peer).await;
+
+    let mut body = BytesMut::with_capacity(len);
+    let buffered = buf.len().min(len);
+    body.extend_from_slice(&buf[..buffered]);
+    buf.advance(buffered);
+    while body.len() < len {
+        // Straight into the body, never past it: what follows belongs to the next frame,
+        // which must wait for its own share of the budget.
+        let have = body.len();
+        let pending = frame::SIZE_PREFIX_LEN + have;
+        if !read_some(rd, &mut (&mut body).limit(len - have), peer, pending).await {
+            return None; // dropping `lease` returns the bytes
+        }
+    }
+    let body = Bytes::from_owner(LeasedFrame {
+        body,
+        lease: lease.clone(),
+    });
+    Some((body, lease))
+}
+
+/// One read from the socket into `dst`. False when the connection is over: end of stream
+/// (logged if it cut a frame short, `pending` bytes in) or a read error.
+async fn read_some<B: BufMut>(
+    rd: &mut OwnedReadHalf,
+    dst: &mut B,
+    peer: SocketAddr,
+    pending: usize,
+) -> bool {
+    match rd.read_buf(dst).await {
+        Ok(0) => {
+            if pending > 0 {
+                tracing::info!(%peer, pending, "client disconnected mid-frame");
+            }
+            false
+        }
+        Ok(_) => true,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "read failed");
+            false
+        }
+    }
+}
+
 async fn write_responses(
     broker: Arc<Broker>,
     mut wr: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Slot>,
+    mut rx: mpsc::Receiver<(Slot, Lease)>,
     peer: SocketAddr,
 ) {
-    while let Some(slot) = rx.recv().await {
+    while let Some((slot, lease)) = rx.recv().await {
         let plan = match slot {
             Slot::Ready(b) => ResponsePlan::from_bytes(b),
             Slot::NoResponse => continue,
-            Slot::Pending(handle) => match handle.await {
-                Ok(Some(b)) => ResponsePlan::from_bytes(b),
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::error!(%peer, error = %e, "request task failed; closing connection");
-                    break;
+            Slot::Pending(handle) => {
+                let done = handle.await;
+                lease.release(); // handled, whatever the task kept of its request
+                match done {
+                    Ok(Some(b)) => ResponsePlan::from_bytes(b),
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::error!(%peer, error = %e, "request task failed; closing connection");
+                        break;
+                    }
                 }
-            },
-            Slot::PendingPlan(handle) => match handle.await {
-                Ok(Some(plan)) => plan,
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::error!(%peer, error = %e, "request task failed; closing connection");
-                    break;
+            }
+            Slot::PendingPlan(handle) => {
+                let done = handle.await;
+                lease.release();
+                match done {
+                    Ok(Some(plan)) => plan,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::error!(%peer, error = %e, "request task failed; closing connection");
+                        break;
+                    }
                 }
-            },
+            }
             Slot::Close => break,
         };
         if let Err(e) = write_plan(&broker, &mut wr, plan).await {
             // A failure mid-response leaves the stream unframed: the connection must close.
             tracing::debug!(%peer, error = %e, "write failed");
             break;
+        }
+    }
+    // The connection is closing with requests still parked: their tasks run on (they may be
+    // group operations), and each one's share of the budget goes back when it ends.
+    rx.close();
+    while let Some((slot, lease)) = rx.recv().await {
+        match slot {
+            Slot::Pending(handle) => drop(tokio::spawn(async move {
+                let _ = handle.await;
+                lease.release();
+            })),
+            Slot::PendingPlan(handle) => drop(tokio::spawn(async move {
+                let _ = handle.await;
+                lease.release();
+            })),
+            Slot::Ready(_) | Slot::NoResponse | Slot::Close => {}
         }
     }
     let _ = wr.shutdown().await;

@@ -168,6 +168,23 @@ impl Coordinator {
         }
     }
 
+    /// Kafka's `cleanupGroupMetadata` for consumer groups: every empty group for which
+    /// `has_offsets` is false is deleted (its records become tombstones). Returns how many.
+    pub fn delete_empty_groups(&mut self, has_offsets: impl Fn(&str) -> bool) -> usize {
+        let empty: Vec<String> = self
+            .groups
+            .values()
+            .filter(|g| g.members.is_empty() && !has_offsets(&g.group_id))
+            .map(|g| g.group_id.clone())
+            .collect();
+        for id in &empty {
+            self.groups.remove(id);
+            self.tracker.group_changed(id);
+            tracing::info!(group = %id, "deleted empty consumer group without offsets");
+        }
+        empty.len()
+    }
+
     /// The records that make what changed since the last call durable, per group.
     pub fn take_records(&mut self) -> Vec<GroupRecords> {
         self.tracker.take(&self.groups)

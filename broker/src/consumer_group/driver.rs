@@ -188,6 +188,13 @@ impl ConsumerGroupCoordinator {
             .map(super::group::ConsumerGroup::subscribed_topics)
     }
 
+    /// Deletes the empty consumer groups that have no committed offsets left (after offset
+    /// expiry), with tombstones for their records.
+    pub fn delete_empty_groups_without_offsets(&self, has_offsets: impl Fn(&str) -> bool) -> usize {
+        self.shared
+            .apply(|core| core.delete_empty_groups(&has_offsets))
+    }
+
     /// Frees the id of an empty consumer group for a classic group; false if it has members.
     pub fn remove_if_empty(&self, group_id: &str) -> bool {
         self.shared.apply(|core| core.remove_if_empty(group_id))

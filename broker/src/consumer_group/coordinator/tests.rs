@@ -248,3 +248,38 @@ fn a_regular_expression_subscribes_to_every_whole_name_it_matches() {
         Err(ConsumerGroupError::InvalidRequest { .. })
     ));
 }
+
+#[test]
+fn empty_groups_without_offsets_are_deleted_with_tombstones() {
+    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    join(&mut c, 0, "a");
+    assert!(!c.take_records().is_empty());
+    // Not empty: kept whatever the offsets.
+    assert_eq!(c.delete_empty_groups(|_| false), 0);
+    c.heartbeat(
+        1,
+        HeartbeatRequest {
+            api_version: 1,
+            group_id: "g".into(),
+            member_id: "a".into(),
+            member_epoch: LEAVE_EPOCH,
+            ..HeartbeatRequest::default()
+        },
+        "unused",
+        &Topics,
+    )
+    .expect("leave");
+    c.take_records();
+    // Empty but with offsets: kept.
+    assert_eq!(c.delete_empty_groups(|_| true), 0);
+    assert_eq!(c.delete_empty_groups(|_| false), 1);
+    assert!(c.group("g").is_none());
+    let records = c.take_records();
+    assert!(
+        records
+            .iter()
+            .all(|(_, rs)| rs.iter().all(|(_, v)| v.is_none())),
+        "{records:?}"
+    );
+    assert!(!records.is_empty());
+}
