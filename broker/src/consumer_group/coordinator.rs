@@ -185,6 +185,11 @@ impl Coordinator {
         empty.len()
     }
 
+    /// The append of records from [`Coordinator::take_records`] failed: take them again next.
+    pub fn not_written(&mut self, group: &str, records: &[(bytes::Bytes, Option<bytes::Bytes>)]) {
+        self.tracker.not_written(group, records);
+    }
+
     /// The records that make what changed since the last call durable, per group.
     pub fn take_records(&mut self) -> Vec<GroupRecords> {
         self.tracker.take(&self.groups)

@@ -9,8 +9,8 @@
 //! durable. Lock order is `writer`, then a `__consumer_offsets` partition, then `core`: the
 //! core's lock is never held across an append (offset expiry asks the coordinators while
 //! holding a partition's lock), and `writer` keeps a group's records in the order the core
-//! produced them. A failed append is logged; the group goes on in memory, and its next change
-//! rewrites what differs.
+//! produced them. A failed append is logged and its records go back to the core, so the next
+//! operation writes them again; meanwhile the group goes on in memory.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -57,17 +57,29 @@ impl Shared {
             let r = op(&mut core);
             (r, core.take_records())
         };
-        self.append(records);
+        let failed = self.append(records);
+        if !failed.is_empty() {
+            let mut core = self.core();
+            for (group, records) in &failed {
+                core.not_written(group, records);
+            }
+        }
         r
     }
 
-    fn append(&self, records: Vec<GroupRecords>) {
-        let Some(log) = &self.log else { return };
+    /// Appends each group's records; returns those whose append failed.
+    fn append(&self, records: Vec<GroupRecords>) -> Vec<GroupRecords> {
+        let Some(log) = &self.log else {
+            return Vec::new();
+        };
+        let mut failed = Vec::new();
         for (group, records) in records {
-            if let Err(e) = log.append_consumer_group_records(&group, records, now_ms()) {
+            if let Err(e) = log.append_consumer_group_records(&group, records.clone(), now_ms()) {
                 tracing::warn!(group = %group, error = %e, "cannot store consumer group records");
+                failed.push((group, records));
             }
         }
+        failed
     }
 }
 

@@ -35,6 +35,8 @@
 //! [`Tracker::take`] re-encodes only that, and returns the keys whose bytes differ, plus
 //! tombstones for keys that are gone. A steady heartbeat changes nothing durable, so it writes
 //! nothing. Deadlines are not stored: on load every member gets a fresh session, as Kafka does.
+//! A failed append puts its records back ([`Tracker::not_written`]), so the group's next
+//! operation writes them again.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -261,8 +263,7 @@ impl Tracker {
     }
 
     /// The records that bring the log in line with `groups`, per group; they are taken as
-    /// written (a failed append is not retried: the next change of the group rewrites what
-    /// differs from this image).
+    /// written. When an append fails, [`Tracker::not_written`] puts them back.
     pub fn take(&mut self, groups: &BTreeMap<String, ConsumerGroup>) -> Vec<GroupRecords> {
         let mut out = Vec::new();
         for (group_id, dirty) in std::mem::take(&mut self.dirty) {
@@ -309,6 +310,25 @@ impl Tracker {
             }
         }
         out
+    }
+
+    /// The append of `records` (as [`Tracker::take`] returned them) failed: the next `take`
+    /// writes them again (whatever the group then holds for those keys).
+    pub fn not_written(&mut self, group: &str, records: &[(Bytes, Option<Bytes>)]) {
+        let stored = self.stored.entry(group.to_owned()).or_default();
+        for (key, value) in records {
+            match value {
+                // An upsert that did not land: unknown on disk, so written again.
+                Some(_) => {
+                    stored.remove(key);
+                }
+                // A tombstone that did not land: the old value is still on disk.
+                None => {
+                    stored.insert(key.clone(), Bytes::new());
+                }
+            }
+        }
+        self.dirty.insert(group.to_owned(), Dirty::Group);
     }
 
     /// Forgets a group whose records were deleted behind the tracker's back (DeleteGroups
@@ -704,6 +724,23 @@ mod tests {
         let w = t.take(&groups);
         assert!(w[0].1.iter().all(|(_, v)| v.is_none()));
         assert_eq!(w[0].1.len(), 2 + 3);
+    }
+
+    #[test]
+    fn records_whose_append_failed_are_written_again() {
+        let g = group();
+        let groups: BTreeMap<_, _> = [("g".to_owned(), g)].into();
+        let mut t = Tracker::default();
+        t.group_changed("g");
+        let first = t.take(&groups);
+        t.not_written("g", &first[0].1);
+        let again = t.take(&groups);
+        assert_eq!(again, first);
+        // A tombstone that failed is sent again too.
+        t.group_changed("g");
+        let gone = t.take(&BTreeMap::new());
+        t.not_written("g", &gone[0].1);
+        assert_eq!(t.take(&BTreeMap::new()), gone);
     }
 
     #[test]
