@@ -95,6 +95,8 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
             .load(std::sync::atomic::Ordering::Relaxed),
         "fetch bytes sent"
     );
+    let (uring_ops, plain_ops) = strata_storage::io::counters();
+    tracing::info!(uring_ops, plain_ops, "segment writes and fsyncs");
     tracing::info!("clean shutdown complete");
     Ok(())
 }

@@ -11,7 +11,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{IoContext, LogError};
@@ -163,9 +162,7 @@ impl<E: IndexEntry> IndexFile<E> {
     pub fn push(&mut self, entry: E) -> Result<(), LogError> {
         let mut buf = [0u8; 16];
         entry.encode(&mut buf[..E::SIZE]);
-        self.file
-            .write_all_at(&buf[..E::SIZE], self.size_bytes())
-            .at(&self.path)?;
+        crate::io::write_all_at(&self.file, &buf[..E::SIZE], self.size_bytes()).at(&self.path)?;
         self.entries.push(entry);
         Ok(())
     }
@@ -176,8 +173,9 @@ impl<E: IndexEntry> IndexFile<E> {
         self.file.set_len(self.size_bytes()).at(&self.path)
     }
 
-    pub fn sync(&self) -> Result<(), LogError> {
-        self.file.sync_data().at(&self.path)
+    /// The index file (for a segment's fsync of all three files at once).
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
     }
 
     pub fn path(&self) -> &Path {
@@ -208,6 +206,8 @@ impl TimeIndex {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::FileExt;
+
     use super::*;
 
     fn oe(relative_offset: u32, position: u32) -> OffsetEntry {

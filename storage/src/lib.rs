@@ -52,6 +52,7 @@
 pub mod config;
 pub mod error;
 mod index;
+pub mod io;
 pub mod log;
 pub mod producer_state;
 pub mod region;

@@ -329,7 +329,7 @@ impl LogSegment {
         now_ms: i64,
     ) -> Result<(), LogError> {
         let start = self.size;
-        self.log.write_all_at(bytes, start).at(&self.log_path)?;
+        crate::io::write_all_at(&self.log, bytes, start).at(&self.log_path)?;
         if self.roll_base_ms.is_none() {
             self.roll_base_ms = Some(now_ms);
         }
@@ -557,11 +557,10 @@ impl LogSegment {
         self.flush()
     }
 
-    /// fsyncs the log and both indexes.
+    /// fsyncs the log and both indexes (in parallel where io_uring is in use).
     pub fn flush(&self) -> Result<(), LogError> {
-        self.log.sync_data().at(&self.log_path)?;
-        self.offset_index.sync()?;
-        self.time_index.sync()
+        crate::io::sync_data_all(&[&self.log, self.offset_index.file(), self.time_index.file()])
+            .at(&self.log_path)
     }
 
     /// Unlinks the three files. Open [`crate::FileRegion`]s keep reading the old inode.

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use strata_protocol::record_batch::{
     self, RecordBatchView, SimpleRecord, TimestampType, encode_batch,
 };
-use strata_storage::{Log, LogConfig, LogError, ReadResult, TimestampOffset};
+use strata_storage::{Log, LogConfig, LogError, ReadResult, TimestampOffset, io};
 
 fn batch(timestamps: &[i64], value_len: usize) -> Vec<u8> {
     let recs: Vec<SimpleRecord> = timestamps
@@ -182,8 +182,20 @@ fn log_append_time_stamps_batches() {
     );
 }
 
+/// Rolling seals segments (an fsync of the `.log` and both indexes), so this runs the write
+/// and fsync paths of each I/O backend end to end, including a reopen.
 #[test]
 fn rolls_by_size_and_reads_across_segments() {
+    rolls_by_size_with(io::Backend::Uring);
+}
+
+#[test]
+fn the_pwrite_fallback_rolls_and_reopens_the_same() {
+    rolls_by_size_with(io::Backend::Std);
+}
+
+fn rolls_by_size_with(backend: io::Backend) {
+    io::set_thread_backend(Some(backend));
     let dir = tempfile::tempdir().unwrap();
     let mut log = Log::open(dir.path(), small_config(), 0).unwrap();
     for i in 0..40 {
@@ -206,6 +218,7 @@ fn rolls_by_size_and_reads_across_segments() {
     let log = Log::open(dir.path(), small_config(), 0).unwrap();
     assert_eq!(log.log_end_offset(), 80);
     assert_eq!(read_all(&log, 33).len(), 48);
+    io::set_thread_backend(None);
 }
 
 #[test]
