@@ -116,7 +116,8 @@ pub struct BrokerConfig {
     /// bounded value to be at least `socket.request.max.bytes`) and is far more than a disk
     /// needs queued to stay busy, so the limit only bites once the broker is already behind.
     /// Unlike Kafka, a value below `socket.request.max.bytes` is accepted: a frame larger
-    /// than the budget waits until the budget is otherwise idle (`connection::RequestMemory`).
+    /// than its share of the budget waits until that share is otherwise idle
+    /// (`connection::RequestMemory`).
     pub queued_max_request_bytes: Option<u64>,
     pub log_segment_bytes: i64,
     pub log_roll_ms: i64,

@@ -21,13 +21,15 @@
 //!   the budget *before* it reserves a buffer for the body or reads any of it. While the
 //!   budget is exhausted the connection simply does not read: the kernel's socket buffers
 //!   fill and TCP flow control stops the client. The bytes go back when the request has been
-//!   handled (see [`Lease`]), and the next waiting connection reads on.
+//!   handled (see `Lease`), and the next waiting connection reads on.
 //! - **Request bytes, per connection.** A connection handles its frames one at a time, so
 //!   its read side holds at most one frame body plus those of its parked requests (Fetch,
-//!   JoinGroup, SyncGroup: small frames, at most [`MAX_IN_FLIGHT`] of them). Its read buffer
-//!   is a fixed [`READ_BUF`] bytes: every frame is copied or read into an allocation of its
-//!   own, so no request keeps a slice of a shared buffer alive.
-//! - **Responses, per connection**: at most [`MAX_IN_FLIGHT`] slots wait for the writer. A
+//!   JoinGroup, SyncGroup: small frames, at most `MAX_IN_FLIGHT` of them). Its read buffer
+//!   is a fixed `READ_BUF` bytes: every frame is copied or read into an allocation of its
+//!   own, so no request keeps a slice of a shared buffer alive. (The budget counts frames,
+//!   not copies made of them: the produce handler copies a record set before appending it,
+//!   so while produces are appended the peak is up to twice the budget.)
+//! - **Responses, per connection**: at most `MAX_IN_FLIGHT` slots wait for the writer. A
 //!   Fetch slot holds its encoded header bytes and file *regions*, not record bytes (the
 //!   copying fallback reads at most 1 MiB of a region at a time). The other slots hold
 //!   encoded responses, which are small except Metadata, DescribeConfigs and the group
@@ -90,7 +92,7 @@ pub enum Slot {
 ///
 /// The budget is a byte-counting [`Semaphore`] (tokio's is fair: waiters are served in
 /// arrival order, so a large frame is not starved by a stream of smaller ones). It is split
-/// in two, which is the part Kafka does not have: one eighth (at least [`SMALL_FRAME`],
+/// in two, which is the part Kafka does not have: one eighth (at least `SMALL_FRAME`,
 /// at most half) serves small frames, the rest large ones. A fair semaphore lets the
 /// first waiter hold back everyone behind it; with one pool, a 900 KiB produce waiting for
 /// memory would stop every heartbeat, metadata request and fetch on the broker behind it. With
@@ -98,8 +100,9 @@ pub enum Slot {
 ///
 /// A frame asks for its size, capped at its pool's capacity: a frame larger than the whole
 /// pool takes all of it, so it is served as soon as the pool is otherwise idle instead of
-/// never (Kafka's pool is likewise non-strict). Memory for request bodies therefore stays
-/// below `max(budget, socket.request.max.bytes)` plus the small reserve.
+/// never (Kafka's pool is likewise non-strict). Request bodies therefore hold at most the
+/// budget or, while a frame larger than the large share is in, that frame plus the small
+/// share.
 pub struct RequestMemory {
     /// `None` when `queued.max.request.bytes` is <= 0 (Kafka's -1): unbounded.
     pools: Option<[Pool; 2]>,
@@ -107,7 +110,7 @@ pub struct RequestMemory {
     /// throttling counter (logged with each "reads paused" line).
     pub throttled_reads: AtomicU64,
     /// When "reads paused" was last logged (ms since the epoch), to log it at most every
-    /// [`THROTTLE_LOG_EVERY_MS`].
+    /// `THROTTLE_LOG_EVERY_MS`.
     last_logged_ms: AtomicI64,
 }
 
@@ -207,7 +210,7 @@ impl RequestMemory {
 }
 
 /// One frame's share of the budget. It goes back at the earlier of two moments: the last
-/// slice of the frame's bytes is dropped (see [`LeasedFrame`]; for a parked fetch, when its
+/// slice of the frame's bytes is dropped (see `LeasedFrame`; for a parked fetch, when its
 /// task ends), or the request has been handled (inline: when `dispatch` returns; in a task:
 /// when the writer has its result). The second bounds handlers that keep a slice of the
 /// frame (a group member's metadata), which must not hold the budget for the member's
@@ -493,4 +496,91 @@ async fn copy_region(wr: &mut OwnedWriteHalf, r: &FileRegion, from: u64) -> io::
         done += u64::from(n);
     }
     Ok(len - from)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn peer() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 9))
+    }
+
+    fn available(m: &RequestMemory) -> [usize; 2] {
+        let pools = m.pools.as_ref().expect("bounded");
+        [
+            pools[0].semaphore.available_permits(),
+            pools[1].semaphore.available_permits(),
+        ]
+    }
+
+    #[tokio::test]
+    async fn the_budget_is_split_between_small_and_large_frames() {
+        let m = RequestMemory::new(Some(1 << 20), 100 << 20);
+        assert_eq!(available(&m), [128 << 10, 896 << 10]);
+        let tiny = RequestMemory::new(Some(100 << 10), 100 << 20);
+        assert_eq!(available(&tiny), [50 << 10, 50 << 10]);
+        assert!(RequestMemory::new(None, 100 << 20).pools.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_frame_larger_than_its_share_takes_the_whole_share() {
+        let m = RequestMemory::new(Some(1 << 20), 100 << 20);
+        let lease = tokio::time::timeout(Duration::from_secs(5), m.acquire(2 << 20, peer()))
+            .await
+            .expect("an oversized frame is admitted when the pool is idle");
+        assert_eq!(available(&m), [128 << 10, 0]);
+        lease.release();
+        assert_eq!(available(&m), [128 << 10, 896 << 10]);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_large_frame_does_not_hold_up_small_ones() {
+        let m = Arc::new(RequestMemory::new(Some(1 << 20), 100 << 20));
+        let held = m.acquire(900 << 10, peer()).await;
+        let waiter = tokio::spawn({
+            let m = m.clone();
+            async move { m.acquire(900 << 10, peer()).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "the second large frame waits");
+        assert_eq!(m.throttled_reads.load(Ordering::Relaxed), 1);
+        let small = tokio::time::timeout(Duration::from_secs(5), m.acquire(1000, peer()))
+            .await
+            .expect("a small frame passes a waiting large one");
+        drop(held); // the last reference: the permit goes back
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the waiter is admitted once the memory is back")
+            .expect("task");
+        small.release();
+    }
+
+    #[tokio::test]
+    async fn a_lease_returns_when_the_frame_is_dropped_or_released() {
+        let m = RequestMemory::new(Some(1 << 20), 100 << 20);
+        // Dropping the last slice of the frame returns it...
+        let lease = m.acquire(1000, peer()).await;
+        let body = Bytes::from_owner(LeasedFrame {
+            body: BytesMut::from(&[0u8; 1000][..]),
+            lease: lease.clone(),
+        });
+        let slice = body.slice(10..20);
+        drop(body);
+        assert_eq!(available(&m)[0], (128 << 10) - 1000, "a slice keeps it");
+        drop(slice);
+        assert_eq!(available(&m)[0], 128 << 10);
+        // ...and so does `release` while a slice is still kept (a handled request).
+        let lease = m.acquire(1000, peer()).await;
+        let kept = Bytes::from_owner(LeasedFrame {
+            body: BytesMut::from(&[0u8; 1000][..]),
+            lease: lease.clone(),
+        });
+        lease.release();
+        assert_eq!(available(&m)[0], 128 << 10);
+        drop(kept);
+        assert_eq!(available(&m)[0], 128 << 10, "returned once only");
+    }
 }

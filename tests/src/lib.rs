@@ -157,6 +157,12 @@ impl Broker {
         self.port
     }
 
+    /// The broker's process id while it runs, e.g. to read its memory from
+    /// `/proc/<pid>/status`.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The broker's `log.dirs`.
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
