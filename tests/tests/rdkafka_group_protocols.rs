@@ -36,33 +36,26 @@
 //! and the checks are on (partition, offset).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail, ensure};
-use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::statistics::Statistics;
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
-use strata_tests::{Broker, read_tail, with_broker};
+use anyhow::{Context, ensure};
+use rdkafka::consumer::Consumer;
+use strata_tests::{Broker, with_broker};
 
 mod rdkafka_clients;
 
-use rdkafka_clients::{Consumed, check_contiguous, print_client_log};
+use rdkafka_clients::check_contiguous;
+use rdkafka_clients::child_member::{self, ChildMember, ChildSpec};
+use rdkafka_clients::group::{
+    Member, keep_polling, kill9_and_restart, poll_until, produce_round_robin,
+    restarted_static_member_keeps_its_partitions, split,
+};
 
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 6;
 /// Messages per partition in each batch: batch `k` occupies offsets `k*PER_PARTITION ..
 /// (k+1)*PER_PARTITION` of every partition.
 const PER_PARTITION: i64 = 50;
-/// Upper bound of every wait.
-const PHASE: Duration = Duration::from_secs(60);
 /// The session timeout of the scenarios where a timeout is not what is under test.
 const SESSION: Duration = Duration::from_secs(3);
 /// Set (to a [`ChildSpec`]) only in the child process of the failover scenario.
@@ -87,13 +80,6 @@ impl Flavour {
             Flavour::CooperativeSticky => "cooperative-sticky",
             Flavour::Kip848 => "kip848",
         }
-    }
-
-    fn parse(s: &str) -> anyhow::Result<Flavour> {
-        [Flavour::CooperativeSticky, Flavour::Kip848]
-            .into_iter()
-            .find(|f| f.name() == s)
-            .with_context(|| format!("unknown flavour {s:?}"))
     }
 
     /// The broker's settings for a group whose session times out after `session`. The
@@ -129,19 +115,63 @@ impl Flavour {
     }
 }
 
-/// Starts a broker set up for `flavour` with a `session` long group session and runs
-/// `scenario` against it.
+/// How a scenario's members join: the broker, the flavour and the session.
+struct GroupSetup {
+    bootstrap: String,
+    flavour: Flavour,
+    session: Duration,
+}
+
+impl GroupSetup {
+    /// A member of `group` named `name`, with `extra` client settings on top of the
+    /// flavour's.
+    fn member(&self, group: &str, name: &str, extra: &[(&str, &str)]) -> anyhow::Result<Member> {
+        let flavoured = self.flavour.client_settings(self.session);
+        let mut settings: Vec<(&str, &str)> =
+            flavoured.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        settings.extend_from_slice(extra);
+        Member::join(&self.bootstrap, group, name, TOPIC, PARTITIONS, &settings)
+    }
+}
+
+/// Starts a broker set up for `flavour` with a `session` long group session, creates the
+/// topic with the first batch in it, and runs `scenario` against it.
 fn with_group_broker(
     flavour: Flavour,
     session: Duration,
-    scenario: impl FnOnce(&mut Broker) -> anyhow::Result<()>,
+    scenario: impl FnOnce(&mut Broker, &GroupSetup) -> anyhow::Result<()>,
 ) {
     let overrides = flavour.broker_overrides(session);
     let overrides: Vec<(&str, &str)> = overrides
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    with_broker(&overrides, scenario);
+    with_broker(&overrides, |b| {
+        rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)?;
+        produce_batch(b, 0)?;
+        let setup = GroupSetup {
+            bootstrap: b.bootstrap(),
+            flavour,
+            session,
+        };
+        scenario(b, &setup)
+    });
+}
+
+/// Each scenario is one `#[test]` per flavour: `scenario: cooperative_sticky_name, kip848_name;`
+/// (the table is at the end of the file).
+macro_rules! per_flavour {
+    ($($scenario:ident: $cooperative_sticky:ident, $kip848:ident;)+) => {$(
+        #[test]
+        fn $cooperative_sticky() {
+            $scenario(Flavour::CooperativeSticky);
+        }
+
+        #[test]
+        fn $kip848() {
+            $scenario(Flavour::Kip848);
+        }
+    )+};
 }
 
 // ---- Producing ----------------------------------------------------------------------------------
@@ -149,20 +179,10 @@ fn with_group_broker(
 /// Produces batch `batch`: `PER_PARTITION` messages to every partition, and checks that they
 /// were acknowledged at the offsets the scenarios expect.
 fn produce_batch(b: &Broker, batch: i64) -> anyhow::Result<()> {
-    let (producer, deliveries) = rdkafka_clients::producer(b, &[])?;
     let n = usize::try_from(PER_PARTITION * i64::from(PARTITIONS))?;
-    for i in 0..n {
-        let partition = i32::try_from(i)? % PARTITIONS;
-        let value = format!("batch{batch}-{i}");
-        rdkafka_clients::send_to_partition(&producer, TOPIC, partition, i, value.as_bytes())?;
-    }
-    rdkafka_clients::await_reports(&producer, &deliveries, n, PHASE)?;
-    let failed = deliveries.failed.lock().unwrap();
-    ensure!(
-        failed.is_empty(),
-        "batch {batch}: failed deliveries {failed:?}"
-    );
-    for (&i, &(partition, offset)) in deliveries.acked.lock().unwrap().iter() {
+    let acked = produce_round_robin(b, TOPIC, PARTITIONS, 0..n, |i| format!("batch{batch}-{i}"))
+        .with_context(|| format!("batch {batch}"))?;
+    for (&i, &(partition, offset)) in &acked {
         let i = i64::try_from(i)?;
         let want = (
             i32::try_from(i % i64::from(PARTITIONS))?,
@@ -181,288 +201,7 @@ fn everywhere(offset: i64) -> BTreeMap<i32, i64> {
     (0..PARTITIONS).map(|p| (p, offset)).collect()
 }
 
-// ---- Members ------------------------------------------------------------------------------------
-
-/// Prints librdkafka's log, counts rebalance callbacks and keeps the latest fetch state of
-/// each partition from librdkafka's statistics.
-#[derive(Default)]
-struct GroupContext {
-    /// Names the client in the printed log.
-    name: String,
-    /// Assign callbacks: each is one rebalance (or one incremental step of one).
-    assigns: AtomicUsize,
-    /// Revoke callbacks, likewise.
-    revokes: AtomicUsize,
-    /// partition -> (fetch state, next fetch offset), when `statistics.interval.ms` is set:
-    /// tells when an `auto.offset.reset` has been resolved.
-    fetch: Mutex<BTreeMap<i32, (String, i64)>>,
-}
-
-impl ClientContext for GroupContext {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        print_client_log(&self.name, level, fac, message);
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        eprintln!("librdkafka {} error: {error}: {reason}", self.name);
-    }
-
-    fn stats(&self, statistics: Statistics) {
-        if let Some(t) = statistics.topics.get(TOPIC) {
-            let mut fetch = self.fetch.lock().unwrap();
-            for (&p, s) in &t.partitions {
-                if p >= 0 {
-                    fetch.insert(p, (s.fetch_state.clone(), s.next_offset));
-                }
-            }
-        }
-    }
-}
-
-impl ConsumerContext for GroupContext {
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        match rebalance {
-            Rebalance::Assign(_) => self.assigns.fetch_add(1, Ordering::SeqCst),
-            Rebalance::Revoke(_) => self.revokes.fetch_add(1, Ordering::SeqCst),
-            Rebalance::Error(e) => {
-                eprintln!("{}: rebalance error {e}", self.name);
-                0
-            }
-        };
-    }
-}
-
-/// A subscribed consumer and everything it read.
-struct Member {
-    consumer: BaseConsumer<GroupContext>,
-    /// Every message in the order read.
-    records: Vec<Consumed>,
-    /// (partition, offset) of messages read from a partition not in the assignment then.
-    unowned: Vec<(i32, i64)>,
-    /// Whether transport errors are expected (the broker is being killed).
-    broker_may_die: bool,
-}
-
-fn member(
-    bootstrap: &str,
-    flavour: Flavour,
-    session: Duration,
-    group: &str,
-    name: &str,
-    extra: &[(&str, &str)],
-) -> anyhow::Result<Member> {
-    let mut cfg = ClientConfig::new();
-    cfg.set("bootstrap.servers", bootstrap)
-        .set("group.id", group)
-        .set("client.id", name)
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("topic.metadata.refresh.interval.ms", "1000");
-    for (k, v) in flavour.client_settings(session) {
-        cfg.set(k, v);
-    }
-    for (k, v) in extra {
-        cfg.set(*k, *v);
-    }
-    let context = GroupContext {
-        name: name.to_owned(),
-        ..GroupContext::default()
-    };
-    let consumer: BaseConsumer<GroupContext> = cfg
-        .create_with_context(context)
-        .with_context(|| format!("create consumer {name}"))?;
-    consumer.subscribe(&[TOPIC])?;
-    Ok(Member {
-        consumer,
-        records: Vec::new(),
-        unowned: Vec::new(),
-        broker_may_die: false,
-    })
-}
-
-impl Member {
-    /// Reads what librdkafka has ready (this also serves its callbacks).
-    fn poll_once(&mut self) -> anyhow::Result<()> {
-        while let Some(m) = self.consumer.poll(Duration::from_millis(10)) {
-            let m = match m {
-                Ok(m) => m,
-                Err(KafkaError::MessageConsumption(
-                    RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure,
-                )) if self.broker_may_die => continue,
-                Err(e) => bail!("{}: {e}", self.name()),
-            };
-            let record = Consumed::of(&m);
-            // A callback may have changed the assignment, but only inside poll: this is the
-            // assignment the message was delivered under.
-            if !self.partitions().contains(&record.partition) {
-                self.unowned.push((record.partition, record.offset));
-            }
-            self.records.push(record);
-        }
-        Ok(())
-    }
-
-    /// Its assignment and, per partition, how many distinct offsets it read and the range.
-    fn summary(&self) -> String {
-        let read: Vec<String> = self
-            .offsets_since(0)
-            .iter()
-            .map(|(p, o)| {
-                let (first, last) = (o.first().unwrap_or(&-1), o.last().unwrap_or(&-1));
-                format!("{p}: {} in {first}..={last}", o.len())
-            })
-            .collect();
-        format!(
-            "{} owns {:?}, read {{{}}}",
-            self.name(),
-            self.partitions(),
-            read.join(", ")
-        )
-    }
-
-    fn name(&self) -> &str {
-        &self.consumer.context().name
-    }
-
-    fn partitions(&self) -> BTreeSet<i32> {
-        self.consumer
-            .assignment()
-            .map(|tpl| tpl.elements().iter().map(|e| e.partition()).collect())
-            .unwrap_or_default()
-    }
-
-    /// Rebalance callbacks so far (assign and revoke).
-    fn rebalances(&self) -> usize {
-        let c = self.consumer.context();
-        c.assigns.load(Ordering::SeqCst) + c.revokes.load(Ordering::SeqCst)
-    }
-
-    /// partition -> offsets read, from `self.records[from..]`.
-    fn offsets_since(&self, from: usize) -> BTreeMap<i32, BTreeSet<i64>> {
-        let mut out: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
-        for r in &self.records[from..] {
-            out.entry(r.partition).or_default().insert(r.offset);
-        }
-        out
-    }
-
-    /// Whether it has read every offset `from..end` of each partition it owns.
-    fn has_read(&self, from: i64, end: i64) -> bool {
-        let read = self.offsets_since(0);
-        self.partitions().iter().all(|p| {
-            read.get(p)
-                .is_some_and(|o| (from..end).all(|i| o.contains(&i)))
-        })
-    }
-
-    /// Commits the positions of the current assignment (synchronously); a commit that races
-    /// a rebalance is retried after a poll.
-    fn commit(&mut self) -> anyhow::Result<()> {
-        let mut last = None;
-        for _ in 0..20 {
-            match self.consumer.commit_consumer_state(CommitMode::Sync) {
-                Ok(()) => return Ok(()),
-                Err(e) => last = Some(e),
-            }
-            self.poll_once()?;
-        }
-        bail!("{}: commit kept failing: {last:?}", self.name())
-    }
-
-    /// The group's committed offset of every partition (OffsetFetch); -1 when none.
-    fn committed(&self) -> anyhow::Result<BTreeMap<i32, i64>> {
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..PARTITIONS {
-            tpl.add_partition(TOPIC, p);
-        }
-        let tpl = self
-            .consumer
-            .committed_offsets(tpl, Duration::from_secs(10))?;
-        Ok(tpl
-            .elements()
-            .iter()
-            .map(|e| (e.partition(), e.offset().to_raw().unwrap_or(-1)))
-            .collect())
-    }
-
-    /// Fails if a message was read from a partition it did not own at the time.
-    fn check_owned(&self) -> anyhow::Result<()> {
-        ensure!(
-            self.unowned.is_empty(),
-            "{} read from partitions it did not own: {:?}",
-            self.name(),
-            self.unowned
-        );
-        Ok(())
-    }
-}
-
-/// Polls every member (and only those) until `done` holds, at most `PHASE`; returns how long
-/// it took.
-fn poll_until(
-    what: &str,
-    members: &mut [&mut Member],
-    mut done: impl FnMut(&[&mut Member]) -> bool,
-) -> anyhow::Result<Duration> {
-    let started = Instant::now();
-    loop {
-        for m in members.iter_mut() {
-            m.poll_once()?;
-        }
-        if done(members) {
-            return Ok(started.elapsed());
-        }
-        if started.elapsed() > PHASE {
-            let state: Vec<String> = members.iter().map(|m| m.summary()).collect();
-            bail!(
-                "timed out after {PHASE:?} waiting for {what}; members:\n{}",
-                state.join("\n")
-            );
-        }
-    }
-}
-
-/// Polls the members for `period` (to see rebalances or extra messages that would follow).
-fn keep_polling(members: &mut [&mut Member], period: Duration) -> anyhow::Result<()> {
-    let started = Instant::now();
-    while started.elapsed() < period {
-        for m in members.iter_mut() {
-            m.poll_once()?;
-        }
-    }
-    Ok(())
-}
-
-/// Whether the members' assignments are disjoint, cover every partition, and have the sizes
-/// given (in any order).
-fn split(members: &[&mut Member], sizes: &[usize]) -> bool {
-    let parts: Vec<BTreeSet<i32>> = members.iter().map(|m| m.partitions()).collect();
-    let mut got: Vec<usize> = parts.iter().map(BTreeSet::len).collect();
-    let mut want = sizes.to_vec();
-    got.sort_unstable();
-    want.sort_unstable();
-    let union: BTreeSet<i32> = parts.iter().flatten().copied().collect();
-    got == want
-        && union.len() == usize::try_from(PARTITIONS).unwrap_or(0)
-        && got.iter().sum::<usize>() == union.len()
-}
-
-/// The group as ListGroups + DescribeGroups report it: (state, protocol, member count).
-fn describe(m: &Member, group: &str) -> anyhow::Result<(String, String, usize)> {
-    let list = m
-        .consumer
-        .fetch_group_list(Some(group), Duration::from_secs(10))?;
-    let g = list
-        .groups()
-        .iter()
-        .find(|g| g.name() == group)
-        .context("group not listed")?;
-    Ok((
-        g.state().to_owned(),
-        g.protocol().to_owned(),
-        g.members().len(),
-    ))
-}
+// ---- Checks -------------------------------------------------------------------------------------
 
 /// Polls `members` until DescribeGroups shows `group` Stable with `count` members.
 fn await_stable_with(members: &mut [&mut Member], group: &str, count: usize) -> anyhow::Result<()> {
@@ -471,8 +210,8 @@ fn await_stable_with(members: &mut [&mut Member], group: &str, count: usize) -> 
         &format!("group {group} Stable with {count} members"),
         members,
         |ms| {
-            let d = describe(ms[0], group);
-            let done = matches!(&d, Ok((state, _, n)) if state == "Stable" && *n == count);
+            let d = ms[0].describe(group);
+            let done = matches!(&d, Ok(g) if g.state == "Stable" && g.members.len() == count);
             last = Some(d);
             done
         },
@@ -505,20 +244,9 @@ fn union(
 // ---- Scenario 1: three members split six partitions ---------------------------------------------
 
 fn three_members_split_six_partitions(flavour: Flavour) {
-    with_group_broker(flavour, SESSION, |b| {
-        rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)?;
-        produce_batch(b, 0)?;
+    with_group_broker(flavour, SESSION, |_, setup| {
         let mut ms: Vec<Member> = (0..3)
-            .map(|i| {
-                member(
-                    &b.bootstrap(),
-                    flavour,
-                    SESSION,
-                    "split",
-                    &format!("m{i}"),
-                    &[],
-                )
-            })
+            .map(|i| setup.member("split", &format!("m{i}"), &[]))
             .collect::<anyhow::Result<_>>()?;
         let mut refs: Vec<&mut Member> = ms.iter_mut().collect();
         poll_until(
@@ -542,244 +270,54 @@ fn three_members_split_six_partitions(flavour: Flavour) {
             covers(&all, &everywhere(0), PER_PARTITION),
             "some message was never read"
         );
-        let (state, protocol, members) = describe(&ms[0], "split")?;
+        let g = ms[0].describe("split")?;
         ensure!(
-            state == "Stable" && members == 3,
-            "{state} with {members} members"
+            g.state == "Stable" && g.members.len() == 3,
+            "{} with {} members",
+            g.state,
+            g.members.len()
         );
         if flavour == Flavour::CooperativeSticky {
-            ensure!(protocol == "cooperative-sticky", "protocol {protocol}");
+            ensure!(
+                g.protocol == "cooperative-sticky",
+                "protocol {}",
+                g.protocol
+            );
         }
         Ok(())
     });
 }
 
-#[test]
-fn cooperative_sticky_three_members_split_six_partitions() {
-    three_members_split_six_partitions(Flavour::CooperativeSticky);
-}
-
-#[test]
-fn kip848_three_members_split_six_partitions() {
-    three_members_split_six_partitions(Flavour::Kip848);
-}
-
 // ---- Scenario 2: a killed member process --------------------------------------------------------
-
-/// What the child process is to do; passed in [`CHILD_ENV`] as `key=value` lines.
-struct ChildSpec {
-    bootstrap: String,
-    group: String,
-    flavour: Flavour,
-    session: Duration,
-    /// The child commits what it reads below this offset, and nothing at or above it, so
-    /// that its successors have uncommitted messages to read again.
-    commit_below: i64,
-    /// Where the child appends `consumed <partition> <offset>` and
-    /// `committed <partition> <offset>` lines.
-    progress: PathBuf,
-}
-
-impl ChildSpec {
-    fn encode(&self) -> String {
-        format!(
-            "bootstrap={}\ngroup={}\nflavour={}\nsession_ms={}\ncommit_below={}\nprogress={}",
-            self.bootstrap,
-            self.group,
-            self.flavour.name(),
-            self.session.as_millis(),
-            self.commit_below,
-            self.progress.display()
-        )
-    }
-
-    fn decode(s: &str) -> anyhow::Result<ChildSpec> {
-        let fields: BTreeMap<&str, &str> = s.lines().filter_map(|l| l.split_once('=')).collect();
-        let get = |k: &str| {
-            fields
-                .get(k)
-                .copied()
-                .with_context(|| format!("{k} missing in {s:?}"))
-        };
-        Ok(ChildSpec {
-            bootstrap: get("bootstrap")?.to_owned(),
-            group: get("group")?.to_owned(),
-            flavour: Flavour::parse(get("flavour")?)?,
-            session: Duration::from_millis(get("session_ms")?.parse()?),
-            commit_below: get("commit_below")?.parse()?,
-            progress: PathBuf::from(get("progress")?),
-        })
-    }
-}
 
 /// The group member that the failover scenario kills: a separate process, so that its death
 /// is a real crash (no leave, no close). Returns at once unless [`CHILD_ENV`] is set.
 #[test]
 #[ignore = "the failover scenarios run it as their child process"]
 fn child_member_process() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    if let Err(e) = ChildSpec::decode(&spec).and_then(|spec| run_child(&spec)) {
-        eprintln!("child member failed: {e:?}");
-        std::process::exit(1);
-    }
-}
-
-/// Reads and commits (synchronously, below `commit_below`) until killed, recording progress;
-/// gives up after a few phases so that an orphan does not outlive its test for long.
-fn run_child(spec: &ChildSpec) -> anyhow::Result<()> {
-    let mut progress = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&spec.progress)?;
-    let mut m = member(
-        &spec.bootstrap,
-        spec.flavour,
-        spec.session,
-        &spec.group,
-        "child",
-        &[],
-    )?;
-    let mut pending: BTreeMap<i32, i64> = BTreeMap::new();
-    let started = Instant::now();
-    while started.elapsed() < 3 * PHASE {
-        let from = m.records.len();
-        m.poll_once()?;
-        for r in &m.records[from..] {
-            writeln!(progress, "consumed {} {}", r.partition, r.offset)?;
-            if r.offset < spec.commit_below {
-                pending.insert(r.partition, r.offset + 1);
-            }
-        }
-        if pending.is_empty() {
-            continue;
-        }
-        let mut tpl = TopicPartitionList::new();
-        for (&p, &o) in &pending {
-            tpl.add_partition_offset(TOPIC, p, Offset::Offset(o))?;
-        }
-        // A commit that races a rebalance fails; it is retried on the next round.
-        match m.consumer.commit(&tpl, CommitMode::Sync) {
-            Ok(()) => {
-                for (p, o) in std::mem::take(&mut pending) {
-                    writeln!(progress, "committed {p} {o}")?;
-                }
-            }
-            Err(e) => writeln!(progress, "commit-error {e}")?,
-        }
-    }
-    Ok(())
-}
-
-/// The child's progress file, read.
-#[derive(Debug, Default)]
-struct ChildProgress {
-    consumed: BTreeMap<i32, BTreeSet<i64>>,
-    /// The highest offset committed on each partition.
-    committed: BTreeMap<i32, i64>,
-}
-
-impl ChildProgress {
-    /// partition -> (distinct offsets read, last offset read, committed offset).
-    fn summary(&self) -> BTreeMap<i32, (usize, i64, i64)> {
-        self.consumed
-            .iter()
-            .map(|(&p, o)| {
-                let last = o.last().copied().unwrap_or(-1);
-                (
-                    p,
-                    (o.len(), last, self.committed.get(&p).copied().unwrap_or(-1)),
-                )
-            })
-            .collect()
-    }
-}
-
-fn child_progress(path: &Path) -> ChildProgress {
-    let mut out = ChildProgress::default();
-    for line in fs::read_to_string(path).unwrap_or_default().lines() {
-        let mut w = line.split(' ');
-        let (kind, p, o) = (w.next(), w.next(), w.next());
-        let (Some(p), Some(o)) = (
-            p.and_then(|p| p.parse::<i32>().ok()),
-            o.and_then(|o| o.parse::<i64>().ok()),
-        ) else {
-            continue;
-        };
-        match kind {
-            Some("consumed") => {
-                out.consumed.entry(p).or_default().insert(o);
-            }
-            Some("committed") => {
-                let c = out.committed.entry(p).or_default();
-                *c = (*c).max(o);
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The child process; killed with SIGKILL on drop.
-struct ChildMember {
-    child: Child,
-    /// Its stdout and stderr, shown in errors.
-    log: PathBuf,
-}
-
-impl ChildMember {
-    fn spawn(spec: &ChildSpec, log: PathBuf) -> anyhow::Result<ChildMember> {
-        let out = File::create(&log)?;
-        let child = Command::new(std::env::current_exe()?)
-            .args(["--exact", CHILD_TEST, "--include-ignored", "--nocapture"])
-            .env(CHILD_ENV, spec.encode())
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .context("spawn the child member")?;
-        Ok(ChildMember { child, log })
-    }
-
-    fn log_tail(&self) -> String {
-        read_tail(&self.log, 4096)
-    }
-
-    /// Fails if the child has exited (it runs until killed).
-    fn check_alive(&mut self) -> anyhow::Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            bail!("the child member exited: {status}\n{}", self.log_tail());
-        }
-        Ok(())
-    }
-}
-
-impl Drop for ChildMember {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    child_member::run_from_env(CHILD_ENV);
 }
 
 fn killed_member_process_loses_its_partitions_after_the_session_timeout(flavour: Flavour) {
-    with_group_broker(flavour, SESSION, |b| {
-        rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)?;
-        produce_batch(b, 0)?;
+    with_group_broker(flavour, SESSION, |b, setup| {
         let dir = tempfile::tempdir()?;
         let spec = ChildSpec {
             bootstrap: b.bootstrap(),
             group: "failover".to_owned(),
-            flavour,
-            session: SESSION,
+            topic: TOPIC.to_owned(),
+            partitions: PARTITIONS,
+            settings: flavour
+                .client_settings(SESSION)
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
             commit_below: PER_PARTITION,
             progress: dir.path().join("child.progress"),
         };
-        let new_member =
-            |name: &str| member(&b.bootstrap(), flavour, SESSION, "failover", name, &[]);
-        let mut a = new_member("a")?;
-        let mut c = new_member("c")?;
-        let mut child = ChildMember::spawn(&spec, dir.path().join("child.log"))?;
+        let mut a = setup.member("failover", "a", &[])?;
+        let mut c = setup.member("failover", "c", &[])?;
+        let mut child =
+            ChildMember::spawn(&spec, CHILD_ENV, CHILD_TEST, dir.path().join("child.log"))?;
 
         // The child owns the two partitions the others do not, and has read and committed
         // the first batch of them.
@@ -793,22 +331,16 @@ fn killed_member_process_loses_its_partitions_after_the_session_timeout(flavour:
                 }
                 let ours: BTreeSet<i32> = ms.iter().flat_map(|m| m.partitions()).collect();
                 child_parts = (0..PARTITIONS).filter(|p| !ours.contains(p)).collect();
-                let progress = child_progress(&spec.progress);
+                let progress = child.progress();
                 child_parts.len() == 2
                     && child_parts
                         .iter()
                         .all(|p| progress.committed.get(p) == Some(&PER_PARTITION))
             },
         )
-        .with_context(|| {
-            format!(
-                "child progress {:?}, log:\n{}",
-                child_progress(&spec.progress).summary(),
-                child.log_tail()
-            )
-        })?;
+        .with_context(|| child.report())?;
         child.check_alive()?;
-        let (_, _, members) = describe(&a, "failover")?;
+        let members = a.describe("failover")?.members.len();
         ensure!(members == 3, "{members} members, expected 3");
 
         // The child reads the second batch too, but does not commit it.
@@ -817,7 +349,7 @@ fn killed_member_process_loses_its_partitions_after_the_session_timeout(flavour:
             "everyone to read the second batch",
             &mut [&mut a, &mut c],
             |ms| {
-                let progress = child_progress(&spec.progress);
+                let progress = child.progress();
                 ms.iter()
                     .all(|m| m.has_read(PER_PARTITION, 2 * PER_PARTITION))
                     && child_parts.iter().all(|p| {
@@ -828,13 +360,7 @@ fn killed_member_process_loses_its_partitions_after_the_session_timeout(flavour:
                     })
             },
         )
-        .with_context(|| {
-            format!(
-                "child progress {:?}, log:\n{}",
-                child_progress(&spec.progress).summary(),
-                child.log_tail()
-            )
-        })?;
+        .with_context(|| child.report())?;
         a.commit()?;
         c.commit()?;
         let committed = a.committed()?;
@@ -849,7 +375,7 @@ fn killed_member_process_loses_its_partitions_after_the_session_timeout(flavour:
             "committed {committed:?}, expected {expected:?} (child owns {child_parts:?})"
         );
         child.check_alive()?;
-        let child_read = child_progress(&spec.progress).consumed;
+        let child_read = child.progress().consumed;
 
         // SIGKILL: no leave. Only the session timeout can remove the child.
         child.child.kill()?;
@@ -918,29 +444,15 @@ fn killed_member_process_loses_its_partitions_after_the_session_timeout(flavour:
     });
 }
 
-#[test]
-fn cooperative_sticky_killed_member_process_loses_its_partitions_after_the_session_timeout() {
-    killed_member_process_loses_its_partitions_after_the_session_timeout(
-        Flavour::CooperativeSticky,
-    );
-}
-
-#[test]
-fn kip848_killed_member_process_loses_its_partitions_after_the_session_timeout() {
-    killed_member_process_loses_its_partitions_after_the_session_timeout(Flavour::Kip848);
-}
-
 // ---- Scenario 3: a consumer that stops polling --------------------------------------------------
 
 fn consumer_that_stops_polling_loses_its_partitions(flavour: Flavour) {
-    with_group_broker(flavour, SESSION, |b| {
-        rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)?;
-        produce_batch(b, 0)?;
+    with_group_broker(flavour, SESSION, |b, setup| {
         let max_poll = Duration::from_secs(4);
         let max_poll_ms = max_poll.as_millis().to_string();
         let timing = [("max.poll.interval.ms", max_poll_ms.as_str())];
-        let mut a = member(&b.bootstrap(), flavour, SESSION, "slow", "a", &timing)?;
-        let mut slow = member(&b.bootstrap(), flavour, SESSION, "slow", "slow", &timing)?;
+        let mut a = setup.member("slow", "a", &timing)?;
+        let mut slow = setup.member("slow", "slow", &timing)?;
         poll_until(
             "a 3/3 split, each member having read its partitions",
             &mut [&mut a, &mut slow],
@@ -974,26 +486,11 @@ fn consumer_that_stops_polling_loses_its_partitions(flavour: Flavour) {
     });
 }
 
-#[test]
-fn cooperative_sticky_consumer_that_stops_polling_loses_its_partitions() {
-    consumer_that_stops_polling_loses_its_partitions(Flavour::CooperativeSticky);
-}
-
-#[test]
-fn kip848_consumer_that_stops_polling_loses_its_partitions() {
-    consumer_that_stops_polling_loses_its_partitions(Flavour::Kip848);
-}
-
 // ---- Scenario 4: auto.offset.reset --------------------------------------------------------------
 
 fn new_group_starts_at_latest_or_earliest(flavour: Flavour) {
-    with_group_broker(flavour, SESSION, |b| {
-        rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)?;
-        produce_batch(b, 0)?;
-        let mut latest = member(
-            &b.bootstrap(),
-            flavour,
-            SESSION,
+    with_group_broker(flavour, SESSION, |b, setup| {
+        let mut latest = setup.member(
             "latest",
             "latest",
             &[
@@ -1001,14 +498,7 @@ fn new_group_starts_at_latest_or_earliest(flavour: Flavour) {
                 ("statistics.interval.ms", "100"),
             ],
         )?;
-        let mut earliest = member(
-            &b.bootstrap(),
-            flavour,
-            SESSION,
-            "earliest",
-            "earliest",
-            &[],
-        )?;
+        let mut earliest = setup.member("earliest", "earliest", &[])?;
         // "After it has its assignment" means after librdkafka resolved `latest` into an
         // offset (ListOffsets) and started fetching: its statistics say so.
         poll_until(
@@ -1064,23 +554,11 @@ fn new_group_starts_at_latest_or_earliest(flavour: Flavour) {
     });
 }
 
-#[test]
-fn cooperative_sticky_new_group_starts_at_latest_or_earliest() {
-    new_group_starts_at_latest_or_earliest(Flavour::CooperativeSticky);
-}
-
-#[test]
-fn kip848_new_group_starts_at_latest_or_earliest() {
-    new_group_starts_at_latest_or_earliest(Flavour::Kip848);
-}
-
 // ---- Scenario 5: committed offsets survive a broker crash ---------------------------------------
 
 fn committed_offsets_survive_a_broker_kill9(flavour: Flavour) {
-    with_group_broker(flavour, SESSION, |b| {
-        rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)?;
-        produce_batch(b, 0)?;
-        let mut c = member(&b.bootstrap(), flavour, SESSION, "crash", "c", &[])?;
+    with_group_broker(flavour, SESSION, |b, setup| {
+        let mut c = setup.member("crash", "c", &[])?;
         c.broker_may_die = true;
         poll_until("the first batch", &mut [&mut c], |ms| {
             ms[0].partitions().len() == 6 && ms[0].has_read(0, PER_PARTITION)
@@ -1093,8 +571,7 @@ fn committed_offsets_survive_a_broker_kill9(flavour: Flavour) {
         );
 
         // The member outlives the crash; it must not read committed messages again.
-        b.kill9()?;
-        b.restart()?;
+        kill9_and_restart(b)?;
         let from = c.records.len();
         produce_batch(b, 1)?;
         poll_until("the second batch after a crash", &mut [&mut c], |ms| {
@@ -1117,9 +594,8 @@ fn committed_offsets_survive_a_broker_kill9(flavour: Flavour) {
         // The second batch is read but not committed; the member leaves, the broker crashes
         // again, and a successor starts exactly at the committed offsets.
         drop(c);
-        b.kill9()?;
-        b.restart()?;
-        let mut next = member(&b.bootstrap(), flavour, SESSION, "crash", "next", &[])?;
+        kill9_and_restart(b)?;
+        let mut next = setup.member("crash", "next", &[])?;
         next.broker_may_die = true;
         let committed = next.committed()?;
         ensure!(
@@ -1150,88 +626,38 @@ fn committed_offsets_survive_a_broker_kill9(flavour: Flavour) {
     });
 }
 
-#[test]
-fn cooperative_sticky_committed_offsets_survive_a_broker_kill9() {
-    committed_offsets_survive_a_broker_kill9(Flavour::CooperativeSticky);
-}
-
-#[test]
-fn kip848_committed_offsets_survive_a_broker_kill9() {
-    committed_offsets_survive_a_broker_kill9(Flavour::Kip848);
-}
-
 // ---- Scenario 6: static membership --------------------------------------------------------------
 
 fn restarted_static_member_gets_its_partitions_back_without_a_rebalance(flavour: Flavour) {
     // Long enough that the restart happens well inside it.
     let session = Duration::from_secs(10);
-    with_group_broker(flavour, session, |b| {
-        rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)?;
-        produce_batch(b, 0)?;
-        let statik = |id: &str| -> anyhow::Result<Member> {
-            member(
-                &b.bootstrap(),
-                flavour,
-                session,
-                "static",
-                id,
-                &[("group.instance.id", id)],
-            )
-        };
-        let mut a = statik("a")?;
-        let mut other = statik("b")?;
-        poll_until("a 3/3 split", &mut [&mut a, &mut other], |ms| {
-            split(ms, &[3, 3])
-        })?;
-        // Let the group settle (no rebalance in flight), then restart `a`.
-        keep_polling(&mut [&mut a, &mut other], Duration::from_secs(2))?;
-        let before_a = a.partitions();
-        let before_other = other.partitions();
-        let other_rebalances = other.rebalances();
-        // A static member's close sends no LeaveGroup (KIP-345); with KIP-848 it leaves with
-        // member epoch -2, which keeps its assignment for its return.
-        drop(a);
-        let mut a2 = statik("a")?;
-        poll_until(
-            "the restarted member's assignment",
-            &mut [&mut a2, &mut other],
-            |ms| ms[0].partitions().len() == 3,
-        )?;
-        ensure!(
-            a2.partitions() == before_a,
-            "came back with {:?}, had {before_a:?}",
-            a2.partitions()
-        );
-        // Keep polling a while: the other member must see no rebalance at all.
-        keep_polling(&mut [&mut a2, &mut other], Duration::from_secs(3))?;
-        ensure!(
-            other.partitions() == before_other,
-            "the other member's assignment changed: {:?} -> {:?}",
-            before_other,
-            other.partitions()
-        );
-        ensure!(
-            other.rebalances() == other_rebalances,
-            "the other member went through {} more rebalance callback(s)",
-            other.rebalances() - other_rebalances
-        );
-        let (state, _, members) = describe(&other, "static")?;
-        ensure!(
-            state == "Stable" && members == 2,
-            "{state} with {members} members"
-        );
-        Ok(())
+    with_group_broker(flavour, session, |_, setup| {
+        // librdkafka 2.12 sends `group.instance.id` with `group.protocol=consumer` too.
+        restarted_static_member_keeps_its_partitions("static", |id| {
+            setup.member("static", id, &[("group.instance.id", id)])
+        })
     });
 }
 
-#[test]
-fn cooperative_sticky_restarted_static_member_gets_its_partitions_back_without_a_rebalance() {
-    restarted_static_member_gets_its_partitions_back_without_a_rebalance(
-        Flavour::CooperativeSticky,
-    );
-}
+// ---- The tests ----------------------------------------------------------------------------------
 
-#[test]
-fn kip848_restarted_static_member_gets_its_partitions_back_without_a_rebalance() {
-    restarted_static_member_gets_its_partitions_back_without_a_rebalance(Flavour::Kip848);
+per_flavour! {
+    three_members_split_six_partitions:
+        cooperative_sticky_three_members_split_six_partitions,
+        kip848_three_members_split_six_partitions;
+    killed_member_process_loses_its_partitions_after_the_session_timeout:
+        cooperative_sticky_killed_member_process_loses_its_partitions_after_the_session_timeout,
+        kip848_killed_member_process_loses_its_partitions_after_the_session_timeout;
+    consumer_that_stops_polling_loses_its_partitions:
+        cooperative_sticky_consumer_that_stops_polling_loses_its_partitions,
+        kip848_consumer_that_stops_polling_loses_its_partitions;
+    new_group_starts_at_latest_or_earliest:
+        cooperative_sticky_new_group_starts_at_latest_or_earliest,
+        kip848_new_group_starts_at_latest_or_earliest;
+    committed_offsets_survive_a_broker_kill9:
+        cooperative_sticky_committed_offsets_survive_a_broker_kill9,
+        kip848_committed_offsets_survive_a_broker_kill9;
+    restarted_static_member_gets_its_partitions_back_without_a_rebalance:
+        cooperative_sticky_restarted_static_member_gets_its_partitions_back_without_a_rebalance,
+        kip848_restarted_static_member_gets_its_partitions_back_without_a_rebalance;
 }

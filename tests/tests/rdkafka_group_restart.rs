@@ -13,23 +13,23 @@
 //!   `subscribe`) is listed and described Empty with protocol type "", also after a restart.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
 use strata_tests::{Broker, wire, with_broker};
 
 mod rdkafka_clients;
 
+use rdkafka_clients::group::{
+    Member, keep_polling, kill9_and_restart as restart, poll_until, seen_all,
+    tagged_values as values,
+};
+
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 3;
-/// Upper bound of every wait.
-const PHASE: Duration = Duration::from_secs(60);
 
 const OVERRIDES: &[(&str, &str)] = &[
     ("group.initial.rebalance.delay.ms", "100"),
@@ -42,89 +42,29 @@ fn create_topic(b: &Broker) -> anyhow::Result<()> {
 
 /// `n` messages `"<tag>-<i>"`, round robin over the partitions, all acknowledged.
 fn produce(b: &Broker, tag: &str, n: usize) -> anyhow::Result<()> {
-    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .set("acks", "all")
-        .create()?;
-    for i in 0..n {
-        let v = format!("{tag}-{i}");
-        let partition = i32::try_from(i % 3).unwrap_or(0);
-        p.send(
-            BaseRecord::<(), _>::to(TOPIC)
-                .payload(&v)
-                .partition(partition),
-        )
-        .map_err(|(e, _)| e)?;
-    }
-    p.flush(Duration::from_secs(30))?;
-    Ok(())
+    rdkafka_clients::group::produce_tagged(b, TOPIC, PARTITIONS, tag, n)
 }
 
-fn values(tag: &str, n: usize) -> BTreeSet<String> {
-    (0..n).map(|i| format!("{tag}-{i}")).collect()
+/// A classic-protocol member of `group` that outlives broker crashes.
+fn subscriber(b: &Broker, group: &str) -> anyhow::Result<Member> {
+    let timing = [
+        ("session.timeout.ms", "10000"),
+        ("heartbeat.interval.ms", "500"),
+    ];
+    let mut m = Member::join(&b.bootstrap(), group, group, TOPIC, PARTITIONS, &timing)?;
+    m.broker_may_die = true;
+    Ok(m)
 }
 
-/// Counts completed assignments: each is one rebalance.
-#[derive(Default)]
-struct Counting {
-    assigns: std::sync::atomic::AtomicUsize,
-}
-
-impl ClientContext for Counting {}
-impl ConsumerContext for Counting {
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Assign(_) = rebalance {
-            self.assigns
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-}
-
-fn subscriber(b: &Broker, group: &str) -> anyhow::Result<BaseConsumer<Counting>> {
-    let c: BaseConsumer<Counting> = ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("session.timeout.ms", "10000")
-        .set("heartbeat.interval.ms", "500")
-        .create_with_context(Counting::default())?;
-    c.subscribe(&[TOPIC])?;
-    Ok(c)
-}
-
-/// Polls until every value of `want` has been seen (then 1.5 s more to catch extras);
-/// returns everything seen.
-fn consume_until<C: ConsumerContext>(
-    c: &BaseConsumer<C>,
-    want: &BTreeSet<String>,
-) -> anyhow::Result<Vec<String>> {
-    let mut seen = Vec::new();
-    let started = Instant::now();
-    let mut settle: Option<Instant> = None;
-    loop {
-        if let Some(m) = c.poll(Duration::from_millis(100)) {
-            match m {
-                Ok(m) => seen.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into()),
-                Err(KafkaError::PartitionEOF(_)) => {}
-                // The broker was just killed: librdkafka reports it and reconnects.
-                Err(KafkaError::MessageConsumption(
-                    RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure,
-                )) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let all = want.iter().all(|w| seen.contains(w));
-        match settle {
-            None if all => settle = Some(Instant::now()),
-            Some(t) if t.elapsed() > Duration::from_millis(1500) => return Ok(seen),
-            _ => {}
-        }
-        if started.elapsed() > PHASE {
-            let missing: Vec<_> = want.iter().filter(|w| !seen.contains(w)).collect();
-            bail!("timed out after {PHASE:?}; missing {missing:?}");
-        }
-    }
+/// Polls until every value of `want` has been read (then 1.5 s more to catch extras);
+/// returns everything read in this call.
+fn consume_until(m: &mut Member, want: &BTreeSet<String>) -> anyhow::Result<Vec<String>> {
+    m.records.clear();
+    poll_until("every wanted message", &mut [&mut *m], |ms| {
+        seen_all(ms, want)
+    })?;
+    keep_polling(&mut [&mut *m], Duration::from_millis(1500))?;
+    Ok(m.values())
 }
 
 /// A group as librdkafka's ListGroups + DescribeGroups reports it:
@@ -132,25 +72,8 @@ fn consume_until<C: ConsumerContext>(
 type Listed = (String, String, Vec<(String, String)>);
 
 fn list_group(b: &Broker, group: &str) -> anyhow::Result<Option<Listed>> {
-    let probe: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .create()?;
-    let list = probe.fetch_group_list(None, Duration::from_secs(10))?;
-    Ok(list.groups().iter().find(|g| g.name() == group).map(|g| {
-        (
-            g.state().to_owned(),
-            g.protocol_type().to_owned(),
-            g.members()
-                .iter()
-                .map(|m| (m.id().to_owned(), m.client_host().to_owned()))
-                .collect(),
-        )
-    }))
-}
-
-fn restart(b: &mut Broker) -> anyhow::Result<()> {
-    b.kill9()?;
-    b.restart()
+    let listing = rdkafka_clients::group::list_group(b, group)?;
+    Ok(listing.map(|g| (g.state, g.protocol_type, g.members)))
 }
 
 #[test]
@@ -158,14 +81,11 @@ fn a_group_resumes_after_kill9_without_a_rebalance_or_a_skip() {
     with_broker(OVERRIDES, |b| {
         create_topic(b)?;
         produce(b, "a", 150)?;
-        let c = subscriber(b, "resume")?;
-        let seen = consume_until(&c, &values("a", 150))?;
+        let mut c = subscriber(b, "resume")?;
+        let seen = consume_until(&mut c, &values("a", 150))?;
         ensure!(seen.len() == 150, "{} messages, expected 150", seen.len());
-        c.commit_consumer_state(CommitMode::Sync)?;
-        let assigns = c
-            .context()
-            .assigns
-            .load(std::sync::atomic::Ordering::SeqCst);
+        c.consumer.commit_consumer_state(CommitMode::Sync)?;
+        let assigns = c.assigns();
         let (state, protocol_type, members) =
             list_group(b, "resume")?.context("group not listed")?;
         ensure!(
@@ -183,7 +103,7 @@ fn a_group_resumes_after_kill9_without_a_rebalance_or_a_skip() {
         ensure!(after == vec![(member_id.clone(), host)], "{after:?}");
 
         produce(b, "b", 150)?;
-        let seen = consume_until(&c, &values("b", 150))?;
+        let seen = consume_until(&mut c, &values("b", 150))?;
         let b_seen: BTreeSet<&String> = seen.iter().filter(|v| v.starts_with("b-")).collect();
         ensure!(
             b_seen.len() == 150,
@@ -195,15 +115,12 @@ fn a_group_resumes_after_kill9_without_a_rebalance_or_a_skip() {
             "committed messages delivered again"
         );
         ensure!(
-            c.context()
-                .assigns
-                .load(std::sync::atomic::Ordering::SeqCst)
-                == assigns,
+            c.assigns() == assigns,
             "the consumer went through a rebalance"
         );
         let (_, _, still) = list_group(b, "resume")?.context("group not listed")?;
         ensure!(still.len() == 1 && still[0].0 == member_id, "{still:?}");
-        c.commit_consumer_state(CommitMode::Sync)?;
+        c.consumer.commit_consumer_state(CommitMode::Sync)?;
         drop(c); // LeaveGroup: the group becomes Empty, and that is recorded too
 
         restart(b)?;
@@ -215,8 +132,8 @@ fn a_group_resumes_after_kill9_without_a_rebalance_or_a_skip() {
         );
         // A successor starts exactly at the committed offsets.
         produce(b, "c", 30)?;
-        let next = subscriber(b, "resume")?;
-        let seen = consume_until(&next, &values("c", 30))?;
+        let mut next = subscriber(b, "resume")?;
+        let seen = consume_until(&mut next, &values("c", 30))?;
         ensure!(
             seen.len() == 30 && seen.iter().all(|v| v.starts_with("c-")),
             "successor saw {} messages: {:?}",

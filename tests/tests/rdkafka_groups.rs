@@ -24,29 +24,24 @@
 //! Offsets are not committed (`enable.auto.commit=false`, `auto.offset.reset=earliest`):
 //! these tests are about membership and assignment, and count distinct messages.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, bail, ensure};
-use rdkafka::ClientContext;
-use rdkafka::admin::{AdminClient, AdminOptions};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use anyhow::{Context, ensure};
 use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use strata_tests::{Broker, with_broker};
 
 mod rdkafka_clients;
 
+use rdkafka_clients::group::{
+    Member, delete_groups, poll_until, produce_round_robin,
+    restarted_static_member_keeps_its_partitions, split,
+};
+
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 6;
 const MESSAGES: usize = 600;
-/// Upper bound of every wait in these tests.
-const PHASE: Duration = Duration::from_secs(60);
 
 /// Small group timings so the tests run in seconds (Kafka's keys; the session minimum is
 /// lowered so that kcat's short session is accepted).
@@ -55,190 +50,65 @@ const OVERRIDES: &[(&str, &str)] = &[
     ("group.min.session.timeout.ms", "1000"),
 ];
 
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
-
-fn create_topic(b: &Broker) -> anyhow::Result<()> {
-    rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)
-}
-
-/// `MESSAGES` messages spread evenly over the partitions; value = message index.
-fn produce(b: &Broker) -> anyhow::Result<()> {
-    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .create()?;
-    for i in 0..MESSAGES {
-        let v = i.to_string();
-        let partition = i32::try_from(i).unwrap_or(0) % PARTITIONS;
-        p.send(
-            BaseRecord::<(), _>::to(TOPIC)
-                .payload(&v)
-                .partition(partition),
-        )
-        .map_err(|(e, _)| e)?;
-    }
-    p.flush(Duration::from_secs(30))?;
+/// The topic, with `MESSAGES` messages spread evenly over the partitions; value = message
+/// index.
+fn create_topic_and_produce(b: &Broker) -> anyhow::Result<()> {
+    rdkafka_clients::create_topic(b, TOPIC, PARTITIONS)?;
+    produce_round_robin(b, TOPIC, PARTITIONS, 0..MESSAGES, |i| i.to_string())?;
     Ok(())
 }
 
-/// Counts the assignments librdkafka hands the application (each is one completed
-/// rebalance, or one incremental step).
-#[derive(Default)]
-struct Counting {
-    assigns: AtomicUsize,
-    revokes: AtomicUsize,
-}
-
-impl ClientContext for Counting {}
-impl ConsumerContext for Counting {
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        match rebalance {
-            Rebalance::Assign(_) => self.assigns.fetch_add(1, Ordering::SeqCst),
-            Rebalance::Revoke(_) => self.revokes.fetch_add(1, Ordering::SeqCst),
-            Rebalance::Error(_) => 0,
-        };
-    }
-}
-
-/// A subscribed consumer and what it consumed.
-struct Member {
-    consumer: BaseConsumer<Counting>,
-    /// (partition, value) of every message seen.
-    seen: HashSet<(i32, String)>,
-}
-
+/// A subscribed classic-protocol member of `group`.
 fn member(b: &Broker, group: &str, extra: &[(&str, &str)]) -> anyhow::Result<Member> {
-    let mut cfg = ClientConfig::new();
-    cfg.set("bootstrap.servers", b.bootstrap())
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("session.timeout.ms", "6000")
-        .set("heartbeat.interval.ms", "500")
-        .set("topic.metadata.refresh.interval.ms", "1000");
-    for (k, v) in extra {
-        cfg.set(*k, *v);
-    }
-    let consumer: BaseConsumer<Counting> = cfg.create_with_context(Counting::default())?;
-    consumer.subscribe(&[TOPIC])?;
-    Ok(Member {
-        consumer,
-        seen: HashSet::new(),
-    })
+    let timing = [
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "500"),
+    ];
+    let settings = [&timing[..], extra].concat();
+    Member::join(&b.bootstrap(), group, group, TOPIC, PARTITIONS, &settings)
 }
 
-impl Member {
-    fn poll_once(&mut self) -> anyhow::Result<()> {
-        while let Some(m) = self.consumer.poll(Duration::from_millis(10)) {
-            let m = m?;
-            let v = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
-            self.seen.insert((m.partition(), v));
-        }
-        Ok(())
-    }
-
-    fn partitions(&self) -> BTreeSet<i32> {
-        self.consumer
-            .assignment()
-            .map(|tpl| tpl.elements().iter().map(|e| e.partition()).collect())
-            .unwrap_or_default()
-    }
-
-    fn assigns(&self) -> usize {
-        self.consumer.context().assigns.load(Ordering::SeqCst)
-    }
-}
-
-/// Polls every member (and only those) until `done` holds, at most `PHASE`.
-fn poll_until(
-    what: &str,
-    members: &mut [&mut Member],
-    mut done: impl FnMut(&[&mut Member]) -> bool,
-) -> anyhow::Result<Duration> {
-    let started = Instant::now();
-    loop {
-        for m in members.iter_mut() {
-            m.poll_once()?;
-        }
-        if done(members) {
-            return Ok(started.elapsed());
-        }
-        if started.elapsed() > PHASE {
-            let state: Vec<_> = members.iter().map(|m| m.partitions()).collect();
-            bail!("timed out after {PHASE:?} waiting for {what}; assignments {state:?}");
-        }
-    }
-}
-
-/// Whether the members' assignments are disjoint, cover every partition, and have the sizes
-/// given (in any order).
-fn split(members: &[&mut Member], sizes: &[usize]) -> bool {
-    let parts: Vec<BTreeSet<i32>> = members.iter().map(|m| m.partitions()).collect();
-    let mut got: Vec<usize> = parts.iter().map(BTreeSet::len).collect();
-    let mut want = sizes.to_vec();
-    got.sort_unstable();
-    want.sort_unstable();
-    let union: BTreeSet<i32> = parts.iter().flatten().copied().collect();
-    got == want && union.len() == usize::try_from(PARTITIONS).unwrap_or(0)
-}
-
-/// The group as DescribeGroups reports it: (state, protocol, member count).
-fn describe(m: &Member, group: &str) -> anyhow::Result<(String, String, usize)> {
-    let list = m
-        .consumer
-        .fetch_group_list(Some(group), Duration::from_secs(10))?;
-    let g = list
-        .groups()
+/// Distinct values read by all of `members`.
+fn distinct_values(members: &[&mut Member]) -> usize {
+    members
         .iter()
-        .find(|g| g.name() == group)
-        .context("group not listed")?;
-    Ok((
-        g.state().to_owned(),
-        g.protocol().to_owned(),
-        g.members().len(),
-    ))
+        .flat_map(|m| m.value_set())
+        .collect::<BTreeSet<_>>()
+        .len()
 }
 
 #[test]
 fn three_consumers_split_six_partitions() {
     with_broker(OVERRIDES, |b| {
-        create_topic(b)?;
-        produce(b)?;
+        create_topic_and_produce(b)?;
         let mut ms: Vec<Member> = (0..3)
             .map(|_| member(b, "split", &[]))
             .collect::<anyhow::Result<_>>()?;
         let mut refs: Vec<&mut Member> = ms.iter_mut().collect();
         poll_until("a 2/2/2 split and every message", &mut refs, |ms| {
-            split(ms, &[2, 2, 2]) && ms.iter().map(|m| m.seen.len()).sum::<usize>() >= MESSAGES
+            split(ms, &[2, 2, 2])
+                && ms.iter().map(|m| m.value_set().len()).sum::<usize>() >= MESSAGES
         })?;
         let mut all = BTreeSet::new();
         for m in &ms {
             let mine = m.partitions();
-            for (p, v) in &m.seen {
+            for r in &m.records {
+                let p = r.partition;
                 ensure!(
-                    mine.contains(p),
+                    mine.contains(&p),
                     "consumed partition {p} it does not own ({mine:?})"
                 );
-                all.insert(v.clone());
+                all.insert(r.text());
             }
         }
         ensure!(all.len() == MESSAGES, "{} distinct messages", all.len());
-        let (state, protocol, members) = describe(&ms[0], "split")?;
-        ensure!(state == "Stable", "{state}");
-        ensure!(protocol == "range", "{protocol}");
-        ensure!(members == 3, "{members} members");
+        let g = ms[0].describe("split")?;
+        ensure!(g.state == "Stable", "{}", g.state);
+        ensure!(g.protocol == "range", "{}", g.protocol);
+        ensure!(g.members.len() == 3, "{} members", g.members.len());
 
         // DeleteGroups: refused while members remain, done once they have left.
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", b.bootstrap())
-            .create()?;
-        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-        let r = block(admin.delete_groups(&["split", "never-existed"], &opts))?;
+        let r = delete_groups(b, &["split", "never-existed"])?;
         ensure!(
             r == vec![
                 Err(("split".to_owned(), RDKafkaErrorCode::NonEmptyGroup)),
@@ -251,16 +121,18 @@ fn three_consumers_split_six_partitions() {
         );
         let probe = member(b, "probe", &[])?;
         drop(ms); // each closes with LeaveGroup
-        let (state, _, members) = describe(&probe, "split")?;
+        let g = probe.describe("split")?;
         ensure!(
-            state == "Empty" && members == 0,
-            "{state} with {members} members"
+            g.state == "Empty" && g.members.is_empty(),
+            "{} with {} members",
+            g.state,
+            g.members.len()
         );
-        let r = block(admin.delete_groups(&["split"], &opts))?;
+        let r = delete_groups(b, &["split"])?;
         ensure!(r == vec![Ok("split".to_owned())], "{r:?}");
         // librdkafka describes only the groups ListGroups returns.
         ensure!(
-            describe(&probe, "split").is_err(),
+            probe.describe("split").is_err(),
             "a deleted group is still listed"
         );
         Ok(())
@@ -280,8 +152,7 @@ impl Drop for Kcat {
 #[test]
 fn a_killed_member_is_removed_after_its_session_timeout() {
     with_broker(OVERRIDES, |b| {
-        create_topic(b)?;
-        produce(b)?;
+        create_topic_and_produce(b)?;
         let session = Duration::from_millis(3000);
         let mut a = member(b, "kill", &[])?;
         let mut c = member(b, "kill", &[])?;
@@ -304,7 +175,7 @@ fn a_killed_member_is_removed_after_its_session_timeout() {
         poll_until("kcat holding two partitions", &mut [&mut a, &mut c], |ms| {
             ms.iter().all(|m| m.partitions().len() == 2)
         })?;
-        ensure!(describe(&a, "kill")?.2 == 3, "kcat is a member");
+        ensure!(a.describe("kill")?.members.len() == 3, "kcat is a member");
         kcat.0.kill()?;
         kcat.0.wait()?;
         let took = poll_until(
@@ -314,7 +185,10 @@ fn a_killed_member_is_removed_after_its_session_timeout() {
         )?;
         // No LeaveGroup was sent: only the session timeout can have removed it.
         ensure!(took >= session / 2, "reassigned after only {took:?}");
-        ensure!(describe(&a, "kill")?.2 == 2, "the killed member is gone");
+        ensure!(
+            a.describe("kill")?.members.len() == 2,
+            "the killed member is gone"
+        );
         Ok(())
     });
 }
@@ -322,8 +196,7 @@ fn a_killed_member_is_removed_after_its_session_timeout() {
 #[test]
 fn a_consumer_that_stops_polling_loses_its_partitions() {
     with_broker(OVERRIDES, |b| {
-        create_topic(b)?;
-        produce(b)?;
+        create_topic_and_produce(b)?;
         let timing = [
             ("session.timeout.ms", "2000"),
             ("max.poll.interval.ms", "3000"),
@@ -345,13 +218,7 @@ fn a_consumer_that_stops_polling_loses_its_partitions() {
             "moved after only {took:?}"
         );
         poll_until("every message", &mut [&mut a], |ms| {
-            ms[0]
-                .seen
-                .iter()
-                .map(|(_, v)| v)
-                .collect::<HashSet<_>>()
-                .len()
-                >= MESSAGES
+            ms[0].value_set().len() >= MESSAGES
         })?;
         drop(slow);
         Ok(())
@@ -361,65 +228,18 @@ fn a_consumer_that_stops_polling_loses_its_partitions() {
 #[test]
 fn a_restarted_static_member_gets_its_partitions_back_without_a_rebalance() {
     with_broker(OVERRIDES, |b| {
-        create_topic(b)?;
-        produce(b)?;
-        let statik =
-            |id: &'static str| [("group.instance.id", id), ("session.timeout.ms", "10000")];
-        let mut a = member(b, "static", &statik("a"))?;
-        let mut other = member(b, "static", &statik("b"))?;
-        poll_until("a 3/3 split", &mut [&mut a, &mut other], |ms| {
-            split(ms, &[3, 3])
-        })?;
-        // Let the group settle (no rebalance in flight), then restart `a`.
-        let settle = Instant::now();
-        while settle.elapsed() < Duration::from_secs(2) {
-            a.poll_once()?;
-            other.poll_once()?;
-        }
-        let before_a = a.partitions();
-        let before_other = other.partitions();
-        let other_assigns = other.assigns();
-        drop(a); // a static member does not send LeaveGroup on close (KIP-345)
-        let mut a2 = member(b, "static", &statik("a"))?;
-        poll_until(
-            "the restarted member's assignment",
-            &mut [&mut a2, &mut other],
-            |ms| ms[0].partitions().len() == 3,
-        )?;
-        ensure!(
-            a2.partitions() == before_a,
-            "{:?} != {before_a:?}",
-            a2.partitions()
-        );
-        // Keep polling a while: the other member must see no rebalance at all.
-        let settle = Instant::now();
-        while settle.elapsed() < Duration::from_secs(3) {
-            a2.poll_once()?;
-            other.poll_once()?;
-        }
-        ensure!(
-            other.partitions() == before_other,
-            "the other member's assignment changed"
-        );
-        ensure!(
-            other.assigns() == other_assigns,
-            "the other member went through {} more rebalance(s)",
-            other.assigns() - other_assigns
-        );
-        let (state, _, members) = describe(&other, "static")?;
-        ensure!(
-            state == "Stable" && members == 2,
-            "{state} with {members} members"
-        );
-        Ok(())
+        create_topic_and_produce(b)?;
+        restarted_static_member_keeps_its_partitions("static", |id| {
+            let statik = [("group.instance.id", id), ("session.timeout.ms", "10000")];
+            member(b, "static", &statik)
+        })
     });
 }
 
 #[test]
 fn cooperative_sticky_rebalances_incrementally() {
     with_broker(OVERRIDES, |b| {
-        create_topic(b)?;
-        produce(b)?;
+        create_topic_and_produce(b)?;
         let coop = [("partition.assignment.strategy", "cooperative-sticky")];
         let mut a = member(b, "coop", &coop)?;
         let mut c = member(b, "coop", &coop)?;
@@ -434,13 +254,8 @@ fn cooperative_sticky_rebalances_incrementally() {
             |ms| {
                 // The newcomer reads its two partitions from the start (nothing is committed).
                 split(ms, &[2, 2, 2])
-                    && ms[2].seen.len() >= MESSAGES / 3
-                    && ms
-                        .iter()
-                        .flat_map(|m| m.seen.iter().map(|(_, v)| v))
-                        .collect::<HashSet<_>>()
-                        .len()
-                        >= MESSAGES
+                    && ms[2].value_set().len() >= MESSAGES / 3
+                    && distinct_values(ms) >= MESSAGES
             },
         )?;
         // Sticky: the first two only gave partitions up, they did not trade them.
@@ -454,15 +269,18 @@ fn cooperative_sticky_rebalances_incrementally() {
             "{:?} ⊄ {before_c:?}",
             c.partitions()
         );
-        let (state, protocol, members) = describe(&a, "coop")?;
+        let g = a.describe("coop")?;
         ensure!(
-            state == "Stable" && protocol == "cooperative-sticky" && members == 3,
-            "{state} {protocol} {members}"
+            g.state == "Stable" && g.protocol == "cooperative-sticky" && g.members.len() == 3,
+            "{} {} {}",
+            g.state,
+            g.protocol,
+            g.members.len()
         );
         let by_member: BTreeMap<usize, usize> = [&a, &c, &d]
             .iter()
             .enumerate()
-            .map(|(i, m)| (i, m.seen.len()))
+            .map(|(i, m)| (i, m.value_set().len()))
             .collect();
         ensure!(
             by_member.values().all(|n| *n > 0),

@@ -5,9 +5,15 @@
 //! so a consumer can recompute what it should have received. Consumers use `assign` only and
 //! commit nothing: librdkafka requires a `group.id` for `assign`, so one is set.
 //! librdkafka's warnings and errors are printed to the test output (shown on failure).
+//!
+//! The consumer-group tests build on this: [`group`] has subscribed members and the group
+//! checks, [`child_member`] a member in a process of its own, for crash tests.
 
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
+
+pub mod child_member;
+pub mod group;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -94,6 +100,11 @@ impl Consumed {
                 .unwrap_or_default(),
             timestamp: m.timestamp(),
         }
+    }
+
+    /// The value as text (lossy UTF-8; a null value reads as "").
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(self.value.as_deref().unwrap_or_default()).into_owned()
     }
 
     /// The producer's sequence number, from the `seq` header.
