@@ -1,13 +1,17 @@
 //! The sparse `.index` and `.timeindex` files of a segment.
 //!
-//! Both are kept fully in memory (a `Vec` of entries) and mirrored to disk by appending each
-//! entry as it is made. Unlike Kafka we do not preallocate and mmap the files to
-//! `segment.index.bytes`: they are written compactly, so the file length is always
-//! `entries * entry size` and a torn tail shows up as a length that is not a multiple.
+//! Both are kept fully in memory (a `Vec` of entries) and written to disk when the segment is
+//! flushed or sealed ([`IndexFile::write_out`]): entries not yet on disk are appended then.
+//! No file stays open between those moments, so a partition holds one file descriptor (its
+//! active `.log`) however many indexes it has; with three per segment, ten thousand
+//! partitions did not fit a 20,000-descriptor limit. Unlike Kafka we do not preallocate and
+//! mmap the files to `segment.index.bytes`: they are written compactly, so the file length is
+//! always `entries * entry size` and a torn tail shows up as a length that is not a multiple.
 //!
 //! Crash policy: an index is a cache of the `.log`. The active segment's indexes are always
-//! rebuilt on open; a sealed segment's are loaded and checked ([`IndexFile::load`]) and rebuilt
-//! from the log if missing or inconsistent.
+//! rebuilt on open, so entries that were only in memory at a crash cost nothing; a sealed
+//! segment's were written and fsynced when it was sealed, and are loaded and checked
+//! ([`IndexFile::load`]) and rebuilt from the log if missing or inconsistent.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
@@ -95,8 +99,9 @@ impl IndexEntry for TimeEntry {
 #[derive(Debug)]
 pub(crate) struct IndexFile<E: IndexEntry> {
     path: PathBuf,
-    file: File,
     entries: Vec<E>,
+    /// How many of `entries` the file holds.
+    on_disk: usize,
 }
 
 pub(crate) type OffsetIndex = IndexFile<OffsetEntry>;
@@ -105,8 +110,7 @@ pub(crate) type TimeIndex = IndexFile<TimeEntry>;
 impl<E: IndexEntry> IndexFile<E> {
     /// Creates (or empties) the file.
     pub fn create(path: &Path) -> Result<Self, LogError> {
-        let file = OpenOptions::new()
-            .read(true)
+        OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
@@ -114,8 +118,8 @@ impl<E: IndexEntry> IndexFile<E> {
             .at(path)?;
         Ok(Self {
             path: path.to_path_buf(),
-            file,
             entries: Vec::new(),
+            on_disk: 0,
         })
     }
 
@@ -123,7 +127,7 @@ impl<E: IndexEntry> IndexFile<E> {
     /// multiple of the entry size, entries out of order, or `valid` rejects an entry), in
     /// which case the caller rebuilds it.
     pub fn load(path: &Path, valid: impl Fn(&E) -> bool) -> Result<Option<Self>, LogError> {
-        let mut file = match OpenOptions::new().read(true).write(true).open(path) {
+        let mut file = match File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).at(path),
@@ -138,10 +142,11 @@ impl<E: IndexEntry> IndexFile<E> {
         if !ordered || !entries.iter().all(valid) {
             return Ok(None);
         }
+        let on_disk = entries.len();
         Ok(Some(Self {
             path: path.to_path_buf(),
-            file,
             entries,
+            on_disk,
         }))
     }
 
@@ -158,24 +163,44 @@ impl<E: IndexEntry> IndexFile<E> {
         (self.entries.len() * E::SIZE) as u64
     }
 
-    /// Appends one entry to memory and to the end of the file.
-    pub fn push(&mut self, entry: E) -> Result<(), LogError> {
-        let mut buf = [0u8; 16];
-        entry.encode(&mut buf[..E::SIZE]);
-        crate::io::write_all_at(&self.file, &buf[..E::SIZE], self.size_bytes()).at(&self.path)?;
+    /// Appends one entry (in memory; [`IndexFile::write_out`] puts it on disk).
+    pub fn push(&mut self, entry: E) {
         self.entries.push(entry);
+    }
+
+    /// Keeps only the first `keep` entries, on disk too.
+    pub fn truncate_entries(&mut self, keep: usize) -> Result<(), LogError> {
+        self.entries.truncate(keep);
+        if self.on_disk > keep {
+            OpenOptions::new()
+                .write(true)
+                .open(&self.path)
+                .and_then(|f| f.set_len((keep * E::SIZE) as u64))
+                .at(&self.path)?;
+            self.on_disk = keep;
+        }
         Ok(())
     }
 
-    /// Keeps only the first `keep` entries.
-    pub fn truncate_entries(&mut self, keep: usize) -> Result<(), LogError> {
-        self.entries.truncate(keep);
-        self.file.set_len(self.size_bytes()).at(&self.path)
-    }
-
-    /// The index file (for a segment's fsync of all three files at once).
-    pub fn file(&self) -> &std::fs::File {
-        &self.file
+    /// Appends the entries the file does not hold yet and returns the open file, for the
+    /// caller to fsync (a segment fsyncs its three files at once) and then close.
+    pub fn write_out(&mut self) -> Result<File, LogError> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&self.path)
+            .at(&self.path)?;
+        let pending = &self.entries[self.on_disk..];
+        if !pending.is_empty() {
+            let mut buf = vec![0u8; pending.len() * E::SIZE];
+            for (e, out) in pending.iter().zip(buf.chunks_exact_mut(E::SIZE)) {
+                e.encode(out);
+            }
+            crate::io::write_all_at(&file, &buf, (self.on_disk * E::SIZE) as u64).at(&self.path)?;
+            self.on_disk = self.entries.len();
+        }
+        Ok(file)
     }
 
     pub fn path(&self) -> &Path {
@@ -223,7 +248,7 @@ mod tests {
         let mut idx = OffsetIndex::create(&dir.path().join("0.index")).unwrap();
         assert_eq!(idx.lookup(5), 0);
         for (o, p) in [(9, 100), (19, 250), (29, 400)] {
-            idx.push(oe(o, p)).unwrap();
+            idx.push(oe(o, p));
         }
         assert_eq!(idx.lookup(0), 0);
         assert_eq!(idx.lookup(8), 0);
@@ -242,9 +267,21 @@ mod tests {
             idx.push(TimeEntry {
                 timestamp: t,
                 relative_offset: o,
-            })
-            .unwrap();
+            });
         }
+        // Nothing reaches the file before write_out.
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        drop(idx.write_out().unwrap());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 36);
+        // A second write_out appends only what is new.
+        idx.push(TimeEntry {
+            timestamp: 40,
+            relative_offset: 5,
+        });
+        drop(idx.write_out().unwrap());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 48);
+        idx.truncate_entries(3).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 36);
         let loaded = TimeIndex::load(&path, |_| true).unwrap().unwrap();
         assert_eq!(loaded.entries(), idx.entries());
         assert_eq!(loaded.last_below(20).unwrap().timestamp, 10);
@@ -267,8 +304,9 @@ mod tests {
         // Out of order.
         let opath = dir.path().join("0.index");
         let mut o = OffsetIndex::create(&opath).unwrap();
-        o.push(oe(5, 10)).unwrap();
-        o.push(oe(4, 20)).unwrap();
+        o.push(oe(5, 10));
+        o.push(oe(4, 20));
+        drop(o.write_out().unwrap());
         assert!(OffsetIndex::load(&opath, |_| true).unwrap().is_none());
         assert!(
             OffsetIndex::load(&dir.path().join("missing.index"), |_| true)

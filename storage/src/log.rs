@@ -330,7 +330,7 @@ impl Log {
             if pos > start {
                 let len = pos - start;
                 result.regions.push(FileRegion {
-                    file: seg.file().clone(),
+                    file: seg.file()?,
                     position: start,
                     // A segment is at most i32::MAX bytes (segment.bytes cap).
                     len: u32::try_from(len).unwrap_or(u32::MAX),
@@ -516,7 +516,7 @@ impl Log {
     /// # Errors
     /// [`LogError::Io`].
     pub fn flush(&mut self) -> Result<(), LogError> {
-        self.active().flush()?;
+        self.active_mut().flush()?;
         self.unflushed_messages = 0;
         Ok(())
     }
@@ -595,14 +595,13 @@ impl Log {
         self.segments.len()
     }
 
-    /// fsyncs everything and closes the files.
+    /// fsyncs the active segment (sealed ones were fsynced when they were sealed), snapshots
+    /// the producer state and closes the files.
     ///
     /// # Errors
     /// [`LogError::Io`].
     pub fn close(mut self) -> Result<(), LogError> {
-        for seg in &self.segments {
-            seg.flush()?;
-        }
+        self.active_mut().flush()?;
         self.producer_state.take_snapshot()?;
         self.unflushed_messages = 0;
         Ok(())

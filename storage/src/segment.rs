@@ -3,7 +3,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use strata_protocol::record_batch::{
     self, BatchError, Compression, MAGIC_V2, RecordBatchView, TimestampType,
@@ -44,6 +44,67 @@ pub(crate) fn file_name(base_offset: i64, suffix: &str) -> String {
     format!("{base_offset:020}.{suffix}")
 }
 
+/// A segment's `.log` handle. The active segment holds it open for writing. A sealed segment
+/// holds nothing: a reader opens the file read-only and shares that handle with whoever
+/// reads at the same time (a [`Weak`] remembers it), and the descriptor closes when the last
+/// [`crate::FileRegion`] using it is dropped. So a partition keeps one descriptor open at rest
+/// however many segments it has. A handle outlives retention's unlink (unix semantics).
+#[derive(Debug)]
+struct LogFile {
+    path: PathBuf,
+    writable: Option<Arc<File>>,
+    reader: Mutex<Weak<File>>,
+}
+
+impl LogFile {
+    fn open(path: &Path, file: File) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            writable: Some(Arc::new(file)),
+            reader: Mutex::new(Weak::new()),
+        }
+    }
+
+    /// The handle to read with: the writable one, a reader's still alive, or a new one.
+    fn get(&self) -> Result<Arc<File>, LogError> {
+        if let Some(f) = &self.writable {
+            return Ok(f.clone());
+        }
+        let mut reader = self
+            .reader
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(f) = reader.upgrade() {
+            return Ok(f);
+        }
+        let f = Arc::new(File::open(&self.path).at(&self.path)?);
+        *reader = Arc::downgrade(&f);
+        Ok(f)
+    }
+
+    /// The handle to write with, reopened read-write if the segment had let it go (a sealed
+    /// segment being recovered or truncated).
+    fn writable(&mut self) -> Result<Arc<File>, LogError> {
+        if let Some(f) = &self.writable {
+            return Ok(f.clone());
+        }
+        let f = Arc::new(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&self.path)
+                .at(&self.path)?,
+        );
+        self.writable = Some(f.clone());
+        Ok(f)
+    }
+
+    /// Lets the writable handle go (readers keep theirs).
+    fn release(&mut self) {
+        self.writable = None;
+    }
+}
+
 /// A segment of a partition log.
 ///
 /// # Byte format
@@ -64,9 +125,8 @@ pub(crate) struct LogSegment {
     /// The offset of the first batch this segment may hold; also its file name.
     pub base_offset: i64,
     log_path: PathBuf,
-    /// Shared with the [`crate::FileRegion`]s handed to fetches, which keep reading it even
-    /// after retention unlinks the file (unix semantics).
-    log: Arc<File>,
+    /// The `.log`, open while the segment is active; see [`LogFile`].
+    log: LogFile,
     /// Bytes of valid batches; the next write goes here.
     size: u64,
     offset_index: OffsetIndex,
@@ -95,8 +155,8 @@ impl LogSegment {
             .at(&log_path)?;
         Ok(Self {
             base_offset,
+            log: LogFile::open(&log_path, log),
             log_path,
-            log: Arc::new(log),
             size: 0,
             offset_index: OffsetIndex::create(&dir.join(file_name(base_offset, "index")))?,
             time_index: TimeIndex::create(&dir.join(file_name(base_offset, "timeindex")))?,
@@ -111,6 +171,20 @@ impl LogSegment {
     /// its `.log` and loads its indexes, rebuilding them (with a full recovery) when missing or
     /// inconsistent; the active segment is always recovered.
     pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        active: bool,
+        index_interval: u64,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        let mut seg = Self::open_inner(dir, base_offset, active, index_interval, now_ms)?;
+        if !active {
+            seg.log.release();
+        }
+        Ok(seg)
+    }
+
+    fn open_inner(
         dir: &Path,
         base_offset: i64,
         active: bool,
@@ -132,8 +206,8 @@ impl LogSegment {
             if let (Some(offset_index), Some(time_index)) = (offset_index, time_index) {
                 let mut seg = Self {
                     base_offset,
+                    log: LogFile::open(&log_path, log),
                     log_path,
-                    log: Arc::new(log),
                     size,
                     offset_index,
                     time_index,
@@ -153,8 +227,8 @@ impl LogSegment {
         }
         let mut seg = Self {
             base_offset,
+            log: LogFile::open(&log_path, log),
             log_path,
-            log: Arc::new(log),
             size,
             offset_index: OffsetIndex::create(&index_path)?,
             time_index: TimeIndex::create(&time_path)?,
@@ -208,7 +282,8 @@ impl LogSegment {
     /// the previous batch's. The file is truncated before the first batch that does not, and
     /// both indexes are rebuilt. Returns the bytes cut off.
     pub fn recover(&mut self, index_interval: u64, now_ms: i64) -> Result<u64, LogError> {
-        let file_len = self.log.metadata().at(&self.log_path)?.len();
+        let file = self.log.writable()?;
+        let file_len = file.metadata().at(&self.log_path)?.len();
         self.offset_index.truncate_entries(0)?;
         self.time_index.truncate_entries(0)?;
         self.bytes_since_last_index = 0;
@@ -222,9 +297,7 @@ impl LogSegment {
             if file_len - pos < prefix.len() as u64 {
                 break;
             }
-            self.log
-                .read_exact_at(&mut prefix, pos)
-                .at(&self.log_path)?;
+            file.read_exact_at(&mut prefix, pos).at(&self.log_path)?;
             let Ok(len) = record_batch::peek_total_len(&prefix) else {
                 break;
             };
@@ -232,7 +305,7 @@ impl LogSegment {
                 break;
             }
             buf.resize(len, 0);
-            self.log.read_exact_at(&mut buf, pos).at(&self.log_path)?;
+            file.read_exact_at(&mut buf, pos).at(&self.log_path)?;
             let Ok(view) = RecordBatchView::parse(&buf) else {
                 break;
             };
@@ -264,8 +337,8 @@ impl LogSegment {
         if cut > 0 {
             tracing::warn!(segment = %self.log_path.display(), position = pos, bytes = cut,
                 "truncating torn or corrupt tail");
-            self.log.set_len(pos).at(&self.log_path)?;
-            self.log.sync_all().at(&self.log_path)?;
+            file.set_len(pos).at(&self.log_path)?;
+            file.sync_all().at(&self.log_path)?;
         }
         Ok(cut)
     }
@@ -290,7 +363,7 @@ impl LogSegment {
             self.offset_index.push(OffsetEntry {
                 relative_offset: self.relative(last_offset),
                 position: position as u32,
-            })?;
+            });
             self.maybe_append_time_entry()?;
             self.bytes_since_last_index = 0;
         }
@@ -309,7 +382,7 @@ impl LogSegment {
             self.time_index.push(TimeEntry {
                 timestamp: max.timestamp,
                 relative_offset: self.relative(max.offset),
-            })?;
+            });
         }
         Ok(())
     }
@@ -329,7 +402,7 @@ impl LogSegment {
         now_ms: i64,
     ) -> Result<(), LogError> {
         let start = self.size;
-        crate::io::write_all_at(&self.log, bytes, start).at(&self.log_path)?;
+        crate::io::write_all_at(&*self.log.writable()?, bytes, start).at(&self.log_path)?;
         if self.roll_base_ms.is_none() {
             self.roll_base_ms = Some(now_ms);
         }
@@ -368,7 +441,10 @@ impl LogSegment {
                 },
             ));
         }
-        self.log.read_exact_at(b, position).at(&self.log_path)
+        self.log
+            .get()?
+            .read_exact_at(b, position)
+            .at(&self.log_path)
     }
 
     fn header_from(&self, position: u64, b: &[u8]) -> Result<BatchHeader, LogError> {
@@ -453,7 +529,10 @@ impl LogSegment {
                 let create_time = attributes & 0x08 == 0;
                 if create_time {
                     buf.resize(h.len as usize, 0);
-                    self.log.read_exact_at(&mut buf, pos).at(&self.log_path)?;
+                    self.log
+                        .get()?
+                        .read_exact_at(&mut buf, pos)
+                        .at(&self.log_path)?;
                     let view = RecordBatchView::parse(&buf).map_err(|e| self.corrupt(pos, e))?;
                     let decompressed;
                     let records = if attributes & 0x07 == 0 {
@@ -511,7 +590,7 @@ impl LogSegment {
             .entries()
             .partition_point(|e| i64::from(e.relative_offset) < new_end_rel);
         self.time_index.truncate_entries(keep_times)?;
-        self.log.set_len(cut_at).at(&self.log_path)?;
+        self.log.writable()?.set_len(cut_at).at(&self.log_path)?;
         self.size = cut_at;
         self.next_offset = h.base_offset.max(self.base_offset);
         // Recompute the running maximum: the last kept time entry covers every batch up to the
@@ -529,7 +608,10 @@ impl LogSegment {
         while pos < self.size {
             let h = self.read_header(pos)?;
             buf.resize(h.len as usize, 0);
-            self.log.read_exact_at(&mut buf, pos).at(&self.log_path)?;
+            self.log
+                .get()?
+                .read_exact_at(&mut buf, pos)
+                .at(&self.log_path)?;
             let view = RecordBatchView::parse(&buf).map_err(|e| self.corrupt(pos, e))?;
             let max = TimestampOffset {
                 timestamp: view.max_timestamp(),
@@ -554,13 +636,16 @@ impl LogSegment {
     /// timestamp in `.timeindex` (so reopening can trust the last entry) and fsyncs.
     pub fn seal(&mut self) -> Result<(), LogError> {
         self.maybe_append_time_entry()?;
-        self.flush()
+        self.flush()?;
+        self.log.release();
+        Ok(())
     }
 
     /// fsyncs the log and both indexes (in parallel where io_uring is in use).
-    pub fn flush(&self) -> Result<(), LogError> {
-        crate::io::sync_data_all(&[&self.log, self.offset_index.file(), self.time_index.file()])
-            .at(&self.log_path)
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        let offsets = self.offset_index.write_out()?;
+        let times = self.time_index.write_out()?;
+        crate::io::sync_data_all(&[&*self.log.writable()?, &offsets, &times]).at(&self.log_path)
     }
 
     /// Unlinks the three files. Open [`crate::FileRegion`]s keep reading the old inode.
@@ -583,8 +668,9 @@ impl LogSegment {
         self.size
     }
 
-    pub fn file(&self) -> &Arc<File> {
-        &self.log
+    /// The `.log` for a reader (a [`crate::FileRegion`] keeps it open while it lives).
+    pub fn file(&self) -> Result<Arc<File>, LogError> {
+        self.log.get()
     }
 
     pub fn max_timestamp(&self) -> Option<TimestampOffset> {
@@ -609,9 +695,7 @@ impl LogSegment {
         {
             return Ok(m.timestamp);
         }
-        let modified = self
-            .log
-            .metadata()
+        let modified = fs::metadata(&self.log_path)
             .and_then(|m| m.modified())
             .at(&self.log_path)?;
         Ok(modified
