@@ -3,7 +3,8 @@
 The binary comes from $STRATA_BIN, else <repo>/target/release/strata. Each broker gets a free
 127.0.0.1 port and its own data directory under pytest's tmp_path; its stderr goes to
 broker.stderr.log there, and the tail is printed when the test fails. The broker is killed
-(SIGKILL) at teardown.
+(SIGKILL) at teardown. A test may crash the broker with `kill9()` and bring it back on the same
+port and data directory with `restart()`.
 """
 
 import os
@@ -51,16 +52,20 @@ class Broker:
                 f"strata binary not found at {bin_path} "
                 "(cargo build --release --bin strata, or set STRATA_BIN)"
             )
-        args = [str(bin_path)]
+        self._args = [str(bin_path)]
         for k, v in all_overrides.items():
-            args += ["--override", f"{k}={v}"]
+            self._args += ["--override", f"{k}={v}"]
+        self._cwd = tmp
+        self._spawn()
+
+    def _spawn(self) -> None:
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
         env["NO_COLOR"] = "1"  # the log is a file: no colour codes
         self._log = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(
-            args,
-            cwd=tmp,
+            self._args,
+            cwd=self._cwd,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=self._log,
@@ -105,6 +110,20 @@ class Broker:
             self.proc.kill()
             self.proc.wait(timeout=10)
         self._log.close()
+
+    def kill9(self) -> None:
+        """Crashes the broker: SIGKILL, no shutdown hooks, nothing flushed but what the
+        kernel already holds."""
+        self.kill()
+
+    def restart(self) -> None:
+        """Starts the binary again with the same arguments: same port, same data directory.
+        Its output is appended to the same log, after a marker line."""
+        if self.proc.poll() is None:
+            raise RuntimeError("restart() of a broker that is still running")
+        with open(self.stderr_path, "ab") as f:
+            f.write(b"==== restart ====\n")
+        self._spawn()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
