@@ -21,6 +21,17 @@
 //! Usage: `strata-bench --bootstrap 127.0.0.1:9092 [--broker-pid PID] [--data-dir DIR]
 //! [--quick] [--out DIR] [--no-mock]`.
 //!
+//! Two more modes measure scale and restarts rather than throughput:
+//!
+//! - `strata-bench scale` ([`scale`]): memory and file descriptors of a running broker as it
+//!   grows to 1,000 and 10,000 partitions.
+//! - `strata-bench restart` ([`restart`]): runs the broker binary itself, fills its log
+//!   directory (10 GB by default) and times it to ready after SIGTERM and after `kill -9`.
+//!
+//! - `strata-bench wait-ready`: seconds until a broker started beside it answers.
+//!
+//! [`probe`] holds what these read from outside the broker (`/proc`, readiness requests).
+//!
 //! Never run by tests or CI.
 
 use std::collections::BTreeMap;
@@ -44,6 +55,10 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+mod probe;
+mod restart;
+mod scale;
 
 /// Stated client settings, identical for every target.
 const LINGER_MS: &str = "5";
@@ -80,7 +95,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--no-mock" => a.mock = false,
             "-h" | "--help" => {
                 println!(
-                    "usage: strata-bench --bootstrap HOST:PORT [--broker-pid PID] [--data-dir DIR] [--quick] [--out DIR] [--no-mock]\n       strata-bench mock-server"
+                    "usage: strata-bench --bootstrap HOST:PORT [--broker-pid PID] [--data-dir DIR] [--quick] [--out DIR] [--no-mock]\n       strata-bench scale --help\n       strata-bench restart --help\n       strata-bench wait-ready --bootstrap HOST:PORT [--timeout-secs 600]\n       strata-bench mock-server"
                 );
                 std::process::exit(0);
             }
@@ -91,8 +106,12 @@ fn parse_args() -> anyhow::Result<Args> {
 }
 
 fn main() -> anyhow::Result<()> {
-    if std::env::args().nth(1).as_deref() == Some("mock-server") {
-        return mock_server();
+    match std::env::args().nth(1).as_deref() {
+        Some("mock-server") => return mock_server(),
+        Some("scale") => return scale::run(std::env::args().skip(2)),
+        Some("restart") => return restart::run(std::env::args().skip(2)),
+        Some("wait-ready") => return probe::wait_ready_cmd(std::env::args().skip(2)),
+        _ => {}
     }
     let args = parse_args()?;
     std::fs::create_dir_all(&args.out)?;
@@ -465,14 +484,22 @@ fn delete_topic(bootstrap: &str, topic: &str) {
     let _ = block_on(admin.delete_topics(&[topic], &opts));
 }
 
-/// Drives an admin future to completion on this thread, bounded at 30 s. rdkafka's admin
-/// futures are completed by librdkafka's threads, so polling with a no-op waker suffices.
+/// Drives an admin future to completion on this thread, bounded at 30 s.
 fn block_on<T>(
     fut: impl std::future::Future<Output = rdkafka::error::KafkaResult<T>>,
 ) -> anyhow::Result<T> {
+    block_on_within(fut, Duration::from_secs(30))
+}
+
+/// Drives an admin future to completion on this thread, bounded by `limit`. rdkafka's admin
+/// futures are completed by librdkafka's threads, so polling with a no-op waker suffices.
+fn block_on_within<T>(
+    fut: impl std::future::Future<Output = rdkafka::error::KafkaResult<T>>,
+    limit: Duration,
+) -> anyhow::Result<T> {
     let mut fut = std::pin::pin!(fut);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + limit;
     loop {
         if let std::task::Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
             return Ok(r?);
