@@ -1,5 +1,5 @@
-//! Segment writes and fsyncs through io_uring where the kernel allows, and through plain
-//! `pwrite`/`fdatasync` where it does not.
+//! Segment writes and fsyncs through io_uring (opt-in, `STRATA_IO_URING=1`) where the kernel
+//! allows, and through plain `pwrite`/`fdatasync` otherwise.
 //!
 //! # Why hand-written
 //!
@@ -13,10 +13,15 @@
 //!
 //! # Choosing
 //!
-//! `STRATA_IO_URING=0` (or `off`) turns io_uring off for the process. Otherwise a thread's
-//! first call creates its ring; if the kernel refuses (`ENOSYS`, `EPERM` under a seccomp
-//! profile, `io_uring_disabled`), or an operation comes back `EINVAL`/`EOPNOTSUPP` (a kernel
-//! without that opcode), the process falls back to the plain calls for good and says so once.
+//! The plain calls are the default, because they measured faster: with a ring per thread
+//! and a wait for every append, buffered appends to a growing file are handed to the kernel's
+//! io-wq workers, and a 1 KB acks=1 producer ran at 0.87× the throughput with ~27× the p50
+//! end-to-end latency of `pwrite` on this machine (docs/BENCHMARKS.md). io_uring pays off
+//! when operations of many partitions share a submission, which this synchronous design does
+//! not do yet. `STRATA_IO_URING=1` (or `on`) turns it on: a thread's first call creates its
+//! ring; if the kernel refuses (`ENOSYS`, `EPERM` under a seccomp profile,
+//! `io_uring_disabled`), or an operation comes back `EINVAL`/`EOPNOTSUPP` (a kernel without
+//! that opcode), the process falls back to the plain calls for good and says so once.
 //! [`set_thread_backend`] forces a backend on the calling thread, so tests run both paths.
 //! [`counters`] tells how many operations took each path.
 
@@ -27,6 +32,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use io_uring::{IoUring, opcode, types};
@@ -75,30 +81,22 @@ pub fn set_thread_backend(backend: Option<Backend>) {
 /// The backend the calling thread uses now.
 #[must_use]
 pub fn backend() -> Backend {
-    match FORCED.with(Cell::get) {
-        Some(Backend::Std) => return Backend::Std,
-        // A test may ask for io_uring; a kernel that refused it still gets the plain calls.
-        Some(Backend::Uring) if STATE.load(Ordering::Relaxed) != UNUSABLE => {
-            return Backend::Uring;
-        }
-        _ => {}
-    }
-    match STATE.load(Ordering::Relaxed) {
-        USABLE => Backend::Uring,
-        UNUSABLE => Backend::Std,
-        _ => {
-            let off = std::env::var("STRATA_IO_URING")
-                .is_ok_and(|v| matches!(v.trim(), "0" | "off" | "false"));
-            if off {
-                STATE.store(UNUSABLE, Ordering::Relaxed);
-                tracing::info!("io_uring turned off (STRATA_IO_URING); using pwrite/fdatasync");
-                Backend::Std
-            } else {
-                // Decided by the first ring this thread creates.
-                Backend::Uring
-            }
-        }
-    }
+    // A kernel that refused io_uring gets the plain calls whatever was asked.
+    let refused = STATE.load(Ordering::Relaxed) == UNUSABLE;
+    let wanted = match FORCED.with(Cell::get) {
+        Some(b) => b,
+        None if chosen() => Backend::Uring,
+        None => Backend::Std,
+    };
+    if refused { Backend::Std } else { wanted }
+}
+
+/// Whether `STRATA_IO_URING` asks for io_uring (read once).
+fn chosen() -> bool {
+    static CHOSEN: OnceLock<bool> = OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        std::env::var("STRATA_IO_URING").is_ok_and(|v| matches!(v.trim(), "1" | "on" | "true"))
+    })
 }
 
 fn give_up(e: &io::Error) {
