@@ -140,8 +140,15 @@ impl Broker {
             copied_bytes: AtomicU64::new(0),
             request_memory,
         });
+        // Kafka's `.kafka_cleanshutdown`: present only if every log was closed by a clean
+        // shutdown. It goes before any log is opened, so a crash from here on means a full
+        // recovery next time.
+        let clean = take_clean_shutdown_marker(&dir);
+        if clean {
+            tracing::info!("clean shutdown marker found: active segments are not rescanned");
+        }
         for topic in image.topics.values() {
-            broker.open_topic(topic, now_ms)?;
+            broker.open_topic(topic, clean, now_ms)?;
         }
         broker.remove_orphan_dirs(&image);
         Ok(broker)
@@ -216,7 +223,7 @@ impl Broker {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
         drop(store);
         if let Some(topic) = image.topic_by_id(id) {
-            self.open_topic(topic, now_ms)
+            self.open_topic(topic, false, now_ms)
                 .map_err(CreateTopicError::Startup)?;
         }
         Ok(id)
@@ -252,7 +259,7 @@ impl Broker {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
         drop(store);
         if let Some(t) = image.topics.get(topic) {
-            self.open_topic(t, now_ms)
+            self.open_topic(t, false, now_ms)
                 .map_err(CreateTopicError::Startup)?;
         }
         Ok(())
@@ -421,12 +428,21 @@ impl Broker {
     /// Flushes every log: the clean-shutdown path.
     pub fn flush_all(&self) {
         self.offsets.flush();
+        let mut all_ok = true;
         for p in self.all_partitions() {
             // Kafka snapshots producer state on clean close, so a restart need not scan.
             let mut log = p.log();
-            if let Err(e) = log.flush().and_then(|()| log.take_producer_snapshot()) {
+            if let Err(e) = log
+                .prepare_clean_shutdown()
+                .and_then(|()| log.take_producer_snapshot())
+            {
                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "flush on shutdown failed");
+                all_ok = false;
             }
+        }
+        // Only a shutdown that closed every log cleanly lets the next start skip recovery.
+        if all_ok && let Err(e) = write_clean_shutdown_marker(&self.config.log_dir) {
+            tracing::warn!(error = %e, "cannot write the clean shutdown marker");
         }
     }
 
@@ -475,7 +491,7 @@ impl Broker {
 
     /// Opens the partitions of `topic` this node leads and has not opened yet (all of them for
     /// a new topic; the added ones after CreatePartitions).
-    fn open_topic(&self, topic: &TopicImage, now_ms: i64) -> Result<(), StartupError> {
+    fn open_topic(&self, topic: &TopicImage, clean: bool, now_ms: i64) -> Result<(), StartupError> {
         let cfg = self.log_config(&topic.configs);
         for p in &topic.partitions {
             if p.leader != self.config.node_id {
@@ -491,7 +507,7 @@ impl Broker {
                 continue;
             }
             let dir = self.partition_dir(&topic.name, p.partition);
-            let log = Log::open(&dir, cfg.clone(), now_ms)
+            let log = Log::open_with(&dir, cfg.clone(), now_ms, clean)
                 .map_err(|source| StartupError::Log { dir, source })?;
             let part = Partition::new(topic.name.clone(), topic.topic_id, p.partition, log);
             self.partitions
@@ -540,4 +556,29 @@ pub enum CreateTopicError {
     Metadata(#[from] MetadataError),
     #[error(transparent)]
     Startup(StartupError),
+}
+
+/// Kafka's name for the clean-shutdown marker in a log directory.
+const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
+
+/// Whether the marker was there; it is removed (and the removal made durable) either way.
+fn take_clean_shutdown_marker(dir: &std::path::Path) -> bool {
+    let path = dir.join(CLEAN_SHUTDOWN_MARKER);
+    if !path.exists() {
+        return false;
+    }
+    let removed = std::fs::remove_file(&path)
+        .and_then(|()| std::fs::File::open(dir)?.sync_all())
+        .is_ok();
+    if !removed {
+        tracing::warn!(path = %path.display(), "cannot remove the clean shutdown marker; recovering every log");
+    }
+    removed
+}
+
+/// Writes the marker after every log was flushed, and makes it durable.
+fn write_clean_shutdown_marker(dir: &std::path::Path) -> std::io::Result<()> {
+    let path = dir.join(CLEAN_SHUTDOWN_MARKER);
+    std::fs::File::create(&path)?.sync_all()?;
+    std::fs::File::open(dir)?.sync_all()
 }

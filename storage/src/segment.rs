@@ -170,16 +170,29 @@ impl LogSegment {
     /// Opens the existing segment `base_offset`. A sealed segment (`active == false`) trusts
     /// its `.log` and loads its indexes, rebuilding them (with a full recovery) when missing or
     /// inconsistent; the active segment is always recovered.
+    /// `clean`: the log was closed cleanly, so an active segment's indexes are trusted (and
+    /// checked) like a sealed one's.
     pub fn open(
         dir: &Path,
         base_offset: i64,
         active: bool,
+        clean: bool,
         index_interval: u64,
         now_ms: i64,
     ) -> Result<Self, LogError> {
-        let mut seg = Self::open_inner(dir, base_offset, active, index_interval, now_ms)?;
+        let mut seg = Self::open_inner(dir, base_offset, active, clean, index_interval, now_ms)?;
         if !active {
             seg.log.release();
+        } else if clean && seg.size > 0 && seg.roll_base_ms.is_none() {
+            // What recovery would have found: the first batch's timestamp, capped at now.
+            let mut b = [0u8; TIMESTAMP_PREFIX_LEN];
+            seg.read_prefix(0, &mut b)?;
+            let mut ts = [0u8; 8];
+            ts.copy_from_slice(&b[35..43]);
+            let ts = i64::from_be_bytes(ts);
+            seg.roll_base_ms = Some(if ts >= 0 { ts.min(now_ms) } else { now_ms });
+            let last_indexed = seg.offset_index.last().map_or(0, |e| u64::from(e.position));
+            seg.bytes_since_last_index = seg.size - last_indexed;
         }
         Ok(seg)
     }
@@ -188,6 +201,7 @@ impl LogSegment {
         dir: &Path,
         base_offset: i64,
         active: bool,
+        clean: bool,
         index_interval: u64,
         now_ms: i64,
     ) -> Result<Self, LogError> {
@@ -200,7 +214,7 @@ impl LogSegment {
         let size = log.metadata().at(&log_path)?.len();
         let index_path = dir.join(file_name(base_offset, "index"));
         let time_path = dir.join(file_name(base_offset, "timeindex"));
-        if !active {
+        if !active || clean {
             let offset_index = OffsetIndex::load(&index_path, |e| u64::from(e.position) < size)?;
             let time_index = TimeIndex::load(&time_path, |_| true)?;
             if let (Some(offset_index), Some(time_index)) = (offset_index, time_index) {
@@ -216,7 +230,7 @@ impl LogSegment {
                     max_timestamp: None,
                     roll_base_ms: None,
                 };
-                if seg.load_sealed_tail()? {
+                if seg.load_sealed_tail(active)? {
                     return Ok(seg);
                 }
                 tracing::warn!(segment = %seg.log_path.display(), "index inconsistent with log; rebuilding");
@@ -245,12 +259,18 @@ impl LogSegment {
     /// after the last index entry (at most about `index.interval.bytes` of them), and takes
     /// the largest timestamp from the last `.timeindex` entry. Returns false when the headers
     /// or the time index disagree with the log, so the caller rebuilds.
-    fn load_sealed_tail(&mut self) -> Result<bool, LogError> {
+    ///
+    /// With `verify` (an active segment after a clean shutdown) every batch after the last
+    /// index entry is read whole and its CRC checked, and its timestamp counts towards the
+    /// largest one: batches written after the indexes were last flushed are seen and checked.
+    fn load_sealed_tail(&mut self, verify: bool) -> Result<bool, LogError> {
         let mut pos = self
             .offset_index
             .last()
             .map_or(0, |e| u64::from(e.position));
         let mut first = true;
+        let mut tail_max: Option<TimestampOffset> = None;
+        let mut buf = Vec::new();
         while pos < self.size {
             let Ok(h) = self.read_header(pos) else {
                 return Ok(false);
@@ -260,6 +280,25 @@ impl LogSegment {
                 && h.last_offset != self.base_offset + i64::from(e.relative_offset)
             {
                 return Ok(false);
+            }
+            if verify {
+                buf.resize(h.len as usize, 0);
+                self.log
+                    .get()?
+                    .read_exact_at(&mut buf, pos)
+                    .at(&self.log_path)?;
+                let Ok(view) = RecordBatchView::parse(&buf) else {
+                    return Ok(false);
+                };
+                if view.verify_crc().is_err() {
+                    return Ok(false);
+                }
+                if tail_max.is_none_or(|m| view.max_timestamp() > m.timestamp) {
+                    tail_max = Some(TimestampOffset {
+                        timestamp: view.max_timestamp(),
+                        offset: offset_of_max_timestamp(&view),
+                    });
+                }
             }
             first = false;
             self.next_offset = h.last_offset + 1;
@@ -274,6 +313,13 @@ impl LogSegment {
                 timestamp: t.timestamp,
                 offset,
             });
+        }
+        if let Some(m) = tail_max
+            && self
+                .max_timestamp
+                .is_none_or(|cur| m.timestamp > cur.timestamp)
+        {
+            self.max_timestamp = Some(m);
         }
         Ok(true)
     }
@@ -373,6 +419,11 @@ impl LogSegment {
 
     /// Appends the running max timestamp to `.timeindex` if it grew since the last entry.
     /// Timestamps below 0 (NO_TIMESTAMP) are never indexed, as in Kafka's `TimeIndex`.
+    /// Records the running largest timestamp in `.timeindex` (before a clean shutdown).
+    pub fn note_max_timestamp(&mut self) {
+        let _ = self.maybe_append_time_entry();
+    }
+
     fn maybe_append_time_entry(&mut self) -> Result<(), LogError> {
         let Some(max) = self.max_timestamp else {
             return Ok(());

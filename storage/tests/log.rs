@@ -758,3 +758,51 @@ fn roll_then_delete_segments_before_keeps_only_the_rewrite() {
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (5, 7));
     assert_eq!(segment_logs(dir.path()).len(), 1);
 }
+
+/// After `prepare_clean_shutdown`, `open_with(clean)` trusts the active segment's indexes and
+/// ends in the same state a full recovery does; batches appended after the indexes were last
+/// written are still found (and a torn tail still sends the segment to recovery).
+#[test]
+fn a_clean_open_matches_a_recovering_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        index_interval_bytes: 256,
+        ..small_config()
+    };
+    let mut log = Log::open(dir.path(), cfg.clone(), 0).unwrap();
+    for i in 0..30 {
+        log.append(&mut batch(&[1000 + i, 900 + i], 20), 0, 0)
+            .unwrap();
+    }
+    log.prepare_clean_shutdown().unwrap();
+    // Written after the indexes were: the clean open must still see it.
+    log.append(&mut batch(&[5000], 20), 0, 0).unwrap();
+    drop(log);
+    let state = |log: &Log| {
+        (
+            log.log_end_offset(),
+            log.max_timestamp(),
+            log.offset_for_timestamp(1015).unwrap(),
+            read_all(log, 0),
+        )
+    };
+    let clean = Log::open_with(dir.path(), cfg.clone(), 0, true).unwrap();
+    let recovered = Log::open(dir.path(), cfg.clone(), 0).unwrap();
+    assert_eq!(state(&clean), state(&recovered));
+    assert_eq!(clean.log_end_offset(), 61);
+    assert_eq!(clean.max_timestamp().unwrap().timestamp, 5000);
+    drop((clean, recovered));
+
+    // A torn tail behind a clean marker: the segment is recovered, not trusted.
+    let active = segment_logs(dir.path()).pop().unwrap();
+    let path = dir.path().join(active);
+    let len = fs::metadata(&path).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len - 5)
+        .unwrap();
+    let clean = Log::open_with(dir.path(), cfg, 0, true).unwrap();
+    assert_eq!(clean.log_end_offset(), 60);
+}
