@@ -370,28 +370,63 @@ impl OffsetStore {
         topic: &str,
         now_ms: i64,
     ) -> Result<usize, OffsetStoreError> {
+        self.tombstone_each_partition(
+            now_ms,
+            "deleted committed offsets of a deleted topic",
+            |state| {
+                state
+                    .offsets_of_topic(topic)
+                    .into_iter()
+                    .map(|key| CoordinatorRecord::OffsetCommit { key, value: None })
+                    .collect()
+            },
+        )
+    }
+
+    /// Appends, in each partition, the tombstones `pick` chooses from its state; returns how
+    /// many were written. `what` names the pass in the log.
+    ///
+    /// # Errors
+    /// The first partition whose append fails; the others are still processed.
+    fn tombstone_each_partition(
+        &self,
+        now_ms: i64,
+        what: &str,
+        mut pick: impl FnMut(&PartitionState) -> Vec<CoordinatorRecord>,
+    ) -> Result<usize, OffsetStoreError> {
         let mut total = 0;
         let mut first_error = None;
         for index in 0..self.config.num_partitions {
             let mut p = self.lock_index(index);
-            let tombstones: Vec<CoordinatorRecord> = p
-                .state
-                .offsets_of_topic(topic)
-                .into_iter()
-                .map(|key| CoordinatorRecord::OffsetCommit { key, value: None })
-                .collect();
+            let tombstones = pick(&p.state);
             if tombstones.is_empty() {
                 continue;
             }
             let n = tombstones.len();
             match p.write(&self.log_dir, tombstones, now_ms) {
-                Ok(()) => total += n,
+                Ok(()) => {
+                    tracing::info!(partition = index, offsets = n, "{what}");
+                    total += n;
+                }
                 Err(e) => {
+                    tracing::warn!(partition = index, error = %e, "{what}: append failed");
                     first_error.get_or_insert(e);
                 }
             }
         }
         first_error.map_or(Ok(total), Err)
+    }
+
+    /// The same piece of every partition's state, as `f` copies it out, in partition order.
+    fn collect<T>(&self, f: impl Fn(&PartitionState) -> Vec<T>) -> Vec<T> {
+        self.partitions
+            .iter()
+            .flat_map(|p| {
+                f(&p.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .state)
+            })
+            .collect()
     }
 
     /// Appends records of the KIP-848 consumer group `group` as one batch: (encoded key,
@@ -425,16 +460,12 @@ impl OffsetStore {
     /// start and written since.
     #[must_use]
     pub fn consumer_group_records(&self) -> Vec<(Bytes, Bytes)> {
-        let mut out = Vec::new();
-        for p in &self.partitions {
-            let p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            out.extend(
-                p.state
-                    .consumer_group_records()
-                    .map(|(k, v)| (k.clone(), v.clone())),
-            );
-        }
-        out
+        self.collect(|state| {
+            state
+                .consumer_group_records()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
     }
 
     /// Stores the group coordinator's encoded GroupMetadataValue for `group` (`None` writes a
@@ -459,16 +490,12 @@ impl OffsetStore {
     /// Every group's stored GroupMetadataValue, as replayed at start and written since.
     #[must_use]
     pub fn group_metadata(&self) -> Vec<(String, Bytes)> {
-        let mut out = Vec::new();
-        for p in &self.partitions {
-            let p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            out.extend(
-                p.state
-                    .group_metadata()
-                    .map(|(g, v)| (g.clone(), v.clone())),
-            );
-        }
-        out
+        self.collect(|state| {
+            state
+                .group_metadata()
+                .map(|(g, v)| (g.clone(), v.clone()))
+                .collect()
+        })
     }
 
     /// Runs [`OffsetStore::expire`] if `offsets.retention.check.interval.ms` has passed since
@@ -501,29 +528,10 @@ impl OffsetStore {
         now_ms: i64,
         mut expirable: impl FnMut(&str, &str) -> bool,
     ) -> Result<usize, OffsetStoreError> {
-        let mut total = 0;
-        let mut first_error = None;
-        for index in 0..self.config.num_partitions {
-            let mut p = self.lock_index(index);
-            let tombstones = p
-                .state
-                .expired(now_ms, self.config.retention_ms, &mut expirable);
-            if tombstones.is_empty() {
-                continue;
-            }
-            let n = tombstones.len();
-            match p.write(&self.log_dir, tombstones, now_ms) {
-                Ok(()) => {
-                    tracing::info!(partition = index, offsets = n, "expired committed offsets");
-                    total += n;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "offset expiry failed");
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        first_error.map_or(Ok(total), Err)
+        let retention_ms = self.config.retention_ms;
+        self.tombstone_each_partition(now_ms, "expired committed offsets", |state| {
+            state.expired(now_ms, retention_ms, &mut expirable)
+        })
     }
 
     /// fsyncs every open partition log (clean shutdown).
