@@ -154,6 +154,17 @@ impl Broker {
         Ok(broker)
     }
 
+    /// Makes the metadata store's image (after a write) the one requests see, and returns it.
+    /// The caller holds the store's lock, so images are published in log order.
+    fn publish_image(&self, store: &MetadataStore) -> Arc<MetadataImage> {
+        let image = store.image();
+        *self
+            .image
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
+        image
+    }
+
     /// The current metadata image.
     #[must_use]
     pub fn image(&self) -> Arc<MetadataImage> {
@@ -216,11 +227,7 @@ impl Broker {
         if validate_only {
             return Ok(id);
         }
-        let image = store.image();
-        *self
-            .image
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
+        let image = self.publish_image(&store);
         drop(store);
         if let Some(topic) = image.topic_by_id(id) {
             self.open_topic(topic, false, now_ms)
@@ -252,11 +259,7 @@ impl Broker {
         if validate_only {
             return Ok(());
         }
-        let image = store.image();
-        *self
-            .image
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
+        let image = self.publish_image(&store);
         drop(store);
         if let Some(t) = image.topics.get(topic) {
             self.open_topic(t, false, now_ms)
@@ -276,10 +279,7 @@ impl Broker {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let name = store.delete_topic(topic_id, now_ms)?;
-        *self
-            .image
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = store.image();
+        self.publish_image(&store);
         drop(store);
         let removed: Vec<Arc<Partition>> = {
             let mut parts = self
@@ -343,11 +343,7 @@ impl Broker {
                 break;
             }
         }
-        let image = store.image();
-        *self
-            .image
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
+        let image = self.publish_image(&store);
         drop(store);
         if let Some(t) = image.topics.get(topic) {
             let config = self.log_config(&t.configs);
@@ -414,10 +410,7 @@ impl Broker {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let block = store.allocate_producer_ids(self.config.node_id, now_ms)?;
-            *self
-                .image
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = store.image();
+            self.publish_image(&store);
             *ids = block.first_producer_id..block.next_block_first_id();
         }
         let id = ids.start;
