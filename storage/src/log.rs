@@ -536,7 +536,7 @@ impl Log {
     /// # Errors
     /// [`LogError::Io`].
     pub fn prepare_clean_shutdown(&mut self) -> Result<(), LogError> {
-        self.active_mut().note_max_timestamp();
+        self.active_mut().maybe_append_time_entry();
         self.flush()
     }
 

@@ -410,23 +410,19 @@ impl LogSegment {
                 relative_offset: self.relative(last_offset),
                 position: position as u32,
             });
-            self.maybe_append_time_entry()?;
+            self.maybe_append_time_entry();
             self.bytes_since_last_index = 0;
         }
         self.bytes_since_last_index += len;
         Ok(())
     }
 
-    /// Appends the running max timestamp to `.timeindex` if it grew since the last entry.
-    /// Timestamps below 0 (NO_TIMESTAMP) are never indexed, as in Kafka's `TimeIndex`.
-    /// Records the running largest timestamp in `.timeindex` (before a clean shutdown).
-    pub fn note_max_timestamp(&mut self) {
-        let _ = self.maybe_append_time_entry();
-    }
-
-    fn maybe_append_time_entry(&mut self) -> Result<(), LogError> {
+    /// Appends the running max timestamp to `.timeindex` (in memory) if it grew since the
+    /// last entry. Timestamps below 0 (NO_TIMESTAMP) are never indexed, as in Kafka's
+    /// `TimeIndex`. Sealing and a clean shutdown call it so the last entry is the maximum.
+    pub fn maybe_append_time_entry(&mut self) {
         let Some(max) = self.max_timestamp else {
-            return Ok(());
+            return;
         };
         let last = self.time_index.last().map_or(-1, |e| e.timestamp);
         if max.timestamp > last {
@@ -435,7 +431,6 @@ impl LogSegment {
                 relative_offset: self.relative(max.offset),
             });
         }
-        Ok(())
     }
 
     fn relative(&self, offset: i64) -> u32 {
@@ -686,7 +681,7 @@ impl LogSegment {
     /// Called when the segment stops being the active one: records its final largest
     /// timestamp in `.timeindex` (so reopening can trust the last entry) and fsyncs.
     pub fn seal(&mut self) -> Result<(), LogError> {
-        self.maybe_append_time_entry()?;
+        self.maybe_append_time_entry();
         self.flush()?;
         self.log.release();
         Ok(())
