@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 use crate::record::{
-    BrokerEndpoint, ConfigRecord, MetadataRecord, PRODUCER_ID_BLOCK_SIZE, PartitionRecord,
-    ProducerIdsBlock, ProducerIdsRecord, RESOURCE_TYPE_TOPIC, RegisterBrokerRecord,
-    RemoveTopicRecord, SECURITY_PROTOCOL_PLAINTEXT, TopicRecord,
+    BrokerEndpoint, ConfigRecord, LeaderRecoveryState, MetadataRecord, PRODUCER_ID_BLOCK_SIZE,
+    PartitionRecord, ProducerIdsBlock, ProducerIdsRecord, RESOURCE_TYPE_TOPIC,
+    RegisterBrokerRecord, RemoveTopicRecord, SECURITY_PROTOCOL_PLAINTEXT, TopicRecord,
 };
 use crate::topic_config::{validate_topic_config, validate_topic_configs};
 use crate::{InvalidTopicNameReason, MetadataError, MetadataImage};
@@ -186,6 +186,7 @@ fn new_partition(topic_id: Uuid, partition_id: i32, replicas: Vec<i32>) -> Metad
         adding_replicas: Vec::new(),
         leader_epoch: 0,
         partition_epoch: 0,
+        leader_recovery_state: LeaderRecoveryState::Recovered,
     })
 }
 
@@ -386,6 +387,7 @@ pub fn register_broker_records(
         rack: reg.rack.clone(),
         // A single node has no one to wait for; it is unfenced as it registers.
         fenced: false,
+        in_controlled_shutdown: false,
     })]
 }
 

@@ -239,4 +239,21 @@ pub enum ApplyError {
     /// A ProducerIdsRecord that does not move the next producer id forward.
     #[error("next producer id {next_producer_id} is not above the current {current}")]
     ProducerIdsNotIncreasing { next_producer_id: i64, current: i64 },
+    /// A broker-state record (fence, unfence, registration change, unregister) for a
+    /// broker that is not registered.
+    #[error("record for unregistered broker {0}")]
+    UnknownBroker(i32),
+    /// A broker-state record for another registration of the broker than the current one.
+    #[error(
+        "record for broker {broker_id} at epoch {record_epoch}, but its registration has epoch \
+         {registered_epoch}"
+    )]
+    BrokerEpochMismatch {
+        broker_id: i32,
+        record_epoch: i64,
+        registered_epoch: i64,
+    },
+    /// A PartitionChangeRecord for a partition the topic does not have.
+    #[error("change to unknown partition {partition} of topic {topic_id}")]
+    UnknownPartition { topic_id: Uuid, partition: i32 },
 }

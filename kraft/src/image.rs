@@ -7,8 +7,9 @@ use uuid::Uuid;
 
 use crate::ApplyError;
 use crate::record::{
-    ConfigRecord, MetadataRecord, PartitionRecord, ProducerIdsRecord, RESOURCE_TYPE_TOPIC,
-    RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+    BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FencingChange,
+    LeaderRecoveryState, MetadataRecord, NO_LEADER_CHANGE, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RESOURCE_TYPE_TOPIC, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
 };
 
 /// A snapshot of cluster metadata. Brokers serve Metadata, DescribeConfigs and friends
@@ -41,8 +42,27 @@ pub struct BrokerImage {
     pub port: u16,
     /// `broker.rack`, if set.
     pub rack: Option<String>,
-    /// KIP-631: the epoch of the registration, which `ProducerIdsRecord` records.
+    /// KIP-631: the epoch of the registration (the offset of its record), which
+    /// heartbeats, `ProducerIdsRecord`s and fencing records must match.
     pub broker_epoch: i64,
+    /// KIP-631: random per process start; a new one means the broker restarted.
+    pub incarnation_id: Uuid,
+    /// Every listener the broker registered, in its order (`host`/`port` are the first).
+    pub endpoints: Vec<BrokerEndpoint>,
+    /// A fenced broker leads nothing and is in no ISR but as its last member (KIP-631).
+    pub fenced: bool,
+    /// The broker is moving its leaderships away before it stops; like a fenced one it
+    /// may not lead or join an ISR.
+    pub in_controlled_shutdown: bool,
+}
+
+impl BrokerImage {
+    /// Kafka's `ClusterControlManager.isActive`: registered, unfenced and not shutting
+    /// down, so it may lead, join an ISR and take new replicas.
+    #[must_use]
+    pub fn is_active(&self) -> bool {
+        !self.fenced && !self.in_controlled_shutdown
+    }
 }
 
 /// A live topic.
@@ -65,12 +85,58 @@ pub struct PartitionImage {
     pub partition: i32,
     /// The leader's node id, or -1.
     pub leader: i32,
-    /// The leader epoch clients send back in Fetch/ListOffsets (KIP-320).
+    /// The leader epoch clients send back in Fetch/ListOffsets (KIP-320); bumped by
+    /// every record that sets the leader.
     pub leader_epoch: i32,
+    /// KIP-497: bumped by every change, so a stale AlterPartition is refused.
+    pub partition_epoch: i32,
     /// All replicas, preferred leader first.
     pub replicas: Vec<i32>,
     /// In-sync replicas.
     pub isr: Vec<i32>,
+    /// KIP-455 replicas being moved off the partition.
+    pub removing_replicas: Vec<i32>,
+    /// KIP-455 replicas being moved onto the partition.
+    pub adding_replicas: Vec<i32>,
+    /// KIP-704: whether an uncleanly elected leader is still recovering.
+    pub leader_recovery_state: LeaderRecoveryState,
+}
+
+impl PartitionImage {
+    /// The preferred leader: the first replica, or -1 without replicas.
+    #[must_use]
+    pub fn preferred_leader(&self) -> i32 {
+        self.replicas.first().copied().unwrap_or(-1)
+    }
+
+    /// Kafka's `PartitionRegistration.merge`: the partition after `change`. The partition
+    /// epoch always moves on; the leader epoch moves on whenever the leader is set, even
+    /// to the same broker.
+    #[must_use]
+    pub fn merge(&self, change: &PartitionChangeRecord) -> PartitionImage {
+        let mut next = self.clone();
+        if let Some(isr) = &change.isr {
+            next.isr.clone_from(isr);
+        }
+        if change.leader != NO_LEADER_CHANGE {
+            next.leader = change.leader;
+            next.leader_epoch = self.leader_epoch.wrapping_add(1);
+        }
+        if let Some(replicas) = &change.replicas {
+            next.replicas.clone_from(replicas);
+        }
+        if let Some(removing) = &change.removing_replicas {
+            next.removing_replicas.clone_from(removing);
+        }
+        if let Some(adding) = &change.adding_replicas {
+            next.adding_replicas.clone_from(adding);
+        }
+        if let Some(state) = change.leader_recovery_state {
+            next.leader_recovery_state = state;
+        }
+        next.partition_epoch = self.partition_epoch.wrapping_add(1);
+        next
+    }
 }
 
 impl MetadataImage {
@@ -90,6 +156,13 @@ impl MetadataImage {
             .and_then(|name| self.topics.get(name))
     }
 
+    /// Whether `broker_id` is registered, unfenced and not in controlled shutdown.
+    pub fn is_active(&self, broker_id: i32) -> bool {
+        self.brokers
+            .get(&broker_id)
+            .is_some_and(BrokerImage::is_active)
+    }
+
     /// Applies one record. Pure: no I/O, no clock.
     ///
     /// # Errors
@@ -100,12 +173,78 @@ impl MetadataImage {
     pub fn apply(&mut self, record: &MetadataRecord) -> Result<(), ApplyError> {
         match record {
             MetadataRecord::RegisterBroker(r) => self.apply_register_broker(r),
+            MetadataRecord::UnregisterBroker(r) => {
+                self.registered_broker(r.broker_id, r.broker_epoch)?;
+                self.brokers.remove(&r.broker_id);
+                Ok(())
+            }
             MetadataRecord::Topic(r) => self.apply_topic(r),
             MetadataRecord::Partition(r) => self.apply_partition(r),
             MetadataRecord::Config(r) => self.apply_config(r),
+            MetadataRecord::PartitionChange(r) => self.apply_partition_change(r),
+            MetadataRecord::FenceBroker(r) => {
+                self.registered_broker(r.broker_id, r.broker_epoch)?.fenced = true;
+                Ok(())
+            }
+            MetadataRecord::UnfenceBroker(r) => {
+                self.registered_broker(r.broker_id, r.broker_epoch)?.fenced = false;
+                Ok(())
+            }
             MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
             MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
+            MetadataRecord::BrokerRegistrationChange(r) => self.apply_broker_registration_change(r),
         }
+    }
+
+    /// The registration a broker-state record refers to. Like Kafka's
+    /// `ClusterControlManager.replayRegistrationChange`, a record for an unknown broker or
+    /// another registration's epoch is an inconsistency, not something to skip.
+    fn registered_broker(
+        &mut self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<&mut BrokerImage, ApplyError> {
+        let broker = self
+            .brokers
+            .get_mut(&broker_id)
+            .ok_or(ApplyError::UnknownBroker(broker_id))?;
+        if broker.broker_epoch != broker_epoch {
+            return Err(ApplyError::BrokerEpochMismatch {
+                broker_id,
+                record_epoch: broker_epoch,
+                registered_epoch: broker.broker_epoch,
+            });
+        }
+        Ok(broker)
+    }
+
+    fn apply_broker_registration_change(
+        &mut self,
+        r: &BrokerRegistrationChangeRecord,
+    ) -> Result<(), ApplyError> {
+        let broker = self.registered_broker(r.broker_id, r.broker_epoch)?;
+        match r.fenced {
+            FencingChange::None => {}
+            FencingChange::Fence => broker.fenced = true,
+            FencingChange::Unfence => broker.fenced = false,
+        }
+        if r.in_controlled_shutdown {
+            broker.in_controlled_shutdown = true;
+        }
+        Ok(())
+    }
+
+    fn apply_partition_change(&mut self, r: &PartitionChangeRecord) -> Result<(), ApplyError> {
+        let topic = self.topic_mut(r.topic_id)?;
+        let partition = usize::try_from(r.partition_id)
+            .ok()
+            .and_then(|i| topic.partitions.get_mut(i))
+            .ok_or(ApplyError::UnknownPartition {
+                topic_id: r.topic_id,
+                partition: r.partition_id,
+            })?;
+        *partition = partition.merge(r);
+        Ok(())
     }
 
     fn apply_register_broker(&mut self, r: &RegisterBrokerRecord) -> Result<(), ApplyError> {
@@ -122,6 +261,10 @@ impl MetadataImage {
                 port: endpoint.port,
                 rack: r.rack.clone(),
                 broker_epoch: r.broker_epoch,
+                incarnation_id: r.incarnation_id,
+                endpoints: r.endpoints.clone(),
+                fenced: r.fenced,
+                in_controlled_shutdown: r.in_controlled_shutdown,
             },
         );
         Ok(())
@@ -177,8 +320,12 @@ impl MetadataImage {
             partition: r.partition_id,
             leader: r.leader,
             leader_epoch: r.leader_epoch,
+            partition_epoch: r.partition_epoch,
             replicas: r.replicas.clone(),
             isr: r.isr.clone(),
+            removing_replicas: r.removing_replicas.clone(),
+            adding_replicas: r.adding_replicas.clone(),
+            leader_recovery_state: r.leader_recovery_state,
         };
         // A PartitionRecord states the partition's whole state, so one for an existing
         // partition replaces it; a new one must be the next id.
@@ -246,6 +393,7 @@ mod tests {
             leader: 1,
             leader_epoch: 0,
             partition_epoch: 0,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         })
     }
     fn config(ty: i8, resource: &str, key: &str, value: Option<&str>) -> MetadataRecord {
@@ -359,20 +507,17 @@ mod tests {
                 features: vec![],
                 rack: None,
                 fenced: false,
+                in_controlled_shutdown: false,
             })
         };
         img.apply(&reg("a")).unwrap();
         img.apply(&reg("b")).unwrap();
         assert_eq!(
-            img.brokers[&1],
-            BrokerImage {
-                node_id: 1,
-                host: "b".into(),
-                port: 9092,
-                rack: None,
-                broker_epoch: 0,
-            }
+            (img.brokers[&1].host.as_str(), img.brokers[&1].port),
+            ("b", 9092)
         );
+        assert_eq!(img.brokers[&1].endpoints.len(), 1);
+        assert!(img.is_active(1));
 
         let MetadataRecord::RegisterBroker(mut r) = reg("x") else {
             unreachable!()

@@ -47,6 +47,9 @@ pub enum DecodeError {
     /// Bytes were left over after the record's last field.
     #[error("{0} trailing bytes after the record")]
     TrailingBytes(usize),
+    /// A field holds a value its schema gives no meaning (an unknown enum value).
+    #[error("{field} has the undefined value {value}")]
+    InvalidValue { field: &'static str, value: i64 },
 }
 
 /// Appends compact-encoded fields to a byte vector.
@@ -106,6 +109,12 @@ impl Writer {
             self.i32(*v);
         }
     }
+    pub(crate) fn uuid_array(&mut self, values: &[Uuid]) {
+        self.compact_len(values.len());
+        for v in values {
+            self.uuid(*v);
+        }
+    }
     pub(crate) fn array_len(&mut self, len: usize) {
         self.compact_len(len);
     }
@@ -113,6 +122,20 @@ impl Writer {
     /// write no tagged fields, so it is a single zero.
     pub(crate) fn empty_tagged_fields(&mut self) {
         self.uvarint(0);
+    }
+    /// A tagged-field section (KIP-482): the count, then per field its tag, its size and
+    /// the bytes `encode` writes. `fields` must be in ascending tag order, as Kafka writes
+    /// them; a field at its default value is left out by the caller.
+    pub(crate) fn tagged_fields(&mut self, fields: &[(u32, &dyn Fn(&mut Writer))]) {
+        self.uvarint(u32::try_from(fields.len()).unwrap_or(u32::MAX));
+        for (tag, encode) in fields {
+            let mut field = Writer::default();
+            encode(&mut field);
+            self.uvarint(*tag);
+            // The size is the plain byte count, not a compact `len + 1`.
+            self.uvarint(u32::try_from(field.buf.len()).unwrap_or(u32::MAX));
+            self.buf.extend_from_slice(&field.buf);
+        }
     }
 }
 
@@ -262,17 +285,43 @@ impl<'a> Reader<'a> {
             .ok_or(DecodeError::UnexpectedNull { field })
     }
 
-    /// Skips a tagged-field section. We define no tags at the versions we read, so every
-    /// tag is unknown; skipping them keeps us readable by records from newer writers
-    /// (KIP-482: unknown tagged fields must be ignored).
+    /// Skips a tagged-field section whose tags are all unknown at this version; skipping
+    /// them keeps us readable by records from newer writers (KIP-482: unknown tagged
+    /// fields must be ignored).
     pub(crate) fn skip_tagged_fields(&mut self) -> Result<(), DecodeError> {
+        self.tagged_fields(|_, _| Ok(false))
+    }
+
+    /// Reads a tagged-field section. `known` is handed each field's tag and a reader over
+    /// exactly its bytes; it decodes the field and returns `true`, or returns `false` for a
+    /// tag it does not know, which is skipped. A known field must use all of its bytes.
+    pub(crate) fn tagged_fields(
+        &mut self,
+        mut known: impl FnMut(u32, &mut Reader<'a>) -> Result<bool, DecodeError>,
+    ) -> Result<(), DecodeError> {
         let count = self.uvarint("tagged field count")?;
         for _ in 0..count {
-            self.uvarint("tag")?;
+            let tag = self.uvarint("tag")?;
             let size = self.uvarint("tagged field size")? as usize;
-            self.take(size, "tagged field")?;
+            let mut field = Reader::new(self.take(size, "tagged field")?);
+            if known(tag, &mut field)? {
+                field.finish()?;
+            }
         }
         Ok(())
+    }
+
+    pub(crate) fn nullable_uuid_array(
+        &mut self,
+        field: &'static str,
+    ) -> Result<Option<Vec<Uuid>>, DecodeError> {
+        let Some(count) = self.nullable_array_len(field, 16)? else {
+            return Ok(None);
+        };
+        (0..count)
+            .map(|_| self.uuid(field))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     /// Fails unless every byte was consumed.

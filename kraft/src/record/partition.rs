@@ -19,7 +19,8 @@ use super::compact::{DecodeError, Reader, Writer};
 /// leader             int32 (-1 = no leader)
 /// leader_epoch       int32
 /// partition_epoch    int32
-/// tagged             uvarint 0
+/// tagged fields:
+///     tag 0  leader_recovery_state  int8, written only when RECOVERING (1)
 /// ```
 ///
 /// The reassignment lists exist only so our bytes match Kafka's schema; we decode a null
@@ -45,7 +46,53 @@ pub struct PartitionRecord {
     /// Bumped on any change to the partition, so AlterPartition requests can be fenced
     /// (KIP-497).
     pub partition_epoch: i32,
+    /// KIP-704: whether the leader came from an unclean election and has not yet told the
+    /// controller (through AlterPartition) that its log is consistent again.
+    pub leader_recovery_state: LeaderRecoveryState,
 }
+
+/// KIP-704's leader recovery state of a partition (Kafka's `LeaderRecoveryState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum LeaderRecoveryState {
+    /// The leader was elected from the ISR, or has recovered from an unclean election.
+    #[default]
+    Recovered,
+    /// The leader was elected uncleanly and is still recovering; the ISR holds only it,
+    /// and it must not grow the ISR until it reports `Recovered`.
+    Recovering,
+}
+
+impl LeaderRecoveryState {
+    /// Kafka's wire value: 0 = RECOVERED, 1 = RECOVERING.
+    #[must_use]
+    pub fn value(self) -> i8 {
+        match self {
+            Self::Recovered => 0,
+            Self::Recovering => 1,
+        }
+    }
+
+    /// The state with this wire value, if it names one.
+    #[must_use]
+    pub fn from_value(value: i8) -> Option<Self> {
+        match value {
+            0 => Some(Self::Recovered),
+            1 => Some(Self::Recovering),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>, field: &'static str) -> Result<Self, DecodeError> {
+        let v = r.i8(field)?;
+        Self::from_value(v).ok_or(DecodeError::InvalidValue {
+            field,
+            value: i64::from(v),
+        })
+    }
+}
+
+/// Tag of `LeaderRecoveryState` in `PartitionRecord`.
+const TAG_LEADER_RECOVERY_STATE: u32 = 0;
 
 impl PartitionRecord {
     pub(crate) fn encode(&self, w: &mut Writer) {
@@ -58,11 +105,18 @@ impl PartitionRecord {
         w.i32(self.leader);
         w.i32(self.leader_epoch);
         w.i32(self.partition_epoch);
-        w.empty_tagged_fields();
+        // A tagged field at its default (RECOVERED) is left out, as Kafka writes it.
+        let lrs = self.leader_recovery_state.value();
+        let recovery = |w: &mut Writer| w.i8(lrs);
+        if self.leader_recovery_state == LeaderRecoveryState::Recovered {
+            w.empty_tagged_fields();
+        } else {
+            w.tagged_fields(&[(TAG_LEADER_RECOVERY_STATE, &recovery)]);
+        }
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let rec = PartitionRecord {
+        let mut rec = PartitionRecord {
             partition_id: r.i32("PartitionRecord.partition_id")?,
             topic_id: r.uuid("PartitionRecord.topic_id")?,
             replicas: r.i32_array("PartitionRecord.replicas")?,
@@ -76,8 +130,16 @@ impl PartitionRecord {
             leader: r.i32("PartitionRecord.leader")?,
             leader_epoch: r.i32("PartitionRecord.leader_epoch")?,
             partition_epoch: r.i32("PartitionRecord.partition_epoch")?,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
-        r.skip_tagged_fields()?;
+        r.tagged_fields(|tag, field| {
+            if tag != TAG_LEADER_RECOVERY_STATE {
+                return Ok(false);
+            }
+            rec.leader_recovery_state =
+                LeaderRecoveryState::decode(field, "PartitionRecord.leader_recovery_state")?;
+            Ok(true)
+        })?;
         Ok(rec)
     }
 }

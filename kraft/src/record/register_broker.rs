@@ -31,7 +31,8 @@ pub struct BrokerFeature {
     pub max_supported_version: i16,
 }
 
-/// A broker registered. Kafka's `RegisterBrokerRecord`, version 0.
+/// A broker registered. Kafka's `RegisterBrokerRecord`, version 0, or version 1 when
+/// `in_controlled_shutdown` is set (the only field version 1 adds).
 ///
 /// Value layout after the metadata frame header:
 ///
@@ -52,6 +53,7 @@ pub struct BrokerFeature {
 ///     tagged                 uvarint 0
 /// rack            compact nullable string
 /// fenced          bool
+/// in_controlled_shutdown  bool (version 1+ only)
 /// tagged          uvarint 0
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +74,8 @@ pub struct RegisterBrokerRecord {
     pub rack: Option<String>,
     /// A fenced broker leads nothing (KIP-631); a single node unfences at once.
     pub fenced: bool,
+    /// The broker is moving its leaderships away before it stops (version 1+).
+    pub in_controlled_shutdown: bool,
 }
 
 /// Each endpoint takes at least 2 empty strings + port + protocol + tags = 7 bytes.
@@ -80,6 +84,11 @@ const MIN_ENDPOINT_LEN: usize = 7;
 const MIN_FEATURE_LEN: usize = 6;
 
 impl RegisterBrokerRecord {
+    /// The lowest version that carries every field set.
+    pub(crate) fn version(&self) -> u32 {
+        u32::from(self.in_controlled_shutdown)
+    }
+
     pub(crate) fn encode(&self, w: &mut Writer) {
         w.i32(self.broker_id);
         w.uuid(self.incarnation_id);
@@ -101,10 +110,13 @@ impl RegisterBrokerRecord {
         }
         w.nullable_string(self.rack.as_deref());
         w.bool(self.fenced);
+        if self.version() >= 1 {
+            w.bool(self.in_controlled_shutdown);
+        }
         w.empty_tagged_fields();
     }
 
-    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+    pub(crate) fn decode(r: &mut Reader<'_>, version: u32) -> Result<Self, DecodeError> {
         let broker_id = r.i32("RegisterBrokerRecord.broker_id")?;
         let incarnation_id = r.uuid("RegisterBrokerRecord.incarnation_id")?;
         let broker_epoch = r.i64("RegisterBrokerRecord.broker_epoch")?;
@@ -131,6 +143,11 @@ impl RegisterBrokerRecord {
         }
         let rack = r.nullable_string("RegisterBrokerRecord.rack")?;
         let fenced = r.bool("RegisterBrokerRecord.fenced")?;
+        let in_controlled_shutdown = if version >= 1 {
+            r.bool("RegisterBrokerRecord.in_controlled_shutdown")?
+        } else {
+            false
+        };
         r.skip_tagged_fields()?;
         Ok(RegisterBrokerRecord {
             broker_id,
@@ -140,6 +157,7 @@ impl RegisterBrokerRecord {
             features,
             rack,
             fenced,
+            in_controlled_shutdown,
         })
     }
 }
