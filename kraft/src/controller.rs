@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
+use crate::cluster_control::placement::{PlacementBroker, place_replicas};
 use crate::record::{
     BrokerEndpoint, ConfigRecord, LeaderRecoveryState, MetadataRecord, PRODUCER_ID_BLOCK_SIZE,
     PartitionRecord, ProducerIdsBlock, ProducerIdsRecord, RESOURCE_TYPE_TOPIC,
@@ -103,8 +104,9 @@ pub fn is_assignable_topic_id(image: &MetadataImage, id: Uuid) -> bool {
 /// partition, in Kafka's order. The caller supplies `topic_id` (see
 /// [`is_assignable_topic_id`]) so this stays deterministic.
 ///
-/// Replicas are assigned round-robin over the registered brokers in id order, leader
-/// first; with one broker every partition is `replicas = isr = [node]`, leader epoch 0.
+/// Replicas go to the live (unfenced, not shutting down) brokers, spread over racks with
+/// leaders balanced (see `cluster_control/placement.rs`); with one broker every partition
+/// is `replicas = isr = [node]`, leader epoch 0.
 ///
 /// # Errors
 ///
@@ -135,7 +137,7 @@ pub fn create_topic_records(
     } else {
         req.replication_factor
     };
-    let brokers: Vec<i32> = image.brokers.keys().copied().collect();
+    let brokers = placement_brokers(image);
     let rf = usize::try_from(replication_factor).unwrap_or(0);
     if rf == 0 || rf > brokers.len() {
         return Err(MetadataError::InvalidReplicationFactor {
@@ -158,19 +160,24 @@ pub fn create_topic_records(
             value: Some(v.clone()),
         })
     }));
-    for partition_id in 0..num_partitions {
-        let replicas = round_robin(&brokers, partition_id, rf);
+    let placement = place_replicas(&brokers, 0, num_partitions as usize, rf, topic_id.as_u128());
+    for (partition_id, replicas) in (0..num_partitions).zip(placement) {
         records.push(new_partition(topic_id, partition_id, replicas));
     }
     Ok(records)
 }
 
-/// The replicas of a new partition: `rf` brokers in id order, starting at the partition's
-/// index, so leaders spread over the brokers. `brokers` must hold at least `rf` ids.
-fn round_robin(brokers: &[i32], partition_id: i32, rf: usize) -> Vec<i32> {
-    let start = usize::try_from(partition_id).unwrap_or(0);
-    (0..rf)
-        .map(|i| brokers[(start + i) % brokers.len()])
+/// The brokers new replicas may go to: registered, unfenced and not shutting down
+/// (Kafka's usable brokers), with their racks.
+fn placement_brokers(image: &MetadataImage) -> Vec<PlacementBroker> {
+    image
+        .brokers
+        .values()
+        .filter(|b| b.is_active())
+        .map(|b| PlacementBroker {
+            id: b.node_id,
+            rack: b.rack.clone(),
+        })
         .collect()
 }
 
@@ -192,8 +199,8 @@ fn new_partition(topic_id: Uuid, partition_id: i32, replicas: Vec<i32>) -> Metad
 
 /// The records that grow `topic` to `count` partitions (CreatePartitions, Kafka's
 /// `ReplicationControlManager.createPartitions`): one PartitionRecord per new partition, with
-/// the replicas of `assignments` (one list per new partition) or, without them, placed round
-/// robin over the registered brokers with the replication factor of partition 0.
+/// the replicas of `assignments` (one list per new partition) or, without them, placed over
+/// the live brokers as CreateTopics places them, with the replication factor of partition 0.
 ///
 /// # Errors
 ///
@@ -227,7 +234,7 @@ pub fn create_partitions_records(
     }
     let added = usize::try_from(count - current).unwrap_or(0);
     let rf = t.partitions.first().map_or(1, |p| p.replicas.len());
-    let brokers: Vec<i32> = image.brokers.keys().copied().collect();
+    let brokers = placement_brokers(image);
     let invalid = |m: String| Err(MetadataError::InvalidReplicaAssignment(m));
     let placement: Vec<Vec<i32>> = match assignments {
         Some(a) => {
@@ -277,9 +284,7 @@ pub fn create_partitions_records(
                     available_brokers: brokers.len(),
                 });
             }
-            (current..count)
-                .map(|p| round_robin(&brokers, p, rf))
-                .collect()
+            place_replicas(&brokers, current, added, rf, t.topic_id.as_u128())
         }
     };
     Ok(placement

@@ -30,10 +30,10 @@ pub enum MetadataError {
         max = crate::controller::MAX_PARTITIONS_PER_TOPIC
     )]
     InvalidPartitions(i32),
-    /// INVALID_REPLICATION_FACTOR.
+    /// INVALID_REPLICATION_FACTOR: more replicas than live brokers to hold them.
     #[error(
         "invalid replication factor {requested}: must be at least 1 (or -1 for the default) \
-         and at most the {available_brokers} registered broker(s)"
+         and at most the {available_brokers} live (registered and unfenced) broker(s)"
     )]
     InvalidReplicationFactor {
         requested: i16,
@@ -256,4 +256,103 @@ pub enum ApplyError {
     /// A PartitionChangeRecord for a partition the topic does not have.
     #[error("change to unknown partition {partition} of topic {topic_id}")]
     UnknownPartition { topic_id: Uuid, partition: i32 },
+}
+
+/// Why the controller refused a broker's registration, heartbeat or unregistration. Each
+/// variant is one Kafka error code, named in its doc.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ClusterControlError {
+    /// BROKER_ID_NOT_REGISTERED: the broker has no registration.
+    #[error("broker {0} is not registered")]
+    BrokerNotRegistered(i32),
+    /// STALE_BROKER_EPOCH: the request comes from another registration of the broker
+    /// (KIP-631), such as a process that has since been replaced.
+    #[error("broker {broker_id} sent epoch {requested}, but its registration has epoch {current}")]
+    StaleBrokerEpoch {
+        broker_id: i32,
+        requested: i64,
+        current: i64,
+    },
+    /// DUPLICATE_BROKER_REGISTRATION: another incarnation of this broker id still has a
+    /// live session, so two processes would claim one id.
+    #[error("another incarnation of broker {0} is registered and its session is live")]
+    DuplicateBrokerRegistration(i32),
+    /// INVALID_REGISTRATION: the registration cannot be imaged.
+    #[error("broker {broker_id}'s registration is invalid: {reason}")]
+    InvalidRegistration {
+        broker_id: i32,
+        reason: &'static str,
+    },
+}
+
+/// A per-partition ElectLeaders error (Kafka's codes), returned as data in the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ElectionError {
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    /// ELECTION_NOT_NEEDED: the preferred replica already leads (PREFERRED), or the
+    /// partition has a leader (UNCLEAN).
+    #[error("leader election not needed")]
+    ElectionNotNeeded,
+    /// PREFERRED_LEADER_NOT_AVAILABLE: the preferred replica is not live or not in sync.
+    #[error("the preferred leader is not available")]
+    PreferredLeaderNotAvailable,
+    /// ELIGIBLE_LEADERS_NOT_AVAILABLE: no live replica can lead, even uncleanly.
+    #[error("no eligible leader is available")]
+    EligibleLeadersNotAvailable,
+}
+
+/// A per-partition AlterPartition error (Kafka's codes), returned as data in the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum AlterPartitionError {
+    /// UNKNOWN_TOPIC_ID: no live topic has the request's topic id (AlterPartition v2+).
+    #[error("unknown topic id")]
+    UnknownTopicId,
+    /// UNKNOWN_TOPIC_OR_PARTITION: the topic has no such partition.
+    #[error("unknown partition")]
+    UnknownTopicOrPartition,
+    /// NOT_CONTROLLER: the request carries a newer leader or partition epoch than this
+    /// controller knows, so this controller is likely stale; the leader should look for
+    /// the new one (Kafka's `validateAlterPartitionData`).
+    #[error("the request is newer than this controller's state")]
+    NotController,
+    /// FENCED_LEADER_EPOCH: the request's leader epoch is older than the partition's.
+    #[error("the leader epoch is stale")]
+    FencedLeaderEpoch,
+    /// INVALID_UPDATE_VERSION: the request's partition epoch is older than the
+    /// partition's (KIP-497), so it was computed from outdated state.
+    #[error("the partition epoch is stale")]
+    InvalidUpdateVersion,
+    /// INVALID_REQUEST: the request is malformed for this partition.
+    #[error("invalid request: {0}")]
+    InvalidRequest(InvalidAlterPartition),
+    /// INELIGIBLE_REPLICA: a proposed ISR member is not registered, fenced, in controlled
+    /// shutdown, or registered under another broker epoch (KIP-903).
+    #[error("the new ISR holds the ineligible replica {0}")]
+    IneligibleReplica(i32),
+    /// NEW_LEADER_ELECTED: the change was written but moved leadership away from the
+    /// requester, which must refresh its metadata.
+    #[error("a new leader was elected")]
+    NewLeaderElected,
+}
+
+/// Why an AlterPartition entry is INVALID_REQUEST.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum InvalidAlterPartition {
+    /// The requester does not lead the partition.
+    #[error("the requesting broker is not the leader")]
+    NotLeader,
+    /// The new ISR names a broker twice or one that is not a replica.
+    #[error("the new ISR is not a set of the partition's replicas")]
+    IsrNotInReplicas,
+    /// The new ISR leaves out the leader.
+    #[error("the new ISR does not include the leader")]
+    IsrWithoutLeader,
+    /// KIP-704: a recovering leader may not grow the ISR past itself.
+    #[error("a recovering leader may not have other ISR members")]
+    RecoveringWithOtherMembers,
+    /// KIP-704: a recovered partition cannot go back to recovering.
+    #[error("the leader recovery state cannot go from RECOVERED to RECOVERING")]
+    RecoveredToRecovering,
 }

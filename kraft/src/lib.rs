@@ -11,15 +11,17 @@
 //!
 //! | file | what it holds |
 //! |---|---|
-//! | `record/mod.rs` | [`MetadataRecord`]: Kafka's metadata framing and the dispatch `match` |
+//! | `record/mod.rs` | [`MetadataRecord`]: Kafka's metadata framing, record versions and the dispatch `match` |
 //! | `record/{register_broker,topic,partition,config,remove_topic,producer_ids}.rs` | one record type each: byte layout, encode, decode |
+//! | `record/{partition_change,fence_broker,unregister_broker,broker_registration_change}.rs` | the broker-lifecycle and leader/ISR change records (types 5, 7, 8, 1, 17), tagged fields included |
 //! | `record/compact.rs` | Kafka's flexible ("compact") field encoding, reader never panics |
 //! | `image.rs` | [`MetadataImage`] and the pure [`MetadataImage::apply`] |
 //! | `controller.rs` | sans-IO validation: request + image → records or [`MetadataError`] |
+//! | `cluster_control/` | the active controller's cluster state machine, sans-IO: broker registration, heartbeats and fencing ([`cluster_control::BrokerHeartbeats`]), controlled shutdown, leader election, AlterPartition, rack-aware placement |
 //! | `topic_config.rs` | Kafka's topic config names, defaults and value checks |
 //! | `meta_properties.rs` | `meta.properties` (cluster id, node id) and Kafka's UUID strings |
 //! | `store.rs` | [`MetadataStore`]: persists operations through `strata_storage::Log`, replays on open |
-//! | `error.rs` | [`MetadataError`] and its structured reasons |
+//! | `error.rs` | [`MetadataError`], [`ClusterControlError`] and the per-partition election and AlterPartition errors |
 //!
 //! # Invariants
 //!
@@ -30,6 +32,7 @@
 //! - Published images are immutable (`Arc<MetadataImage>`); readers never block the writer.
 //! - Decoding never panics and never allocates more than its input could hold.
 
+pub mod cluster_control;
 mod controller;
 mod error;
 mod image;
@@ -45,7 +48,8 @@ pub use controller::{
     set_topic_config_records, validate_topic_name,
 };
 pub use error::{
-    ApplyError, ConfigValueError, InvalidTopicNameReason, MetaPropertiesError, MetadataError,
+    AlterPartitionError, ApplyError, ClusterControlError, ConfigValueError, ElectionError,
+    InvalidAlterPartition, InvalidTopicNameReason, MetaPropertiesError, MetadataError,
 };
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use meta_properties::{
