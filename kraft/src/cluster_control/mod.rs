@@ -32,6 +32,8 @@ mod partition_change;
 pub(crate) mod placement;
 #[cfg(test)]
 mod simulation;
+#[cfg(test)]
+mod tests;
 
 pub use alter_partition::{
     AlterPartitionData, AlterPartitionRequest, AlterPartitionResult, AlterPartitionTopic,

@@ -75,12 +75,11 @@ impl<'a> PartitionChangeBuilder<'a> {
     /// The elected leader (or [`NO_LEADER`]) and whether the election was unclean.
     fn elect_leader(&self) -> (i32, bool) {
         let replicas = &self.partition.replicas;
-        if self.election == Election::Preferred {
-            if let Some(&preferred) = replicas.first()
-                && self.is_valid_leader(preferred)
-            {
-                return (preferred, false);
-            }
+        if self.election == Election::Preferred
+            && let Some(&preferred) = replicas.first()
+            && self.is_valid_leader(preferred)
+        {
+            return (preferred, false);
         }
         if self.is_valid_leader(self.partition.leader) {
             // The current leader meets every constraint: no reason to move it.

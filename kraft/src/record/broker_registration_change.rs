@@ -1,7 +1,7 @@
 //! `BrokerRegistrationChangeRecord` (type 17): a registered broker's fencing or
 //! controlled-shutdown state changed.
 
-use super::compact::{DecodeError, Reader, Writer};
+use super::compact::{DecodeError, Reader, TaggedField, Writer};
 
 /// How a [`BrokerRegistrationChangeRecord`] changes the fenced flag (Kafka's
 /// `BrokerRegistrationFencingChange`).
@@ -68,15 +68,12 @@ impl BrokerRegistrationChangeRecord {
     pub(crate) fn encode(&self, w: &mut Writer) {
         w.i32(self.broker_id);
         w.i64(self.broker_epoch);
-        let fenced = self.fenced.value();
-        let encode_fenced = |w: &mut Writer| w.i8(fenced);
-        let encode_shutdown = |w: &mut Writer| w.i8(1);
-        let mut tags: Vec<(u32, &dyn Fn(&mut Writer))> = Vec::with_capacity(2);
+        let mut tags = Vec::with_capacity(2);
         if self.fenced != FencingChange::None {
-            tags.push((TAG_FENCED, &encode_fenced));
+            tags.push(TaggedField::new(TAG_FENCED, |w| w.i8(self.fenced.value())));
         }
         if self.in_controlled_shutdown {
-            tags.push((TAG_IN_CONTROLLED_SHUTDOWN, &encode_shutdown));
+            tags.push(TaggedField::new(TAG_IN_CONTROLLED_SHUTDOWN, |w| w.i8(1)));
         }
         w.tagged_fields(&tags);
     }

@@ -124,18 +124,34 @@ impl Writer {
         self.uvarint(0);
     }
     /// A tagged-field section (KIP-482): the count, then per field its tag, its size and
-    /// the bytes `encode` writes. `fields` must be in ascending tag order, as Kafka writes
-    /// them; a field at its default value is left out by the caller.
-    pub(crate) fn tagged_fields(&mut self, fields: &[(u32, &dyn Fn(&mut Writer))]) {
+    /// its bytes. `fields` must be in ascending tag order, as Kafka writes them; a field
+    /// at its default value is left out by the caller.
+    pub(crate) fn tagged_fields(&mut self, fields: &[TaggedField]) {
         self.uvarint(u32::try_from(fields.len()).unwrap_or(u32::MAX));
-        for (tag, encode) in fields {
-            let mut field = Writer::default();
-            encode(&mut field);
-            self.uvarint(*tag);
+        for field in fields {
+            self.uvarint(field.tag);
             // The size is the plain byte count, not a compact `len + 1`.
-            self.uvarint(u32::try_from(field.buf.len()).unwrap_or(u32::MAX));
-            self.buf.extend_from_slice(&field.buf);
+            self.uvarint(u32::try_from(field.bytes.len()).unwrap_or(u32::MAX));
+            self.buf.extend_from_slice(&field.bytes);
         }
+    }
+}
+
+/// One tagged field, encoded, ready for [`Writer::tagged_fields`].
+#[derive(Debug)]
+pub(crate) struct TaggedField {
+    /// The field's tag in its schema.
+    tag: u32,
+    /// The field's encoded value.
+    bytes: Vec<u8>,
+}
+
+impl TaggedField {
+    /// The field with this tag, its value written by `encode`.
+    pub(crate) fn new(tag: u32, encode: impl FnOnce(&mut Writer)) -> Self {
+        let mut w = Writer::default();
+        encode(&mut w);
+        TaggedField { tag, bytes: w.buf }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use uuid::Uuid;
 
-use super::compact::{DecodeError, Reader, Writer};
+use super::compact::{DecodeError, Reader, TaggedField, Writer};
 
 /// A partition was created (or its whole state restated). Kafka's `PartitionRecord`,
 /// version 0.
@@ -106,12 +106,13 @@ impl PartitionRecord {
         w.i32(self.leader_epoch);
         w.i32(self.partition_epoch);
         // A tagged field at its default (RECOVERED) is left out, as Kafka writes it.
-        let lrs = self.leader_recovery_state.value();
-        let recovery = |w: &mut Writer| w.i8(lrs);
         if self.leader_recovery_state == LeaderRecoveryState::Recovered {
             w.empty_tagged_fields();
         } else {
-            w.tagged_fields(&[(TAG_LEADER_RECOVERY_STATE, &recovery)]);
+            let state = self.leader_recovery_state.value();
+            w.tagged_fields(&[TaggedField::new(TAG_LEADER_RECOVERY_STATE, |w| {
+                w.i8(state);
+            })]);
         }
     }
 

@@ -3,7 +3,7 @@
 
 use uuid::Uuid;
 
-use super::compact::{DecodeError, Reader, Writer};
+use super::compact::{DecodeError, Reader, TaggedField, Writer};
 use super::partition::LeaderRecoveryState;
 
 /// `leader` value meaning the partition now has no leader.
@@ -90,44 +90,29 @@ impl PartitionChangeRecord {
     pub(crate) fn encode(&self, w: &mut Writer) {
         w.i32(self.partition_id);
         w.uuid(self.topic_id);
-        let array = |v: &Option<Vec<i32>>| {
-            let v = v.clone().unwrap_or_default();
-            move |w: &mut Writer| w.i32_array(&v)
-        };
-        let isr = array(&self.isr);
-        let replicas = array(&self.replicas);
-        let removing = array(&self.removing_replicas);
-        let adding = array(&self.adding_replicas);
-        let leader = self.leader;
-        let encode_leader = move |w: &mut Writer| w.i32(leader);
-        let lrs = self
-            .leader_recovery_state
-            .map_or(-1, LeaderRecoveryState::value);
-        let encode_lrs = move |w: &mut Writer| w.i8(lrs);
-        let dirs = self.directories.clone().unwrap_or_default();
-        let encode_dirs = move |w: &mut Writer| w.uuid_array(&dirs);
-
-        let mut tags: Vec<(u32, &dyn Fn(&mut Writer))> = Vec::with_capacity(7);
-        if self.isr.is_some() {
-            tags.push((TAG_ISR, &isr));
+        let mut tags = Vec::with_capacity(7);
+        if let Some(isr) = &self.isr {
+            tags.push(TaggedField::new(TAG_ISR, |w| w.i32_array(isr)));
         }
         if self.leader != NO_LEADER_CHANGE {
-            tags.push((TAG_LEADER, &encode_leader));
+            tags.push(TaggedField::new(TAG_LEADER, |w| w.i32(self.leader)));
         }
-        if self.replicas.is_some() {
-            tags.push((TAG_REPLICAS, &replicas));
+        if let Some(replicas) = &self.replicas {
+            tags.push(TaggedField::new(TAG_REPLICAS, |w| w.i32_array(replicas)));
         }
-        if self.removing_replicas.is_some() {
-            tags.push((TAG_REMOVING, &removing));
+        if let Some(removing) = &self.removing_replicas {
+            tags.push(TaggedField::new(TAG_REMOVING, |w| w.i32_array(removing)));
         }
-        if self.adding_replicas.is_some() {
-            tags.push((TAG_ADDING, &adding));
+        if let Some(adding) = &self.adding_replicas {
+            tags.push(TaggedField::new(TAG_ADDING, |w| w.i32_array(adding)));
         }
-        if self.leader_recovery_state.is_some() {
-            tags.push((TAG_LEADER_RECOVERY_STATE, &encode_lrs));
+        if let Some(state) = self.leader_recovery_state {
+            tags.push(TaggedField::new(TAG_LEADER_RECOVERY_STATE, |w| {
+                w.i8(state.value());
+            }));
         }
-        if self.directories.is_some() {
-            tags.push((TAG_DIRECTORIES, &encode_dirs));
+        if let Some(dirs) = &self.directories {
+            tags.push(TaggedField::new(TAG_DIRECTORIES, |w| w.uuid_array(dirs)));
         }
         w.tagged_fields(&tags);
     }
