@@ -528,4 +528,117 @@ mod tests {
             Err(ApplyError::NoEndpoints(1))
         );
     }
+
+    #[test]
+    fn broker_state_records_need_the_current_registration() {
+        use crate::record::{FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord};
+        let mut img = MetadataImage::new("c", 1);
+        img.apply(&MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: 1,
+            incarnation_id: Uuid::from_u128(3),
+            broker_epoch: 10,
+            endpoints: vec![BrokerEndpoint {
+                name: "PLAINTEXT".into(),
+                host: "h".into(),
+                port: 1,
+                security_protocol: 0,
+            }],
+            features: vec![],
+            rack: Some("r".into()),
+            fenced: true,
+            in_controlled_shutdown: false,
+        }))
+        .unwrap();
+        assert!(img.brokers[&1].fenced && !img.is_active(1));
+        assert_eq!(img.brokers[&1].incarnation_id, Uuid::from_u128(3));
+        let unfence = |epoch| {
+            MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
+                broker_id: 1,
+                broker_epoch: epoch,
+            })
+        };
+        assert_eq!(
+            img.apply(&unfence(9)),
+            Err(ApplyError::BrokerEpochMismatch {
+                broker_id: 1,
+                record_epoch: 9,
+                registered_epoch: 10
+            })
+        );
+        img.apply(&unfence(10)).unwrap();
+        assert!(img.is_active(1));
+        img.apply(&MetadataRecord::BrokerRegistrationChange(
+            BrokerRegistrationChangeRecord {
+                broker_id: 1,
+                broker_epoch: 10,
+                fenced: FencingChange::None,
+                in_controlled_shutdown: true,
+            },
+        ))
+        .unwrap();
+        assert!(!img.brokers[&1].fenced && !img.is_active(1));
+        img.apply(&MetadataRecord::FenceBroker(FenceBrokerRecord {
+            broker_id: 1,
+            broker_epoch: 10,
+        }))
+        .unwrap();
+        assert!(img.brokers[&1].fenced);
+        assert_eq!(
+            img.apply(&MetadataRecord::FenceBroker(FenceBrokerRecord {
+                broker_id: 2,
+                broker_epoch: 10,
+            })),
+            Err(ApplyError::UnknownBroker(2))
+        );
+        img.apply(&MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+            broker_id: 1,
+            broker_epoch: 10,
+        }))
+        .unwrap();
+        assert!(img.brokers.is_empty());
+    }
+
+    #[test]
+    fn partition_changes_bump_epochs_as_kafka_merges_them() {
+        let mut img = MetadataImage::new("c", 1);
+        img.apply(&topic("a", 1)).unwrap();
+        img.apply(&partition(1, 0)).unwrap();
+        let change = |f: &dyn Fn(&mut PartitionChangeRecord)| {
+            let mut c = PartitionChangeRecord::new(Uuid::from_u128(1), 0);
+            f(&mut c);
+            MetadataRecord::PartitionChange(c)
+        };
+        // An ISR change moves only the partition epoch.
+        img.apply(&change(&|c| c.isr = Some(vec![1, 2]))).unwrap();
+        let p = &img.topics["a"].partitions[0];
+        assert_eq!(
+            (p.isr.clone(), p.leader_epoch, p.partition_epoch),
+            (vec![1, 2], 0, 1)
+        );
+        // Setting the leader moves both, even to the same broker.
+        img.apply(&change(&|c| c.leader = 1)).unwrap();
+        let p = &img.topics["a"].partitions[0];
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (1, 1, 2));
+        img.apply(&change(&|c| {
+            c.leader = crate::record::NO_LEADER;
+            c.leader_recovery_state = Some(LeaderRecoveryState::Recovering);
+            c.replicas = Some(vec![1, 2, 3]);
+        }))
+        .unwrap();
+        let p = &img.topics["a"].partitions[0];
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (-1, 2, 3));
+        assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovering);
+        assert_eq!(p.replicas, vec![1, 2, 3]);
+        assert_eq!(p.isr, vec![1, 2]);
+
+        let mut missing = PartitionChangeRecord::new(Uuid::from_u128(1), 1);
+        missing.leader = 1;
+        assert_eq!(
+            img.apply(&MetadataRecord::PartitionChange(missing)),
+            Err(ApplyError::UnknownPartition {
+                topic_id: Uuid::from_u128(1),
+                partition: 1
+            })
+        );
+    }
 }
