@@ -72,7 +72,7 @@ pub struct BrokerHeartbeatReply {
 /// # Errors
 ///
 /// [`ClusterControlError::DuplicateBrokerRegistration`] when another incarnation of the
-/// id is registered and its session is still live;
+/// id is registered, unfenced, and its session is still live;
 /// [`ClusterControlError::InvalidRegistration`] without listeners.
 pub fn register_broker(
     image: &MetadataImage,
@@ -90,7 +90,9 @@ pub fn register_broker(
     }
     let mut records = Vec::new();
     if let Some(existing) = image.brokers.get(&req.broker_id) {
+        // A fenced broker has no session to protect (Kafka's `hasValidSession`).
         if existing.incarnation_id != req.incarnation_id
+            && !existing.fenced
             && heartbeats.has_valid_session(req.broker_id, now_ms)
         {
             return Err(ClusterControlError::DuplicateBrokerRegistration(
@@ -155,6 +157,7 @@ pub fn broker_heartbeat(
         want_shut_down: req.want_shut_down,
         caught_up,
         has_leaderships: leads_any(image, req.broker_id),
+        in_controlled_shutdown: broker.in_controlled_shutdown,
     };
     let next = heartbeats.next_state(image, req.broker_id, current, intent);
     let mut records = Vec::new();

@@ -67,6 +67,8 @@ pub(crate) struct HeartbeatIntent {
     pub(crate) caught_up: bool,
     /// It still leads some partition.
     pub(crate) has_leaderships: bool,
+    /// Its registration is marked in controlled shutdown.
+    pub(crate) in_controlled_shutdown: bool,
 }
 
 impl BrokerHeartbeats {
@@ -183,9 +185,12 @@ impl BrokerHeartbeats {
             BrokerState::Fenced | BrokerState::ShutdownNow => {
                 if intent.want_shut_down {
                     BrokerState::ShutdownNow
-                } else if !intent.want_fence && intent.caught_up {
+                } else if !intent.want_fence && intent.caught_up && !intent.in_controlled_shutdown {
                     // KIP-631: a broker is unfenced once it has replayed the log up to its
-                    // own registration, so it serves no metadata older than that.
+                    // own registration, so it serves no metadata older than that. Unlike
+                    // Kafka, one fenced at the end of its controlled shutdown stays fenced
+                    // until it registers again: unfenced, it would be live yet "shutting
+                    // down", electable in the unfencing batch but unfit to lead.
                     BrokerState::Unfenced
                 } else {
                     BrokerState::Fenced

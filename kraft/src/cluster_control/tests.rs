@@ -397,6 +397,12 @@ fn controlled_shutdown_moves_leaderships_then_lets_the_broker_stop() {
     let reply = c.heartbeat_with(1, true, offset).unwrap();
     assert!(reply.should_shut_down && reply.is_fenced);
     assert!(c.image.brokers[&1].fenced);
+    // Having shut down, it comes back only by registering again.
+    let reply = c.heartbeat(1);
+    assert!(reply.is_fenced && !reply.should_shut_down);
+    c.register(1, "r1", 1000).unwrap();
+    assert!(!c.heartbeat(1).is_fenced);
+    assert!(c.image.is_active(1));
 }
 
 #[test]
