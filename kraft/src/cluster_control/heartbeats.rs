@@ -234,3 +234,34 @@ impl BrokerHeartbeats {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::Cluster;
+    use super::*;
+
+    #[test]
+    fn a_new_active_controller_gives_every_broker_a_full_session() {
+        let c = Cluster::with_live_brokers(2);
+        // A controller that took over has no sessions: nothing vouches for the brokers.
+        let mut fresh = BrokerHeartbeats::new(1_000);
+        assert_eq!(fresh.next_expired(&c.image, 0), Some(1));
+        fresh.activate(&c.image, 5_000);
+        assert!(fresh.has_valid_session(2, 6_000));
+        assert_eq!(fresh.next_expired(&c.image, 6_000), None);
+        assert_eq!(fresh.next_expired(&c.image, 6_001), Some(1));
+    }
+
+    #[test]
+    fn the_stalest_session_expires_first() {
+        let c = Cluster::with_live_brokers(3);
+        let mut hb = BrokerHeartbeats::new(100);
+        hb.touch(1, 50, 0);
+        hb.touch(2, 10, 0);
+        hb.touch(3, 30, 0);
+        assert_eq!(hb.next_expired(&c.image, 140), Some(2));
+        assert_eq!(hb.next_expired(&c.image, 110), None);
+        hb.remove(2);
+        assert!(!hb.has_valid_session(2, 0));
+    }
+}
