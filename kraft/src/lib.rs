@@ -13,7 +13,7 @@
 //! |---|---|
 //! | `record/mod.rs` | [`MetadataRecord`]: Kafka's metadata framing, record versions and the dispatch `match` |
 //! | `record/{register_broker,topic,partition,config,remove_topic,producer_ids}.rs` | one record type each: byte layout, encode, decode |
-//! | `record/{partition_change,fence_broker,unregister_broker,broker_registration_change}.rs` | the broker-lifecycle and leader/ISR change records (types 5, 7, 8, 1, 17), tagged fields included |
+//! | `record/{partition_change,fence_broker,unfence_broker,unregister_broker,broker_registration_change}.rs` | the leader/ISR change and broker-lifecycle records (types 5, 7, 8, 1, 17), tagged fields included |
 //! | `record/compact.rs` | Kafka's flexible ("compact") field encoding, reader never panics |
 //! | `image.rs` | [`MetadataImage`] and the pure [`MetadataImage::apply`] |
 //! | `controller.rs` | sans-IO validation: request + image → records or [`MetadataError`] |
@@ -31,6 +31,9 @@
 //!   or the caller answered: an operation is durable and visible whole, or not at all.
 //! - Published images are immutable (`Arc<MetadataImage>`); readers never block the writer.
 //! - Decoding never panics and never allocates more than its input could hold.
+//! - `cluster_control` keeps every partition leader a live (unfenced, not shutting down)
+//!   member of its ISR, never empties an ISR, and only moves leader and partition epochs
+//!   forward; a seeded randomized run checks this after every step.
 
 pub mod cluster_control;
 mod controller;

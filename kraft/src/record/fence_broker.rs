@@ -1,5 +1,4 @@
-//! `FenceBrokerRecord` (type 7) and `UnfenceBrokerRecord` (type 8): a broker lost or
-//! regained the right to lead and to be in ISRs.
+//! `FenceBrokerRecord` (type 7): a broker lost the right to lead and to be in ISRs.
 
 use super::compact::{DecodeError, Reader, Writer};
 
@@ -25,56 +24,19 @@ pub struct FenceBrokerRecord {
     pub broker_epoch: i64,
 }
 
-/// A broker was unfenced: it heartbeated and has caught up with the metadata log.
-/// Kafka's `UnfenceBrokerRecord`, version 0, with the same layout as
-/// [`FenceBrokerRecord`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnfenceBrokerRecord {
-    /// The broker's `node.id`.
-    pub broker_id: i32,
-    /// The epoch of the registration being unfenced.
-    pub broker_epoch: i64,
-}
-
-fn encode(w: &mut Writer, broker_id: i32, broker_epoch: i64) {
-    w.i32(broker_id);
-    w.i64(broker_epoch);
-    w.empty_tagged_fields();
-}
-
-fn decode(r: &mut Reader<'_>, name: [&'static str; 2]) -> Result<(i32, i64), DecodeError> {
-    let id = r.i32(name[0])?;
-    let epoch = r.i64(name[1])?;
-    r.skip_tagged_fields()?;
-    Ok((id, epoch))
-}
-
 impl FenceBrokerRecord {
     pub(crate) fn encode(&self, w: &mut Writer) {
-        encode(w, self.broker_id, self.broker_epoch);
+        w.i32(self.broker_id);
+        w.i64(self.broker_epoch);
+        w.empty_tagged_fields();
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let (broker_id, broker_epoch) =
-            decode(r, ["FenceBrokerRecord.id", "FenceBrokerRecord.epoch"])?;
-        Ok(FenceBrokerRecord {
-            broker_id,
-            broker_epoch,
-        })
-    }
-}
-
-impl UnfenceBrokerRecord {
-    pub(crate) fn encode(&self, w: &mut Writer) {
-        encode(w, self.broker_id, self.broker_epoch);
-    }
-
-    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let (broker_id, broker_epoch) =
-            decode(r, ["UnfenceBrokerRecord.id", "UnfenceBrokerRecord.epoch"])?;
-        Ok(UnfenceBrokerRecord {
-            broker_id,
-            broker_epoch,
-        })
+        let rec = FenceBrokerRecord {
+            broker_id: r.i32("FenceBrokerRecord.id")?,
+            broker_epoch: r.i64("FenceBrokerRecord.epoch")?,
+        };
+        r.skip_tagged_fields()?;
+        Ok(rec)
     }
 }

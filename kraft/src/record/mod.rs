@@ -13,12 +13,13 @@ mod producer_ids;
 mod register_broker;
 mod remove_topic;
 mod topic;
+mod unfence_broker;
 mod unregister_broker;
 
 pub use broker_registration_change::{BrokerRegistrationChangeRecord, FencingChange};
 pub use compact::DecodeError;
 pub use config::{ConfigRecord, RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC};
-pub use fence_broker::{FenceBrokerRecord, UnfenceBrokerRecord};
+pub use fence_broker::FenceBrokerRecord;
 pub use partition::{LeaderRecoveryState, PartitionRecord};
 pub use partition_change::{NO_LEADER, NO_LEADER_CHANGE, PartitionChangeRecord};
 pub use producer_ids::{PRODUCER_ID_BLOCK_SIZE, ProducerIdsBlock, ProducerIdsRecord};
@@ -27,6 +28,7 @@ pub use register_broker::{
 };
 pub use remove_topic::RemoveTopicRecord;
 pub use topic::TopicRecord;
+pub use unfence_broker::UnfenceBrokerRecord;
 pub use unregister_broker::UnregisterBrokerRecord;
 
 use compact::{Reader, Writer};
