@@ -723,3 +723,24 @@ fn unregistering_takes_the_broker_out_of_isrs_then_removes_it() {
         Err(ClusterControlError::BrokerNotRegistered(2))
     );
 }
+
+#[test]
+fn create_partitions_continues_the_placement_round() {
+    let mut c = Cluster::with_live_brokers(3);
+    c.create_topic("t", 3, 2);
+    let records = crate::create_partitions_records(&c.image, "t", 6, None).unwrap();
+    c.apply(&records);
+    let mut leaders = std::collections::BTreeMap::new();
+    for p in &c.image.topics["t"].partitions {
+        assert_eq!(p.replicas.len(), 2);
+        assert_ne!(p.replicas[0], p.replicas[1]);
+        *leaders.entry(p.leader).or_insert(0) += 1;
+    }
+    assert_eq!(leaders.values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
+    // The same topic id places the same way: placement is deterministic.
+    let again = crate::create_partitions_records(&c.image, "t", 7, None).unwrap();
+    assert_eq!(
+        again,
+        crate::create_partitions_records(&c.image, "t", 7, None).unwrap()
+    );
+}

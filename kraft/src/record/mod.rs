@@ -682,4 +682,19 @@ mod tests {
         let bytes = MetadataRecord::Partition(recovered).encode();
         assert_eq!(bytes.last(), Some(&0));
     }
+
+    #[test]
+    fn a_version_zero_registration_change_ignores_the_version_one_tag() {
+        // Version 0 knows only tag 0; tag 1 (in controlled shutdown) is skipped unread.
+        let bytes = [1, 17, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5, 1, 1, 1, 1];
+        assert_eq!(
+            MetadataRecord::decode(&bytes).unwrap(),
+            MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
+                broker_id: 1,
+                broker_epoch: 5,
+                fenced: FencingChange::None,
+                in_controlled_shutdown: false,
+            })
+        );
+    }
 }
