@@ -60,15 +60,16 @@ pub(crate) fn place_replicas(
             let mut replicas = vec![list[leader_index]];
             let mut used_racks = vec![racks[&list[leader_index]]];
             let mut k = 0usize;
-            while replicas.len() < replication_factor {
+            // With distinct broker ids, `n - 1` steps visit every other broker, so a
+            // fitting one is always found; the bound only guards against a caller
+            // passing a broker twice.
+            while replicas.len() < replication_factor && k < 2 * n {
                 let offset = 1 + (shift * num_racks + k) % (n - 1);
                 let candidate = list[(leader_index + offset) % n];
                 let rack = racks[&candidate];
                 let rack_ok =
                     !used_racks.contains(&rack) || used_racks_full(&used_racks, num_racks);
                 let broker_ok = !replicas.contains(&candidate);
-                // After a full lap the rack preference is waived so placement always
-                // finishes; it can only bind when racks are uneven.
                 if broker_ok && (rack_ok || k >= n) {
                     replicas.push(candidate);
                     if !used_racks.contains(&rack) {
