@@ -1,7 +1,9 @@
 //! A seeded randomized run of the cluster rules: 3–5 brokers registering, heartbeating,
 //! dying, restarting, shutting down under control, with AlterPartition, elections and
-//! rebalancing in between. Every record is applied to the image, and after every step
-//! the invariants below must hold. A failure prints its seed; `STRATA_SIM_SEED=<n>`
+//! rebalancing in between, and now and then a controller failover (fresh sessions).
+//! Every record is applied to the image, and after every step the invariants below must
+//! hold; at the end, replaying the encoded records from scratch must rebuild the same
+//! image. A failure prints its seed; `STRATA_SIM_SEED=<n>`
 //! replays one run.
 //!
 //! Invariants, for every partition:
@@ -21,9 +23,10 @@ use uuid::Uuid;
 
 use super::tests::Cluster;
 use super::*;
-use crate::record::{LeaderRecoveryState, NO_LEADER};
+use crate::record::{LeaderRecoveryState, MetadataRecord, NO_LEADER};
 use crate::{
-    ControllerConfig, CreateTopic, PartitionImage, create_topic_records, set_topic_config_records,
+    ControllerConfig, CreateTopic, MetadataImage, PartitionImage, create_topic_records,
+    set_topic_config_records,
 };
 
 /// splitmix64: small, seedable, and enough for choosing steps.
@@ -346,8 +349,14 @@ fn run(seed: u64, steps: usize, cov: &mut Coverage) {
                 let records = rebalance_leaders_records(&c.image, &c.config, 3);
                 c.apply(&records);
             }
+            98 => {
+                // The active controller fails over: the new one has no sessions and
+                // starts everyone's afresh.
+                c.heartbeats = BrokerHeartbeats::new(c.config.broker_session_timeout_ms);
+                c.heartbeats.activate(&c.image, c.now);
+            }
             _ => {
-                if c.image.brokers.contains_key(&id) && rng.chance(30) {
+                if c.image.brokers.contains_key(&id) && rng.chance(60) {
                     let records =
                         unregister_broker(&c.image, &mut c.heartbeats, &c.config, id).unwrap();
                     c.apply(&records);
@@ -364,6 +373,14 @@ fn run(seed: u64, steps: usize, cov: &mut Coverage) {
             .count();
         check(&c, &before, unclean_allowed, &label, cov);
     }
+    // A broker following the log as an observer rebuilds exactly the controller's image.
+    let mut replayed = MetadataImage::new("c", 0);
+    for bytes in &c.log {
+        replayed
+            .apply(&MetadataRecord::decode(bytes).unwrap())
+            .unwrap();
+    }
+    assert_eq!(replayed, c.image, "seed {seed}: replay differs");
 }
 
 #[test]

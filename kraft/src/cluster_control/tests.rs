@@ -17,6 +17,8 @@ pub(super) struct Cluster {
     pub(super) config: ClusterControlConfig,
     pub(super) next_offset: i64,
     pub(super) now: i64,
+    /// Every record applied, encoded: the metadata log an observer would replay.
+    pub(super) log: Vec<Vec<u8>>,
 }
 
 impl Cluster {
@@ -28,6 +30,7 @@ impl Cluster {
             config,
             next_offset: 0,
             now: 0,
+            log: Vec::new(),
         }
     }
 
@@ -36,7 +39,9 @@ impl Cluster {
         for r in records {
             self.image.apply(r).unwrap_or_else(|e| panic!("{r:?}: {e}"));
             // Every record must survive Kafka's encoding.
-            assert_eq!(&MetadataRecord::decode(&r.encode()).unwrap(), r);
+            let bytes = r.encode();
+            assert_eq!(&MetadataRecord::decode(&bytes).unwrap(), r);
+            self.log.push(bytes);
         }
         self.next_offset += records.len() as i64;
     }
