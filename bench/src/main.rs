@@ -30,6 +30,9 @@
 //!   directory (10 GB by default) and times it to ready after SIGTERM and after `kill -9`.
 //!
 //! - `strata-bench wait-ready`: seconds until a broker started beside it answers.
+//! - `strata-bench latency` and `strata-bench consume` ([`diag`]): one latency sweep over
+//!   chosen rates, or one consumer run, with client settings overridable, for finding where
+//!   time goes.
 //!
 //! [`probe`] holds what these read from outside the broker (`/proc`, readiness requests).
 //!
@@ -51,12 +54,14 @@ use rdkafka::ClientContext;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
+mod diag;
 mod probe;
 mod restart;
 mod scale;
@@ -98,7 +103,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--no-mock" => a.mock = false,
             "-h" | "--help" => {
                 println!(
-                    "usage: strata-bench --bootstrap HOST:PORT [--broker-pid PID] [--data-dir DIR] [--quick] [--out DIR] [--no-mock]\n       strata-bench scale --help\n       strata-bench restart --help\n       strata-bench wait-ready --bootstrap HOST:PORT [--timeout-secs 600]\n       strata-bench mock-server"
+                    "usage: strata-bench --bootstrap HOST:PORT [--broker-pid PID] [--data-dir DIR] [--quick] [--out DIR] [--no-mock]\n       strata-bench scale --help\n       strata-bench restart --help\n       strata-bench wait-ready --bootstrap HOST:PORT [--timeout-secs 600]\n       strata-bench latency --help\n       strata-bench consume --help\n       strata-bench mock-server"
                 );
                 std::process::exit(0);
             }
@@ -114,6 +119,8 @@ fn main() -> anyhow::Result<()> {
         Some("scale") => return scale::run(std::env::args().skip(2)),
         Some("restart") => return restart::run(std::env::args().skip(2)),
         Some("wait-ready") => return probe::wait_ready_cmd(std::env::args().skip(2)),
+        Some("latency") => return diag::latency_cmd(std::env::args().skip(2)),
+        Some("consume") => return diag::consume_cmd(std::env::args().skip(2)),
         _ => {}
     }
     let args = parse_args()?;
@@ -357,7 +364,10 @@ impl Throughput {
 struct Latency {
     rate: u64,
     achieved: f64,
+    /// Produce to consume.
     hist: Histogram<u64>,
+    /// Produce to the producer's acknowledgement (acks=1): the produce path's share.
+    ack: Histogram<u64>,
 }
 
 #[derive(Default)]
@@ -426,7 +436,7 @@ fn run_target(t: &Target, args: &Args) -> anyhow::Result<TargetResults> {
                 LINGER_MS,
             )?;
             let cpu0 = t.pid.and_then(cpu_secs);
-            let c = consume(&t.bootstrap, &read_topic, s.partitions, w.records)?;
+            let c = consume(&t.bootstrap, &read_topic, s.partitions, w.records, &[])?;
             t.delete_topic(&read_topic);
             let c = Throughput {
                 cpu_secs: cpu0.and_then(|c0| t.pid.and_then(cpu_secs).map(|c1| c1 - c0)),
@@ -475,7 +485,14 @@ fn run_target(t: &Target, args: &Args) -> anyhow::Result<TargetResults> {
         let rate = (max_rate * pct as f64 / 100.0) as u64;
         let topic = format!("bench-{run}-latency-{pct}");
         t.create_topic(&topic, 1)?;
-        let l = latency(&t.bootstrap, &topic, rate, Duration::from_secs(secs))?;
+        let l = latency(
+            &t.bootstrap,
+            &topic,
+            rate,
+            Duration::from_secs(secs),
+            &[],
+            &[],
+        )?;
         let path = args.out.join(format!("latency-{}-{pct}pct.hgrm", t.name));
         std::fs::write(&path, hgrm(&l.hist))?;
         println!(
@@ -561,11 +578,20 @@ struct Counting {
     acked: AtomicU64,
     acked_bytes: AtomicU64,
     failed: AtomicU64,
+    /// Latency runs only: the clock their payloads carry (microseconds since this instant in
+    /// the first 8 bytes), and the histogram of send-to-acknowledgement times.
+    ack_latency: Option<(Instant, std::sync::Mutex<Histogram<u64>>)>,
 }
 
 struct CountingContext(Arc<Counting>);
 
-impl ClientContext for CountingContext {}
+impl ClientContext for CountingContext {
+    /// With `statistics.interval.ms` set (`strata-bench latency --pset`), librdkafka's
+    /// statistics JSON goes to stderr, one line per interval, prefixed `STATS `.
+    fn stats_raw(&self, statistics: &[u8]) {
+        eprintln!("STATS {}", String::from_utf8_lossy(statistics));
+    }
+}
 
 impl ProducerContext for CountingContext {
     type DeliveryOpaque = ();
@@ -575,6 +601,16 @@ impl ProducerContext for CountingContext {
                 self.0.acked.fetch_add(1, Ordering::Relaxed);
                 let n = m.payload().map_or(0, <[u8]>::len) as u64;
                 self.0.acked_bytes.fetch_add(n, Ordering::Relaxed);
+                if let Some((epoch, hist)) = &self.0.ack_latency
+                    && let Some(p) = m.payload()
+                    && p.len() >= 8
+                {
+                    let sent = u64::from_be_bytes(p[..8].try_into().unwrap_or_default());
+                    let now = epoch.elapsed().as_micros() as u64;
+                    if let Ok(mut h) = hist.lock() {
+                        let _ = h.record(now.saturating_sub(sent).max(1));
+                    }
+                }
             }
             Err(_) => {
                 self.0.failed.fetch_add(1, Ordering::Relaxed);
@@ -588,15 +624,28 @@ fn producer(
     s: &Scenario,
     linger_ms: &str,
 ) -> anyhow::Result<(ThreadedProducer<CountingContext>, Arc<Counting>)> {
-    let counts = Arc::new(Counting::default());
-    let p = client(bootstrap)
-        .set("acks", if s.acks_all { "all" } else { "1" })
+    producer_counting(bootstrap, s, linger_ms, Counting::default(), &[])
+}
+
+fn producer_counting(
+    bootstrap: &str,
+    s: &Scenario,
+    linger_ms: &str,
+    counts: Counting,
+    extra: &[(String, String)],
+) -> anyhow::Result<(ThreadedProducer<CountingContext>, Arc<Counting>)> {
+    let counts = Arc::new(counts);
+    let mut c = client(bootstrap);
+    c.set("acks", if s.acks_all { "all" } else { "1" })
         .set("linger.ms", linger_ms)
         .set("batch.size", BATCH_SIZE)
         .set("compression.type", if s.lz4 { "lz4" } else { "none" })
         .set("enable.idempotence", "false")
-        .set("queue.buffering.max.kbytes", "1048576")
-        .create_with_context(CountingContext(counts.clone()))?;
+        .set("queue.buffering.max.kbytes", "1048576");
+    for (k, v) in extra {
+        c.set(k, v);
+    }
+    let p = c.create_with_context(CountingContext(counts.clone()))?;
     Ok((p, counts))
 }
 
@@ -651,13 +700,73 @@ fn produce(
     })
 }
 
-fn consumer(bootstrap: &str) -> anyhow::Result<BaseConsumer> {
-    Ok(client(bootstrap)
-        .set("group.id", "strata-bench")
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("fetch.wait.max.ms", "100")
-        .create()?)
+/// The consumer settings of every consumer the tool runs, on every target (stated in the
+/// summary); anything not named is librdkafka's default.
+///
+/// `fetch.queue.backoff.ms=10` (librdkafka's default is 1000): when one Fetch response holds
+/// more than `queued.min.messages` (100,000) records or `queued.max.messages.kbytes` (64 MB),
+/// librdkafka stops fetching that partition for this long, even after the application has
+/// drained the queue. A 1 MB lz4 response of this tool's payload (about 100:1) decompresses
+/// to about 104,000 records, so with the default every response was followed by a 1 s pause
+/// and the lz4 consumer measured the client's backoff (`debug=fetch`: "Fetch backoff for
+/// 1000ms: Local: Queue full"), not the broker. A broker that returns what
+/// `max.partition.fetch.bytes` allows, as Kafka does, trips it; librdkafka's mock returns
+/// one batch per Fetch and never does.
+fn consumer_settings() -> &'static [(&'static str, &'static str)] {
+    &[
+        ("enable.auto.commit", "false"),
+        ("auto.offset.reset", "earliest"),
+        ("fetch.wait.max.ms", "100"),
+        ("fetch.queue.backoff.ms", "10"),
+    ]
+}
+
+/// The producer settings of the matrix, as stated in the summary (`linger.ms` aside, which
+/// the latency runs set to 0).
+fn producer_settings_text() -> String {
+    format!(
+        "batch.size={BATCH_SIZE} enable.idempotence=false queue.buffering.max.kbytes=1048576, \
+         records spread round-robin by explicit partition; everything else librdkafka's default"
+    )
+}
+
+fn consumer_settings_text() -> String {
+    let s: Vec<String> = consumer_settings()
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    format!("{}; everything else librdkafka's default", s.join(" "))
+}
+
+/// The consumers' context: librdkafka's log lines go to stderr (the `log` facade has no
+/// logger in this tool), so that `--set debug=fetch` shows the client's fetch decisions.
+struct StderrLog;
+
+impl ClientContext for StderrLog {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        eprintln!("librdkafka {level:?} {fac} {log_message}");
+    }
+}
+
+impl ConsumerContext for StderrLog {}
+
+fn consumer(
+    bootstrap: &str,
+    extra: &[(String, String)],
+) -> anyhow::Result<BaseConsumer<StderrLog>> {
+    let mut c = client(bootstrap);
+    c.set("group.id", "strata-bench");
+    for (k, v) in consumer_settings() {
+        c.set(*k, *v);
+    }
+    for (k, v) in extra {
+        c.set(k, v);
+        if k == "debug" {
+            // rdkafka derives librdkafka's log level from the `log` facade's, which is off.
+            c.set_log_level(RDKafkaLogLevel::Debug);
+        }
+    }
+    Ok(c.create_with_context(StderrLog)?)
 }
 
 fn consume(
@@ -665,8 +774,9 @@ fn consume(
     topic: &str,
     partitions: i32,
     expected: u64,
+    extra: &[(String, String)],
 ) -> anyhow::Result<Throughput> {
-    let c = consumer(bootstrap)?;
+    let c = consumer(bootstrap, extra)?;
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
         tpl.add_partition_offset(topic, p, Offset::Beginning)?;
@@ -696,20 +806,28 @@ fn consume(
 
 /// Produces 1 KB records at `rate`/s (paced in 1 ms steps) with the send time inside, and
 /// records each record's produce-to-consume time in microseconds.
-fn latency(bootstrap: &str, topic: &str, rate: u64, dur: Duration) -> anyhow::Result<Latency> {
+fn latency(
+    bootstrap: &str,
+    topic: &str,
+    rate: u64,
+    dur: Duration,
+    extra: &[(String, String)],
+    producer_extra: &[(String, String)],
+) -> anyhow::Result<Latency> {
     let s = Scenario {
         size: 1024,
         acks_all: false,
         partitions: 1,
         lz4: false,
     };
-    let c = consumer(bootstrap)?;
+    let c = consumer(bootstrap, extra)?;
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
     c.assign(&tpl)?;
     let epoch = Instant::now();
     let stop = Arc::new(AtomicU64::new(0));
-    let hist = std::thread::scope(|scope| -> anyhow::Result<(Histogram<u64>, f64)> {
+    type Histograms = (Histogram<u64>, f64, Histogram<u64>);
+    let hist = std::thread::scope(|scope| -> anyhow::Result<Histograms> {
         let stop2 = stop.clone();
         let reader = scope.spawn(move || -> anyhow::Result<Histogram<u64>> {
             let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
@@ -735,15 +853,28 @@ fn latency(bootstrap: &str, topic: &str, rate: u64, dur: Duration) -> anyhow::Re
             }
             Ok(h)
         });
-        let (p, _counts) = producer(bootstrap, &s, "0")?;
+        let (p, counts) = producer_counting(
+            bootstrap,
+            &s,
+            "0",
+            Counting {
+                ack_latency: Some((
+                    epoch,
+                    std::sync::Mutex::new(Histogram::new_with_bounds(1, 60_000_000, 3)?),
+                )),
+                ..Counting::default()
+            },
+            producer_extra,
+        )?;
         // Let the consumer's fetches start before the clock matters.
         std::thread::sleep(Duration::from_millis(500));
         let start = Instant::now();
         let mut sent = 0u64;
+        let template = payload(s.size, 0);
+        let mut v = template.clone();
         while start.elapsed() < dur {
             let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
             while sent < due {
-                let mut v = payload(s.size, 0);
                 v[..8].copy_from_slice(&(epoch.elapsed().as_micros() as u64).to_be_bytes());
                 match p.send::<(), _>(BaseRecord::to(topic).payload(&v).partition(0)) {
                     Ok(()) => sent += 1,
@@ -758,12 +889,17 @@ fn latency(bootstrap: &str, topic: &str, rate: u64, dur: Duration) -> anyhow::Re
         let h = reader
             .join()
             .map_err(|_| anyhow::anyhow!("latency reader panicked"))??;
-        Ok((h, achieved))
+        let ack = match &counts.ack_latency {
+            Some((_, m)) => m.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone(),
+            None => Histogram::new(3)?,
+        };
+        Ok((h, achieved, ack))
     })?;
     Ok(Latency {
         rate,
         achieved: hist.1,
         hist: hist.0,
+        ack: hist.2,
     })
 }
 
@@ -886,6 +1022,13 @@ fn summary(results: &[TargetResults], loopback: f64, disk_cache: f64, disk_sync:
     let _ = writeln!(
         s,
         "## Baselines\n\nloopback TCP {loopback:.0} MB/s; sequential write {disk_cache:.0} MB/s (page cache), {disk_sync:.0} MB/s (with fdatasync); machine limit = min(loopback, page-cache write) = {machine_limit:.0} MB/s\n"
+    );
+    let _ = writeln!(
+        s,
+        "## Client settings (every target)\n\nlibrdkafka {}.\n\n- producer: {}\n- consumer (throughput and latency runs): {}\n- latency runs: one 1 KB record per send, paced in 1 ms steps, acks=1, linger.ms=0, one partition; the producer and the consumer run in this one process\n",
+        rdkafka::util::get_rdkafka_version().1,
+        producer_settings_text(),
+        consumer_settings_text()
     );
     let mock = results.iter().find(|r| r.name == "mock");
     for r in results {
