@@ -10,7 +10,10 @@
 //!
 //! `--set key=value` (repeatable) overrides a consumer setting, for example
 //! `--set debug=fetch` for librdkafka's fetch log or `--set fetch.queue.backoff.ms=1000` to
-//! restore a default the matrix changes. Every run prints the consumer settings it used.
+//! restore a default the matrix changes; `--pset key=value` does the same for the latency
+//! producer (`--pset statistics.interval.ms=1000` prints librdkafka's statistics, with its
+//! request round-trip times, to stderr). `--mock` measures librdkafka's mock cluster, started
+//! as a child process, instead of `--bootstrap`. Every run prints the settings it used.
 
 use std::time::Duration;
 
