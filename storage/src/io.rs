@@ -56,12 +56,31 @@ static STATE: AtomicU8 = AtomicU8::new(UNDECIDED);
 static URING_OPS: AtomicU64 = AtomicU64::new(0);
 static STD_OPS: AtomicU64 = AtomicU64::new(0);
 
-/// Entries per ring: a call submits at most three operations at a time.
-const RING_ENTRIES: u32 = 8;
+/// Entries per ring: the most operations one submission carries. Batched fsyncs
+/// ([`sync_data_many`]) of more files go in several submissions of this many.
+const RING_ENTRIES: u32 = 256;
 
 thread_local! {
     static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
     static FORCED: Cell<Option<Backend>> = const { Cell::new(None) };
+}
+
+/// What `STRATA_IO_URING` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `0`/`off`: plain calls only.
+    Off,
+    /// Unset (the default) or `sync`: fsyncs through io_uring, appends through `pwrite`.
+    Sync,
+    /// `1`/`on`/`all`: appends and fsyncs through io_uring.
+    All,
+}
+
+/// What an operation is, for choosing its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Write,
+    Sync,
 }
 
 /// (operations through io_uring, operations through the plain calls) since start.
@@ -73,30 +92,96 @@ pub fn counters() -> (u64, u64) {
     )
 }
 
-/// Forces `backend` on the calling thread (`None`: back to the process's choice).
+/// Forces `backend` on the calling thread for every operation (`None`: back to the
+/// process's choice).
 pub fn set_thread_backend(backend: Option<Backend>) {
     FORCED.with(|f| f.set(backend));
 }
 
-/// The backend the calling thread uses now.
+/// The backend the calling thread uses now for appends.
 #[must_use]
 pub fn backend() -> Backend {
+    backend_for(Op::Write)
+}
+
+/// The backend the calling thread uses now for fsyncs.
+#[must_use]
+pub fn sync_backend() -> Backend {
+    backend_for(Op::Sync)
+}
+
+fn backend_for(op: Op) -> Backend {
     // A kernel that refused io_uring gets the plain calls whatever was asked.
     let refused = STATE.load(Ordering::Relaxed) == UNUSABLE;
-    let wanted = match FORCED.with(Cell::get) {
-        Some(b) => b,
-        None if chosen() => Backend::Uring,
-        None => Backend::Std,
+    let wanted = match (FORCED.with(Cell::get), mode(), op) {
+        (Some(b), _, _) => b,
+        (None, Mode::All, _) | (None, Mode::Sync, Op::Sync) => Backend::Uring,
+        (None, Mode::Off, _) | (None, Mode::Sync, Op::Write) => Backend::Std,
     };
     if refused { Backend::Std } else { wanted }
 }
 
-/// Whether `STRATA_IO_URING` asks for io_uring (read once).
-fn chosen() -> bool {
-    static CHOSEN: OnceLock<bool> = OnceLock::new();
-    *CHOSEN.get_or_init(|| {
-        std::env::var("STRATA_IO_URING").is_ok_and(|v| matches!(v.trim(), "1" | "on" | "true"))
+/// What `STRATA_IO_URING` asks for (read once).
+#[must_use]
+pub fn mode() -> Mode {
+    static MODE: OnceLock<Mode> = OnceLock::new();
+    *MODE.get_or_init(|| {
+        parse_mode(std::env::var("STRATA_IO_URING").ok().as_deref()).unwrap_or_else(|| {
+            tracing::warn!(
+                "STRATA_IO_URING is not one of 0, off, sync, 1, on, all; using the default"
+            );
+            Mode::Sync
+        })
     })
+}
+
+/// `STRATA_IO_URING`'s value as a [`Mode`]; `None` for a value we do not know.
+fn parse_mode(v: Option<&str>) -> Option<Mode> {
+    match v.map(str::trim) {
+        None | Some("" | "sync" | "fsync") => Some(Mode::Sync),
+        Some("0" | "off" | "false") => Some(Mode::Off),
+        Some("1" | "on" | "true" | "all") => Some(Mode::All),
+        Some(_) => None,
+    }
+}
+
+/// Decides at startup whether this kernel gives us io_uring, so the first produce does not
+/// find out, and returns one line for the log saying which path is in use and why. Creates a
+/// ring and asks the kernel (`IORING_REGISTER_PROBE`) whether it has `IORING_OP_WRITE` and
+/// `IORING_OP_FSYNC`; anything missing or refused means the plain calls for good.
+pub fn detect() -> String {
+    let m = mode();
+    if m == Mode::Off {
+        return "io: pwrite and fdatasync (STRATA_IO_URING=0)".to_owned();
+    }
+    let verdict = IoUring::new(4).and_then(|ring| {
+        let mut probe = io_uring::Probe::new();
+        ring.submitter().register_probe(&mut probe)?;
+        if probe.is_supported(opcode::Write::CODE) && probe.is_supported(opcode::Fsync::CODE) {
+            Ok(())
+        } else {
+            Err(io::Error::from_raw_os_error(
+                Errno::OPNOTSUPP.raw_os_error(),
+            ))
+        }
+    });
+    match verdict {
+        Err(e) => {
+            STATE.store(UNUSABLE, Ordering::Relaxed);
+            format!("io: pwrite and fdatasync (the kernel refused io_uring: {e})")
+        }
+        Ok(()) => {
+            STATE.store(USABLE, Ordering::Relaxed);
+            match m {
+                Mode::All => {
+                    "io: appends and fsyncs through io_uring (STRATA_IO_URING=1)".to_owned()
+                }
+                _ => "io: appends through pwrite, fsyncs through io_uring, batched \
+                      (the default where the kernel has io_uring; STRATA_IO_URING=0 or 1 to change)"
+                    .to_owned(),
+            }
+        }
+    }
 }
 
 fn give_up(e: &io::Error) {
@@ -114,8 +199,8 @@ fn unsupported(e: &io::Error) -> bool {
 
 /// Runs `f` with this thread's ring, creating it on first use. `None` when io_uring is not
 /// usable (then the caller takes the plain path).
-fn with_ring<R>(f: impl FnOnce(&mut IoUring) -> io::Result<R>) -> Option<io::Result<R>> {
-    if backend() != Backend::Uring {
+fn with_ring<R>(op: Op, f: impl FnOnce(&mut IoUring) -> io::Result<R>) -> Option<io::Result<R>> {
+    if backend_for(op) != Backend::Uring {
         return None;
     }
     RING.with(|cell| {
@@ -123,9 +208,12 @@ fn with_ring<R>(f: impl FnOnce(&mut IoUring) -> io::Result<R>) -> Option<io::Res
         if slot.is_none() {
             match IoUring::new(RING_ENTRIES) {
                 Ok(r) => {
-                    if STATE.swap(USABLE, Ordering::Relaxed) == UNDECIDED {
-                        tracing::info!("appends and fsyncs go through io_uring");
-                    }
+                    let _ = STATE.compare_exchange(
+                        UNDECIDED,
+                        USABLE,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
                     *slot = Some(r);
                 }
                 Err(e) => {
@@ -218,7 +306,9 @@ pub fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<
             .build();
         // SAFETY: `buf` is borrowed for the whole call and `submit_all` returns only after the
         // write completed.
-        let r = with_ring(|ring| Ok(unsafe { submit_all(ring, &[entry]) }.remove(0)));
+        let r = with_ring(Op::Write, |ring| {
+            Ok(unsafe { submit_all(ring, &[entry]) }.remove(0))
+        });
         let written = match r {
             Some(Ok(Ok(n))) => {
                 URING_OPS.fetch_add(1, Ordering::Relaxed);
@@ -244,11 +334,25 @@ pub fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<
     Ok(())
 }
 
-/// `fdatasync`s every file, in parallel through io_uring (one submission), else in turn.
+/// `fdatasync`s a segment's files: in parallel through io_uring (one submission), else in turn.
 ///
 /// # Errors
-/// The first file's error.
+/// The first failed file's error.
 pub fn sync_data_all(files: &[&File]) -> io::Result<()> {
+    sync_files(files, false).into_iter().collect()
+}
+
+/// `fdatasync`s every file and returns each one's result, in the order given. Through
+/// io_uring all of them go in one submission (up to [`RING_ENTRIES`] at a time) and the
+/// kernel runs them in parallel; on the plain path up to [`PLAIN_PARALLEL`] threads call
+/// `fdatasync` at once. Either way the file system can serve concurrent fsyncs with one
+/// journal commit, which is what group commit and the shutdown flush rely on.
+pub fn sync_data_many(files: &[&File]) -> Vec<io::Result<()>> {
+    sync_files(files, true)
+}
+
+fn sync_files(files: &[&File], parallel: bool) -> Vec<io::Result<()>> {
+    let mut out = Vec::with_capacity(files.len());
     for chunk in files.chunks(RING_ENTRIES as usize) {
         let entries: Vec<_> = chunk
             .iter()
@@ -259,34 +363,58 @@ pub fn sync_data_all(files: &[&File]) -> io::Result<()> {
             })
             .collect();
         // SAFETY: fsync entries point at no memory of ours.
-        match with_ring(|ring| Ok(unsafe { submit_all(ring, &entries) })) {
+        match with_ring(Op::Sync, |ring| Ok(unsafe { submit_all(ring, &entries) })) {
             Some(Ok(results)) => {
                 let unsupported_op = results
                     .iter()
                     .any(|r| r.as_ref().err().is_some_and(unsupported));
                 if unsupported_op {
                     give_up(&io::Error::from_raw_os_error(Errno::INVAL.raw_os_error()));
-                    sync_plain(chunk)?;
+                    out.extend(sync_plain(chunk, parallel));
                 } else {
                     URING_OPS.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                    for r in results {
-                        r?;
-                    }
+                    out.extend(results.into_iter().map(|r| r.map(|_| ())));
                 }
             }
-            Some(Err(e)) => return Err(e),
-            None => sync_plain(chunk)?,
+            Some(Err(e)) => out.extend(
+                chunk
+                    .iter()
+                    .map(|_| Err(io::Error::new(e.kind(), e.to_string()))),
+            ),
+            None => out.extend(sync_plain(chunk, parallel)),
         }
     }
-    Ok(())
+    out
 }
 
-fn sync_plain(files: &[&File]) -> io::Result<()> {
-    for f in files {
-        STD_OPS.fetch_add(1, Ordering::Relaxed);
-        f.sync_data()?;
+/// Threads the plain path uses at most for one batch of fsyncs.
+pub const PLAIN_PARALLEL: usize = 16;
+
+fn sync_plain(files: &[&File], parallel: bool) -> Vec<io::Result<()>> {
+    STD_OPS.fetch_add(files.len() as u64, Ordering::Relaxed);
+    if !parallel || files.len() < 2 {
+        return files.iter().map(|f| f.sync_data()).collect();
     }
-    Ok(())
+    let per = files.len().div_ceil(PLAIN_PARALLEL);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = files
+            .chunks(per)
+            .map(|part| {
+                let h = scope.spawn(move || part.iter().map(|f| f.sync_data()).collect());
+                (part.len(), h)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(n, h)| {
+                h.join().unwrap_or_else(|_| {
+                    (0..n)
+                        .map(|_| Err(io::Error::other("fsync thread panicked")))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect()
+    })
 }
 
 #[cfg(test)]

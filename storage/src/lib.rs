@@ -61,7 +61,7 @@ pub mod sendfile;
 
 pub use config::LogConfig;
 pub use error::LogError;
-pub use log::Log;
+pub use log::{Log, PendingFlush};
 pub use producer_state::{ProducerStateEntry, ProducerStateTable};
 pub use region::{AppendInfo, FileRegion, ReadResult, TimestampOffset};
 pub use strata_protocol::record_batch::TimestampType;

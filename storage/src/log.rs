@@ -2,6 +2,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use strata_protocol::record_batch::{self, TimestampType};
 
@@ -161,6 +162,23 @@ impl Log {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
+        let info = self.append_unflushed(records, leader_epoch, now_ms)?;
+        self.maybe_flush(now_ms)?;
+        Ok(info)
+    }
+
+    /// [`Log::append`] without the flush policy: nothing is fsynced here. The caller checks
+    /// [`Log::flush_due`] and, when it says so, fsyncs through [`Log::begin_flush`] before it
+    /// exposes or acknowledges the records (the broker's group commit).
+    ///
+    /// # Errors
+    /// As [`Log::append`].
+    pub fn append_unflushed(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
         let max = self.config.max_message_bytes as usize;
         let mut summaries = Vec::new();
         let mut pos = 0;
@@ -249,7 +267,6 @@ impl Log {
             .table
             .commit(producer_updates, last_offset + 1);
         self.unflushed_messages = self.unflushed_messages.saturating_add(record_count);
-        self.maybe_flush(now_ms)?;
         Ok(AppendInfo {
             base_offset,
             last_offset,
@@ -529,6 +546,37 @@ impl Log {
         Ok(())
     }
 
+    /// Whether the flush policy wants an fsync now: `flush.messages` records appended since
+    /// the last one, or unflushed data `flush.ms` old ([`Log::maybe_flush`]'s test).
+    pub fn flush_due(&self, now_ms: i64) -> bool {
+        self.unflushed_messages > 0
+            && (self.unflushed_messages >= self.config.flush_interval_messages
+                || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_interval_ms)
+    }
+
+    /// Starts an fsync that runs outside the log's lock: takes the active segment's `.log`
+    /// handle and the log end offset, and counts everything appended so far as flushed. Once
+    /// [`PendingFlush::file`] is fsynced (`fdatasync`), every offset below
+    /// [`PendingFlush::end_offset`] is on disk: sealed segments were fsynced when they
+    /// rolled, and a roll after this call fsyncs the segment again before it seals.
+    ///
+    /// The indexes are not written: the active segment's are rebuilt from the `.log` after a
+    /// crash (see the crate's crash policy), and a seal or clean shutdown writes them out.
+    ///
+    /// # Errors
+    /// [`LogError::Io`] when the `.log` cannot be reopened for writing.
+    pub fn begin_flush(&mut self, now_ms: i64) -> Result<PendingFlush, LogError> {
+        let file = self.active_mut().writable_log()?;
+        let end_offset = self.log_end_offset();
+        self.unflushed_messages = 0;
+        self.last_flush_ms = now_ms;
+        Ok(PendingFlush {
+            file,
+            path: self.active().log_path().to_path_buf(),
+            end_offset,
+        })
+    }
+
     /// The last writes before a clean shutdown: records the active segment's largest timestamp
     /// in its `.timeindex` (as sealing does, so a clean start can trust the last entry), then
     /// fsyncs it with both indexes.
@@ -645,6 +693,19 @@ impl Log {
         drop(self);
         fs::remove_dir_all(&dir).at(&dir)
     }
+}
+
+/// An fsync of a log's active `.log` that the caller runs outside the log's lock
+/// ([`Log::begin_flush`]); many of them go to the disk in one batch through
+/// [`crate::io::sync_data_many`].
+#[derive(Debug, Clone)]
+pub struct PendingFlush {
+    /// The active segment's `.log` when the flush began.
+    pub file: Arc<fs::File>,
+    /// Its path, for errors.
+    pub path: PathBuf,
+    /// Every offset below this is durable once `file` is fsynced.
+    pub end_offset: i64,
 }
 
 /// fsyncs a directory so a newly created or removed file name survives a crash.

@@ -694,6 +694,15 @@ impl LogSegment {
         crate::io::sync_data_all(&[&*self.log.writable()?, &offsets, &times]).at(&self.log_path)
     }
 
+    /// The `.log`'s writable handle, for an fsync outside the log's lock.
+    pub fn writable_log(&mut self) -> Result<Arc<File>, LogError> {
+        self.log.writable()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
     /// Unlinks the three files. Open [`crate::FileRegion`]s keep reading the old inode.
     pub fn delete_files(&self) -> Result<(), LogError> {
         for p in [
