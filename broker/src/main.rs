@@ -56,6 +56,8 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {bind}: {e}"))?;
     let data_dir = config.log_dir.clone();
+    // Before any log is opened, so that every write knows its path from the start.
+    tracing::info!("{}", strata_storage::io::detect());
     let broker = tokio::task::spawn_blocking(move || Broker::open(config, now_ms())).await??;
     tracing::info!(
         listener = %bind,
@@ -97,6 +99,14 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     );
     let (uring_ops, plain_ops) = strata_storage::io::counters();
     tracing::info!(uring_ops, plain_ops, "segment writes and fsyncs");
+    let (flush_waits, flush_batches, files_fsynced) =
+        strata_broker::partition::group_commit::counters();
+    tracing::info!(
+        flush_waits,
+        flush_batches,
+        files_fsynced,
+        "group commit: appends that waited for an fsync, batches, .log fsyncs"
+    );
     tracing::info!("clean shutdown complete");
     Ok(())
 }

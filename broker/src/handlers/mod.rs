@@ -104,8 +104,16 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(&ctx, r)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(&ctx, r)),
         RequestKind::Produce(r) => match produce::handle(&ctx, r) {
-            Some(resp) => ResponseKind::Produce(resp),
-            None => return Slot::NoResponse,
+            produce::Produced::Ready(resp) => ResponseKind::Produce(resp),
+            produce::Produced::NoResponse => return Slot::NoResponse,
+            // The records are appended (in order, inline); only the answer waits for the fsync,
+            // so the connection's next produce can join the same group commit.
+            produce::Produced::AfterFlush(pending) => {
+                return Slot::Pending(tokio::spawn(async move {
+                    let resp = pending.wait().await;
+                    ctx.encode(&ResponseKind::Produce(resp))
+                }));
+            }
         },
         RequestKind::Fetch(r) => {
             return Slot::PendingPlan(tokio::spawn(async move {

@@ -13,15 +13,61 @@ use strata_protocol::record_batch::{BATCH_HEADER_LEN, Compression, RecordBatchVi
 
 use super::RequestContext;
 use crate::error::log_error_code;
+use crate::partition::FlushWait;
 
-/// Appends and answers. Returns `None` for acks=0, which takes no response at all.
+/// What a produce comes to once its records are appended.
+pub enum Produced {
+    /// acks=0 takes no response at all (the fsyncs its appends asked for happen anyway).
+    NoResponse,
+    /// The response.
+    Ready(ProduceResponse),
+    /// The response, to be sent once the group commit has fsynced the records that the flush
+    /// policy says must be on disk first (`flush.messages`).
+    AfterFlush(PendingProduce),
+}
+
+/// A produce response waiting on group commits.
+pub struct PendingProduce {
+    response: ProduceResponse,
+    /// (topic index, partition index in the response, what that partition's append waits on).
+    waits: Vec<(usize, usize, FlushWait)>,
+}
+
+impl PendingProduce {
+    /// Waits for every fsync; a partition whose fsync failed answers its error instead of an
+    /// offset (the records were appended but are not known to be durable).
+    pub async fn wait(self) -> ProduceResponse {
+        let PendingProduce {
+            mut response,
+            waits,
+        } = self;
+        for (t, p, wait) in waits {
+            if let Err((code, message)) = wait.wait().await
+                && let Some(resp) = response
+                    .responses
+                    .get_mut(t)
+                    .and_then(|topic| topic.partition_responses.get_mut(p))
+            {
+                resp.error_code = code;
+                resp.error_message = Some(StrBytes::from_string(message));
+                resp.base_offset = -1;
+                resp.log_append_time_ms = -1;
+            }
+        }
+        response
+    }
+}
+
+/// Appends every partition's records (in the order sent) and answers, now or after the group
+/// commit.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Option<ProduceResponse> {
+pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Produced {
     let acks = req.acks;
     let valid_acks = matches!(acks, -1..=1);
     let image = ctx.broker.image();
     let now = crate::now_ms();
     let mut responses = Vec::with_capacity(req.topic_data.len());
+    let mut waits = Vec::new();
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
         let known = image.topics.contains_key(&name);
@@ -76,7 +122,10 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Option<ProduceRespon
                     // offsets needs a private copy (one per partition, never per record).
                     let mut buf = BytesMut::from(&records[..]);
                     match p.append(&mut buf, now) {
-                        Ok(info) => {
+                        Ok((info, wait)) => {
+                            if let Some(wait) = wait {
+                                waits.push((responses.len(), partition_responses.len(), wait));
+                            }
                             resp = resp
                                 .with_base_offset(info.base_offset)
                                 .with_log_append_time_ms(info.log_append_time)
@@ -103,10 +152,14 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Option<ProduceRespon
                 .with_partition_responses(partition_responses),
         );
     }
+    let response = ProduceResponse::default().with_responses(responses);
     if acks == 0 {
-        return None;
+        Produced::NoResponse
+    } else if waits.is_empty() {
+        Produced::Ready(response)
+    } else {
+        Produced::AfterFlush(PendingProduce { response, waits })
     }
-    Some(ProduceResponse::default().with_responses(responses))
 }
 
 /// Largest decompressed records section examined for keys (as storage's own bound).
