@@ -100,7 +100,7 @@ impl Partition {
         let info = log.append_unflushed(records, 0, now_ms)?;
         let leo = log.log_end_offset();
         let mut marks = self.marks();
-        if log.flush_due(now_ms) || marks.pending() {
+        if log.flush_messages_due() || marks.pending() {
             marks.requested = marks.requested.max(leo);
             // Queued while the log is locked, so the group commit's look at the log (which
             // takes the lock) comes after this append.
@@ -112,8 +112,11 @@ impl Partition {
             marks.flushed = marks.flushed.max(leo);
         }
         drop(marks);
+        // `flush.ms`: an fsync that gates nothing, made here as before (and by housekeeping).
+        let flushed = log.maybe_flush(now_ms);
         drop(log);
         self.advance_high_watermark(leo);
+        flushed?;
         Ok((info, None))
     }
 
@@ -184,5 +187,83 @@ impl Partition {
         };
         drop(log);
         self.high_watermark.send_replace(hw);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use strata_protocol::record_batch::{SimpleRecord, encode_batch};
+    use strata_storage::LogConfig;
+
+    use super::*;
+
+    fn records(n: usize) -> Vec<u8> {
+        let recs: Vec<SimpleRecord> = (0..n)
+            .map(|i| SimpleRecord {
+                key: None,
+                value: Some(Bytes::from(vec![b'v'; 10 + i])),
+                timestamp: 1,
+                headers: vec![],
+            })
+            .collect();
+        encode_batch(0, &recs).to_vec()
+    }
+
+    fn partition(dir: &std::path::Path, flush_messages: i64) -> Arc<Partition> {
+        let config = LogConfig {
+            flush_interval_messages: flush_messages,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir, config, 0).unwrap();
+        Partition::new("t".to_owned(), Uuid::nil(), 0, log)
+    }
+
+    #[tokio::test]
+    async fn without_a_flush_policy_the_append_is_visible_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = partition(dir.path(), i64::MAX);
+        let (info, wait) = p.append(&mut records(3), 0).unwrap();
+        assert!(wait.is_none());
+        assert_eq!((info.base_offset, p.high_watermark()), (0, 3));
+    }
+
+    /// flush.messages=1: each append waits for the group commit, which moves the high
+    /// watermark; concurrent appends to several partitions all get there.
+    #[tokio::test]
+    async fn with_flush_messages_the_group_commit_moves_the_high_watermark() {
+        let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+        let parts: Vec<_> = dirs.iter().map(|d| partition(d.path(), 1)).collect();
+        let mut waits = Vec::new();
+        for round in 0..5 {
+            for p in &parts {
+                let (info, wait) = p.append(&mut records(2), 0).unwrap();
+                assert_eq!(info.base_offset, round * 2);
+                waits.push(wait.expect("flush.messages=1 waits for an fsync"));
+            }
+        }
+        for w in waits {
+            w.wait().await.unwrap();
+        }
+        for p in &parts {
+            assert_eq!(p.high_watermark(), 10);
+            assert!(!p.marks().pending());
+        }
+    }
+
+    /// While a group commit is pending, a refresh (retention) does not expose the records.
+    #[test]
+    fn a_refresh_does_not_expose_records_waiting_for_their_fsync() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = partition(dir.path(), i64::MAX);
+        p.append(&mut records(1), 0).unwrap();
+        // As if an append had asked for an fsync that has not finished.
+        p.log().append_unflushed(&mut records(1), 0, 0).unwrap();
+        p.marks().requested = 2;
+        p.refresh_high_watermark();
+        assert_eq!(p.high_watermark(), 1);
+        // A later append joins the pending fsync instead of publishing.
+        let (_, wait) = p.append(&mut records(1), 0).unwrap();
+        assert!(wait.is_some());
     }
 }

@@ -465,6 +465,45 @@ mod tests {
     }
 
     #[test]
+    fn modes_parse() {
+        assert_eq!(parse_mode(None), Some(Mode::Sync));
+        assert_eq!(parse_mode(Some("")), Some(Mode::Sync));
+        assert_eq!(parse_mode(Some("sync")), Some(Mode::Sync));
+        assert_eq!(parse_mode(Some("0")), Some(Mode::Off));
+        assert_eq!(parse_mode(Some(" off ")), Some(Mode::Off));
+        assert_eq!(parse_mode(Some("1")), Some(Mode::All));
+        assert_eq!(parse_mode(Some("on")), Some(Mode::All));
+        assert_eq!(parse_mode(Some("maybe")), None);
+    }
+
+    /// More files than one submission carries: one result per file, on both paths.
+    #[test]
+    fn many_fsyncs_answer_each_file() {
+        for backend in [Backend::Uring, Backend::Std] {
+            set_thread_backend(Some(backend));
+            let (uring_before, std_before) = counters();
+            let dir = tempfile::tempdir().unwrap();
+            let files: Vec<File> = (0..RING_ENTRIES as usize + 40)
+                .map(|i| File::create(dir.path().join(i.to_string())).unwrap())
+                .collect();
+            let refs: Vec<&File> = files.iter().collect();
+            let results = sync_data_many(&refs);
+            assert_eq!(results.len(), refs.len());
+            assert!(
+                results.iter().all(Result::is_ok),
+                "{backend:?}: {results:?}"
+            );
+            let (uring, std) = counters();
+            if backend == Backend::Std {
+                assert!(std >= std_before + refs.len() as u64);
+            } else if STATE.load(Ordering::Relaxed) == USABLE {
+                assert!(uring >= uring_before + refs.len() as u64);
+            }
+            set_thread_backend(None);
+        }
+    }
+
+    #[test]
     fn errors_come_back() {
         set_thread_backend(Some(Backend::Uring));
         let dir = tempfile::tempdir().unwrap();

@@ -168,7 +168,7 @@ impl Log {
     }
 
     /// [`Log::append`] without the flush policy: nothing is fsynced here. The caller checks
-    /// [`Log::flush_due`] and, when it says so, fsyncs through [`Log::begin_flush`] before it
+    /// [`Log::flush_messages_due`] and, when it says so, fsyncs through [`Log::begin_flush`] before it
     /// exposes or acknowledges the records (the broker's group commit).
     ///
     /// # Errors
@@ -546,12 +546,12 @@ impl Log {
         Ok(())
     }
 
-    /// Whether the flush policy wants an fsync now: `flush.messages` records appended since
-    /// the last one, or unflushed data `flush.ms` old ([`Log::maybe_flush`]'s test).
-    pub fn flush_due(&self, now_ms: i64) -> bool {
+    /// Whether `flush.messages` records have been appended since the last fsync: the test
+    /// Kafka's append makes (`unflushedMessages >= flushInterval`) before it fsyncs.
+    /// `flush.ms` is left to [`Log::maybe_flush`].
+    pub fn flush_messages_due(&self) -> bool {
         self.unflushed_messages > 0
-            && (self.unflushed_messages >= self.config.flush_interval_messages
-                || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_interval_ms)
+            && self.unflushed_messages >= self.config.flush_interval_messages
     }
 
     /// Starts an fsync that runs outside the log's lock: takes the active segment's `.log`

@@ -806,3 +806,39 @@ fn a_clean_open_matches_a_recovering_open() {
     let clean = Log::open_with(dir.path(), cfg, 0, true).unwrap();
     assert_eq!(clean.log_end_offset(), 60);
 }
+
+#[test]
+fn append_unflushed_leaves_the_fsync_to_begin_flush() {
+    for backend in [io::Backend::Uring, io::Backend::Std] {
+        io::set_thread_backend(Some(backend));
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            flush_interval_messages: 3,
+            ..small_config()
+        };
+        let mut log = Log::open(dir.path(), config, 0).unwrap();
+        log.append_unflushed(&mut batch(&[1, 2], 10), 0, 0).unwrap();
+        assert!(!log.flush_messages_due(), "2 of 3 records");
+        log.append_unflushed(&mut batch(&[3], 10), 0, 0).unwrap();
+        assert!(log.flush_messages_due(), "3 of 3 records");
+        let a = log.begin_flush(0).unwrap();
+        assert_eq!(a.end_offset, 3);
+        assert!(
+            !log.flush_messages_due(),
+            "begin_flush counts everything as flushed"
+        );
+        // Appends after begin_flush are not covered by it; a roll in between fsyncs the old
+        // segment, and the handle still names a file holding everything below end_offset.
+        for i in 0..30 {
+            log.append_unflushed(&mut batch(&[i], 60), 0, 0).unwrap();
+        }
+        let b = log.begin_flush(0).unwrap();
+        assert_eq!(b.end_offset, 33);
+        assert!(segment_logs(dir.path()).len() > 1, "the log rolled");
+        let results = io::sync_data_many(&[&*a.file, &*b.file]);
+        assert_eq!(results.len(), 2);
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        assert!(b.path.ends_with(segment_logs(dir.path()).last().unwrap()));
+        io::set_thread_backend(None);
+    }
+}
