@@ -1,29 +1,31 @@
-//! Segment writes and fsyncs through io_uring (opt-in, `STRATA_IO_URING=1`) where the kernel
-//! allows, and through plain `pwrite`/`fdatasync` otherwise.
+//! Segment writes and fsyncs through io_uring where the kernel allows and it pays, and
+//! through plain `pwrite`/`fdatasync` otherwise.
 //!
 //! # Why hand-written
 //!
 //! `tokio-uring` runs its own single-threaded runtime and owns the buffers it writes; our
 //! appends happen synchronously inside a request handler, under the partition's lock, from
-//! bytes the request already holds. So each worker thread keeps a small ring of its own
-//! ([`io_uring`] crate) and every call here submits its operations and waits for all of their
-//! completions before it returns. That keeps the buffer borrow sound (see `submit_all`) and
-//! lets one `io_uring_enter` carry several operations: [`sync_data_all`] fsyncs a segment's
-//! `.log` and both indexes in parallel, where the fallback does three `fdatasync`s in turn.
+//! bytes the request already holds. So each thread keeps a ring of its own ([`io_uring`]
+//! crate) and every call here submits its operations and waits for all of their completions
+//! before it returns. That keeps the buffer borrow sound (see `submit_all`) and lets one
+//! `io_uring_enter` carry many operations: [`sync_data_many`] fsyncs every file of a group
+//! commit in one submission, and [`sync_data_all`] a segment's `.log` and both indexes.
 //!
 //! # Choosing
 //!
-//! The plain calls are the default, because they measured faster: with a ring per thread
-//! and a wait for every append, buffered appends to a growing file are handed to the kernel's
-//! io-wq workers, and a 1 KB acks=1 producer ran at 0.87× the throughput with ~27× the p50
-//! end-to-end latency of `pwrite` on this machine (docs/BENCHMARKS.md). io_uring pays off
-//! when operations of many partitions share a submission, which this synchronous design does
-//! not do yet. `STRATA_IO_URING=1` (or `on`) turns it on: a thread's first call creates its
-//! ring; if the kernel refuses (`ENOSYS`, `EPERM` under a seccomp profile,
-//! `io_uring_disabled`), or an operation comes back `EINVAL`/`EOPNOTSUPP` (a kernel without
-//! that opcode), the process falls back to the plain calls for good and says so once.
-//! [`set_thread_backend`] forces a backend on the calling thread, so tests run both paths.
-//! [`counters`] tells how many operations took each path.
+//! `STRATA_IO_URING` ([`Mode`]): unset or `sync` (the default) sends batches of fsyncs
+//! through the ring and keeps appends on `pwrite`; `1` sends appends too; `0` sends nothing.
+//! Appends stay on `pwrite` because on ext4 a buffered write cannot complete without blocking,
+//! so io_uring hands every one to an io-wq worker and the waiting append pays two wakeups more
+//! than a `pwrite` (a copy into the page cache): the same throughput and ~20× the p50
+//! end-to-end latency at moderate load on this machine. A lone fsync is handed to io-wq as
+//! well, so it is called directly; several in one submission run in parallel in the kernel,
+//! which is where the ring pays (docs/bench/io-uring-group-commit.md). [`detect`] probes the
+//! kernel at startup and says which path is in use; if the kernel refuses (`ENOSYS`, `EPERM`
+//! under a seccomp profile, `io_uring_disabled`), or an operation comes back
+//! `EINVAL`/`EOPNOTSUPP` (a kernel without that opcode), the process falls back to the plain
+//! calls for good and says so once. [`set_thread_backend`] forces a backend on the calling
+//! thread, so tests run both paths. [`counters`] tells how many operations took each path.
 
 #![allow(unsafe_code)]
 
@@ -352,6 +354,13 @@ pub fn sync_data_many(files: &[&File]) -> Vec<io::Result<()>> {
 }
 
 fn sync_files(files: &[&File], parallel: bool) -> Vec<io::Result<()>> {
+    // A lone fsync gains nothing from the ring: io_uring always hands an fsync to an io-wq
+    // worker, two more wakeups than calling `fdatasync` here (measured slower; see
+    // docs/bench/io-uring-group-commit.md). Only `STRATA_IO_URING=1` or a forced backend
+    // sends it through the ring anyway.
+    if files.len() == 1 && FORCED.with(Cell::get).is_none() && mode() == Mode::Sync {
+        return sync_plain(files, false);
+    }
     let mut out = Vec::with_capacity(files.len());
     for chunk in files.chunks(RING_ENTRIES as usize) {
         let entries: Vec<_> = chunk
