@@ -307,3 +307,31 @@ fn io_uring_mode_keeps_acknowledged_records() {
 fn default_io_mode_keeps_acknowledged_records() {
     io_mode_round_trip("", "fsyncs through io_uring");
 }
+
+/// acks=0 takes no answer, but its appends still go through the group commit: the records
+/// become readable (the high watermark moves only after their fsync) and survive a restart.
+#[test]
+fn acks0_records_are_fsynced_and_become_readable() {
+    let mut broker = start(&[]).unwrap_or_else(|e| panic!("starting strata: {e:?}"));
+    run(&mut broker, |broker| {
+        let topic = "group-commit-acks0";
+        create_topic(broker, topic, 2)?;
+        let (prod, deliveries) = producer(broker, &[("acks", "0"), ("linger.ms", "0")])?;
+        const N: usize = 500;
+        for i in 0..N {
+            send_to_partition(&prod, topic, (i % 2) as i32, i, &value(i))?;
+        }
+        await_reports(&prod, &deliveries, N, PHASE_TIMEOUT)?;
+        let reader = consumer(broker, &[])?;
+        let records = consume(&reader, topic, 2, Offset::Beginning, N, PHASE_TIMEOUT)?;
+        ensure!(records.len() == N, "read {} of {N}", records.len());
+        broker.stop()?;
+        let waits = logged_counter(broker, "group commit:", "flush_waits")?;
+        ensure!(waits > 0, "no acks=0 append waited for an fsync");
+        broker.restart()?;
+        let reader = consumer(broker, &[])?;
+        let again = consume(&reader, topic, 2, Offset::Beginning, N, PHASE_TIMEOUT)?;
+        check_contiguous(&again, &[(0, 0), (1, 0)].into_iter().collect())?;
+        Ok(())
+    });
+}
