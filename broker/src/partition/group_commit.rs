@@ -124,7 +124,16 @@ fn run(q: &'static Queue) {
             }
             std::mem::swap(&mut batch, &mut *pending);
         }
-        commit(&mut batch);
+        // A panic must not leave later produces waiting for a thread that is gone: the
+        // waiters of this batch are answered with an error (their senders are dropped) and
+        // the thread carries on.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&mut batch))).is_err() {
+            tracing::error!(
+                requests = batch.len(),
+                "group commit panicked; answering its produces with an error"
+            );
+            batch.clear();
+        }
     }
 }
 
