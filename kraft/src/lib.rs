@@ -21,6 +21,7 @@
 //! | `topic_config.rs` | Kafka's topic config names, defaults and value checks |
 //! | `meta_properties.rs` | `meta.properties` (cluster id, node id) and Kafka's UUID strings |
 //! | `store.rs` | [`MetadataStore`]: persists operations through `strata_storage::Log`, replays on open |
+//! | `raft/` | [`raft::RaftNode`]: the sans-IO KIP-595 Raft core (not yet wired to the store) and, in tests, its deterministic simulator |
 //! | `error.rs` | [`MetadataError`], [`ClusterControlError`] and the per-partition election and AlterPartition errors |
 //!
 //! # Invariants
@@ -40,6 +41,7 @@ mod controller;
 mod error;
 mod image;
 mod meta_properties;
+pub mod raft;
 pub mod record;
 mod store;
 mod topic_config;

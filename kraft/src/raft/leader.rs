@@ -1,0 +1,219 @@
+//! The leader's side of replication: answering Fetch, the high watermark, DescribeQuorum.
+//!
+//! KIP-595 replication is pull-based. A fetcher sends its log end offset and the epoch of
+//! its last entry. The leader checks them against its own log: if the fetcher's last epoch
+//! ends earlier in the leader's log than the fetcher claims (or is not there at all), the
+//! answer is a *diverging epoch* — the largest epoch `<=` the fetcher's and where it ends —
+//! and the fetcher truncates. Otherwise the fetch offset is proof that the fetcher holds
+//! the leader's log below it, durably, and counts toward the high watermark if the fetcher
+//! is a voter with the right directory id.
+
+#[cfg(test)]
+use super::Fault;
+use super::messages::{FetchError, Message};
+use super::node::RaftNode;
+use super::state::Role;
+use super::{Action, NodeId, ReplicaKey};
+
+/// The leader's answer to DescribeQuorum (KIP-595, KIP-853 directory ids).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumDescription {
+    /// This node.
+    pub leader: NodeId,
+    /// Its epoch.
+    pub epoch: i32,
+    /// Its high watermark.
+    pub high_watermark: i64,
+    /// Every voter, the leader included.
+    pub voters: Vec<ReplicaDescription>,
+    /// Replicas that fetched without being voters.
+    pub observers: Vec<ReplicaDescription>,
+}
+
+/// One replica in a [`QuorumDescription`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaDescription {
+    /// Node id and directory id.
+    pub replica: ReplicaKey,
+    /// The offset it has fetched up to, if it fetched in this epoch (`LogEndOffset`).
+    pub log_end_offset: Option<i64>,
+    /// When it last fetched (`LastFetchTimestamp`, the leader's clock).
+    pub last_fetch_ms: Option<u64>,
+    /// When it last fetched up to the leader's log end (`LastCaughtUpTimestamp`).
+    pub last_caught_up_ms: Option<u64>,
+}
+
+impl RaftNode {
+    /// DescribeQuorum, answered by the leader; `None` on any other node.
+    pub fn describe_quorum(&self, now: u64) -> Option<QuorumDescription> {
+        let Role::Leader(l) = &self.role else {
+            return None;
+        };
+        let voters = l
+            .voters
+            .values()
+            .map(|(key, p)| {
+                if key.id == self.key.id {
+                    ReplicaDescription {
+                        replica: *key,
+                        log_end_offset: Some(self.log.end_offset()),
+                        last_fetch_ms: Some(now),
+                        last_caught_up_ms: Some(now),
+                    }
+                } else {
+                    ReplicaDescription {
+                        replica: *key,
+                        log_end_offset: p.end_offset,
+                        last_fetch_ms: p.last_fetch_ms,
+                        last_caught_up_ms: p.last_caught_up_ms,
+                    }
+                }
+            })
+            .collect();
+        let observers = l
+            .observers
+            .iter()
+            .map(|(key, p)| ReplicaDescription {
+                replica: *key,
+                log_end_offset: p.end_offset,
+                last_fetch_ms: p.last_fetch_ms,
+                last_caught_up_ms: p.last_caught_up_ms,
+            })
+            .collect();
+        Some(QuorumDescription {
+            leader: self.key.id,
+            epoch: self.quorum.epoch,
+            high_watermark: self.high_watermark,
+            voters,
+            observers,
+        })
+    }
+
+    /// Answers a Fetch (any role: non-leaders answer with an error naming the leader they
+    /// know).
+    pub(super) fn on_fetch_request(
+        &mut self,
+        now: u64,
+        epoch: i32,
+        replica: ReplicaKey,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+        out: &mut Vec<Action>,
+    ) -> Message {
+        let leading = matches!(self.role, Role::Leader(_));
+        let error = if !leading {
+            Some(if epoch < self.quorum.epoch {
+                FetchError::FencedLeaderEpoch
+            } else {
+                FetchError::NotLeader
+            })
+        } else if epoch < self.quorum.epoch {
+            Some(FetchError::FencedLeaderEpoch)
+        } else if epoch > self.quorum.epoch {
+            Some(FetchError::UnknownLeaderEpoch)
+        } else {
+            None
+        };
+        let mut response = Message::FetchResponse {
+            epoch: self.quorum.epoch,
+            // A resigned leader still has itself recorded; it must not send fetchers back.
+            leader: self.quorum.leader.filter(|&l| leading || l != self.key.id),
+            error,
+            fetch_offset,
+            last_fetched_epoch,
+            diverging: None,
+            entries: Vec::new(),
+            high_watermark: self.high_watermark,
+        };
+        if error.is_some() {
+            return response;
+        }
+        let Message::FetchResponse {
+            diverging,
+            entries,
+            high_watermark,
+            ..
+        } = &mut response
+        else {
+            unreachable!("built above");
+        };
+        if fetch_offset < 0 {
+            *diverging = Some((0, 0));
+            return response;
+        }
+        if fetch_offset > 0 || last_fetched_epoch > 0 {
+            let (epoch_found, end) = self.log.end_offset_for_epoch(last_fetched_epoch);
+            if epoch_found != last_fetched_epoch || end < fetch_offset {
+                *diverging = Some((epoch_found, end));
+                return response;
+            }
+        }
+        let log_end = self.log.end_offset();
+        let majority = self.majority();
+        let check_quorum = self.config.fetch_timeout_ms * 3 / 2;
+        let Role::Leader(l) = &mut self.role else {
+            unreachable!("checked above");
+        };
+        let progress = match l.voters.get_mut(&replica.id) {
+            Some((key, p)) if *key == replica => {
+                l.acknowledged.insert(replica.id);
+                l.fetched_since_check.insert(replica.id);
+                if l.fetched_since_check.len() >= majority {
+                    l.check_quorum_deadline = now + check_quorum;
+                    l.fetched_since_check.retain(|&id| id == self.key.id);
+                }
+                p
+            }
+            // Not a voter, or a voter's node id with another disk: an observer.
+            _ => l.observers.entry(replica).or_default(),
+        };
+        // Requests may arrive out of order; what a replica has proven it holds stays proven.
+        progress.end_offset = Some(
+            progress
+                .end_offset
+                .map_or(fetch_offset, |o| o.max(fetch_offset)),
+        );
+        progress.last_fetch_ms = Some(now);
+        if fetch_offset == log_end {
+            progress.last_caught_up_ms = Some(now);
+        }
+        self.maybe_advance_high_watermark(out);
+        *entries = self.log.read(fetch_offset, self.config.fetch_max_entries);
+        *high_watermark = self.high_watermark;
+        response
+    }
+
+    /// KIP-595: the high watermark is the largest offset a majority of voters have fetched
+    /// up to (the leader counts its log end), and moves only once it passes the epoch's
+    /// LeaderChange entry, so an entry of an earlier epoch is committed only together with
+    /// one of this epoch (Raft §5.4.2).
+    pub(super) fn maybe_advance_high_watermark(&mut self, out: &mut Vec<Action>) {
+        let Role::Leader(l) = &self.role else {
+            return;
+        };
+        let mut offsets: Vec<i64> = l
+            .voters
+            .iter()
+            .map(|(id, (_, p))| {
+                if *id == self.key.id {
+                    self.log.end_offset()
+                } else {
+                    p.end_offset.unwrap_or(0)
+                }
+            })
+            .collect();
+        offsets.sort_unstable_by(|a, b| b.cmp(a));
+        let Some(&replicated) = offsets.get(self.majority() - 1) else {
+            return;
+        };
+        let own_epoch = replicated > l.epoch_start_offset;
+        #[cfg(test)]
+        let own_epoch = own_epoch || self.config.fault == Fault::CommitPreviousEpochByCount;
+        if own_epoch && replicated > self.high_watermark {
+            self.high_watermark = replicated;
+            out.push(Action::CommitTo {
+                high_watermark: replicated,
+            });
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! A sans-IO Raft core in the style of KRaft (KIP-595, with KIP-996 pre-vote and KIP-853
+//! voter identities).
+//!
+//! [`RaftNode`] is a pure state machine: the driver feeds it `(now, Input)` and carries out
+//! the [`Action`]s it returns. It never reads a clock, a socket or a disk, and its only
+//! randomness (election timeouts) comes from a seed the driver passes in.
+//!
+//! # The driver's contract
+//!
+//! The actions of one `step` are carried out **in order**, and each storage action
+//! ([`Action::PersistQuorumState`], [`Action::AppendToLog`], [`Action::TruncateLog`]) must be
+//! durable before any later action of the same list is carried out. This is how Raft §5's
+//! "respond to RPCs only after updating stable storage" is kept: the core always emits the
+//! persist before the messages that depend on it (a vote grant after the persisted vote, a
+//! BeginQuorumEpoch after the persisted leadership, a Fetch whose offset counts toward the
+//! high watermark after the appended entries). A crash may stop the list at any point; what
+//! was carried out is what a restart finds.
+//!
+//! # Layout
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `mod.rs` | identities ([`NodeId`], [`ReplicaKey`]), [`RaftConfig`], [`Input`], [`Action`] |
+//! | `messages.rs` | the KRaft RPCs: Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch |
+//! | `log.rs` | [`RaftLog`]: the core's in-memory view of the log and its epoch cache |
+//! | `state.rs` | [`QuorumState`] (persisted) and the per-role state types |
+//! | `node.rs` | [`RaftNode`]: elections, replication, the high watermark |
+//! | `leader.rs` | the leader's side: fetch validation, high watermark, DescribeQuorum |
+//! | `sim.rs` | (tests only) the deterministic simulator and its invariants |
+
+mod leader;
+mod log;
+mod messages;
+mod node;
+#[cfg(test)]
+mod sim;
+mod state;
+
+use bytes::Bytes;
+use uuid::Uuid;
+
+pub use leader::{QuorumDescription, ReplicaDescription};
+pub use log::{Entry, Payload, RaftLog};
+pub use messages::{FetchError, Message};
+pub use node::RaftNode;
+pub use state::{QuorumState, RoleKind};
+
+/// A controller's `node.id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub i32);
+
+/// A voter's identity (KIP-853): the node id *and* the id of the metadata log directory,
+/// written when the directory was formatted. A node that comes back with an empty disk has
+/// a new directory id, so it is not the voter it was: it neither votes nor counts toward
+/// the high watermark, because it no longer holds what it promised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReplicaKey {
+    /// Where messages go.
+    pub id: NodeId,
+    /// Which disk the replica is speaking for.
+    pub directory_id: Uuid,
+}
+
+/// Settings of the quorum, with Kafka's names and defaults.
+#[derive(Debug, Clone)]
+pub struct RaftConfig {
+    /// The voter set (`controller.quorum.voters`, with the directory ids the voters were
+    /// formatted with). A node whose [`ReplicaKey`] is not here is an observer.
+    pub voters: Vec<ReplicaKey>,
+    /// `controller.quorum.election.timeout.ms`: an election timer is drawn from
+    /// `[t, 2t)`.
+    pub election_timeout_ms: u64,
+    /// `controller.quorum.fetch.timeout.ms`: a follower that has not heard from its leader
+    /// for this long starts an election (with pre-vote).
+    pub fetch_timeout_ms: u64,
+    /// `controller.quorum.election.backoff.max.ms`: the most a lost election waits before
+    /// the next one.
+    pub election_backoff_max_ms: u64,
+    /// `controller.quorum.request.timeout.ms`: an unanswered Fetch, Vote or
+    /// BeginQuorumEpoch is sent again after this long.
+    pub request_timeout_ms: u64,
+    /// How long a follower waits before fetching again after a fetch that brought nothing
+    /// (Kafka's leader parks such a fetch for up to 500 ms instead; see the module doc).
+    pub fetch_max_wait_ms: u64,
+    /// The most entries one Fetch response carries.
+    pub fetch_max_entries: usize,
+    /// A deliberately broken rule, so tests can show the simulator catches it.
+    #[cfg(test)]
+    pub(crate) fault: Fault,
+}
+
+impl RaftConfig {
+    /// Kafka's defaults for the given voter set.
+    pub fn new(voters: Vec<ReplicaKey>) -> Self {
+        RaftConfig {
+            voters,
+            election_timeout_ms: 1000,
+            fetch_timeout_ms: 2000,
+            election_backoff_max_ms: 1000,
+            request_timeout_ms: 2000,
+            fetch_max_wait_ms: 500,
+            fetch_max_entries: 1000,
+            #[cfg(test)]
+            fault: Fault::None,
+        }
+    }
+}
+
+/// Rules the simulator's self-test breaks on purpose.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    None,
+    /// Grant votes without comparing logs (breaks Raft §5.4.1).
+    VoteIgnoresLog,
+    /// Advance the high watermark over a majority even when the entry there is from an
+    /// earlier epoch (breaks Raft §5.4.2, Figure 8).
+    CommitPreviousEpochByCount,
+}
+
+/// What the driver feeds the core.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// Time passed; fire whatever timers are due. The driver calls it at
+    /// [`RaftNode::next_deadline`] at the latest.
+    Tick,
+    /// An RPC from another node.
+    Message {
+        /// The sender's node id (from the connection).
+        from: NodeId,
+        /// The RPC.
+        msg: Message,
+    },
+    /// Records to append, if this node is the leader.
+    Propose(Vec<Bytes>),
+    /// Resign leadership gracefully (a controlled shutdown): EndQuorumEpoch.
+    Resign,
+}
+
+/// What the core asks the driver to do, in order (see the module doc).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Make the quorum state durable (Kafka's `quorum-state` file) before going on.
+    PersistQuorumState(QuorumState),
+    /// Append entries at `base_offset` (the current log end) and make them durable before
+    /// going on.
+    AppendToLog {
+        /// The offset of the first entry; always the log end offset.
+        base_offset: i64,
+        /// The entries, in order.
+        entries: Vec<Entry>,
+    },
+    /// Remove every entry at `end_offset` and after, durably, before going on.
+    TruncateLog {
+        /// The new log end offset.
+        end_offset: i64,
+    },
+    /// Send an RPC. Messages may be lost; the core retries what it needs.
+    Send {
+        /// The recipient.
+        to: NodeId,
+        /// The RPC.
+        msg: Message,
+    },
+    /// Entries below `high_watermark` are committed: apply them to the state machine.
+    CommitTo {
+        /// The new high watermark; it never moves back while the process lives.
+        high_watermark: i64,
+    },
+    /// This node's role changed.
+    RoleChanged {
+        /// The new role.
+        role: RoleKind,
+        /// The epoch it holds in the new role.
+        epoch: i32,
+        /// The leader, if known.
+        leader: Option<NodeId>,
+    },
+    /// A proposal was appended as `[base_offset, last_offset]` in `epoch`; it is committed
+    /// once the high watermark passes `last_offset`, unless the epoch ends first.
+    Proposed {
+        /// The leader's epoch.
+        epoch: i32,
+        /// Offset of the first proposed record.
+        base_offset: i64,
+        /// Offset of the last proposed record.
+        last_offset: i64,
+    },
+    /// A proposal was refused because this node is not the leader.
+    NotLeader {
+        /// The leader this node knows of, if any.
+        leader: Option<NodeId>,
+    },
+}

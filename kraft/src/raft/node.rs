@@ -1,0 +1,1024 @@
+//! [`RaftNode`]: the roles, their timers and their transitions.
+//!
+//! Election rules (KIP-595, KIP-996, Raft §5.2 and §5.4.1):
+//!
+//! - A voter whose election timer (`[T, 2T)` with `T` = election timeout) or fetch timeout
+//!   expires turns *prospective* and asks for pre-votes, carrying its current epoch. A
+//!   pre-vote changes nothing on the voter that answers it, and is refused by a follower
+//!   that heard from its leader within the fetch timeout. So a node cut off from the quorum
+//!   keeps its epoch, and does not depose a healthy leader when it comes back.
+//! - With a majority of pre-votes it becomes a *candidate* in the next epoch: it persists
+//!   the epoch and its vote for itself, then asks for votes.
+//! - Any message carrying a larger epoch moves a node to that epoch (as a follower if the
+//!   message names a leader, else unattached), persisted before anything else.
+//! - A voter grants at most one vote per epoch (persisted before the answer leaves), only
+//!   to a voter of the configured set, only if it is itself the addressed voter (same
+//!   directory id), only if it knows no leader in that epoch, and only if the candidate's
+//!   log is at least as up to date: larger last epoch, or the same and an end offset at
+//!   least as large.
+//! - A lost election backs off up to `election.backoff.max.ms` and starts again with a
+//!   pre-vote round.
+
+use bytes::Bytes;
+
+#[cfg(test)]
+use super::Fault;
+use super::log::{Entry, Payload, RaftLog};
+use super::messages::{FetchError, Message};
+use super::state::{
+    Election, Follower, LeaderState, QuorumState, ReplicaProgress, Resigned, Role, RoleKind,
+    Unattached,
+};
+use super::{Action, Input, NodeId, RaftConfig, ReplicaKey};
+
+/// One member of the metadata quorum (voter or observer), as a pure state machine.
+#[derive(Debug, Clone)]
+pub struct RaftNode {
+    /// Voters and timeouts.
+    pub(super) config: RaftConfig,
+    /// This node's id and metadata log directory id.
+    pub(super) key: ReplicaKey,
+    /// The durable part of the state; every change goes out as a persist action first.
+    pub(super) quorum: QuorumState,
+    /// The current role and its timers.
+    pub(super) role: Role,
+    /// The core's copy of the log; the driver holds the durable one.
+    pub(super) log: RaftLog,
+    /// Entries below it are committed. Not persisted (as in Kafka): it restarts at 0 and
+    /// is learned again from the leader.
+    pub(super) high_watermark: i64,
+    /// State of the election timer randomness (splitmix64), seeded by the driver.
+    rng: u64,
+}
+
+impl RaftNode {
+    /// A node starting at `now` (a monotonic clock in ms) from what its disk holds: the
+    /// last persisted quorum state and the log entries. A node that restarts after leading
+    /// comes back resigned: its followers' progress is gone, so it stands again.
+    ///
+    /// # Panics
+    ///
+    /// If `entries` has decreasing epochs (a log this core never writes).
+    pub fn new(
+        config: RaftConfig,
+        key: ReplicaKey,
+        quorum: QuorumState,
+        entries: Vec<Entry>,
+        now: u64,
+        seed: u64,
+    ) -> Self {
+        let mut node = RaftNode {
+            config,
+            key,
+            quorum,
+            role: Role::Resigned(Resigned {
+                election_deadline: now,
+            }),
+            log: RaftLog::from_entries(entries),
+            high_watermark: 0,
+            rng: seed,
+        };
+        let timeout = node.random_election_timeout();
+        node.role = match quorum.leader {
+            Some(leader) if leader == key.id && node.is_voter() => Role::Resigned(Resigned {
+                election_deadline: now + timeout,
+            }),
+            Some(leader) if leader != key.id => Role::Follower(Follower {
+                leader,
+                fetch_deadline: now + node.config.fetch_timeout_ms,
+                in_flight_since: None,
+                next_fetch_at: now,
+                last_heard_ms: None,
+                leader_resigned: false,
+            }),
+            _ => Role::Unattached(Unattached {
+                election_deadline: now + timeout,
+                next_discovery_at: now,
+                next_discovery_voter: 0,
+            }),
+        };
+        node
+    }
+
+    /// Feeds one input; returns what the driver must do, in order (see the module doc).
+    pub fn step(&mut self, now: u64, input: Input) -> Vec<Action> {
+        let mut out = Vec::new();
+        match input {
+            Input::Tick => self.tick(now, &mut out),
+            Input::Message { from, msg } => self.handle(now, from, msg, &mut out),
+            Input::Propose(records) => self.propose(now, records, &mut out),
+            Input::Resign => {
+                if matches!(self.role, Role::Leader(_)) {
+                    self.resign(now, &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    /// The latest time by which the driver must call [`Input::Tick`].
+    pub fn next_deadline(&self) -> u64 {
+        let retry = self.config.request_timeout_ms;
+        match &self.role {
+            Role::Unattached(u) if self.is_voter() => u.election_deadline,
+            Role::Unattached(u) => u.next_discovery_at,
+            Role::Prospective(e) | Role::Candidate(e) => {
+                e.backoff_until.unwrap_or(e.deadline).min(e.next_retry_at)
+            }
+            Role::Follower(f) => {
+                let fetch = f.in_flight_since.map_or(f.next_fetch_at, |t| t + retry);
+                f.fetch_deadline.min(fetch)
+            }
+            Role::Leader(l) => {
+                if l.acknowledged.len() < l.voters.len() {
+                    l.check_quorum_deadline.min(l.next_begin_epoch_at)
+                } else {
+                    l.check_quorum_deadline
+                }
+            }
+            Role::Resigned(r) => r.election_deadline,
+        }
+    }
+
+    /// This node's identity.
+    pub fn key(&self) -> ReplicaKey {
+        self.key
+    }
+
+    /// The current epoch.
+    pub fn epoch(&self) -> i32 {
+        self.quorum.epoch
+    }
+
+    /// The current role.
+    pub fn role(&self) -> RoleKind {
+        self.role.kind()
+    }
+
+    /// The leader of the current epoch, if known.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.quorum.leader
+    }
+
+    /// The quorum state as last persisted.
+    pub fn quorum_state(&self) -> QuorumState {
+        self.quorum
+    }
+
+    /// Entries below it are committed.
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+
+    /// The core's view of the log.
+    pub fn log(&self) -> &RaftLog {
+        &self.log
+    }
+
+    /// Whether this node, with its current directory, is in the voter set.
+    pub fn is_voter(&self) -> bool {
+        self.config.voters.contains(&self.key)
+    }
+
+    pub(super) fn majority(&self) -> usize {
+        self.config.voters.len() / 2 + 1
+    }
+
+    fn is_voter_id(&self, id: NodeId) -> bool {
+        self.config.voters.iter().any(|v| v.id == id)
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // splitmix64: small, seedable, and enough to spread election timers.
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn random_election_timeout(&mut self) -> u64 {
+        let t = self.config.election_timeout_ms.max(1);
+        t + self.next_random() % t
+    }
+
+    fn random_backoff(&mut self) -> u64 {
+        self.next_random() % (self.config.election_backoff_max_ms + 1)
+    }
+
+    pub(super) fn persist(&mut self, quorum: QuorumState, out: &mut Vec<Action>) {
+        self.quorum = quorum;
+        out.push(Action::PersistQuorumState(quorum));
+    }
+
+    fn notify(&self, out: &mut Vec<Action>) {
+        out.push(Action::RoleChanged {
+            role: self.role.kind(),
+            epoch: self.quorum.epoch,
+            leader: self.quorum.leader,
+        });
+    }
+
+    // ---- transitions -------------------------------------------------------------------
+
+    /// Moves to `epoch` with no leader known; a voter's election timer fires at `deadline`.
+    fn become_unattached(&mut self, now: u64, epoch: i32, deadline: u64, out: &mut Vec<Action>) {
+        if epoch != self.quorum.epoch {
+            self.persist(
+                QuorumState {
+                    epoch,
+                    voted_for: None,
+                    leader: None,
+                },
+                out,
+            );
+        } else if self.quorum.leader.is_some_and(|l| l != self.key.id) {
+            // An observer that lost its leader forgets it; a voter never unlearns the
+            // leader of its epoch (it would vote again).
+            let quorum = QuorumState {
+                leader: None,
+                ..self.quorum
+            };
+            self.persist(quorum, out);
+        }
+        let start = (self.next_random() % self.config.voters.len().max(1) as u64) as usize;
+        self.role = Role::Unattached(Unattached {
+            election_deadline: deadline,
+            next_discovery_at: now,
+            next_discovery_voter: start,
+        });
+        self.notify(out);
+    }
+
+    /// Follows `leader` in `epoch` (>= the current one) and fetches at once.
+    fn become_follower(&mut self, now: u64, epoch: i32, leader: NodeId, out: &mut Vec<Action>) {
+        if leader == self.key.id {
+            // A claim that we lead, from an earlier life of this node: not ours to act on.
+            if epoch > self.quorum.epoch {
+                let deadline = now + self.random_election_timeout();
+                self.become_unattached(now, epoch, deadline, out);
+            }
+            return;
+        }
+        let voted_for = if epoch == self.quorum.epoch {
+            self.quorum.voted_for
+        } else {
+            None
+        };
+        let quorum = QuorumState {
+            epoch,
+            voted_for,
+            leader: Some(leader),
+        };
+        if quorum != self.quorum {
+            self.persist(quorum, out);
+        }
+        self.role = Role::Follower(Follower {
+            leader,
+            fetch_deadline: now + self.config.fetch_timeout_ms,
+            in_flight_since: None,
+            next_fetch_at: now,
+            last_heard_ms: None,
+            leader_resigned: false,
+        });
+        self.notify(out);
+        self.send_fetch(now, out);
+    }
+
+    /// KIP-996: ask for pre-votes without touching the epoch.
+    fn become_prospective(&mut self, now: u64, out: &mut Vec<Action>) {
+        if !self.is_voter() {
+            let deadline = now + self.random_election_timeout();
+            self.become_unattached(now, self.quorum.epoch, deadline, out);
+            return;
+        }
+        let deadline = now + self.random_election_timeout();
+        self.role = Role::Prospective(Election {
+            granted: [self.key.id].into(),
+            rejected: Default::default(),
+            deadline,
+            next_retry_at: now + self.config.request_timeout_ms,
+            backoff_until: None,
+            previous_leader: self.quorum.leader.filter(|&l| l != self.key.id),
+        });
+        self.notify(out);
+        if self.majority() <= 1 {
+            self.become_candidate(now, out);
+        } else {
+            self.send_vote_requests(true, out);
+        }
+    }
+
+    /// Raft §5.2: a new epoch, a vote for itself (persisted first), then vote requests.
+    fn become_candidate(&mut self, now: u64, out: &mut Vec<Action>) {
+        let quorum = QuorumState {
+            epoch: self.quorum.epoch + 1,
+            voted_for: Some(self.key),
+            leader: None,
+        };
+        self.persist(quorum, out);
+        let deadline = now + self.random_election_timeout();
+        self.role = Role::Candidate(Election {
+            granted: [self.key.id].into(),
+            rejected: Default::default(),
+            deadline,
+            next_retry_at: now + self.config.request_timeout_ms,
+            backoff_until: None,
+            previous_leader: None,
+        });
+        self.notify(out);
+        if self.majority() <= 1 {
+            self.become_leader(now, out);
+        } else {
+            self.send_vote_requests(false, out);
+        }
+    }
+
+    /// KIP-595: persist the leadership, write the LeaderChange entry that opens the epoch,
+    /// and announce the epoch with BeginQuorumEpoch.
+    fn become_leader(&mut self, now: u64, out: &mut Vec<Action>) {
+        let quorum = QuorumState {
+            leader: Some(self.key.id),
+            ..self.quorum
+        };
+        self.persist(quorum, out);
+        let epoch_start_offset = self.log.end_offset();
+        let entry = Entry {
+            epoch: quorum.epoch,
+            payload: Payload::LeaderChange {
+                leader: self.key.id,
+            },
+        };
+        self.log.append(entry.clone());
+        out.push(Action::AppendToLog {
+            base_offset: epoch_start_offset,
+            entries: vec![entry],
+        });
+        let voters = self
+            .config
+            .voters
+            .iter()
+            .map(|&v| (v.id, (v, ReplicaProgress::default())))
+            .collect();
+        self.role = Role::Leader(Box::new(LeaderState {
+            epoch_start_offset,
+            voters,
+            observers: Default::default(),
+            acknowledged: [self.key.id].into(),
+            next_begin_epoch_at: now + self.config.request_timeout_ms,
+            fetched_since_check: [self.key.id].into(),
+            check_quorum_deadline: now + self.config.fetch_timeout_ms * 3 / 2,
+        }));
+        self.notify(out);
+        self.send_begin_quorum_epoch(None, out);
+        self.maybe_advance_high_watermark(out);
+    }
+
+    /// KIP-595 graceful resignation: EndQuorumEpoch to the other voters, most caught-up
+    /// first as preferred successors.
+    fn resign(&mut self, now: u64, out: &mut Vec<Action>) {
+        let mut successors: Vec<(i64, ReplicaKey)> = match &self.role {
+            Role::Leader(l) => l
+                .voters
+                .values()
+                .filter(|(k, _)| k.id != self.key.id)
+                .map(|(k, p)| (p.end_offset.unwrap_or(-1), *k))
+                .collect(),
+            _ => return,
+        };
+        successors.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let preferred_successors: Vec<ReplicaKey> = successors.iter().map(|s| s.1).collect();
+        for k in &preferred_successors {
+            out.push(Action::Send {
+                to: k.id,
+                msg: Message::EndQuorumEpochRequest {
+                    epoch: self.quorum.epoch,
+                    leader: self.key.id,
+                    preferred_successors: preferred_successors.clone(),
+                },
+            });
+        }
+        let deadline = now + self.random_election_timeout();
+        self.role = Role::Resigned(Resigned {
+            election_deadline: deadline,
+        });
+        self.notify(out);
+    }
+
+    /// A prospective round failed: back to the leader it followed, if any, else wait a
+    /// random backoff.
+    fn prospective_failed(&mut self, now: u64, previous: Option<NodeId>, out: &mut Vec<Action>) {
+        match previous {
+            Some(leader) if self.quorum.leader == Some(leader) => {
+                self.become_follower(now, self.quorum.epoch, leader, out);
+            }
+            _ => {
+                let deadline = now + self.random_backoff();
+                self.become_unattached(now, self.quorum.epoch, deadline, out);
+            }
+        }
+    }
+
+    /// Moves to a larger epoch seen in a message. Returns whether it did.
+    fn observe_epoch(
+        &mut self,
+        now: u64,
+        epoch: i32,
+        leader: Option<NodeId>,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        if epoch <= self.quorum.epoch {
+            return false;
+        }
+        match leader {
+            Some(l) if l != self.key.id => self.become_follower(now, epoch, l, out),
+            _ => {
+                let deadline = now + self.random_election_timeout();
+                self.become_unattached(now, epoch, deadline, out);
+            }
+        }
+        true
+    }
+
+    // ---- timers ------------------------------------------------------------------------
+
+    fn tick(&mut self, now: u64, out: &mut Vec<Action>) {
+        let retry = self.config.request_timeout_ms;
+        let discovery_fetch = self.fetch_request();
+        match &mut self.role {
+            Role::Unattached(u) => {
+                if self.config.voters.contains(&self.key) {
+                    if now >= u.election_deadline {
+                        self.become_prospective(now, out);
+                    }
+                } else if now >= u.next_discovery_at {
+                    // An observer with no leader asks the voters in turn (Kafka sends its
+                    // Fetch to a random bootstrap server).
+                    u.next_discovery_at = now + retry;
+                    let others: Vec<NodeId> = self
+                        .config
+                        .voters
+                        .iter()
+                        .map(|v| v.id)
+                        .filter(|&id| id != self.key.id)
+                        .collect();
+                    if !others.is_empty() {
+                        let to = others[u.next_discovery_voter % others.len()];
+                        u.next_discovery_voter += 1;
+                        out.push(Action::Send {
+                            to,
+                            msg: discovery_fetch,
+                        });
+                    }
+                }
+            }
+            Role::Prospective(e) => {
+                if now >= e.deadline {
+                    let previous = e.previous_leader;
+                    self.prospective_failed(now, previous, out);
+                } else if now >= e.next_retry_at {
+                    e.next_retry_at = now + retry;
+                    self.send_vote_requests(true, out);
+                }
+            }
+            Role::Candidate(e) => {
+                if e.backoff_until.is_some_and(|b| now >= b) || now >= e.deadline {
+                    self.become_prospective(now, out);
+                } else if e.backoff_until.is_none() && now >= e.next_retry_at {
+                    e.next_retry_at = now + retry;
+                    self.send_vote_requests(false, out);
+                }
+            }
+            Role::Follower(f) => {
+                if now >= f.fetch_deadline {
+                    if self.config.voters.contains(&self.key) {
+                        self.become_prospective(now, out);
+                    } else {
+                        let deadline = now + self.random_election_timeout();
+                        self.become_unattached(now, self.quorum.epoch, deadline, out);
+                    }
+                } else if f
+                    .in_flight_since
+                    .map_or(now >= f.next_fetch_at, |t| now >= t + retry)
+                {
+                    self.send_fetch(now, out);
+                }
+            }
+            Role::Leader(l) => {
+                if now >= l.check_quorum_deadline {
+                    self.resign(now, out);
+                } else if now >= l.next_begin_epoch_at {
+                    l.next_begin_epoch_at = now + retry;
+                    let pending: Vec<NodeId> = l
+                        .voters
+                        .keys()
+                        .filter(|id| !l.acknowledged.contains(id))
+                        .copied()
+                        .collect();
+                    self.send_begin_quorum_epoch(Some(&pending), out);
+                }
+            }
+            Role::Resigned(r) => {
+                if now >= r.election_deadline {
+                    self.become_prospective(now, out);
+                }
+            }
+        }
+    }
+
+    // ---- outgoing requests -------------------------------------------------------------
+
+    fn send_vote_requests(&self, pre_vote: bool, out: &mut Vec<Action>) {
+        let (Role::Prospective(e) | Role::Candidate(e)) = &self.role else {
+            return;
+        };
+        for &voter in &self.config.voters {
+            if voter.id == self.key.id
+                || e.granted.contains(&voter.id)
+                || e.rejected.contains(&voter.id)
+            {
+                continue;
+            }
+            out.push(Action::Send {
+                to: voter.id,
+                msg: Message::VoteRequest {
+                    epoch: self.quorum.epoch,
+                    candidate: self.key,
+                    voter,
+                    last_epoch: self.log.last_epoch(),
+                    end_offset: self.log.end_offset(),
+                    pre_vote,
+                },
+            });
+        }
+    }
+
+    /// BeginQuorumEpoch to `only` (or every other voter).
+    fn send_begin_quorum_epoch(&self, only: Option<&[NodeId]>, out: &mut Vec<Action>) {
+        for &voter in &self.config.voters {
+            if voter.id == self.key.id || only.is_some_and(|o| !o.contains(&voter.id)) {
+                continue;
+            }
+            out.push(Action::Send {
+                to: voter.id,
+                msg: Message::BeginQuorumEpochRequest {
+                    epoch: self.quorum.epoch,
+                    leader: self.key,
+                    voter,
+                },
+            });
+        }
+    }
+
+    fn fetch_request(&self) -> Message {
+        Message::FetchRequest {
+            epoch: self.quorum.epoch,
+            replica: self.key,
+            fetch_offset: self.log.end_offset(),
+            last_fetched_epoch: self.log.last_epoch(),
+        }
+    }
+
+    fn send_fetch(&mut self, now: u64, out: &mut Vec<Action>) {
+        let msg = self.fetch_request();
+        if let Role::Follower(f) = &mut self.role {
+            f.in_flight_since = Some(now);
+            out.push(Action::Send { to: f.leader, msg });
+        }
+    }
+
+    // ---- inputs ------------------------------------------------------------------------
+
+    fn propose(&mut self, _now: u64, records: Vec<Bytes>, out: &mut Vec<Action>) {
+        if !matches!(self.role, Role::Leader(_)) {
+            out.push(Action::NotLeader {
+                leader: self.quorum.leader.filter(|&l| l != self.key.id),
+            });
+            return;
+        }
+        if records.is_empty() {
+            return;
+        }
+        let epoch = self.quorum.epoch;
+        let base_offset = self.log.end_offset();
+        let entries: Vec<Entry> = records
+            .into_iter()
+            .map(|r| Entry {
+                epoch,
+                payload: Payload::Data(r),
+            })
+            .collect();
+        for e in &entries {
+            self.log.append(e.clone());
+        }
+        let last_offset = self.log.end_offset() - 1;
+        out.push(Action::AppendToLog {
+            base_offset,
+            entries,
+        });
+        out.push(Action::Proposed {
+            epoch,
+            base_offset,
+            last_offset,
+        });
+        self.maybe_advance_high_watermark(out);
+    }
+
+    fn handle(&mut self, now: u64, from: NodeId, msg: Message, out: &mut Vec<Action>) {
+        match msg {
+            Message::VoteRequest {
+                epoch,
+                candidate,
+                voter,
+                last_epoch,
+                end_offset,
+                pre_vote,
+            } => {
+                let granted = self.on_vote_request(
+                    now,
+                    epoch,
+                    candidate,
+                    voter,
+                    (last_epoch, end_offset),
+                    pre_vote,
+                    out,
+                );
+                out.push(Action::Send {
+                    to: from,
+                    msg: Message::VoteResponse {
+                        epoch: self.quorum.epoch,
+                        granted,
+                        leader: self.quorum.leader,
+                        pre_vote,
+                    },
+                });
+            }
+            Message::VoteResponse {
+                epoch,
+                granted,
+                leader,
+                pre_vote,
+            } => self.on_vote_response(now, from, epoch, granted, leader, pre_vote, out),
+            Message::BeginQuorumEpochRequest { epoch, leader, .. } => {
+                // KIP-853 also checks the addressed voter's directory id; a node whose
+                // disk was replaced follows the leader all the same, as an observer.
+                if epoch >= self.quorum.epoch && leader.id != self.key.id {
+                    let following =
+                        matches!(&self.role, Role::Follower(f) if f.leader == leader.id);
+                    let leading = matches!(self.role, Role::Leader(_));
+                    if epoch > self.quorum.epoch || (!following && !leading) {
+                        self.become_follower(now, epoch, leader.id, out);
+                    }
+                    if let Role::Follower(f) = &mut self.role
+                        && f.leader == leader.id
+                        && epoch == self.quorum.epoch
+                    {
+                        f.last_heard_ms = Some(now);
+                    }
+                }
+                out.push(Action::Send {
+                    to: from,
+                    msg: Message::BeginQuorumEpochResponse {
+                        epoch: self.quorum.epoch,
+                    },
+                });
+            }
+            Message::BeginQuorumEpochResponse { epoch } => {
+                if !self.observe_epoch(now, epoch, None, out)
+                    && epoch == self.quorum.epoch
+                    && let Role::Leader(l) = &mut self.role
+                    && l.voters.contains_key(&from)
+                {
+                    l.acknowledged.insert(from);
+                }
+            }
+            Message::EndQuorumEpochRequest {
+                epoch,
+                leader,
+                preferred_successors,
+            } => {
+                self.on_end_quorum_epoch(now, epoch, leader, &preferred_successors, out);
+                out.push(Action::Send {
+                    to: from,
+                    msg: Message::EndQuorumEpochResponse {
+                        epoch: self.quorum.epoch,
+                    },
+                });
+            }
+            Message::EndQuorumEpochResponse { epoch } => {
+                self.observe_epoch(now, epoch, None, out);
+            }
+            Message::FetchRequest {
+                epoch,
+                replica,
+                fetch_offset,
+                last_fetched_epoch,
+            } => {
+                let response = self.on_fetch_request(
+                    now,
+                    epoch,
+                    replica,
+                    fetch_offset,
+                    last_fetched_epoch,
+                    out,
+                );
+                out.push(Action::Send {
+                    to: from,
+                    msg: response,
+                });
+            }
+            Message::FetchResponse {
+                epoch,
+                leader,
+                error,
+                fetch_offset,
+                last_fetched_epoch,
+                diverging,
+                entries,
+                high_watermark,
+            } => {
+                let response = FetchResult {
+                    epoch,
+                    leader,
+                    error,
+                    position: (fetch_offset, last_fetched_epoch),
+                    diverging,
+                    entries,
+                    high_watermark,
+                };
+                self.on_fetch_response(now, from, response, out);
+            }
+        }
+    }
+
+    /// Decides a vote or pre-vote; any state change is persisted before the answer.
+    #[allow(clippy::too_many_arguments)]
+    fn on_vote_request(
+        &mut self,
+        now: u64,
+        epoch: i32,
+        candidate: ReplicaKey,
+        voter: ReplicaKey,
+        candidate_log: (i32, i64),
+        pre_vote: bool,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        if epoch < self.quorum.epoch {
+            return false;
+        }
+        // Raft §5.1: a larger epoch is adopted, whatever the message. For a pre-vote it is
+        // the sender's current epoch, reached through an election a majority allowed.
+        if epoch > self.quorum.epoch {
+            let deadline = now + self.random_election_timeout();
+            self.become_unattached(now, epoch, deadline, out);
+        }
+        let identity_ok = self.is_voter()
+            && voter == self.key
+            && candidate != self.key
+            && self.config.voters.contains(&candidate);
+        // Raft §5.4.1: only a candidate whose log is at least as up to date.
+        let log_ok = candidate_log >= (self.log.last_epoch(), self.log.end_offset());
+        #[cfg(test)]
+        let log_ok = log_ok || self.config.fault == Fault::VoteIgnoresLog;
+        if !identity_ok || !log_ok {
+            return false;
+        }
+        if pre_vote {
+            // KIP-996: a follower that hears from its leader refuses.
+            return !self.has_live_leader(now);
+        }
+        if self.quorum.leader.is_some() || self.quorum.voted_for.is_some_and(|v| v != candidate) {
+            return false;
+        }
+        if self.quorum.voted_for.is_none() {
+            let quorum = QuorumState {
+                voted_for: Some(candidate),
+                ..self.quorum
+            };
+            self.persist(quorum, out);
+        }
+        // Granting a vote restarts the election timer.
+        let deadline = now + self.random_election_timeout();
+        match &mut self.role {
+            Role::Unattached(u) => u.election_deadline = deadline,
+            _ => self.become_unattached(now, self.quorum.epoch, deadline, out),
+        }
+        true
+    }
+
+    fn has_live_leader(&self, now: u64) -> bool {
+        match &self.role {
+            Role::Leader(_) => true,
+            Role::Follower(f) => {
+                !f.leader_resigned
+                    && f.last_heard_ms
+                        .is_some_and(|t| now < t + self.config.fetch_timeout_ms)
+            }
+            _ => false,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_vote_response(
+        &mut self,
+        now: u64,
+        from: NodeId,
+        epoch: i32,
+        granted: bool,
+        leader: Option<NodeId>,
+        pre_vote: bool,
+        out: &mut Vec<Action>,
+    ) {
+        if self.observe_epoch(now, epoch, leader, out)
+            || epoch < self.quorum.epoch
+            || from == self.key.id
+            || !self.is_voter_id(from)
+        {
+            return;
+        }
+        let majority = self.majority();
+        let voters = self.config.voters.len();
+        match &mut self.role {
+            Role::Prospective(e) if pre_vote => {
+                if granted {
+                    e.granted.insert(from);
+                } else {
+                    e.rejected.insert(from);
+                }
+                if e.granted.len() >= majority {
+                    self.become_candidate(now, out);
+                } else if let Some(l) = leader.filter(|&l| l != self.key.id)
+                    && self.quorum.leader.is_none()
+                {
+                    // Someone knows a leader of our epoch that we never heard of: follow
+                    // it instead. (One we already followed is the one that went quiet.)
+                    self.become_follower(now, epoch, l, out);
+                } else if e.rejected.len() > voters - majority {
+                    let previous = e.previous_leader;
+                    self.prospective_failed(now, previous, out);
+                }
+            }
+            Role::Candidate(e) if !pre_vote && e.backoff_until.is_none() => {
+                if granted {
+                    e.granted.insert(from);
+                } else {
+                    e.rejected.insert(from);
+                }
+                if e.granted.len() >= majority {
+                    self.become_leader(now, out);
+                } else if e.rejected.len() > voters - majority {
+                    let backoff = self.random_backoff();
+                    if let Role::Candidate(e) = &mut self.role {
+                        e.backoff_until = Some(now + backoff);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_end_quorum_epoch(
+        &mut self,
+        now: u64,
+        epoch: i32,
+        leader: NodeId,
+        preferred: &[ReplicaKey],
+        out: &mut Vec<Action>,
+    ) {
+        if epoch < self.quorum.epoch || leader == self.key.id {
+            return;
+        }
+        // KIP-595: the preferred successors stand first, in order; the rest wait a full
+        // election timeout.
+        let wait = match preferred.iter().position(|k| *k == self.key) {
+            Some(0) => 0,
+            Some(p) => (100u64 << (p - 1).min(16)).min(self.config.election_backoff_max_ms),
+            None => self.random_election_timeout(),
+        };
+        let deadline = now + wait;
+        if epoch > self.quorum.epoch {
+            self.become_unattached(now, epoch, deadline, out);
+            return;
+        }
+        match &mut self.role {
+            Role::Follower(f) if f.leader == leader => {
+                f.leader_resigned = true;
+                f.fetch_deadline = f.fetch_deadline.min(deadline);
+            }
+            Role::Unattached(u) => u.election_deadline = u.election_deadline.min(deadline),
+            _ => {}
+        }
+    }
+
+    fn on_fetch_response(&mut self, now: u64, from: NodeId, r: FetchResult, out: &mut Vec<Action>) {
+        if r.error.is_some() {
+            if self.observe_epoch(now, r.epoch, r.leader, out) || r.epoch < self.quorum.epoch {
+                return;
+            }
+            let leader = r.leader.filter(|&l| l != self.key.id);
+            match &mut self.role {
+                Role::Follower(f) if f.leader == from => {
+                    // The leader we follow no longer serves; try again later, and let the
+                    // fetch timeout decide.
+                    f.in_flight_since = None;
+                    f.next_fetch_at = now + self.config.fetch_max_wait_ms;
+                }
+                Role::Unattached(_) | Role::Prospective(_) | Role::Candidate(_) => {
+                    if let Some(l) = leader {
+                        self.become_follower(now, r.epoch, l, out);
+                    }
+                }
+                _ => {}
+            }
+            return;
+        }
+        if r.epoch > self.quorum.epoch {
+            if r.leader == Some(from) {
+                self.become_follower(now, r.epoch, from, out);
+            }
+            return;
+        }
+        if r.epoch < self.quorum.epoch || r.leader != Some(from) {
+            return;
+        }
+        match &self.role {
+            Role::Follower(f) if f.leader == from => {}
+            Role::Leader(_) | Role::Resigned(_) | Role::Follower(_) => return,
+            _ => {
+                self.become_follower(now, r.epoch, from, out);
+                return;
+            }
+        }
+        // A stale or repeated response answers a position we have left.
+        if r.position != (self.log.end_offset(), self.log.last_epoch()) {
+            return;
+        }
+        let fetch_timeout = self.config.fetch_timeout_ms;
+        let max_wait = self.config.fetch_max_wait_ms;
+        if let Some((epoch, end_offset)) = r.diverging {
+            // KIP-595: truncate to where our log and the leader's agree for that epoch,
+            // then fetch again from there.
+            let (_, our_end) = self.log.end_offset_for_epoch(epoch);
+            let truncate_to = end_offset.min(our_end).max(0);
+            if truncate_to < self.log.end_offset() {
+                self.log.truncate(truncate_to);
+                out.push(Action::TruncateLog {
+                    end_offset: truncate_to,
+                });
+            }
+            if let Role::Follower(f) = &mut self.role {
+                f.fetch_deadline = now + fetch_timeout;
+                f.last_heard_ms = Some(now);
+                f.in_flight_since = None;
+            }
+            self.send_fetch(now, out);
+            return;
+        }
+        let mut last = self.log.last_epoch();
+        if r.entries.iter().any(|e| {
+            let ok = e.epoch >= last && e.epoch <= r.epoch;
+            last = e.epoch;
+            !ok
+        }) {
+            // Not a log this leader could have sent; drop it rather than corrupt ours.
+            return;
+        }
+        let got_entries = !r.entries.is_empty();
+        if got_entries {
+            let base_offset = self.log.end_offset();
+            for e in &r.entries {
+                self.log.append(e.clone());
+            }
+            out.push(Action::AppendToLog {
+                base_offset,
+                entries: r.entries,
+            });
+        }
+        let high_watermark = r.high_watermark.min(self.log.end_offset());
+        if high_watermark > self.high_watermark {
+            self.high_watermark = high_watermark;
+            out.push(Action::CommitTo { high_watermark });
+        }
+        if let Role::Follower(f) = &mut self.role {
+            f.fetch_deadline = now + fetch_timeout;
+            f.last_heard_ms = Some(now);
+            f.in_flight_since = None;
+            f.next_fetch_at = if got_entries { now } else { now + max_wait };
+        }
+        if got_entries {
+            self.send_fetch(now, out);
+        }
+    }
+}
+
+/// A Fetch response's fields, unpacked.
+struct FetchResult {
+    epoch: i32,
+    leader: Option<NodeId>,
+    error: Option<FetchError>,
+    /// The `(fetch_offset, last_fetched_epoch)` it answers.
+    position: (i64, i32),
+    diverging: Option<(i32, i64)>,
+    entries: Vec<Entry>,
+    high_watermark: i64,
+}
