@@ -18,8 +18,8 @@
 //!   chain over the log);
 //! - the committed prefix (the longest high watermark any node reached) never changes: a
 //!   node's high watermark always lands on it, and no node truncates an entry of it;
-//! - leader completeness: a leader of epoch `e` holds every committed entry of epochs
-//!   `<= e`;
+//! - leader completeness: a leader of epoch `e` holds every entry committed in an epoch
+//!   before `e`;
 //! - a node's high watermark never moves back while it runs, nor past its log end.
 //!
 //! After the faults stop (the network heals, crashed nodes restart), liveness is checked: a
@@ -43,7 +43,7 @@ use super::{
 };
 
 /// How long faults are injected, in simulated ms.
-const FAULT_PHASE_MS: u64 = 20_000;
+const FAULT_PHASE_MS: u64 = 30_000;
 /// How long after the heal a leader must be followed by all and a proposal commit.
 const LIVENESS_MS: u64 = 25_000;
 /// A run that needs more events than this is stuck in a loop.
@@ -212,6 +212,8 @@ struct Sim {
     dup_pct: u32,
     long_delay_pct: u32,
     mid_step_crash_permille: u32,
+    /// Mean time between injected faults: calm seeds and stormy ones.
+    fault_interval_ms: u64,
     healed: bool,
     disk_losses_left: usize,
     next_payload: u64,
@@ -220,7 +222,8 @@ struct Sim {
     votes: HashMap<(ReplicaKey, i32), ReplicaKey>,
     /// Hash chain value at `(offset, epoch)` for every entry ever written.
     log_matching: HashMap<(usize, i32), u64>,
-    /// `(epoch, chain)` of every committed entry.
+    /// `(epoch it was committed in, chain)` of every committed entry: the epoch of the
+    /// node whose high watermark first covered it (a leader).
     committed: Vec<(i32, u64)>,
     /// Proposals made after the heal: (leader, epoch, last offset).
     post_heal_proposals: Vec<(NodeId, i32, i64)>,
@@ -275,6 +278,7 @@ impl Sim {
         let dup_pct = rng.random_range(0..=10);
         let long_delay_pct = rng.random_range(0..=10);
         let mid_step_crash_permille = rng.random_range(0..=4);
+        let fault_interval_ms = rng.random_range(100..=3000);
         let mut sim = Sim {
             rng,
             now: 0,
@@ -287,6 +291,7 @@ impl Sim {
             dup_pct,
             long_delay_pct,
             mid_step_crash_permille,
+            fault_interval_ms,
             healed: false,
             disk_losses_left: (nodes - 1) / 2,
             next_payload: 0,
@@ -463,7 +468,9 @@ impl Sim {
             }
             Event::Fault => {
                 if !self.healed {
-                    let delay = self.rng.random_range(100..1000);
+                    let delay = self
+                        .rng
+                        .random_range(self.fault_interval_ms / 2..self.fault_interval_ms * 3 / 2);
                     self.schedule(delay, Event::Fault);
                     self.inject_fault()?;
                 }
@@ -536,7 +543,17 @@ impl Sim {
                     .collect();
                 self.cut(links, "one-way cut");
             }
-            65..75 => {
+            65..80 => {
+                // Leaders die young: the interleavings of Raft §5.4.2 (Figure 8) need
+                // leaders that crash with entries half replicated.
+                let leaders: Vec<usize> = (0..n)
+                    .filter(|&i| self.role(i) == Some(RoleKind::Leader))
+                    .collect();
+                if let Some(&i) = leaders.first() {
+                    self.crash(i, false);
+                }
+            }
+            80..88 => {
                 let leaders: Vec<usize> = (0..n)
                     .filter(|&i| self.role(i) == Some(RoleKind::Leader))
                     .collect();
@@ -809,8 +826,9 @@ impl Sim {
                 shared - 1
             ));
         }
+        let epoch = self.nodes[i].disk.quorum.epoch;
         for o in self.committed.len()..hw {
-            self.committed.push((disk.log[o].epoch, disk.chain[o]));
+            self.committed.push((epoch, disk.chain[o]));
         }
         Ok(())
     }
@@ -825,17 +843,15 @@ impl Sim {
                 return Err(format!("n{} high watermark past log end", n.id.0));
             }
             if raft.role() == RoleKind::Leader {
-                // Leader completeness (Raft §5.4): every entry committed in an epoch up to
-                // this leader's is in its log.
+                // Leader completeness (Raft §5.4): an entry committed in an epoch before
+                // this leader's is in its log (and with it, everything before it).
                 let epoch = raft.epoch();
-                let upto = self.committed.partition_point(|&(e, _)| e <= epoch);
-                if upto > 0
-                    && (n.disk.chain.len() < upto
-                        || n.disk.chain[upto - 1] != self.committed[upto - 1].1)
+                if let Some(o) = self.committed.iter().rposition(|&(e, _)| e < epoch)
+                    && n.disk.chain.get(o) != Some(&self.committed[o].1)
                 {
                     return Err(format!(
-                        "leader n{} of epoch {epoch} lacks committed entries below {upto}",
-                        n.id.0
+                        "leader n{} of epoch {epoch} lacks the entry at {o}, committed in epoch {}",
+                        n.id.0, self.committed[o].0
                     ));
                 }
                 if self.leaders.get(&epoch) != Some(&n.id) {
@@ -1046,7 +1062,7 @@ mod tests {
 
     #[test]
     fn committing_an_earlier_epoch_by_count_is_caught() {
-        let failure = first_catch(Fault::CommitPreviousEpochByCount, 2000)
+        let failure = first_catch(Fault::CommitPreviousEpochByCount, 20000)
             .expect("the simulator must catch commits of an earlier epoch by count");
         eprintln!("caught: {failure}");
     }
