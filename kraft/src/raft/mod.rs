@@ -24,10 +24,14 @@
 //! | `messages.rs` | the KRaft RPCs: Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch |
 //! | `log.rs` | [`RaftLog`]: the core's in-memory view of the log and its epoch cache |
 //! | `state.rs` | [`QuorumState`] (persisted) and the per-role state types |
-//! | `node.rs` | [`RaftNode`]: elections, replication, the high watermark |
+//! | `node.rs` | [`RaftNode`]: roles, transitions, timers, dispatch of inputs |
+//! | `election.rs` | Vote and pre-vote, on both sides; EndQuorumEpoch |
+//! | `follower.rs` | the follower's side of Fetch: truncation, append, high watermark |
 //! | `leader.rs` | the leader's side: fetch validation, high watermark, DescribeQuorum |
 //! | `sim.rs` | (tests only) the deterministic simulator and its invariants |
 
+mod election;
+mod follower;
 mod leader;
 mod log;
 mod messages;
@@ -35,6 +39,8 @@ mod node;
 #[cfg(test)]
 mod sim;
 mod state;
+#[cfg(test)]
+mod tests;
 
 use bytes::Bytes;
 use uuid::Uuid;

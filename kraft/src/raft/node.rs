@@ -21,10 +21,9 @@
 
 use bytes::Bytes;
 
-#[cfg(test)]
-use super::Fault;
+use super::follower::FetchResult;
 use super::log::{Entry, Payload, RaftLog};
-use super::messages::{FetchError, Message};
+use super::messages::Message;
 use super::state::{
     Election, Follower, LeaderState, QuorumState, ReplicaProgress, Resigned, Role, RoleKind,
     Unattached,
@@ -184,11 +183,11 @@ impl RaftNode {
         self.config.voters.len() / 2 + 1
     }
 
-    fn is_voter_id(&self, id: NodeId) -> bool {
+    pub(super) fn is_voter_id(&self, id: NodeId) -> bool {
         self.config.voters.iter().any(|v| v.id == id)
     }
 
-    fn next_random(&mut self) -> u64 {
+    pub(super) fn next_random(&mut self) -> u64 {
         // splitmix64: small, seedable, and enough to spread election timers.
         self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.rng;
@@ -197,12 +196,12 @@ impl RaftNode {
         z ^ (z >> 31)
     }
 
-    fn random_election_timeout(&mut self) -> u64 {
+    pub(super) fn random_election_timeout(&mut self) -> u64 {
         let t = self.config.election_timeout_ms.max(1);
         t + self.next_random() % t
     }
 
-    fn random_backoff(&mut self) -> u64 {
+    pub(super) fn random_backoff(&mut self) -> u64 {
         self.next_random() % (self.config.election_backoff_max_ms + 1)
     }
 
@@ -211,7 +210,7 @@ impl RaftNode {
         out.push(Action::PersistQuorumState(quorum));
     }
 
-    fn notify(&self, out: &mut Vec<Action>) {
+    pub(super) fn notify(&self, out: &mut Vec<Action>) {
         out.push(Action::RoleChanged {
             role: self.role.kind(),
             epoch: self.quorum.epoch,
@@ -222,7 +221,13 @@ impl RaftNode {
     // ---- transitions -------------------------------------------------------------------
 
     /// Moves to `epoch` with no leader known; a voter's election timer fires at `deadline`.
-    fn become_unattached(&mut self, now: u64, epoch: i32, deadline: u64, out: &mut Vec<Action>) {
+    pub(super) fn become_unattached(
+        &mut self,
+        now: u64,
+        epoch: i32,
+        deadline: u64,
+        out: &mut Vec<Action>,
+    ) {
         if epoch != self.quorum.epoch {
             self.persist(
                 QuorumState {
@@ -251,7 +256,13 @@ impl RaftNode {
     }
 
     /// Follows `leader` in `epoch` (>= the current one) and fetches at once.
-    fn become_follower(&mut self, now: u64, epoch: i32, leader: NodeId, out: &mut Vec<Action>) {
+    pub(super) fn become_follower(
+        &mut self,
+        now: u64,
+        epoch: i32,
+        leader: NodeId,
+        out: &mut Vec<Action>,
+    ) {
         if leader == self.key.id {
             // A claim that we lead, from an earlier life of this node: not ours to act on.
             if epoch > self.quorum.epoch {
@@ -286,7 +297,7 @@ impl RaftNode {
     }
 
     /// KIP-996: ask for pre-votes without touching the epoch.
-    fn become_prospective(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn become_prospective(&mut self, now: u64, out: &mut Vec<Action>) {
         if !self.is_voter() {
             let deadline = now + self.random_election_timeout();
             self.become_unattached(now, self.quorum.epoch, deadline, out);
@@ -310,7 +321,7 @@ impl RaftNode {
     }
 
     /// Raft §5.2: a new epoch, a vote for itself (persisted first), then vote requests.
-    fn become_candidate(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn become_candidate(&mut self, now: u64, out: &mut Vec<Action>) {
         let quorum = QuorumState {
             epoch: self.quorum.epoch + 1,
             voted_for: Some(self.key),
@@ -336,7 +347,7 @@ impl RaftNode {
 
     /// KIP-595: persist the leadership, write the LeaderChange entry that opens the epoch,
     /// and announce the epoch with BeginQuorumEpoch.
-    fn become_leader(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn become_leader(&mut self, now: u64, out: &mut Vec<Action>) {
         let quorum = QuorumState {
             leader: Some(self.key.id),
             ..self.quorum
@@ -376,7 +387,7 @@ impl RaftNode {
 
     /// KIP-595 graceful resignation: EndQuorumEpoch to the other voters, most caught-up
     /// first as preferred successors.
-    fn resign(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn resign(&mut self, now: u64, out: &mut Vec<Action>) {
         let mut successors: Vec<(i64, ReplicaKey)> = match &self.role {
             Role::Leader(l) => l
                 .voters
@@ -407,7 +418,12 @@ impl RaftNode {
 
     /// A prospective round failed: back to the leader it followed, if any, else wait a
     /// random backoff.
-    fn prospective_failed(&mut self, now: u64, previous: Option<NodeId>, out: &mut Vec<Action>) {
+    pub(super) fn prospective_failed(
+        &mut self,
+        now: u64,
+        previous: Option<NodeId>,
+        out: &mut Vec<Action>,
+    ) {
         match previous {
             Some(leader) if self.quorum.leader == Some(leader) => {
                 self.become_follower(now, self.quorum.epoch, leader, out);
@@ -420,7 +436,7 @@ impl RaftNode {
     }
 
     /// Moves to a larger epoch seen in a message. Returns whether it did.
-    fn observe_epoch(
+    pub(super) fn observe_epoch(
         &mut self,
         now: u64,
         epoch: i32,
@@ -442,7 +458,7 @@ impl RaftNode {
 
     // ---- timers ------------------------------------------------------------------------
 
-    fn tick(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn tick(&mut self, now: u64, out: &mut Vec<Action>) {
         let retry = self.config.request_timeout_ms;
         let discovery_fetch = self.fetch_request();
         match &mut self.role {
@@ -528,33 +544,8 @@ impl RaftNode {
 
     // ---- outgoing requests -------------------------------------------------------------
 
-    fn send_vote_requests(&self, pre_vote: bool, out: &mut Vec<Action>) {
-        let (Role::Prospective(e) | Role::Candidate(e)) = &self.role else {
-            return;
-        };
-        for &voter in &self.config.voters {
-            if voter.id == self.key.id
-                || e.granted.contains(&voter.id)
-                || e.rejected.contains(&voter.id)
-            {
-                continue;
-            }
-            out.push(Action::Send {
-                to: voter.id,
-                msg: Message::VoteRequest {
-                    epoch: self.quorum.epoch,
-                    candidate: self.key,
-                    voter,
-                    last_epoch: self.log.last_epoch(),
-                    end_offset: self.log.end_offset(),
-                    pre_vote,
-                },
-            });
-        }
-    }
-
     /// BeginQuorumEpoch to `only` (or every other voter).
-    fn send_begin_quorum_epoch(&self, only: Option<&[NodeId]>, out: &mut Vec<Action>) {
+    pub(super) fn send_begin_quorum_epoch(&self, only: Option<&[NodeId]>, out: &mut Vec<Action>) {
         for &voter in &self.config.voters {
             if voter.id == self.key.id || only.is_some_and(|o| !o.contains(&voter.id)) {
                 continue;
@@ -570,26 +561,9 @@ impl RaftNode {
         }
     }
 
-    fn fetch_request(&self) -> Message {
-        Message::FetchRequest {
-            epoch: self.quorum.epoch,
-            replica: self.key,
-            fetch_offset: self.log.end_offset(),
-            last_fetched_epoch: self.log.last_epoch(),
-        }
-    }
-
-    fn send_fetch(&mut self, now: u64, out: &mut Vec<Action>) {
-        let msg = self.fetch_request();
-        if let Role::Follower(f) = &mut self.role {
-            f.in_flight_since = Some(now);
-            out.push(Action::Send { to: f.leader, msg });
-        }
-    }
-
     // ---- inputs ------------------------------------------------------------------------
 
-    fn propose(&mut self, _now: u64, records: Vec<Bytes>, out: &mut Vec<Action>) {
+    pub(super) fn propose(&mut self, _now: u64, records: Vec<Bytes>, out: &mut Vec<Action>) {
         if !matches!(self.role, Role::Leader(_)) {
             out.push(Action::NotLeader {
                 leader: self.quorum.leader.filter(|&l| l != self.key.id),
@@ -624,7 +598,7 @@ impl RaftNode {
         self.maybe_advance_high_watermark(out);
     }
 
-    fn handle(&mut self, now: u64, from: NodeId, msg: Message, out: &mut Vec<Action>) {
+    pub(super) fn handle(&mut self, now: u64, from: NodeId, msg: Message, out: &mut Vec<Action>) {
         match msg {
             Message::VoteRequest {
                 epoch,
@@ -750,275 +724,4 @@ impl RaftNode {
             }
         }
     }
-
-    /// Decides a vote or pre-vote; any state change is persisted before the answer.
-    #[allow(clippy::too_many_arguments)]
-    fn on_vote_request(
-        &mut self,
-        now: u64,
-        epoch: i32,
-        candidate: ReplicaKey,
-        voter: ReplicaKey,
-        candidate_log: (i32, i64),
-        pre_vote: bool,
-        out: &mut Vec<Action>,
-    ) -> bool {
-        if epoch < self.quorum.epoch {
-            return false;
-        }
-        // Raft §5.1: a larger epoch is adopted, whatever the message. For a pre-vote it is
-        // the sender's current epoch, reached through an election a majority allowed.
-        if epoch > self.quorum.epoch {
-            let deadline = now + self.random_election_timeout();
-            self.become_unattached(now, epoch, deadline, out);
-        }
-        let identity_ok = self.is_voter()
-            && voter == self.key
-            && candidate != self.key
-            && self.config.voters.contains(&candidate);
-        // Raft §5.4.1: only a candidate whose log is at least as up to date.
-        let log_ok = candidate_log >= (self.log.last_epoch(), self.log.end_offset());
-        #[cfg(test)]
-        let log_ok = log_ok || self.config.fault == Fault::VoteIgnoresLog;
-        if !identity_ok || !log_ok {
-            return false;
-        }
-        if pre_vote {
-            // KIP-996: a follower that hears from its leader refuses.
-            return !self.has_live_leader(now);
-        }
-        if self.quorum.leader.is_some() || self.quorum.voted_for.is_some_and(|v| v != candidate) {
-            return false;
-        }
-        if self.quorum.voted_for.is_none() {
-            let quorum = QuorumState {
-                voted_for: Some(candidate),
-                ..self.quorum
-            };
-            self.persist(quorum, out);
-        }
-        // Granting a vote restarts the election timer.
-        let deadline = now + self.random_election_timeout();
-        match &mut self.role {
-            Role::Unattached(u) => u.election_deadline = deadline,
-            _ => self.become_unattached(now, self.quorum.epoch, deadline, out),
-        }
-        true
-    }
-
-    fn has_live_leader(&self, now: u64) -> bool {
-        match &self.role {
-            Role::Leader(_) => true,
-            Role::Follower(f) => {
-                !f.leader_resigned
-                    && f.last_heard_ms
-                        .is_some_and(|t| now < t + self.config.fetch_timeout_ms)
-            }
-            _ => false,
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn on_vote_response(
-        &mut self,
-        now: u64,
-        from: NodeId,
-        epoch: i32,
-        granted: bool,
-        leader: Option<NodeId>,
-        pre_vote: bool,
-        out: &mut Vec<Action>,
-    ) {
-        if self.observe_epoch(now, epoch, leader, out)
-            || epoch < self.quorum.epoch
-            || from == self.key.id
-            || !self.is_voter_id(from)
-        {
-            return;
-        }
-        let majority = self.majority();
-        let voters = self.config.voters.len();
-        match &mut self.role {
-            Role::Prospective(e) if pre_vote => {
-                if granted {
-                    e.granted.insert(from);
-                } else {
-                    e.rejected.insert(from);
-                }
-                if e.granted.len() >= majority {
-                    self.become_candidate(now, out);
-                } else if let Some(l) = leader.filter(|&l| l != self.key.id)
-                    && self.quorum.leader.is_none()
-                {
-                    // Someone knows a leader of our epoch that we never heard of: follow
-                    // it instead. (One we already followed is the one that went quiet.)
-                    self.become_follower(now, epoch, l, out);
-                } else if e.rejected.len() > voters - majority {
-                    let previous = e.previous_leader;
-                    self.prospective_failed(now, previous, out);
-                }
-            }
-            Role::Candidate(e) if !pre_vote && e.backoff_until.is_none() => {
-                if granted {
-                    e.granted.insert(from);
-                } else {
-                    e.rejected.insert(from);
-                }
-                if e.granted.len() >= majority {
-                    self.become_leader(now, out);
-                } else if e.rejected.len() > voters - majority {
-                    let backoff = self.random_backoff();
-                    if let Role::Candidate(e) = &mut self.role {
-                        e.backoff_until = Some(now + backoff);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn on_end_quorum_epoch(
-        &mut self,
-        now: u64,
-        epoch: i32,
-        leader: NodeId,
-        preferred: &[ReplicaKey],
-        out: &mut Vec<Action>,
-    ) {
-        if epoch < self.quorum.epoch || leader == self.key.id {
-            return;
-        }
-        // KIP-595: the preferred successors stand first, in order; the rest wait a full
-        // election timeout.
-        let wait = match preferred.iter().position(|k| *k == self.key) {
-            Some(0) => 0,
-            Some(p) => (100u64 << (p - 1).min(16)).min(self.config.election_backoff_max_ms),
-            None => self.random_election_timeout(),
-        };
-        let deadline = now + wait;
-        if epoch > self.quorum.epoch {
-            self.become_unattached(now, epoch, deadline, out);
-            return;
-        }
-        match &mut self.role {
-            Role::Follower(f) if f.leader == leader => {
-                f.leader_resigned = true;
-                f.fetch_deadline = f.fetch_deadline.min(deadline);
-            }
-            Role::Unattached(u) => u.election_deadline = u.election_deadline.min(deadline),
-            _ => {}
-        }
-    }
-
-    fn on_fetch_response(&mut self, now: u64, from: NodeId, r: FetchResult, out: &mut Vec<Action>) {
-        if r.error.is_some() {
-            if self.observe_epoch(now, r.epoch, r.leader, out) || r.epoch < self.quorum.epoch {
-                return;
-            }
-            let leader = r.leader.filter(|&l| l != self.key.id);
-            match &mut self.role {
-                Role::Follower(f) if f.leader == from => {
-                    // The leader we follow no longer serves; try again later, and let the
-                    // fetch timeout decide.
-                    f.in_flight_since = None;
-                    f.next_fetch_at = now + self.config.fetch_max_wait_ms;
-                }
-                Role::Unattached(_) | Role::Prospective(_) | Role::Candidate(_) => {
-                    if let Some(l) = leader {
-                        self.become_follower(now, r.epoch, l, out);
-                    }
-                }
-                _ => {}
-            }
-            return;
-        }
-        if r.epoch > self.quorum.epoch {
-            if r.leader == Some(from) {
-                self.become_follower(now, r.epoch, from, out);
-            }
-            return;
-        }
-        if r.epoch < self.quorum.epoch || r.leader != Some(from) {
-            return;
-        }
-        match &self.role {
-            Role::Follower(f) if f.leader == from => {}
-            Role::Leader(_) | Role::Resigned(_) | Role::Follower(_) => return,
-            _ => {
-                self.become_follower(now, r.epoch, from, out);
-                return;
-            }
-        }
-        // A stale or repeated response answers a position we have left.
-        if r.position != (self.log.end_offset(), self.log.last_epoch()) {
-            return;
-        }
-        let fetch_timeout = self.config.fetch_timeout_ms;
-        let max_wait = self.config.fetch_max_wait_ms;
-        if let Some((epoch, end_offset)) = r.diverging {
-            // KIP-595: truncate to where our log and the leader's agree for that epoch,
-            // then fetch again from there.
-            let (_, our_end) = self.log.end_offset_for_epoch(epoch);
-            let truncate_to = end_offset.min(our_end).max(0);
-            if truncate_to < self.log.end_offset() {
-                self.log.truncate(truncate_to);
-                out.push(Action::TruncateLog {
-                    end_offset: truncate_to,
-                });
-            }
-            if let Role::Follower(f) = &mut self.role {
-                f.fetch_deadline = now + fetch_timeout;
-                f.last_heard_ms = Some(now);
-                f.in_flight_since = None;
-            }
-            self.send_fetch(now, out);
-            return;
-        }
-        let mut last = self.log.last_epoch();
-        if r.entries.iter().any(|e| {
-            let ok = e.epoch >= last && e.epoch <= r.epoch;
-            last = e.epoch;
-            !ok
-        }) {
-            // Not a log this leader could have sent; drop it rather than corrupt ours.
-            return;
-        }
-        let got_entries = !r.entries.is_empty();
-        if got_entries {
-            let base_offset = self.log.end_offset();
-            for e in &r.entries {
-                self.log.append(e.clone());
-            }
-            out.push(Action::AppendToLog {
-                base_offset,
-                entries: r.entries,
-            });
-        }
-        let high_watermark = r.high_watermark.min(self.log.end_offset());
-        if high_watermark > self.high_watermark {
-            self.high_watermark = high_watermark;
-            out.push(Action::CommitTo { high_watermark });
-        }
-        if let Role::Follower(f) = &mut self.role {
-            f.fetch_deadline = now + fetch_timeout;
-            f.last_heard_ms = Some(now);
-            f.in_flight_since = None;
-            f.next_fetch_at = if got_entries { now } else { now + max_wait };
-        }
-        if got_entries {
-            self.send_fetch(now, out);
-        }
-    }
-}
-
-/// A Fetch response's fields, unpacked.
-struct FetchResult {
-    epoch: i32,
-    leader: Option<NodeId>,
-    error: Option<FetchError>,
-    /// The `(fetch_offset, last_fetched_epoch)` it answers.
-    position: (i64, i32),
-    diverging: Option<(i32, i64)>,
-    entries: Vec<Entry>,
-    high_watermark: i64,
 }

@@ -1,0 +1,145 @@
+//! The follower's side of replication (KIP-595): fetching, truncating on a diverging
+//! epoch, appending, and learning the high watermark. Observers follow the same path.
+
+use super::log::Entry;
+use super::messages::{FetchError, Message};
+use super::node::RaftNode;
+use super::state::Role;
+use super::{Action, NodeId};
+
+impl RaftNode {
+    pub(super) fn fetch_request(&self) -> Message {
+        Message::FetchRequest {
+            epoch: self.quorum.epoch,
+            replica: self.key,
+            fetch_offset: self.log.end_offset(),
+            last_fetched_epoch: self.log.last_epoch(),
+        }
+    }
+
+    pub(super) fn send_fetch(&mut self, now: u64, out: &mut Vec<Action>) {
+        let msg = self.fetch_request();
+        if let Role::Follower(f) = &mut self.role {
+            f.in_flight_since = Some(now);
+            out.push(Action::Send { to: f.leader, msg });
+        }
+    }
+
+    pub(super) fn on_fetch_response(
+        &mut self,
+        now: u64,
+        from: NodeId,
+        r: FetchResult,
+        out: &mut Vec<Action>,
+    ) {
+        if r.error.is_some() {
+            if self.observe_epoch(now, r.epoch, r.leader, out) || r.epoch < self.quorum.epoch {
+                return;
+            }
+            let leader = r.leader.filter(|&l| l != self.key.id);
+            match &mut self.role {
+                Role::Follower(f) if f.leader == from => {
+                    // The leader we follow no longer serves; try again later, and let the
+                    // fetch timeout decide.
+                    f.in_flight_since = None;
+                    f.next_fetch_at = now + self.config.fetch_max_wait_ms;
+                }
+                Role::Unattached(_) | Role::Prospective(_) | Role::Candidate(_) => {
+                    if let Some(l) = leader {
+                        self.become_follower(now, r.epoch, l, out);
+                    }
+                }
+                _ => {}
+            }
+            return;
+        }
+        if r.epoch > self.quorum.epoch {
+            if r.leader == Some(from) {
+                self.become_follower(now, r.epoch, from, out);
+            }
+            return;
+        }
+        if r.epoch < self.quorum.epoch || r.leader != Some(from) {
+            return;
+        }
+        match &self.role {
+            Role::Follower(f) if f.leader == from => {}
+            Role::Leader(_) | Role::Resigned(_) | Role::Follower(_) => return,
+            _ => {
+                self.become_follower(now, r.epoch, from, out);
+                return;
+            }
+        }
+        // A stale or repeated response answers a position we have left.
+        if r.position != (self.log.end_offset(), self.log.last_epoch()) {
+            return;
+        }
+        let fetch_timeout = self.config.fetch_timeout_ms;
+        let max_wait = self.config.fetch_max_wait_ms;
+        if let Some((epoch, end_offset)) = r.diverging {
+            // KIP-595: truncate to where our log and the leader's agree for that epoch,
+            // then fetch again from there.
+            let (_, our_end) = self.log.end_offset_for_epoch(epoch);
+            let truncate_to = end_offset.min(our_end).max(0);
+            if truncate_to < self.log.end_offset() {
+                self.log.truncate(truncate_to);
+                out.push(Action::TruncateLog {
+                    end_offset: truncate_to,
+                });
+            }
+            if let Role::Follower(f) = &mut self.role {
+                f.fetch_deadline = now + fetch_timeout;
+                f.last_heard_ms = Some(now);
+                f.in_flight_since = None;
+            }
+            self.send_fetch(now, out);
+            return;
+        }
+        let mut last = self.log.last_epoch();
+        if r.entries.iter().any(|e| {
+            let ok = e.epoch >= last && e.epoch <= r.epoch;
+            last = e.epoch;
+            !ok
+        }) {
+            // Not a log this leader could have sent; drop it rather than corrupt ours.
+            return;
+        }
+        let got_entries = !r.entries.is_empty();
+        if got_entries {
+            let base_offset = self.log.end_offset();
+            for e in &r.entries {
+                self.log.append(e.clone());
+            }
+            out.push(Action::AppendToLog {
+                base_offset,
+                entries: r.entries,
+            });
+        }
+        let high_watermark = r.high_watermark.min(self.log.end_offset());
+        if high_watermark > self.high_watermark {
+            self.high_watermark = high_watermark;
+            out.push(Action::CommitTo { high_watermark });
+        }
+        if let Role::Follower(f) = &mut self.role {
+            f.fetch_deadline = now + fetch_timeout;
+            f.last_heard_ms = Some(now);
+            f.in_flight_since = None;
+            f.next_fetch_at = if got_entries { now } else { now + max_wait };
+        }
+        if got_entries {
+            self.send_fetch(now, out);
+        }
+    }
+}
+
+/// A Fetch response's fields, unpacked.
+pub(super) struct FetchResult {
+    pub(super) epoch: i32,
+    pub(super) leader: Option<NodeId>,
+    pub(super) error: Option<FetchError>,
+    /// The `(fetch_offset, last_fetched_epoch)` it answers.
+    pub(super) position: (i64, i32),
+    pub(super) diverging: Option<(i32, i64)>,
+    pub(super) entries: Vec<Entry>,
+    pub(super) high_watermark: i64,
+}

@@ -1,0 +1,294 @@
+//! Unit tests of single rules; the simulator (`sim.rs`) tests them together under faults.
+
+use bytes::Bytes;
+use uuid::Uuid;
+
+use super::*;
+
+fn key(id: i32) -> ReplicaKey {
+    ReplicaKey {
+        id: NodeId(id),
+        directory_id: Uuid::from_u128(id as u128),
+    }
+}
+
+fn voters(n: i32) -> RaftConfig {
+    RaftConfig::new((1..=n).map(key).collect())
+}
+
+fn entries(epochs: &[i32]) -> Vec<Entry> {
+    epochs
+        .iter()
+        .map(|&epoch| Entry {
+            epoch,
+            payload: Payload::Data(Bytes::from_static(b"x")),
+        })
+        .collect()
+}
+
+fn node(id: i32, n: i32, quorum: QuorumState, log: &[i32]) -> RaftNode {
+    RaftNode::new(voters(n), key(id), quorum, entries(log), 0, id as u64)
+}
+
+fn vote_request(epoch: i32, candidate: i32, voter: ReplicaKey, log: (i32, i64)) -> Input {
+    Input::Message {
+        from: NodeId(candidate),
+        msg: Message::VoteRequest {
+            epoch,
+            candidate: key(candidate),
+            voter,
+            last_epoch: log.0,
+            end_offset: log.1,
+            pre_vote: false,
+        },
+    }
+}
+
+fn granted(actions: &[Action]) -> bool {
+    actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::Send {
+                msg: Message::VoteResponse { granted: true, .. },
+                ..
+            }
+        )
+    })
+}
+
+#[test]
+fn a_single_voter_elects_itself_and_commits_alone() {
+    let mut n = node(1, 1, QuorumState::default(), &[]);
+    let actions = n.step(5_000, Input::Tick);
+    assert_eq!(n.role(), RoleKind::Leader);
+    assert_eq!(n.epoch(), 1);
+    // The vote for itself is on disk before the leadership, which is before the
+    // LeaderChange entry.
+    let persist = actions
+        .iter()
+        .position(|a| matches!(a, Action::PersistQuorumState(q) if q.leader.is_none()))
+        .unwrap();
+    let leader = actions
+        .iter()
+        .position(|a| matches!(a, Action::PersistQuorumState(q) if q.leader == Some(NodeId(1))))
+        .unwrap();
+    let append = actions
+        .iter()
+        .position(|a| matches!(a, Action::AppendToLog { .. }))
+        .unwrap();
+    assert!(persist < leader && leader < append);
+    let actions = n.step(5_001, Input::Propose(vec![Bytes::from_static(b"r")]));
+    assert!(actions.contains(&Action::CommitTo { high_watermark: 2 }));
+}
+
+#[test]
+fn a_vote_is_persisted_before_it_is_granted() {
+    let mut n = node(2, 3, QuorumState::default(), &[]);
+    let actions = n.step(10, vote_request(1, 1, key(2), (0, 0)));
+    let persisted = actions
+        .iter()
+        .position(|a| {
+            matches!(a, Action::PersistQuorumState(q) if q.epoch == 1 && q.voted_for == Some(key(1)))
+        })
+        .expect("vote persisted");
+    let sent = actions
+        .iter()
+        .position(|a| matches!(a, Action::Send { .. }))
+        .unwrap();
+    assert!(persisted < sent);
+    assert!(granted(&actions));
+    // One vote per epoch (Raft §5.2), also when asked again by someone else.
+    assert!(!granted(&n.step(11, vote_request(1, 3, key(2), (0, 0)))));
+    assert!(granted(&n.step(12, vote_request(1, 1, key(2), (0, 0)))));
+}
+
+#[test]
+fn a_vote_needs_a_log_at_least_as_up_to_date() {
+    // Raft §5.4.1: last epoch first, then end offset.
+    let q = QuorumState::default();
+    let mut n = node(2, 3, q, &[1, 1, 2]);
+    assert!(!granted(&n.step(1, vote_request(3, 1, key(2), (1, 9)))));
+    let mut n = node(2, 3, q, &[1, 1, 2]);
+    assert!(!granted(&n.step(1, vote_request(3, 1, key(2), (2, 2)))));
+    let mut n = node(2, 3, q, &[1, 1, 2]);
+    assert!(granted(&n.step(1, vote_request(3, 1, key(2), (2, 3)))));
+    let mut n = node(2, 3, q, &[1, 1, 2]);
+    assert!(granted(&n.step(1, vote_request(3, 1, key(2), (3, 1)))));
+}
+
+#[test]
+fn a_replaced_disk_neither_votes_nor_counts_toward_the_high_watermark() {
+    // Node 2 came back with an empty disk: a new directory id.
+    let new_disk = ReplicaKey {
+        id: NodeId(2),
+        directory_id: Uuid::from_u128(99),
+    };
+    let mut n = RaftNode::new(voters(3), new_disk, QuorumState::default(), vec![], 0, 7);
+    assert!(!n.is_voter());
+    assert!(!granted(&n.step(1, vote_request(1, 1, key(2), (0, 0)))));
+    assert!(!granted(&n.step(2, vote_request(1, 1, new_disk, (0, 0)))));
+
+    // A leader of 3 voters counts only voters with their own directory.
+    let mut leader = node(1, 3, QuorumState::default(), &[]);
+    leader.step(5_000, Input::Tick); // prospective
+    for from in [2, 3] {
+        leader.step(
+            5_001,
+            Input::Message {
+                from: NodeId(from),
+                msg: Message::VoteResponse {
+                    epoch: 0,
+                    granted: true,
+                    leader: None,
+                    pre_vote: true,
+                },
+            },
+        );
+    }
+    leader.step(
+        5_002,
+        Input::Message {
+            from: NodeId(2),
+            msg: Message::VoteResponse {
+                epoch: 1,
+                granted: true,
+                leader: None,
+                pre_vote: false,
+            },
+        },
+    );
+    assert_eq!(leader.role(), RoleKind::Leader);
+    leader.step(5_003, Input::Propose(vec![Bytes::from_static(b"r")]));
+    let fetch = |replica| Input::Message {
+        from: NodeId(2),
+        msg: Message::FetchRequest {
+            epoch: 1,
+            replica,
+            fetch_offset: 2,
+            last_fetched_epoch: 1,
+        },
+    };
+    leader.step(5_004, fetch(new_disk));
+    assert_eq!(leader.high_watermark(), 0);
+    let describe = leader.describe_quorum(5_004).unwrap();
+    assert_eq!(describe.observers[0].replica, new_disk);
+    leader.step(5_005, fetch(key(2)));
+    assert_eq!(leader.high_watermark(), 2);
+}
+
+#[test]
+fn a_follower_that_hears_its_leader_refuses_pre_votes_and_keeps_its_epoch() {
+    let q = QuorumState {
+        epoch: 4,
+        voted_for: None,
+        leader: Some(NodeId(1)),
+    };
+    let mut n = node(2, 3, q, &[]);
+    n.step(0, Input::Tick); // sends its first Fetch
+    n.step(
+        10,
+        Input::Message {
+            from: NodeId(1),
+            msg: Message::FetchResponse {
+                epoch: 4,
+                leader: Some(NodeId(1)),
+                error: None,
+                fetch_offset: 0,
+                last_fetched_epoch: 0,
+                diverging: None,
+                entries: vec![],
+                high_watermark: 0,
+            },
+        },
+    );
+    let pre_vote = Input::Message {
+        from: NodeId(3),
+        msg: Message::VoteRequest {
+            epoch: 4,
+            candidate: key(3),
+            voter: key(2),
+            last_epoch: 9,
+            end_offset: 9,
+            pre_vote: true,
+        },
+    };
+    let actions = n.step(20, pre_vote.clone());
+    assert!(!granted(&actions));
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::PersistQuorumState(_)))
+    );
+    assert_eq!(n.epoch(), 4);
+    // Once the fetch timeout passed without the leader, it grants.
+    assert!(granted(&n.step(2_500, pre_vote)));
+}
+
+#[test]
+fn a_diverging_epoch_truncates_the_follower_to_where_the_logs_agree() {
+    // The leader has epochs [1, 1, 3]; the follower [1, 1, 2, 2] from a leader of epoch 2
+    // that never committed.
+    let mut leader = node(1, 3, QuorumState::default(), &[1, 1, 3]);
+    leader.quorum = QuorumState {
+        epoch: 3,
+        voted_for: Some(key(1)),
+        leader: Some(NodeId(1)),
+    };
+    leader.role = state::Role::Leader(Box::new(state::LeaderState {
+        epoch_start_offset: 2,
+        voters: (1..=3)
+            .map(|i| (NodeId(i), (key(i), state::ReplicaProgress::default())))
+            .collect(),
+        observers: Default::default(),
+        acknowledged: Default::default(),
+        next_begin_epoch_at: 0,
+        fetched_since_check: Default::default(),
+        check_quorum_deadline: u64::MAX,
+    }));
+    let q = QuorumState {
+        epoch: 3,
+        voted_for: None,
+        leader: Some(NodeId(1)),
+    };
+    let mut follower = node(2, 3, q, &[1, 1, 2, 2]);
+    let fetch = follower.step(0, Input::Tick);
+    let Some(Action::Send { msg: request, .. }) = fetch.last().cloned() else {
+        panic!("no fetch: {fetch:?}");
+    };
+    let answer = leader.step(
+        1,
+        Input::Message {
+            from: NodeId(2),
+            msg: request,
+        },
+    );
+    let Some(Action::Send { msg: response, .. }) = answer.last().cloned() else {
+        panic!("no answer: {answer:?}");
+    };
+    assert!(matches!(
+        response,
+        Message::FetchResponse {
+            diverging: Some((1, 2)),
+            ..
+        }
+    ));
+    let actions = follower.step(
+        2,
+        Input::Message {
+            from: NodeId(1),
+            msg: response,
+        },
+    );
+    assert_eq!(actions[0], Action::TruncateLog { end_offset: 2 });
+    assert!(matches!(
+        actions[1],
+        Action::Send {
+            msg: Message::FetchRequest {
+                fetch_offset: 2,
+                last_fetched_epoch: 1,
+                ..
+            },
+            ..
+        }
+    ));
+}
