@@ -1041,14 +1041,14 @@ mod tests {
 
     #[test]
     fn three_voters_keep_every_invariant() {
-        let count = seed_count(1000);
+        let count = seed_count(4000);
         let stats = run_many(0, count);
         eprintln!("3 voters, {count} seeds: {stats:?}");
     }
 
     #[test]
     fn five_voters_keep_every_invariant() {
-        let count = seed_count(600);
+        let count = seed_count(3000);
         let stats = run_many(1, count);
         eprintln!("5 voters, {count} seeds: {stats:?}");
     }
