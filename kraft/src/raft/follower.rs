@@ -1,7 +1,7 @@
 //! The follower's side of replication (KIP-595): fetching, truncating on a diverging
 //! epoch, appending, and learning the high watermark. Observers follow the same path.
 
-use super::log::Entry;
+use super::log::{Entry, Snapshot, SnapshotId};
 use super::messages::{FetchError, Message};
 use super::node::RaftNode;
 use super::state::Role;
@@ -21,6 +21,7 @@ impl RaftNode {
         let msg = self.fetch_request();
         if let Role::Follower(f) = &mut self.role {
             f.in_flight_since = Some(now);
+            f.awaiting_snapshot = None;
             out.push(Action::Send { to: f.leader, msg });
         }
     }
@@ -80,7 +81,8 @@ impl RaftNode {
             // KIP-595: truncate to where our log and the leader's agree for that epoch,
             // then fetch again from there.
             let (_, our_end) = self.log.end_offset_for_epoch(epoch);
-            let truncate_to = end_offset.min(our_end).max(0);
+            // Never into our snapshot: it holds committed entries only.
+            let truncate_to = end_offset.min(our_end).max(self.log.start_offset());
             if truncate_to < self.log.end_offset() {
                 self.log.truncate(truncate_to);
                 out.push(Action::TruncateLog {
@@ -93,6 +95,23 @@ impl RaftNode {
                 f.in_flight_since = None;
             }
             self.send_fetch(now, out);
+            return;
+        }
+        if let Some(snapshot_id) = r.snapshot_id {
+            // KIP-630: we are behind the leader's log start; fetch its snapshot. An
+            // unanswered request falls back to a Fetch after the request timeout.
+            let msg = Message::FetchSnapshotRequest {
+                epoch: self.quorum.epoch,
+                replica: self.key,
+                snapshot_id,
+            };
+            if let Role::Follower(f) = &mut self.role {
+                f.fetch_deadline = now + fetch_timeout;
+                f.last_heard_ms = Some(now);
+                f.in_flight_since = Some(now);
+                f.awaiting_snapshot = Some(snapshot_id);
+                out.push(Action::Send { to: from, msg });
+            }
             return;
         }
         let mut last = self.log.last_epoch();
@@ -132,6 +151,54 @@ impl RaftNode {
     }
 }
 
+impl RaftNode {
+    /// KIP-630: installs a snapshot fetched from the leader in place of the whole log.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_fetch_snapshot_response(
+        &mut self,
+        now: u64,
+        from: NodeId,
+        epoch: i32,
+        leader: Option<NodeId>,
+        error: Option<FetchError>,
+        snapshot: Option<Snapshot>,
+        out: &mut Vec<Action>,
+    ) {
+        if self.observe_epoch(now, epoch, leader, out)
+            || epoch < self.quorum.epoch
+            || error.is_some()
+        {
+            return;
+        }
+        let awaited = match &self.role {
+            Role::Follower(f) if f.leader == from => f.awaiting_snapshot,
+            _ => return,
+        };
+        if awaited.is_none() {
+            // Late or repeated: we have fetched since.
+            return;
+        }
+        // Our log parts from the leader's below its log start, or ends before it: the
+        // snapshot replaces all of it.
+        if let Some(s) = snapshot.filter(|s| Some(s.id) == awaited) {
+            self.log.install(s.clone());
+            out.push(Action::InstallSnapshot(s));
+            if self.log.start_offset() > self.high_watermark {
+                self.high_watermark = self.log.start_offset();
+                out.push(Action::CommitTo {
+                    high_watermark: self.high_watermark,
+                });
+            }
+        }
+        if let Role::Follower(f) = &mut self.role {
+            f.fetch_deadline = now + self.config.fetch_timeout_ms;
+            f.last_heard_ms = Some(now);
+            f.in_flight_since = None;
+        }
+        self.send_fetch(now, out);
+    }
+}
+
 /// A Fetch response's fields, unpacked.
 pub(super) struct FetchResult {
     pub(super) epoch: i32,
@@ -140,6 +207,7 @@ pub(super) struct FetchResult {
     /// The `(fetch_offset, last_fetched_epoch)` it answers.
     pub(super) position: (i64, i32),
     pub(super) diverging: Option<(i32, i64)>,
+    pub(super) snapshot_id: Option<SnapshotId>,
     pub(super) entries: Vec<Entry>,
     pub(super) high_watermark: i64,
 }

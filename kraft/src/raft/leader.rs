@@ -13,7 +13,7 @@ use super::Fault;
 use super::messages::{FetchError, Message};
 use super::node::RaftNode;
 use super::state::Role;
-use super::{Action, NodeId, ReplicaKey};
+use super::{Action, NodeId, ReplicaKey, SnapshotId};
 
 /// The leader's answer to DescribeQuorum (KIP-595, KIP-853 directory ids).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +115,7 @@ impl RaftNode {
             None
         };
         let mut response = Message::FetchResponse {
+            snapshot_id: None,
             epoch: self.quorum.epoch,
             // A resigned leader still has itself recorded; it must not send fetchers back.
             leader: self.quorum.leader.filter(|&l| leading || l != self.key.id),
@@ -130,6 +131,7 @@ impl RaftNode {
         }
         let Message::FetchResponse {
             diverging,
+            snapshot_id,
             entries,
             high_watermark,
             ..
@@ -137,6 +139,13 @@ impl RaftNode {
         else {
             unreachable!("built above");
         };
+        let start = self.log.start_offset();
+        let snapshot = self.log.snapshot().map(|s| s.id);
+        if fetch_offset < start {
+            // KIP-630: what the fetcher needs next is only in the snapshot.
+            *snapshot_id = snapshot;
+            return response;
+        }
         if fetch_offset < 0 {
             *diverging = Some((0, 0));
             return response;
@@ -144,7 +153,12 @@ impl RaftNode {
         if fetch_offset > 0 || last_fetched_epoch > 0 {
             let (epoch_found, end) = self.log.end_offset_for_epoch(last_fetched_epoch);
             if epoch_found != last_fetched_epoch || end < fetch_offset {
-                *diverging = Some((epoch_found, end));
+                if end < start {
+                    // The logs part below our log start: only the snapshot can mend it.
+                    *snapshot_id = snapshot;
+                } else {
+                    *diverging = Some((epoch_found, end));
+                }
                 return response;
             }
         }
@@ -181,6 +195,36 @@ impl RaftNode {
         *entries = self.log.read(fetch_offset, self.config.fetch_max_entries);
         *high_watermark = self.high_watermark;
         response
+    }
+
+    /// KIP-630 FetchSnapshot: the leader sends its snapshot if it is still the one named.
+    pub(super) fn on_fetch_snapshot_request(
+        &self,
+        _now: u64,
+        epoch: i32,
+        _replica: ReplicaKey,
+        snapshot_id: SnapshotId,
+    ) -> Message {
+        let leading = matches!(self.role, Role::Leader(_));
+        let error = if epoch < self.quorum.epoch {
+            Some(FetchError::FencedLeaderEpoch)
+        } else if !leading {
+            Some(FetchError::NotLeader)
+        } else if epoch > self.quorum.epoch {
+            Some(FetchError::UnknownLeaderEpoch)
+        } else {
+            None
+        };
+        let snapshot = match error {
+            None => self.log.snapshot().filter(|s| s.id == snapshot_id).cloned(),
+            Some(_) => None,
+        };
+        Message::FetchSnapshotResponse {
+            epoch: self.quorum.epoch,
+            leader: self.quorum.leader.filter(|&l| leading || l != self.key.id),
+            error,
+            snapshot,
+        }
     }
 
     /// KIP-595: the high watermark is the largest offset a majority of voters have fetched

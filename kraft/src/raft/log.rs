@@ -6,6 +6,10 @@
 //! epoch `e` end" without a scan. The driver owns the durable copy and mirrors the
 //! [`crate::raft::Action::AppendToLog`] / [`crate::raft::Action::TruncateLog`] actions;
 //! at start it hands the core the entries it recovered.
+//!
+//! With a snapshot (KIP-630) the log starts at the snapshot's end offset; the snapshot's
+//! id (end offset and last epoch) stands in for the entries it replaced, so
+//! `end_offset_for_epoch` and up-to-dateness still answer.
 
 use bytes::Bytes;
 
@@ -33,68 +37,126 @@ pub enum Payload {
     Data(Bytes),
 }
 
-/// The log as the core sees it.
+/// Identifies a snapshot (KIP-630): it holds the state of every entry below `end_offset`,
+/// and the last of those entries has `epoch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SnapshotId {
+    /// The offset of the first entry not in the snapshot.
+    pub end_offset: i64,
+    /// The epoch of the entry at `end_offset - 1`.
+    pub epoch: i32,
+}
+
+/// A snapshot of the state machine over a committed prefix of the log (KIP-630).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// What it covers.
+    pub id: SnapshotId,
+    /// The application's encoding of the state; opaque to the core.
+    pub data: Bytes,
+}
+
+/// The log as the core sees it: an optional snapshot, then the entries after it.
 #[derive(Debug, Clone, Default)]
 pub struct RaftLog {
-    /// `entries[o]` is the entry at offset `o`.
+    /// The latest snapshot; the log starts at its end offset.
+    snapshot: Option<Snapshot>,
+    /// `entries[k]` is the entry at offset `start_offset() + k`.
     entries: Vec<Entry>,
-    /// `(epoch, start offset)` for each epoch present, ascending in both.
+    /// `(epoch, start offset)` for each epoch among `entries`, ascending in both.
     epochs: Vec<(i32, i64)>,
 }
 
 impl RaftLog {
-    /// A log holding `entries` from offset 0.
+    /// A log holding `snapshot` (if any) and then `entries` from its end offset (or 0).
     ///
     /// # Panics
     ///
     /// If the epochs decrease along `entries` (a corrupt log).
-    pub fn from_entries(entries: Vec<Entry>) -> Self {
-        let mut log = RaftLog::default();
+    pub fn new(snapshot: Option<Snapshot>, entries: Vec<Entry>) -> Self {
+        let mut log = RaftLog {
+            snapshot,
+            ..RaftLog::default()
+        };
         for entry in entries {
             log.append(entry);
         }
         log
     }
 
+    /// A log holding `entries` from offset 0.
+    ///
+    /// # Panics
+    ///
+    /// If the epochs decrease along `entries` (a corrupt log).
+    pub fn from_entries(entries: Vec<Entry>) -> Self {
+        RaftLog::new(None, entries)
+    }
+
+    /// The first offset held as an entry: the snapshot's end offset, or 0.
+    pub fn start_offset(&self) -> i64 {
+        self.snapshot.as_ref().map_or(0, |s| s.id.end_offset)
+    }
+
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        self.snapshot.as_ref()
+    }
+
     /// The offset the next entry will take.
     pub fn end_offset(&self) -> i64 {
-        self.entries.len() as i64
+        self.start_offset() + self.entries.len() as i64
     }
 
-    /// The epoch of the last entry, or 0 for an empty log.
+    /// The epoch of the last entry (or of the snapshot's last entry), 0 for an empty log.
     pub fn last_epoch(&self) -> i32 {
-        self.entries.last().map_or(0, |e| e.epoch)
+        self.entries
+            .last()
+            .map(|e| e.epoch)
+            .or(self.snapshot.as_ref().map(|s| s.id.epoch))
+            .unwrap_or(0)
     }
 
-    /// The epoch of the entry at `offset`, if there is one.
+    /// The epoch of the entry at `offset`, if the log (or the snapshot's boundary) knows.
     pub fn epoch_at(&self, offset: i64) -> Option<i32> {
-        usize::try_from(offset)
-            .ok()
-            .and_then(|o| self.entries.get(o))
+        if let Some(s) = &self.snapshot
+            && offset == s.id.end_offset - 1
+        {
+            return Some(s.id.epoch);
+        }
+        self.index(offset)
+            .and_then(|k| self.entries.get(k))
             .map(|e| e.epoch)
     }
 
-    /// All entries, from offset 0.
+    /// The entries after the snapshot.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }
 
-    /// Up to `max` entries from `offset` on (none if `offset` is at or past the end).
+    fn index(&self, offset: i64) -> Option<usize> {
+        usize::try_from(offset - self.start_offset()).ok()
+    }
+
+    /// Up to `max` entries from `offset` on (none if `offset` is outside the entries).
     pub fn read(&self, offset: i64, max: usize) -> Vec<Entry> {
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        self.entries
-            .get(start..)
+        self.index(offset)
+            .and_then(|k| self.entries.get(k..))
             .map(|rest| rest.iter().take(max).cloned().collect())
             .unwrap_or_default()
     }
 
     /// KIP-595's `endOffsetForEpoch`: the largest epoch in the log that is `<= epoch`, and
-    /// the offset where it ends (the start of the next epoch, or the log end). `(0, 0)` if
-    /// every epoch in the log is larger.
+    /// the offset where it ends (the start of the next epoch, or the log end). The
+    /// snapshot's last epoch counts, ending at the log start. `(0, 0)` if every epoch the
+    /// log knows is larger.
     pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
         let idx = self.epochs.partition_point(|&(e, _)| e <= epoch);
         if idx == 0 {
-            return (0, 0);
+            return match &self.snapshot {
+                Some(s) if s.id.epoch <= epoch => (s.id.epoch, s.id.end_offset),
+                _ => (0, 0),
+            };
         }
         let end = self
             .epochs
@@ -117,9 +179,11 @@ impl RaftLog {
         self.entries.push(entry);
     }
 
-    /// Removes every entry at `end_offset` and after.
+    /// Removes every entry at `end_offset` and after; never below the snapshot.
     pub fn truncate(&mut self, end_offset: i64) {
-        let end = usize::try_from(end_offset.max(0)).unwrap_or(usize::MAX);
+        let Some(end) = self.index(end_offset.max(self.start_offset())) else {
+            return;
+        };
         if end >= self.entries.len() {
             return;
         }
@@ -128,6 +192,23 @@ impl RaftLog {
             .epochs
             .partition_point(|&(_, start)| start < end_offset);
         self.epochs.truncate(keep);
+    }
+
+    /// Takes `snapshot` (of a prefix this log holds) as the new start: the entries below
+    /// its end offset are dropped (KIP-630 log cleaning).
+    pub fn compact(&mut self, snapshot: Snapshot) {
+        let drop = self
+            .index(snapshot.id.end_offset)
+            .unwrap_or(0)
+            .min(self.entries.len());
+        let rest = self.entries.split_off(drop);
+        *self = RaftLog::new(Some(snapshot), rest);
+    }
+
+    /// Replaces the whole log by `snapshot` (fetched from the leader): the log is empty and
+    /// starts at its end offset.
+    pub fn install(&mut self, snapshot: Snapshot) {
+        *self = RaftLog::new(Some(snapshot), Vec::new());
     }
 }
 
@@ -178,5 +259,42 @@ mod tests {
         l.truncate(0);
         assert_eq!(l.end_offset_for_epoch(4), (0, 0));
         assert_eq!(l.read(0, 10), vec![]);
+    }
+
+    #[test]
+    fn a_snapshot_stands_in_for_the_entries_it_replaced() {
+        let mut l = log(&[1, 1, 3, 3, 5]);
+        l.compact(Snapshot {
+            id: SnapshotId {
+                end_offset: 3,
+                epoch: 3,
+            },
+            data: Bytes::new(),
+        });
+        assert_eq!(l.start_offset(), 3);
+        assert_eq!(l.end_offset(), 5);
+        assert_eq!(l.epoch_at(2), Some(3));
+        assert_eq!(l.epoch_at(1), None);
+        assert_eq!(l.read(2, 10), vec![]);
+        assert_eq!(l.read(3, 10).len(), 2);
+        assert_eq!(l.end_offset_for_epoch(3), (3, 4));
+        assert_eq!(l.end_offset_for_epoch(4), (3, 4));
+        assert_eq!(l.end_offset_for_epoch(2), (0, 0));
+        l.truncate(3);
+        assert_eq!(l.last_epoch(), 3);
+        assert_eq!(l.end_offset_for_epoch(4), (3, 3));
+        l.truncate(1);
+        assert_eq!(l.end_offset(), 3);
+        l.install(Snapshot {
+            id: SnapshotId {
+                end_offset: 9,
+                epoch: 6,
+            },
+            data: Bytes::new(),
+        });
+        assert_eq!(
+            (l.start_offset(), l.end_offset(), l.last_epoch()),
+            (9, 9, 6)
+        );
     }
 }

@@ -5,7 +5,7 @@
 //! epoch of its sender, and a Fetch response echoes the position it answers, so a stale or
 //! repeated response is recognised and dropped.
 
-use super::{Entry, NodeId, ReplicaKey};
+use super::{Entry, NodeId, ReplicaKey, Snapshot, SnapshotId};
 
 /// One RPC.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,10 +93,35 @@ pub enum Message {
         /// KIP-595 `DivergingEpoch`: the leader's log ends epoch `.0` at offset `.1`, and
         /// the fetcher's does not agree; it truncates and fetches again.
         diverging: Option<(i32, i64)>,
+        /// KIP-630 `SnapshotId`: the fetch offset is below the leader's log start (or the
+        /// logs diverge below it); fetch this snapshot instead.
+        snapshot_id: Option<SnapshotId>,
         /// Entries from `fetch_offset` on.
         entries: Vec<Entry>,
         /// The leader's high watermark.
         high_watermark: i64,
+    },
+    /// KIP-630: a follower or observer asks for the leader's snapshot. (Kafka sends it in
+    /// chunks by position; the core sends it whole.)
+    FetchSnapshotRequest {
+        /// The epoch the fetcher believes current.
+        epoch: i32,
+        /// Who fetches.
+        replica: ReplicaKey,
+        /// The snapshot named in a Fetch response.
+        snapshot_id: SnapshotId,
+    },
+    /// The answer to a [`Message::FetchSnapshotRequest`].
+    FetchSnapshotResponse {
+        /// The responder's epoch.
+        epoch: i32,
+        /// The leader the responder knows, if any.
+        leader: Option<NodeId>,
+        /// Set when the request was not served.
+        error: Option<FetchError>,
+        /// The snapshot, or `None` if the leader no longer has that one
+        /// (`SNAPSHOT_NOT_FOUND`): the fetcher fetches again to learn the new one.
+        snapshot: Option<Snapshot>,
     },
 }
 

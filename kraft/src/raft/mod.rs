@@ -8,8 +8,8 @@
 //! # The driver's contract
 //!
 //! The actions of one `step` are carried out **in order**, and each storage action
-//! ([`Action::PersistQuorumState`], [`Action::AppendToLog`], [`Action::TruncateLog`]) must be
-//! durable before any later action of the same list is carried out. This is how Raft §5's
+//! ([`Action::PersistQuorumState`], [`Action::AppendToLog`], [`Action::TruncateLog`], and the
+//! snapshot actions) must be durable before any later action of the same list is carried out. This is how Raft §5's
 //! "respond to RPCs only after updating stable storage" is kept: the core always emits the
 //! persist before the messages that depend on it (a vote grant after the persisted vote, a
 //! BeginQuorumEpoch after the persisted leadership, a Fetch whose offset counts toward the
@@ -21,8 +21,8 @@
 //! | file | what it holds |
 //! |---|---|
 //! | `mod.rs` | identities ([`NodeId`], [`ReplicaKey`]), [`RaftConfig`], [`Input`], [`Action`] |
-//! | `messages.rs` | the KRaft RPCs: Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch |
-//! | `log.rs` | [`RaftLog`]: the core's in-memory view of the log and its epoch cache |
+//! | `messages.rs` | the KRaft RPCs: Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot |
+//! | `log.rs` | [`RaftLog`]: the core's in-memory view of the log, its epoch cache, [`Snapshot`] |
 //! | `state.rs` | [`QuorumState`] (persisted) and the per-role state types |
 //! | `node.rs` | [`RaftNode`]: roles, transitions, timers, dispatch of inputs |
 //! | `election.rs` | Vote and pre-vote, on both sides; EndQuorumEpoch |
@@ -46,7 +46,7 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 pub use leader::{QuorumDescription, ReplicaDescription};
-pub use log::{Entry, Payload, RaftLog};
+pub use log::{Entry, Payload, RaftLog, Snapshot, SnapshotId};
 pub use messages::{FetchError, Message};
 pub use node::RaftNode;
 pub use state::{QuorumState, RoleKind};
@@ -141,6 +141,14 @@ pub enum Input {
     Propose(Vec<Bytes>),
     /// Resign leadership gracefully (a controlled shutdown): EndQuorumEpoch.
     Resign,
+    /// The application wrote a snapshot of its state as of `end_offset` (at most the high
+    /// watermark, KIP-630); the log below it may go.
+    Snapshot {
+        /// The offset the snapshot's state reaches (exclusive).
+        end_offset: i64,
+        /// The snapshot's bytes, served to followers that fall behind the log start.
+        data: Bytes,
+    },
 }
 
 /// What the core asks the driver to do, in order (see the module doc).
@@ -161,6 +169,19 @@ pub enum Action {
         /// The new log end offset.
         end_offset: i64,
     },
+    /// Store the snapshot durably (it replaces older ones) before going on.
+    PersistSnapshot(Snapshot),
+    /// Entries below `offset` are in the persisted snapshot; delete them. A crash before
+    /// this is harmless: at start the driver hands the core only entries from the latest
+    /// snapshot's end.
+    DeleteLogBefore {
+        /// The new log start offset.
+        offset: i64,
+    },
+    /// A snapshot fetched from the leader: store it and replace the whole log with an
+    /// empty one starting at its end offset, as one durable step (at start, a log whose
+    /// end or last epoch disagrees with the latest snapshot is discarded).
+    InstallSnapshot(Snapshot),
     /// Send an RPC. Messages may be lost; the core retries what it needs.
     Send {
         /// The recipient.

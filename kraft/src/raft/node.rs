@@ -22,7 +22,7 @@
 use bytes::Bytes;
 
 use super::follower::FetchResult;
-use super::log::{Entry, Payload, RaftLog};
+use super::log::{Entry, Payload, RaftLog, Snapshot, SnapshotId};
 use super::messages::Message;
 use super::state::{
     Election, Follower, LeaderState, QuorumState, ReplicaProgress, Resigned, Role, RoleKind,
@@ -52,17 +52,14 @@ pub struct RaftNode {
 
 impl RaftNode {
     /// A node starting at `now` (a monotonic clock in ms) from what its disk holds: the
-    /// last persisted quorum state and the log entries. A node that restarts after leading
-    /// comes back resigned: its followers' progress is gone, so it stands again.
-    ///
-    /// # Panics
-    ///
-    /// If `entries` has decreasing epochs (a log this core never writes).
+    /// last persisted quorum state, and the log (its latest snapshot and the entries after
+    /// it). A node that restarts after leading comes back resigned: its followers' progress
+    /// is gone, so it stands again.
     pub fn new(
         config: RaftConfig,
         key: ReplicaKey,
         quorum: QuorumState,
-        entries: Vec<Entry>,
+        log: RaftLog,
         now: u64,
         seed: u64,
     ) -> Self {
@@ -73,8 +70,9 @@ impl RaftNode {
             role: Role::Resigned(Resigned {
                 election_deadline: now,
             }),
-            log: RaftLog::from_entries(entries),
-            high_watermark: 0,
+            // A snapshot holds only committed entries.
+            high_watermark: log.start_offset(),
+            log,
             rng: seed,
         };
         let timeout = node.random_election_timeout();
@@ -89,6 +87,7 @@ impl RaftNode {
                 next_fetch_at: now,
                 last_heard_ms: None,
                 leader_resigned: false,
+                awaiting_snapshot: None,
             }),
             _ => Role::Unattached(Unattached {
                 election_deadline: now + timeout,
@@ -111,6 +110,7 @@ impl RaftNode {
                     self.resign(now, &mut out);
                 }
             }
+            Input::Snapshot { end_offset, data } => self.take_snapshot(end_offset, data, &mut out),
         }
         out
     }
@@ -291,6 +291,7 @@ impl RaftNode {
             next_fetch_at: now,
             last_heard_ms: None,
             leader_resigned: false,
+            awaiting_snapshot: None,
         });
         self.notify(out);
         self.send_fetch(now, out);
@@ -598,6 +599,24 @@ impl RaftNode {
         self.maybe_advance_high_watermark(out);
     }
 
+    /// KIP-630: the application snapshotted its state up to `end_offset`; keep the
+    /// snapshot and drop the entries it covers.
+    pub(super) fn take_snapshot(&mut self, end_offset: i64, data: Bytes, out: &mut Vec<Action>) {
+        if end_offset <= self.log.start_offset() || end_offset > self.high_watermark {
+            return;
+        }
+        let Some(epoch) = self.log.epoch_at(end_offset - 1) else {
+            return;
+        };
+        let snapshot = Snapshot {
+            id: SnapshotId { end_offset, epoch },
+            data,
+        };
+        out.push(Action::PersistSnapshot(snapshot.clone()));
+        out.push(Action::DeleteLogBefore { offset: end_offset });
+        self.log.compact(snapshot);
+    }
+
     pub(super) fn handle(&mut self, now: u64, from: NodeId, msg: Message, out: &mut Vec<Action>) {
         match msg {
             Message::VoteRequest {
@@ -708,6 +727,7 @@ impl RaftNode {
                 fetch_offset,
                 last_fetched_epoch,
                 diverging,
+                snapshot_id,
                 entries,
                 high_watermark,
             } => {
@@ -717,11 +737,29 @@ impl RaftNode {
                     error,
                     position: (fetch_offset, last_fetched_epoch),
                     diverging,
+                    snapshot_id,
                     entries,
                     high_watermark,
                 };
                 self.on_fetch_response(now, from, response, out);
             }
+            Message::FetchSnapshotRequest {
+                epoch,
+                replica,
+                snapshot_id,
+            } => {
+                let response = self.on_fetch_snapshot_request(now, epoch, replica, snapshot_id);
+                out.push(Action::Send {
+                    to: from,
+                    msg: response,
+                });
+            }
+            Message::FetchSnapshotResponse {
+                epoch,
+                leader,
+                error,
+                snapshot,
+            } => self.on_fetch_snapshot_response(now, from, epoch, leader, error, snapshot, out),
         }
     }
 }

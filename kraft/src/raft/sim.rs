@@ -38,8 +38,8 @@ use rand_chacha::ChaCha8Rng;
 use uuid::Uuid;
 
 use super::{
-    Action, Entry, Fault, Input, Message, NodeId, Payload, QuorumState, RaftConfig, RaftNode,
-    ReplicaKey, RoleKind,
+    Action, Entry, Fault, Input, Message, NodeId, Payload, QuorumState, RaftConfig, RaftLog,
+    RaftNode, ReplicaKey, RoleKind, Snapshot,
 };
 
 /// How long faults are injected, in simulated ms.
@@ -94,6 +94,8 @@ pub(crate) struct Stats {
     pub(crate) partitions: u64,
     pub(crate) elections: u64,
     pub(crate) truncations: u64,
+    pub(crate) snapshots: u64,
+    pub(crate) snapshots_fetched: u64,
     pub(crate) committed: u64,
     pub(crate) sim_ms: u64,
 }
@@ -103,8 +105,14 @@ pub(crate) struct Stats {
 struct Disk {
     directory_id: Uuid,
     quorum: QuorumState,
+    /// The latest snapshot, and the hash chain at its last entry (which is also the
+    /// simulated state machine's state, its `data`).
+    snapshot: Option<(Snapshot, u64)>,
+    /// The log start offset: the snapshot's end, or 0.
+    start: usize,
+    /// `log[k]` is the entry at offset `start + k`.
     log: Vec<Entry>,
-    /// `chain[o]` hashes the log's entries `0..=o` (epochs and payloads).
+    /// `chain[k]` hashes every entry up to offset `start + k` (epochs and payloads).
     chain: Vec<u64>,
 }
 
@@ -113,9 +121,34 @@ impl Disk {
         Disk {
             directory_id,
             quorum: QuorumState::default(),
+            snapshot: None,
+            start: 0,
             log: Vec::new(),
             chain: Vec::new(),
         }
+    }
+
+    fn end(&self) -> usize {
+        self.start + self.log.len()
+    }
+
+    /// The hash chain at offset `o`, if the log or the snapshot's boundary knows it.
+    fn chain_at(&self, o: usize) -> Option<u64> {
+        if o >= self.start {
+            self.chain.get(o - self.start).copied()
+        } else if o + 1 == self.start {
+            self.snapshot.as_ref().map(|s| s.1)
+        } else {
+            None
+        }
+    }
+
+    /// Whether the first `len` entries here are the committed ones. A snapshot was checked
+    /// to be committed when it was written, so a prefix inside it is.
+    fn holds_prefix(&self, len: usize, committed: &[(i32, u64)]) -> bool {
+        len == 0
+            || (len <= self.end()
+                && (len <= self.start || self.chain_at(len - 1) == Some(committed[len - 1].1)))
     }
 }
 
@@ -168,6 +201,7 @@ enum Event {
         node: usize,
     },
     Propose,
+    Snapshot,
     Fault,
     Unblock {
         links: Vec<(usize, usize)>,
@@ -307,6 +341,7 @@ impl Sim {
             sim.start(i);
         }
         sim.schedule(0, Event::Propose);
+        sim.schedule(500, Event::Snapshot);
         sim.schedule(100, Event::Fault);
         sim.schedule(FAULT_PHASE_MS, Event::Heal);
         sim
@@ -351,17 +386,31 @@ impl Sim {
 
     fn start(&mut self, i: usize) {
         let n = &mut self.nodes[i];
+        // A crash between PersistSnapshot and DeleteLogBefore leaves the log below the
+        // snapshot: a driver finishes the deletion at start.
+        if let Some((s, _)) = &n.disk.snapshot {
+            let end = s.id.end_offset as usize;
+            if end > n.disk.start {
+                let k = (end - n.disk.start).min(n.disk.log.len());
+                n.disk.log.drain(..k);
+                n.disk.chain.drain(..k);
+                n.disk.start = end;
+            }
+        }
         let local = n.local(self.now);
         let raft = RaftNode::new(
             self.config.clone(),
             n.key(),
             n.disk.quorum,
-            n.disk.log.clone(),
+            RaftLog::new(
+                n.disk.snapshot.as_ref().map(|s| s.0.clone()),
+                n.disk.log.clone(),
+            ),
             local,
             self.rng.random(),
         );
         n.raft = Some(raft);
-        n.last_high_watermark = 0;
+        n.last_high_watermark = n.disk.start as i64;
         let key = n.key();
         self.note(|| {
             format!(
@@ -465,6 +514,33 @@ impl Sim {
                     })
                     .collect();
                 self.step(target, Input::Propose(records))
+            }
+            Event::Snapshot => {
+                // The application snapshots its state now and then, up to the high
+                // watermark, so laggards must fetch snapshots (KIP-630).
+                let delay = self.rng.random_range(300..2000);
+                self.schedule(delay, Event::Snapshot);
+                let i = self.rng.random_range(0..self.nodes.len());
+                let Some(raft) = &self.nodes[i].raft else {
+                    return Ok(());
+                };
+                let (start, hw) = (raft.log().start_offset(), raft.high_watermark());
+                if hw - start < 5 {
+                    return Ok(());
+                }
+                let end = self.rng.random_range(start + 1..=hw);
+                let chain = self.nodes[i]
+                    .disk
+                    .chain_at(end as usize - 1)
+                    .ok_or("no chain below the high watermark")?;
+                let data = Bytes::copy_from_slice(&chain.to_le_bytes());
+                self.step(
+                    i,
+                    Input::Snapshot {
+                        end_offset: end,
+                        data,
+                    },
+                )
             }
             Event::Fault => {
                 if !self.healed {
@@ -679,17 +755,20 @@ impl Sim {
                 entries,
             } => {
                 let disk = &mut self.nodes[i].disk;
-                if base_offset != disk.log.len() as i64 {
+                if base_offset != disk.end() as i64 {
                     return Err(format!(
                         "n{} appends at {base_offset}, log ends at {}",
                         me.id.0,
-                        disk.log.len()
+                        disk.end()
                     ));
                 }
                 for e in entries {
-                    let prev = disk.chain.last().copied().unwrap_or(0);
+                    let offset = disk.end();
+                    let prev = offset
+                        .checked_sub(1)
+                        .and_then(|o| disk.chain_at(o))
+                        .unwrap_or(0);
                     let h = chain_hash(prev, &e);
-                    let offset = disk.log.len();
                     match self.log_matching.get(&(offset, e.epoch)) {
                         Some(&other) if other != h => {
                             return Err(format!(
@@ -704,27 +783,67 @@ impl Sim {
                     disk.chain.push(h);
                     disk.log.push(e);
                 }
-                let end = disk.log.len();
+                let end = disk.end();
                 self.note(|| format!("n{} append -> end {end}", me.id.0));
             }
             Action::TruncateLog { end_offset } => {
                 self.stats.truncations += 1;
                 let disk = &mut self.nodes[i].disk;
                 let end = usize::try_from(end_offset).map_err(|_| "negative truncate")?;
+                if end < disk.start {
+                    return Err(format!("n{} truncates into its snapshot", me.id.0));
+                }
                 // Does the cut remove a committed entry?
-                let last_shared = disk.log.len().min(self.committed.len());
-                if last_shared > end
-                    && disk.chain[last_shared - 1] == self.committed[last_shared - 1].1
-                {
+                let last_shared = disk.end().min(self.committed.len());
+                if last_shared > end && disk.holds_prefix(last_shared, &self.committed) {
                     return Err(format!(
                         "n{} truncates to {end} below committed offset {}",
                         me.id.0,
                         last_shared - 1
                     ));
                 }
-                disk.log.truncate(end);
-                disk.chain.truncate(end);
+                disk.log.truncate(end - disk.start);
+                disk.chain.truncate(end - disk.start);
                 self.note(|| format!("n{} truncate to {end}", me.id.0));
+            }
+            Action::PersistSnapshot(snapshot) => {
+                self.stats.snapshots += 1;
+                let chain = self.check_snapshot(i, &snapshot)?;
+                let disk = &self.nodes[i].disk;
+                if disk.chain_at(snapshot.id.end_offset as usize - 1) != Some(chain) {
+                    return Err(format!("n{} snapshot is not of its own log", me.id.0));
+                }
+                self.note(|| format!("n{} snapshot at {}", me.id.0, snapshot.id.end_offset));
+                self.nodes[i].disk.snapshot = Some((snapshot, chain));
+            }
+            Action::DeleteLogBefore { offset } => {
+                let disk = &mut self.nodes[i].disk;
+                let snapshot_end = disk.snapshot.as_ref().map(|s| s.0.id.end_offset);
+                if snapshot_end != Some(offset) || (offset as usize) < disk.start {
+                    return Err(format!(
+                        "n{} deletes its log below {offset} without a snapshot there",
+                        me.id.0
+                    ));
+                }
+                let k = offset as usize - disk.start;
+                disk.log.drain(..k);
+                disk.chain.drain(..k);
+                disk.start = offset as usize;
+            }
+            Action::InstallSnapshot(snapshot) => {
+                self.stats.snapshots_fetched += 1;
+                let chain = self.check_snapshot(i, &snapshot)?;
+                self.note(|| {
+                    format!(
+                        "n{} installs snapshot at {}",
+                        me.id.0, snapshot.id.end_offset
+                    )
+                });
+                let disk = &mut self.nodes[i].disk;
+                disk.start = snapshot.id.end_offset as usize;
+                disk.snapshot = Some((snapshot, chain));
+                disk.log.clear();
+                disk.chain.clear();
             }
             Action::Send { to, msg } => {
                 self.check_persisted_before_send(i, to, &msg)?;
@@ -792,7 +911,7 @@ impl Sim {
             Message::BeginQuorumEpochRequest { epoch, .. } => {
                 q.epoch == *epoch && q.leader == Some(n.id)
             }
-            Message::FetchRequest { fetch_offset, .. } => *fetch_offset == n.disk.log.len() as i64,
+            Message::FetchRequest { fetch_offset, .. } => *fetch_offset == n.disk.end() as i64,
             _ => true,
         };
         if ok {
@@ -802,33 +921,50 @@ impl Sim {
                 "n{} sent {} before persisting (disk: {q:?}, log end {})",
                 n.id.0,
                 short(msg),
-                n.disk.log.len()
+                n.disk.end()
             ))
         }
+    }
+
+    /// A snapshot holds committed state only; returns the state (the chain value).
+    fn check_snapshot(&self, i: usize, snapshot: &Snapshot) -> Result<u64, String> {
+        let bytes: [u8; 8] = snapshot.data[..]
+            .try_into()
+            .map_err(|_| "snapshot data is not a state")?;
+        let chain = u64::from_le_bytes(bytes);
+        let end = usize::try_from(snapshot.id.end_offset).map_err(|_| "negative snapshot")?;
+        if end == 0 || end > self.committed.len() || self.committed[end - 1].1 != chain {
+            return Err(format!(
+                "n{} holds a snapshot at {end} that is not of the committed prefix",
+                self.nodes[i].id.0
+            ));
+        }
+        Ok(chain)
     }
 
     /// A high watermark must land on the committed prefix (and may extend it).
     fn check_committed(&mut self, i: usize, high_watermark: i64) -> Check {
         let disk = &self.nodes[i].disk;
+        let id = self.nodes[i].id.0;
         let hw = usize::try_from(high_watermark).map_err(|_| "negative high watermark")?;
-        if hw > disk.log.len() {
+        if hw > disk.end() {
             return Err(format!(
-                "n{} high watermark {hw} past its log end {}",
-                disk.log.len(),
-                self.nodes[i].id.0
+                "n{id} high watermark {hw} past its log end {}",
+                disk.end()
             ));
         }
         let shared = hw.min(self.committed.len());
-        if shared > 0 && disk.chain[shared - 1] != self.committed[shared - 1].1 {
+        if !disk.holds_prefix(shared, &self.committed) {
             return Err(format!(
-                "committed prefix changed: n{} disagrees at offset {}",
-                self.nodes[i].id.0,
-                shared - 1
+                "committed prefix changed: n{id} disagrees below offset {shared}"
             ));
         }
-        let epoch = self.nodes[i].disk.quorum.epoch;
+        let epoch = disk.quorum.epoch;
         for o in self.committed.len()..hw {
-            self.committed.push((epoch, disk.chain[o]));
+            let chain = disk
+                .chain_at(o)
+                .ok_or_else(|| format!("n{id} commits {o}, inside its snapshot"))?;
+            self.committed.push((epoch, chain));
         }
         Ok(())
     }
@@ -836,7 +972,9 @@ impl Sim {
     fn check_all(&self) -> Check {
         for n in &self.nodes {
             let Some(raft) = &n.raft else { continue };
-            if raft.log().end_offset() != n.disk.log.len() as i64 {
+            if raft.log().end_offset() != n.disk.end() as i64
+                || raft.log().start_offset() != n.disk.start as i64
+            {
                 return Err(format!("n{} core log and disk disagree", n.id.0));
             }
             if raft.high_watermark() > raft.log().end_offset() {
@@ -847,7 +985,7 @@ impl Sim {
                 // this leader's is in its log (and with it, everything before it).
                 let epoch = raft.epoch();
                 if let Some(o) = self.committed.iter().rposition(|&(e, _)| e < epoch)
-                    && n.disk.chain.get(o) != Some(&self.committed[o].1)
+                    && !n.disk.holds_prefix(o + 1, &self.committed)
                 {
                     return Err(format!(
                         "leader n{} of epoch {epoch} lacks the entry at {o}, committed in epoch {}",
@@ -951,12 +1089,26 @@ fn short(msg: &Message) -> String {
             epoch,
             error,
             diverging,
+            snapshot_id,
             entries,
             high_watermark,
             ..
         } => format!(
-            "FetchResp e{epoch} err={error:?} div={diverging:?} n={} hw={high_watermark}",
+            "FetchResp e{epoch} err={error:?} div={diverging:?} snap={:?} n={} hw={high_watermark}",
+            snapshot_id.map(|s| s.end_offset),
             entries.len()
+        ),
+        Message::FetchSnapshotRequest {
+            epoch, snapshot_id, ..
+        } => format!("FetchSnapshot e{epoch} at {}", snapshot_id.end_offset),
+        Message::FetchSnapshotResponse {
+            epoch,
+            error,
+            snapshot,
+            ..
+        } => format!(
+            "FetchSnapshotResp e{epoch} err={error:?} at {:?}",
+            snapshot.as_ref().map(|s| s.id.end_offset)
         ),
     }
 }
@@ -1021,6 +1173,8 @@ fn run_many(parity: u64, count: u64) -> Stats {
                 total.partitions += s.partitions;
                 total.elections += s.elections;
                 total.truncations += s.truncations;
+                total.snapshots += s.snapshots;
+                total.snapshots_fetched += s.snapshots_fetched;
                 total.committed += s.committed;
                 total.sim_ms += s.sim_ms;
             }

@@ -105,6 +105,9 @@ pub(super) struct Follower {
     pub(super) last_heard_ms: Option<u64>,
     /// The leader sent EndQuorumEpoch: it is gone, pre-votes may be granted.
     pub(super) leader_resigned: bool,
+    /// The snapshot asked for with FetchSnapshot; a snapshot is installed only while it
+    /// is awaited, so a late or repeated answer cannot roll the log back.
+    pub(super) awaiting_snapshot: Option<super::SnapshotId>,
 }
 
 #[derive(Debug, Clone)]

@@ -27,7 +27,14 @@ fn entries(epochs: &[i32]) -> Vec<Entry> {
 }
 
 fn node(id: i32, n: i32, quorum: QuorumState, log: &[i32]) -> RaftNode {
-    RaftNode::new(voters(n), key(id), quorum, entries(log), 0, id as u64)
+    RaftNode::new(
+        voters(n),
+        key(id),
+        quorum,
+        RaftLog::from_entries(entries(log)),
+        0,
+        id as u64,
+    )
 }
 
 fn vote_request(epoch: i32, candidate: i32, voter: ReplicaKey, log: (i32, i64)) -> Input {
@@ -123,7 +130,14 @@ fn a_replaced_disk_neither_votes_nor_counts_toward_the_high_watermark() {
         id: NodeId(2),
         directory_id: Uuid::from_u128(99),
     };
-    let mut n = RaftNode::new(voters(3), new_disk, QuorumState::default(), vec![], 0, 7);
+    let mut n = RaftNode::new(
+        voters(3),
+        new_disk,
+        QuorumState::default(),
+        RaftLog::default(),
+        0,
+        7,
+    );
     assert!(!n.is_voter());
     assert!(!granted(&n.step(1, vote_request(1, 1, key(2), (0, 0)))));
     assert!(!granted(&n.step(2, vote_request(1, 1, new_disk, (0, 0)))));
@@ -196,6 +210,7 @@ fn a_follower_that_hears_its_leader_refuses_pre_votes_and_keeps_its_epoch() {
                 fetch_offset: 0,
                 last_fetched_epoch: 0,
                 diverging: None,
+                snapshot_id: None,
                 entries: vec![],
                 high_watermark: 0,
             },
