@@ -3,7 +3,8 @@
 //! One seed fixes everything: the network's loss, duplication, delay and reordering, the
 //! partitions (symmetric and one-way), crashes (between steps and between the actions of a
 //! step, with and without losing the disk), graceful resignations, each node's clock rate
-//! and offset, and the proposals. The driver honours the core's contract exactly: actions
+//! and offset, the proposals, and when each node snapshots its state (the simulated state
+//! machine's state is the hash chain of the committed prefix). The driver honours the core's contract exactly: actions
 //! run in order, storage actions are durable at once, and a crash drops the rest of the
 //! list. A restart hands the core what its disk holds; a disk loss gives the node an empty
 //! disk with a new directory id, which the static voter set does not know.
@@ -20,7 +21,9 @@
 //!   node's high watermark always lands on it, and no node truncates an entry of it;
 //! - leader completeness: a leader of epoch `e` holds every entry committed in an epoch
 //!   before `e`;
-//! - a node's high watermark never moves back while it runs, nor past its log end.
+//! - a node's high watermark never moves back while it runs, nor past its log end;
+//! - a snapshot, taken or fetched, holds exactly the state of a committed prefix, and the
+//!   log is deleted only below a persisted snapshot.
 //!
 //! After the faults stop (the network heals, crashed nodes restart), liveness is checked: a
 //! leader emerges that every node follows, and a proposal made after the heal commits.

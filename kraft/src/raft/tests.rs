@@ -63,6 +63,42 @@ fn granted(actions: &[Action]) -> bool {
     })
 }
 
+/// Node 1 of 3, leading `epoch` over a log with these epochs (the last entry opened it).
+fn leader_of(epoch: i32, log: &[i32]) -> RaftNode {
+    let mut leader = node(1, 3, QuorumState::default(), log);
+    leader.quorum = QuorumState {
+        epoch,
+        voted_for: Some(key(1)),
+        leader: Some(NodeId(1)),
+    };
+    leader.role = state::Role::Leader(Box::new(state::LeaderState {
+        epoch_start_offset: log.len() as i64 - 1,
+        voters: (1..=3)
+            .map(|i| (NodeId(i), (key(i), state::ReplicaProgress::default())))
+            .collect(),
+        observers: Default::default(),
+        acknowledged: Default::default(),
+        next_begin_epoch_at: 0,
+        fetched_since_check: Default::default(),
+        check_quorum_deadline: u64::MAX,
+    }));
+    leader
+}
+
+/// Delivers the last message of `actions` (from `from`) to `to`.
+fn deliver(actions: &[Action], from: i32, to: &mut RaftNode, now: u64) -> Vec<Action> {
+    let Some(Action::Send { msg, .. }) = actions.last().cloned() else {
+        panic!("nothing sent: {actions:?}");
+    };
+    to.step(
+        now,
+        Input::Message {
+            from: NodeId(from),
+            msg,
+        },
+    )
+}
+
 #[test]
 fn a_single_voter_elects_itself_and_commits_alone() {
     let mut n = node(1, 1, QuorumState::default(), &[]);
@@ -243,23 +279,7 @@ fn a_follower_that_hears_its_leader_refuses_pre_votes_and_keeps_its_epoch() {
 fn a_diverging_epoch_truncates_the_follower_to_where_the_logs_agree() {
     // The leader has epochs [1, 1, 3]; the follower [1, 1, 2, 2] from a leader of epoch 2
     // that never committed.
-    let mut leader = node(1, 3, QuorumState::default(), &[1, 1, 3]);
-    leader.quorum = QuorumState {
-        epoch: 3,
-        voted_for: Some(key(1)),
-        leader: Some(NodeId(1)),
-    };
-    leader.role = state::Role::Leader(Box::new(state::LeaderState {
-        epoch_start_offset: 2,
-        voters: (1..=3)
-            .map(|i| (NodeId(i), (key(i), state::ReplicaProgress::default())))
-            .collect(),
-        observers: Default::default(),
-        acknowledged: Default::default(),
-        next_begin_epoch_at: 0,
-        fetched_since_check: Default::default(),
-        check_quorum_deadline: u64::MAX,
-    }));
+    let mut leader = leader_of(3, &[1, 1, 3]);
     let q = QuorumState {
         epoch: 3,
         voted_for: None,
@@ -306,4 +326,66 @@ fn a_diverging_epoch_truncates_the_follower_to_where_the_logs_agree() {
             ..
         }
     ));
+}
+
+#[test]
+fn a_follower_behind_the_log_start_installs_the_leaders_snapshot_once() {
+    let mut leader = leader_of(2, &[1, 1, 1, 2]);
+    leader.high_watermark = 4;
+    let actions = leader.step(
+        0,
+        Input::Snapshot {
+            end_offset: 3,
+            data: Bytes::from_static(b"state"),
+        },
+    );
+    let id = SnapshotId {
+        end_offset: 3,
+        epoch: 1,
+    };
+    assert!(matches!(&actions[0], Action::PersistSnapshot(s) if s.id == id));
+    assert_eq!(actions[1], Action::DeleteLogBefore { offset: 3 });
+    assert_eq!(leader.log().start_offset(), 3);
+
+    let q = QuorumState {
+        epoch: 2,
+        voted_for: None,
+        leader: Some(NodeId(1)),
+    };
+    let mut follower = node(2, 3, q, &[]);
+    let fetch = follower.step(0, Input::Tick);
+    let answer = deliver(&fetch, 2, &mut leader, 1);
+    assert!(matches!(
+        answer.last(),
+        Some(Action::Send {
+            msg: Message::FetchResponse {
+                snapshot_id: Some(s),
+                ..
+            },
+            ..
+        }) if *s == id
+    ));
+    let fetch_snapshot = deliver(&answer, 1, &mut follower, 2);
+    let snapshot = deliver(&fetch_snapshot, 2, &mut leader, 3);
+    let installed = deliver(&snapshot, 1, &mut follower, 4);
+    assert!(matches!(&installed[0], Action::InstallSnapshot(s) if s.id == id));
+    assert_eq!(installed[1], Action::CommitTo { high_watermark: 3 });
+    assert!(matches!(
+        installed[2],
+        Action::Send {
+            msg: Message::FetchRequest {
+                fetch_offset: 3,
+                last_fetched_epoch: 1,
+                ..
+            },
+            ..
+        }
+    ));
+    // The same answer again is late: it must not roll the log back.
+    assert!(deliver(&snapshot, 1, &mut follower, 5).is_empty());
+    let rest = deliver(&installed, 2, &mut leader, 6);
+    deliver(&rest, 1, &mut follower, 7);
+    assert_eq!(follower.log().end_offset(), 4);
+    assert!(deliver(&snapshot, 1, &mut follower, 8).is_empty());
+    assert_eq!(follower.log().end_offset(), 4);
 }
