@@ -28,7 +28,9 @@
 //! | `election.rs` | Vote and pre-vote, on both sides; EndQuorumEpoch |
 //! | `follower.rs` | the follower's side of Fetch: truncation, append, high watermark |
 //! | `leader.rs` | the leader's side: fetch validation, high watermark, DescribeQuorum |
-//! | `sim.rs` | (tests only) the deterministic simulator and its invariants |
+//! | `sim/mod.rs` | (tests only) the deterministic simulator: network, faults, clocks, seeds |
+//! | `sim/check.rs` | (tests only) actions carried out on simulated disks; the invariants |
+//! | `tests.rs` | (tests only) unit tests of single rules |
 
 mod election;
 mod follower;

@@ -1,4 +1,4 @@
-//! Unit tests of single rules; the simulator (`sim.rs`) tests them together under faults.
+//! Unit tests of single rules; the simulator (`sim/`) tests them together under faults.
 
 use bytes::Bytes;
 use uuid::Uuid;
