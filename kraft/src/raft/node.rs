@@ -237,9 +237,9 @@ impl RaftNode {
                 },
                 out,
             );
-        } else if self.quorum.leader.is_some_and(|l| l != self.key.id) {
-            // An observer that lost its leader forgets it; a voter never unlearns the
-            // leader of its epoch (it would vote again).
+        } else if !self.is_voter() && self.quorum.leader.is_some_and(|l| l != self.key.id) {
+            // An observer that lost its leader forgets it. A voter never unlearns the
+            // leader of its epoch: it could then vote in that epoch and elect a second one.
             let quorum = QuorumState {
                 leader: None,
                 ..self.quorum
@@ -462,6 +462,7 @@ impl RaftNode {
     pub(super) fn tick(&mut self, now: u64, out: &mut Vec<Action>) {
         let retry = self.config.request_timeout_ms;
         let discovery_fetch = self.fetch_request();
+        let majority = self.majority();
         match &mut self.role {
             Role::Unattached(u) => {
                 if self.config.voters.contains(&self.key) {
@@ -523,7 +524,12 @@ impl RaftNode {
             }
             Role::Leader(l) => {
                 if now >= l.check_quorum_deadline {
-                    self.resign(now, out);
+                    if l.fetched_since_check.len() >= majority {
+                        // A quorum of one (or one reached just now) needs no fetches.
+                        l.check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 / 2;
+                    } else {
+                        self.resign(now, out);
+                    }
                 } else if now >= l.next_begin_epoch_at {
                     l.next_begin_epoch_at = now + retry;
                     let pending: Vec<NodeId> = l
