@@ -711,8 +711,17 @@ fn short(msg: &Message) -> String {
 
 /// The cluster size a seed runs with: even seeds 3 voters, odd seeds 5.
 pub(crate) fn nodes_for(seed: u64) -> usize {
-    if seed.is_multiple_of(2) { 3 } else { 5 }
+    match seed >> 40 {
+        0 if seed.is_multiple_of(2) => 3,
+        0 => 5,
+        1 => 1,
+        _ => 4,
+    }
 }
+
+/// The first seed of a family: 0 and 1 (3 and 5 voters, interleaved), then 1 and 4 voters.
+const SINGLE_VOTER_SEEDS: u64 = 1 << 40;
+const FOUR_VOTER_SEEDS: u64 = 2 << 40;
 
 /// Runs one seed; on failure runs it again with tracing to report the last events.
 pub(crate) fn run_seed(seed: u64, fault: Fault) -> Result<Stats, Failure> {
@@ -747,16 +756,16 @@ fn seed_count(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Runs `count` seeds of the given parity (or only `RAFT_SIM_SEED`), panicking on the
-/// first failure.
-fn run_many(parity: u64, count: u64) -> Stats {
+/// Runs `count` seeds `first, first + step, ...` (or only `RAFT_SIM_SEED`, if it is of
+/// the same cluster size), panicking on the first failure.
+fn run_many(first: u64, step: u64, count: u64) -> Stats {
     let seeds: Vec<u64> = match std::env::var("RAFT_SIM_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
     {
-        Some(seed) if seed % 2 == parity => vec![seed],
+        Some(seed) if nodes_for(seed) == nodes_for(first) => vec![seed],
         Some(_) => vec![],
-        None => (0..count).map(|k| 2 * k + parity).collect(),
+        None => (0..count).map(|k| first + step * k).collect(),
     };
     let mut total = Stats::default();
     for seed in seeds {
@@ -792,14 +801,22 @@ mod tests {
     #[test]
     fn three_voters_keep_every_invariant() {
         let count = seed_count(4000);
-        let stats = run_many(0, count);
+        let stats = run_many(0, 2, count);
         eprintln!("3 voters, {count} seeds: {stats:?}");
+    }
+
+    #[test]
+    fn one_and_four_voters_keep_every_invariant() {
+        let count = seed_count(3000) / 6;
+        let one = run_many(SINGLE_VOTER_SEEDS, 1, count);
+        let four = run_many(FOUR_VOTER_SEEDS, 1, count);
+        eprintln!("1 voter, {count} seeds: {one:?}\n4 voters, {count} seeds: {four:?}");
     }
 
     #[test]
     fn five_voters_keep_every_invariant() {
         let count = seed_count(3000);
-        let stats = run_many(1, count);
+        let stats = run_many(1, 2, count);
         eprintln!("5 voters, {count} seeds: {stats:?}");
     }
 
