@@ -12,7 +12,7 @@ impl RaftNode {
         let (Role::Prospective(e) | Role::Candidate(e)) = &self.role else {
             return;
         };
-        for &voter in &self.config.voters {
+        for &voter in self.voters() {
             if voter.id == self.key.id
                 || e.granted.contains(&voter.id)
                 || e.rejected.contains(&voter.id)
@@ -54,10 +54,12 @@ impl RaftNode {
             let deadline = now + self.random_election_timeout();
             self.become_unattached(now, epoch, deadline, out);
         }
-        let identity_ok = self.is_voter()
-            && voter == self.key
-            && candidate != self.key
-            && self.config.voters.contains(&candidate);
+        // KIP-853: only the addressed voter answers, so a node whose disk was replaced
+        // (a new directory id) never votes for the voter it was. Beyond that, the voter set
+        // is the candidate's to consult, not ours (Raft dissertation §4.1): a voter whose
+        // log does not yet hold the change that made it one must still vote, or a quorum
+        // can deadlock mid-change.
+        let identity_ok = voter == self.key && candidate != self.key;
         // Raft §5.4.1: only a candidate whose log is at least as up to date.
         let log_ok = candidate_log >= (self.log.last_epoch(), self.log.end_offset());
         #[cfg(test)]
@@ -119,7 +121,7 @@ impl RaftNode {
             return;
         }
         let majority = self.majority();
-        let voters = self.config.voters.len();
+        let voters = self.voters().len();
         match &mut self.role {
             Role::Prospective(e) if pre_vote => {
                 if granted {

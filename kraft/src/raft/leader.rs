@@ -10,10 +10,11 @@
 
 #[cfg(test)]
 use super::Fault;
+use super::log::{Entry, Payload};
 use super::messages::{FetchError, Message};
 use super::node::RaftNode;
 use super::state::Role;
-use super::{Action, NodeId, ReplicaKey, SnapshotId};
+use super::{Action, NodeId, ReplicaKey, SnapshotId, VoterChangeError};
 
 /// The leader's answer to DescribeQuorum (KIP-595, KIP-853 directory ids).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,7 +192,7 @@ impl RaftNode {
         if fetch_offset == log_end {
             progress.last_caught_up_ms = Some(now);
         }
-        self.maybe_advance_high_watermark(out);
+        self.maybe_advance_high_watermark(now, out);
         *entries = self.log.read(fetch_offset, self.config.fetch_max_entries);
         *high_watermark = self.high_watermark;
         response
@@ -231,7 +232,7 @@ impl RaftNode {
     /// up to (the leader counts its log end), and moves only once it passes the epoch's
     /// LeaderChange entry, so an entry of an earlier epoch is committed only together with
     /// one of this epoch (Raft §5.4.2).
-    pub(super) fn maybe_advance_high_watermark(&mut self, out: &mut Vec<Action>) {
+    pub(super) fn maybe_advance_high_watermark(&mut self, now: u64, out: &mut Vec<Action>) {
         let Role::Leader(l) = &self.role else {
             return;
         };
@@ -259,5 +260,110 @@ impl RaftNode {
                 high_watermark: replicated,
             });
         }
+        // KIP-853: a leader that removed itself leads until the change commits, then
+        // resigns.
+        if !self.is_voter()
+            && self
+                .log
+                .last_voters_offset()
+                .is_some_and(|o| o < self.high_watermark)
+        {
+            self.resign(now, out);
+        }
     }
+
+    /// KIP-853 AddRaftVoter / RemoveRaftVoter: one change at a time, each a `Voters`
+    /// entry that takes effect as soon as it is appended (Raft dissertation §4.1).
+    pub(super) fn change_voters(&mut self, now: u64, change: VoterChange, out: &mut Vec<Action>) {
+        let Role::Leader(l) = &self.role else {
+            out.push(Action::VoterChangeRejected(VoterChangeError::NotLeader));
+            return;
+        };
+        // The leader must have committed in its epoch (else an older, uncommitted change
+        // could still be in force elsewhere), and the last change must be committed.
+        if self.high_watermark <= l.epoch_start_offset
+            || self
+                .log
+                .last_voters_offset()
+                .is_some_and(|o| o >= self.high_watermark)
+        {
+            out.push(Action::VoterChangeRejected(
+                VoterChangeError::ChangeInProgress,
+            ));
+            return;
+        }
+        let mut voters = self.voters().to_vec();
+        match change {
+            VoterChange::Add(key) => {
+                if voters.iter().any(|v| v.id == key.id) {
+                    out.push(Action::VoterChangeRejected(
+                        VoterChangeError::DuplicateVoter,
+                    ));
+                    return;
+                }
+                let fetch_timeout = self.config.fetch_timeout_ms;
+                let caught_up = l.observers.get(&key).is_some_and(|p| {
+                    p.end_offset.is_some_and(|o| o >= self.high_watermark)
+                        && p.last_fetch_ms.is_some_and(|t| now < t + fetch_timeout)
+                });
+                if !caught_up {
+                    out.push(Action::VoterChangeRejected(VoterChangeError::NotCaughtUp));
+                    return;
+                }
+                voters.push(key);
+            }
+            VoterChange::Remove(key) => {
+                if !voters.contains(&key) || voters.len() == 1 {
+                    out.push(Action::VoterChangeRejected(VoterChangeError::VoterNotFound));
+                    return;
+                }
+                voters.retain(|v| *v != key);
+            }
+        }
+        let epoch = self.quorum.epoch;
+        let base_offset = self.log.end_offset();
+        let entry = Entry {
+            epoch,
+            payload: Payload::Voters(voters),
+        };
+        self.log.append(entry.clone());
+        out.push(Action::AppendToLog {
+            base_offset,
+            entries: vec![entry],
+        });
+        out.push(Action::Proposed {
+            epoch,
+            base_offset,
+            last_offset: base_offset,
+        });
+        self.sync_leader_voters();
+        self.maybe_advance_high_watermark(now, out);
+    }
+
+    /// Rebuilds the leader's voter progress after a change: a new voter brings its
+    /// progress as an observer, a removed one keeps its progress as an observer.
+    fn sync_leader_voters(&mut self) {
+        let voters = self.voters().to_vec();
+        let Role::Leader(l) = &mut self.role else {
+            return;
+        };
+        let mut old = std::mem::take(&mut l.voters);
+        for key in voters {
+            let progress = match old.remove(&key.id) {
+                Some((k, p)) if k == key => p,
+                _ => l.observers.remove(&key).unwrap_or_default(),
+            };
+            l.voters.insert(key.id, (key, progress));
+        }
+        for (_, (key, progress)) in old {
+            l.observers.insert(key, progress);
+        }
+    }
+}
+
+/// A requested change of the voter set.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum VoterChange {
+    Add(ReplicaKey),
+    Remove(ReplicaKey),
 }

@@ -13,7 +13,7 @@
 
 use bytes::Bytes;
 
-use super::NodeId;
+use super::{NodeId, ReplicaKey};
 
 /// One log entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +33,9 @@ pub enum Payload {
         /// The leader that wrote it.
         leader: NodeId,
     },
+    /// KIP-853's `VotersRecord` control record: the voter set from this entry on. It takes
+    /// effect when appended, committed or not, and is undone if truncated.
+    Voters(Vec<ReplicaKey>),
     /// An application record (a metadata record batch).
     Data(Bytes),
 }
@@ -54,6 +57,9 @@ pub struct Snapshot {
     pub id: SnapshotId,
     /// The application's encoding of the state; opaque to the core.
     pub data: Bytes,
+    /// The voter set in force at `end_offset` (KIP-853 keeps it in the snapshot), if the
+    /// log below changed it.
+    pub voters: Option<Vec<ReplicaKey>>,
 }
 
 /// The log as the core sees it: an optional snapshot, then the entries after it.
@@ -65,6 +71,8 @@ pub struct RaftLog {
     entries: Vec<Entry>,
     /// `(epoch, start offset)` for each epoch among `entries`, ascending in both.
     epochs: Vec<(i32, i64)>,
+    /// `(offset, voters)` of each `Voters` entry among `entries`, ascending.
+    voter_changes: Vec<(i64, Vec<ReplicaKey>)>,
 }
 
 impl RaftLog {
@@ -96,6 +104,28 @@ impl RaftLog {
     /// The first offset held as an entry: the snapshot's end offset, or 0.
     pub fn start_offset(&self) -> i64 {
         self.snapshot.as_ref().map_or(0, |s| s.id.end_offset)
+    }
+
+    /// The latest voter set in the log (committed or not), if the log has one.
+    pub fn voters(&self) -> Option<&[ReplicaKey]> {
+        self.voter_changes
+            .last()
+            .map(|(_, v)| v.as_slice())
+            .or(self.snapshot.as_ref().and_then(|s| s.voters.as_deref()))
+    }
+
+    /// The offset of the latest `Voters` entry, if one is after the snapshot.
+    pub fn last_voters_offset(&self) -> Option<i64> {
+        self.voter_changes.last().map(|&(o, _)| o)
+    }
+
+    /// The voter set in force at `offset` (set by an entry below it).
+    pub fn voters_at(&self, offset: i64) -> Option<Vec<ReplicaKey>> {
+        let idx = self.voter_changes.partition_point(|&(o, _)| o < offset);
+        match idx {
+            0 => self.snapshot.as_ref().and_then(|s| s.voters.clone()),
+            _ => Some(self.voter_changes[idx - 1].1.clone()),
+        }
     }
 
     /// The latest snapshot.
@@ -176,6 +206,9 @@ impl RaftLog {
         if entry.epoch > last || self.entries.is_empty() {
             self.epochs.push((entry.epoch, self.end_offset()));
         }
+        if let Payload::Voters(voters) = &entry.payload {
+            self.voter_changes.push((self.end_offset(), voters.clone()));
+        }
         self.entries.push(entry);
     }
 
@@ -192,6 +225,8 @@ impl RaftLog {
             .epochs
             .partition_point(|&(_, start)| start < end_offset);
         self.epochs.truncate(keep);
+        let keep = self.voter_changes.partition_point(|&(o, _)| o < end_offset);
+        self.voter_changes.truncate(keep);
     }
 
     /// Takes `snapshot` (of a prefix this log holds) as the new start: the entries below
@@ -270,6 +305,7 @@ mod tests {
                 epoch: 3,
             },
             data: Bytes::new(),
+            voters: None,
         });
         assert_eq!(l.start_offset(), 3);
         assert_eq!(l.end_offset(), 5);
@@ -291,6 +327,7 @@ mod tests {
                 epoch: 6,
             },
             data: Bytes::new(),
+            voters: None,
         });
         assert_eq!(
             (l.start_offset(), l.end_offset(), l.last_epoch()),

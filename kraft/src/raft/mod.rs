@@ -72,8 +72,9 @@ pub struct ReplicaKey {
 /// Settings of the quorum, with Kafka's names and defaults.
 #[derive(Debug, Clone)]
 pub struct RaftConfig {
-    /// The voter set (`controller.quorum.voters`, with the directory ids the voters were
-    /// formatted with). A node whose [`ReplicaKey`] is not here is an observer.
+    /// The bootstrap voter set (`controller.quorum.voters`, with the directory ids the
+    /// voters were formatted with), in force until the log holds a `Voters` entry
+    /// (KIP-853). A node whose [`ReplicaKey`] is not in the voter set is an observer.
     pub voters: Vec<ReplicaKey>,
     /// `controller.quorum.election.timeout.ms`: an election timer is drawn from
     /// `[t, 2t)`.
@@ -151,6 +152,26 @@ pub enum Input {
         /// The snapshot's bytes, served to followers that fall behind the log start.
         data: Bytes,
     },
+    /// KIP-853 AddRaftVoter, on the leader: make a caught-up observer a voter.
+    AddVoter(ReplicaKey),
+    /// KIP-853 RemoveRaftVoter, on the leader.
+    RemoveVoter(ReplicaKey),
+}
+
+/// Why an AddVoter or RemoveVoter was refused (KIP-853's error codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VoterChangeError {
+    /// This node does not lead (`NOT_LEADER_OR_FOLLOWER`).
+    NotLeader,
+    /// A change is not committed yet, or the leader has not committed in its epoch
+    /// (`REQUEST_TIMED_OUT` in Kafka): one change at a time (Raft dissertation §4.1).
+    ChangeInProgress,
+    /// The node id is already a voter (`DUPLICATE_VOTER`).
+    DuplicateVoter,
+    /// The new voter has not fetched up to the high watermark recently.
+    NotCaughtUp,
+    /// No such voter, or it is the last one (`VOTER_NOT_FOUND`).
+    VoterNotFound,
 }
 
 /// What the core asks the driver to do, in order (see the module doc).
@@ -215,6 +236,9 @@ pub enum Action {
         /// Offset of the last proposed record.
         last_offset: i64,
     },
+    /// An AddVoter or RemoveVoter was refused. An accepted one is answered with
+    /// [`Action::Proposed`] for its `Voters` entry.
+    VoterChangeRejected(VoterChangeError),
     /// A proposal was refused because this node is not the leader.
     NotLeader {
         /// The leader this node knows of, if any.

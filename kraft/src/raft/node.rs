@@ -22,6 +22,7 @@
 use bytes::Bytes;
 
 use super::follower::FetchResult;
+use super::leader::VoterChange;
 use super::log::{Entry, Payload, RaftLog, Snapshot, SnapshotId};
 use super::messages::Message;
 use super::state::{
@@ -111,6 +112,8 @@ impl RaftNode {
                 }
             }
             Input::Snapshot { end_offset, data } => self.take_snapshot(end_offset, data, &mut out),
+            Input::AddVoter(key) => self.change_voters(now, VoterChange::Add(key), &mut out),
+            Input::RemoveVoter(key) => self.change_voters(now, VoterChange::Remove(key), &mut out),
         }
         out
     }
@@ -174,17 +177,23 @@ impl RaftNode {
         &self.log
     }
 
+    /// The voter set in force: the latest `Voters` entry in the log, committed or not
+    /// (KIP-853), else the bootstrap set.
+    pub fn voters(&self) -> &[ReplicaKey] {
+        self.log.voters().unwrap_or(&self.config.voters)
+    }
+
     /// Whether this node, with its current directory, is in the voter set.
     pub fn is_voter(&self) -> bool {
-        self.config.voters.contains(&self.key)
+        self.voters().contains(&self.key)
     }
 
     pub(super) fn majority(&self) -> usize {
-        self.config.voters.len() / 2 + 1
+        self.voters().len() / 2 + 1
     }
 
     pub(super) fn is_voter_id(&self, id: NodeId) -> bool {
-        self.config.voters.iter().any(|v| v.id == id)
+        self.voters().iter().any(|v| v.id == id)
     }
 
     pub(super) fn next_random(&mut self) -> u64 {
@@ -246,7 +255,8 @@ impl RaftNode {
             };
             self.persist(quorum, out);
         }
-        let start = (self.next_random() % self.config.voters.len().max(1) as u64) as usize;
+        let voters = self.voters().len().max(1) as u64;
+        let start = (self.next_random() % voters) as usize;
         self.role = Role::Unattached(Unattached {
             election_deadline: deadline,
             next_discovery_at: now,
@@ -367,8 +377,7 @@ impl RaftNode {
             entries: vec![entry],
         });
         let voters = self
-            .config
-            .voters
+            .voters()
             .iter()
             .map(|&v| (v.id, (v, ReplicaProgress::default())))
             .collect();
@@ -383,7 +392,7 @@ impl RaftNode {
         }));
         self.notify(out);
         self.send_begin_quorum_epoch(None, out);
-        self.maybe_advance_high_watermark(out);
+        self.maybe_advance_high_watermark(now, out);
     }
 
     /// KIP-595 graceful resignation: EndQuorumEpoch to the other voters, most caught-up
@@ -463,9 +472,11 @@ impl RaftNode {
         let retry = self.config.request_timeout_ms;
         let discovery_fetch = self.fetch_request();
         let majority = self.majority();
+        let is_voter = self.is_voter();
+        let voter_ids: Vec<NodeId> = self.voters().iter().map(|v| v.id).collect();
         match &mut self.role {
             Role::Unattached(u) => {
-                if self.config.voters.contains(&self.key) {
+                if is_voter {
                     if now >= u.election_deadline {
                         self.become_prospective(now, out);
                     }
@@ -473,11 +484,8 @@ impl RaftNode {
                     // An observer with no leader asks the voters in turn (Kafka sends its
                     // Fetch to a random bootstrap server).
                     u.next_discovery_at = now + retry;
-                    let others: Vec<NodeId> = self
-                        .config
-                        .voters
-                        .iter()
-                        .map(|v| v.id)
+                    let others: Vec<NodeId> = voter_ids
+                        .into_iter()
                         .filter(|&id| id != self.key.id)
                         .collect();
                     if !others.is_empty() {
@@ -509,7 +517,7 @@ impl RaftNode {
             }
             Role::Follower(f) => {
                 if now >= f.fetch_deadline {
-                    if self.config.voters.contains(&self.key) {
+                    if is_voter {
                         self.become_prospective(now, out);
                     } else {
                         let deadline = now + self.random_election_timeout();
@@ -553,7 +561,7 @@ impl RaftNode {
 
     /// BeginQuorumEpoch to `only` (or every other voter).
     pub(super) fn send_begin_quorum_epoch(&self, only: Option<&[NodeId]>, out: &mut Vec<Action>) {
-        for &voter in &self.config.voters {
+        for &voter in self.voters() {
             if voter.id == self.key.id || only.is_some_and(|o| !o.contains(&voter.id)) {
                 continue;
             }
@@ -570,7 +578,7 @@ impl RaftNode {
 
     // ---- inputs ------------------------------------------------------------------------
 
-    pub(super) fn propose(&mut self, _now: u64, records: Vec<Bytes>, out: &mut Vec<Action>) {
+    pub(super) fn propose(&mut self, now: u64, records: Vec<Bytes>, out: &mut Vec<Action>) {
         if !matches!(self.role, Role::Leader(_)) {
             out.push(Action::NotLeader {
                 leader: self.quorum.leader.filter(|&l| l != self.key.id),
@@ -602,7 +610,7 @@ impl RaftNode {
             base_offset,
             last_offset,
         });
-        self.maybe_advance_high_watermark(out);
+        self.maybe_advance_high_watermark(now, out);
     }
 
     /// KIP-630: the application snapshotted its state up to `end_offset`; keep the
@@ -617,6 +625,7 @@ impl RaftNode {
         let snapshot = Snapshot {
             id: SnapshotId { end_offset, epoch },
             data,
+            voters: self.log.voters_at(end_offset),
         };
         out.push(Action::PersistSnapshot(snapshot.clone()));
         out.push(Action::DeleteLogBefore { offset: end_offset });

@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 use uuid::Uuid;
 
 use super::{Check, Sim, short};
-use crate::raft::{Action, Entry, Message, NodeId, Payload, QuorumState, RoleKind, Snapshot};
+use crate::raft::{
+    Action, Entry, Message, NodeId, Payload, QuorumState, ReplicaKey, RoleKind, Snapshot,
+};
 
 /// A node's disk: what survives a crash.
 #[derive(Debug, Clone)]
@@ -34,6 +36,18 @@ impl Disk {
             log: Vec::new(),
             chain: Vec::new(),
         }
+    }
+
+    /// The latest voter set this disk holds, if it changed the bootstrap set.
+    pub(super) fn voters(&self) -> Option<Vec<ReplicaKey>> {
+        self.log
+            .iter()
+            .rev()
+            .find_map(|e| match &e.payload {
+                Payload::Voters(v) => Some(v.clone()),
+                _ => None,
+            })
+            .or_else(|| self.snapshot.as_ref().and_then(|s| s.0.voters.clone()))
     }
 
     pub(super) fn end(&self) -> usize {
@@ -72,6 +86,13 @@ fn chain_hash(prev: u64, entry: &Entry) -> u64 {
         Payload::LeaderChange { leader } => {
             eat(1);
             leader.0.to_le_bytes().into_iter().for_each(&mut eat);
+        }
+        Payload::Voters(voters) => {
+            eat(3);
+            for v in voters {
+                v.id.0.to_le_bytes().into_iter().for_each(&mut eat);
+                v.directory_id.as_bytes().iter().copied().for_each(&mut eat);
+            }
         }
         Payload::Data(d) => {
             eat(2);
@@ -119,7 +140,7 @@ impl Sim {
                 base_offset,
                 entries,
             } => {
-                let disk = &mut self.nodes[i].disk;
+                let disk = &self.nodes[i].disk;
                 if base_offset != disk.end() as i64 {
                     return Err(format!(
                         "n{} appends at {base_offset}, log ends at {}",
@@ -127,6 +148,22 @@ impl Sim {
                         disk.end()
                     ));
                 }
+                let leading = self.nodes[i]
+                    .raft
+                    .as_ref()
+                    .is_some_and(|r| r.role() == RoleKind::Leader);
+                if leading
+                    && matches!(
+                        entries[..],
+                        [Entry {
+                            payload: Payload::Voters(_),
+                            ..
+                        }]
+                    )
+                {
+                    self.stats.voter_changes += 1;
+                }
+                let disk = &mut self.nodes[i].disk;
                 for e in entries {
                     let offset = disk.end();
                     let prev = offset
@@ -223,7 +260,12 @@ impl Sim {
                     ));
                 }
                 n.last_high_watermark = high_watermark;
-                self.note(|| format!("n{} commit to {high_watermark}", me.id.0));
+                let voters: Vec<i32> = self.nodes[i]
+                    .raft
+                    .as_ref()
+                    .map(|r| r.voters().iter().map(|v| v.id.0).collect())
+                    .unwrap_or_default();
+                self.note(|| format!("n{} commit to {high_watermark} voters {voters:?}", me.id.0));
                 self.check_committed(i, high_watermark)?;
             }
             Action::RoleChanged {
@@ -253,6 +295,7 @@ impl Sim {
                 }
             }
             Action::NotLeader { .. } => {}
+            Action::VoterChangeRejected(_) => {}
         }
         Ok(())
     }

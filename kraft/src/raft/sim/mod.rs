@@ -99,6 +99,7 @@ pub(crate) struct Stats {
     pub(crate) truncations: u64,
     pub(crate) snapshots: u64,
     pub(crate) snapshots_fetched: u64,
+    pub(crate) voter_changes: u64,
     pub(crate) committed: u64,
     pub(crate) sim_ms: u64,
 }
@@ -153,6 +154,7 @@ enum Event {
     },
     Propose,
     Snapshot,
+    Reconfigure,
     Fault,
     Unblock {
         links: Vec<(usize, usize)>,
@@ -200,7 +202,6 @@ struct Sim {
     /// Mean time between injected faults: calm seeds and stormy ones.
     fault_interval_ms: u64,
     healed: bool,
-    disk_losses_left: usize,
     next_payload: u64,
     // ---- invariant state ----
     leaders: HashMap<i32, NodeId>,
@@ -257,7 +258,6 @@ impl Sim {
             mid_step_crash_permille,
             fault_interval_ms,
             healed: false,
-            disk_losses_left: (nodes - 1) / 2,
             next_payload: 0,
             leaders: HashMap::new(),
             votes: HashMap::new(),
@@ -272,6 +272,7 @@ impl Sim {
         }
         sim.schedule(0, Event::Propose);
         sim.schedule(500, Event::Snapshot);
+        sim.schedule(700, Event::Reconfigure);
         sim.schedule(100, Event::Fault);
         sim.schedule(FAULT_PHASE_MS, Event::Heal);
         sim
@@ -445,6 +446,11 @@ impl Sim {
                     .collect();
                 self.step(target, Input::Propose(records))
             }
+            Event::Reconfigure => {
+                let delay = self.rng.random_range(200..1500);
+                self.schedule(delay, Event::Reconfigure);
+                self.reconfigure()
+            }
             Event::Snapshot => {
                 // The application snapshots its state now and then, up to the high
                 // watermark, so laggards must fetch snapshots (KIP-630).
@@ -507,6 +513,57 @@ impl Sim {
         }
     }
 
+    /// Every disk's voter set is every node's current identity: no disk loss is waiting
+    /// to be replaced, and no voter is missing.
+    fn fully_replaced(&self) -> bool {
+        let mut current: Vec<ReplicaKey> = self.nodes.iter().map(SimNode::key).collect();
+        current.sort();
+        self.nodes.iter().all(|n| {
+            let mut voters = n
+                .disk
+                .voters()
+                .unwrap_or_else(|| self.config.voters.clone());
+            voters.sort();
+            voters == current
+        })
+    }
+
+    /// The operator's side of KIP-853: replace voters whose disk was lost (remove the old
+    /// directory, add the new one once it caught up), add back removed nodes, and now and
+    /// then remove a healthy voter, the leader included.
+    fn reconfigure(&mut self) -> Check {
+        let Some(leader) = (0..self.nodes.len())
+            .filter(|&i| self.role(i) == Some(RoleKind::Leader))
+            .max_by_key(|&i| self.nodes[i].raft.as_ref().map(RaftNode::epoch))
+        else {
+            return Ok(());
+        };
+        let voters = self.nodes[leader]
+            .raft
+            .as_ref()
+            .map(|r| r.voters().to_vec())
+            .unwrap_or_default();
+        let stale = voters
+            .iter()
+            .find(|v| self.nodes[(v.id.0 - 1) as usize].key() != **v);
+        let missing = self
+            .nodes
+            .iter()
+            .find(|n| !voters.iter().any(|v| v.id == n.id))
+            .map(SimNode::key);
+        let input = if let Some(&v) = stale {
+            Input::RemoveVoter(v)
+        } else if let Some(k) = missing {
+            Input::AddVoter(k)
+        } else if self.rng.random_ratio(1, 20) {
+            Input::RemoveVoter(voters[self.rng.random_range(0..voters.len())])
+        } else {
+            return Ok(());
+        };
+        self.note(|| format!("reconfigure {input:?}"));
+        self.step(leader, input)
+    }
+
     fn role(&self, i: usize) -> Option<RoleKind> {
         self.nodes[i].raft.as_ref().map(RaftNode::role)
     }
@@ -516,10 +573,10 @@ impl Sim {
         match self.rng.random_range(0..100) {
             0..25 => {
                 let i = self.rng.random_range(0..n);
-                let lose_disk = self.disk_losses_left > 0 && self.rng.random_ratio(1, 4);
-                if lose_disk && self.live(i) {
-                    self.disk_losses_left -= 1;
-                }
+                // One disk at a time: the next may go once every disk knows the voter set
+                // that replaced it (KIP-853), so a majority of voters always holds what
+                // was committed.
+                let lose_disk = n >= 3 && self.fully_replaced() && self.rng.random_ratio(1, 4);
                 self.crash(i, lose_disk);
             }
             25..50 => {
@@ -780,6 +837,7 @@ fn run_many(first: u64, step: u64, count: u64) -> Stats {
                 total.truncations += s.truncations;
                 total.snapshots += s.snapshots;
                 total.snapshots_fetched += s.snapshots_fetched;
+                total.voter_changes += s.voter_changes;
                 total.committed += s.committed;
                 total.sim_ms += s.sim_ms;
             }
