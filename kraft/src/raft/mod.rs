@@ -1,5 +1,5 @@
-//! A sans-IO Raft core in the style of KRaft (KIP-595, with KIP-996 pre-vote and KIP-853
-//! voter identities).
+//! A sans-IO Raft core in the style of KRaft: KIP-595 elections and pull-based replication,
+//! KIP-996 pre-vote, KIP-853 voter identities and voter changes, KIP-630 snapshots.
 //!
 //! [`RaftNode`] is a pure state machine: the driver feeds it `(now, Input)` and carries out
 //! the [`Action`]s it returns. It never reads a clock, a socket or a disk, and its only

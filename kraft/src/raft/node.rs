@@ -11,11 +11,11 @@
 //!   the epoch and its vote for itself, then asks for votes.
 //! - Any message carrying a larger epoch moves a node to that epoch (as a follower if the
 //!   message names a leader, else unattached), persisted before anything else.
-//! - A voter grants at most one vote per epoch (persisted before the answer leaves), only
-//!   to a voter of the configured set, only if it is itself the addressed voter (same
-//!   directory id), only if it knows no leader in that epoch, and only if the candidate's
-//!   log is at least as up to date: larger last epoch, or the same and an end offset at
-//!   least as large.
+//! - A node grants at most one vote per epoch (persisted before the answer leaves), only
+//!   if it is itself the addressed voter (same directory id, KIP-853; the candidate asks
+//!   the voters of its own voter set and counts only those), only if it knows no leader
+//!   in that epoch, and only if the candidate's log is at least as up to date: larger last
+//!   epoch, or the same and an end offset at least as large.
 //! - A lost election backs off up to `election.backoff.max.ms` and starts again with a
 //!   pre-vote round.
 

@@ -393,3 +393,60 @@ fn a_follower_behind_the_log_start_installs_the_leaders_snapshot_once() {
     assert!(deliver(&snapshot, 1, &mut follower, 8).is_empty());
     assert_eq!(follower.log().end_offset(), 4);
 }
+
+#[test]
+fn voter_changes_go_one_at_a_time_after_the_leader_commits_in_its_epoch() {
+    let mut leader = leader_of(2, &[1, 2]);
+    let rejected = |actions: &[Action]| match actions {
+        [Action::VoterChangeRejected(e)] => Some(*e),
+        _ => None,
+    };
+    // Nothing of epoch 2 is committed yet.
+    assert_eq!(
+        rejected(&leader.step(1, Input::RemoveVoter(key(3)))),
+        Some(VoterChangeError::ChangeInProgress)
+    );
+    leader.high_watermark = 2;
+    let actions = leader.step(2, Input::RemoveVoter(key(3)));
+    assert!(matches!(
+        &actions[0],
+        Action::AppendToLog { base_offset: 2, entries }
+            if entries[0].payload == Payload::Voters(vec![key(1), key(2)])
+    ));
+    // The change is in force at once: two voters now.
+    assert_eq!(leader.voters(), &[key(1), key(2)]);
+    // The next waits for this one to commit.
+    assert_eq!(
+        rejected(&leader.step(3, Input::AddVoter(key(3)))),
+        Some(VoterChangeError::ChangeInProgress)
+    );
+    leader.high_watermark = 3;
+    assert_eq!(
+        rejected(&leader.step(4, Input::AddVoter(key(2)))),
+        Some(VoterChangeError::DuplicateVoter)
+    );
+    // Node 3 has not fetched as an observer: not caught up.
+    assert_eq!(
+        rejected(&leader.step(5, Input::AddVoter(key(3)))),
+        Some(VoterChangeError::NotCaughtUp)
+    );
+    leader.step(
+        6,
+        Input::Message {
+            from: NodeId(3),
+            msg: Message::FetchRequest {
+                epoch: 2,
+                replica: key(3),
+                fetch_offset: 3,
+                last_fetched_epoch: 2,
+            },
+        },
+    );
+    assert!(rejected(&leader.step(7, Input::AddVoter(key(3)))).is_none());
+    assert_eq!(leader.voters(), &[key(1), key(2), key(3)]);
+    assert_eq!(described_voters(&leader), 3);
+}
+
+fn described_voters(leader: &RaftNode) -> usize {
+    leader.describe_quorum(0).map_or(0, |d| d.voters.len())
+}
