@@ -165,6 +165,7 @@ impl RaftNode {
         }
         let log_end = self.log.end_offset();
         let majority = self.majority();
+        let is_voter = self.is_voter();
         let check_quorum = self.config.fetch_timeout_ms * 3 / 2;
         let Role::Leader(l) = &mut self.role else {
             unreachable!("checked above");
@@ -175,7 +176,8 @@ impl RaftNode {
                 l.fetched_since_check.insert(replica.id);
                 if l.fetched_since_check.len() >= majority {
                     l.check_quorum_deadline = now + check_quorum;
-                    l.fetched_since_check.retain(|&id| id == self.key.id);
+                    l.fetched_since_check
+                        .retain(|&id| is_voter && id == self.key.id);
                 }
                 p
             }

@@ -533,8 +533,11 @@ impl RaftNode {
             Role::Leader(l) => {
                 if now >= l.check_quorum_deadline {
                     if l.fetched_since_check.len() >= majority {
-                        // A quorum of one (or one reached just now) needs no fetches.
+                        // A quorum of one needs no fetches. Each window starts afresh, the
+                        // leader counting itself only while it is a voter.
                         l.check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 / 2;
+                        l.fetched_since_check
+                            .retain(|&id| is_voter && id == self.key.id);
                     } else {
                         self.resign(now, out);
                     }
