@@ -3,11 +3,14 @@
 //! One seed fixes everything: the network's loss, duplication, delay and reordering, the
 //! partitions (symmetric and one-way), crashes (between steps and between the actions of a
 //! step, with and without losing the disk), graceful resignations, each node's clock rate
-//! and offset, the proposals, and when each node snapshots its state (the simulated state
-//! machine's state is the hash chain of the committed prefix). The driver honours the core's contract exactly: actions
-//! run in order, storage actions are durable at once, and a crash drops the rest of the
-//! list. A restart hands the core what its disk holds; a disk loss gives the node an empty
-//! disk with a new directory id, which the static voter set does not know.
+//! and offset, the proposals, when each node snapshots its state (the simulated state
+//! machine's state is the hash chain of the committed prefix), and an operator's voter
+//! changes. The driver honours the core's contract exactly: actions run in order, storage
+//! actions are durable at once, and a crash drops the rest of the list. A restart hands
+//! the core what its disk holds; a disk loss gives the node an empty disk with a new
+//! directory id, which no voter set knows until the operator replaces the old voter with
+//! it (RemoveVoter, then AddVoter once it caught up). A disk is lost only while every disk
+//! holds the full voter set, so at most one lost voter awaits replacement at a time.
 //!
 //! After every action and every event the invariants are checked:
 //!
