@@ -212,12 +212,32 @@ impl MetadataStore {
     ///
     /// The validation errors of [`crate::create_topic_records`], or a storage error.
     pub fn create_topic(&mut self, req: CreateTopic, now_ms: i64) -> Result<Uuid, MetadataError> {
+        self.create_topic_prepared(req, now_ms, |_| Ok(()))
+    }
+
+    /// [`MetadataStore::create_topic`], with `prepare` called on the image the operation
+    /// would publish after it is validated and before anything is written. If `prepare`
+    /// fails, nothing is written and its error is returned: a broker creates the partitions'
+    /// logs there, so a topic whose logs cannot be created is never committed. `prepare` is
+    /// not called for `validate_only`. When the write itself fails after `prepare`
+    /// succeeded, the caller undoes what `prepare` did.
+    ///
+    /// # Errors
+    ///
+    /// The validation errors of [`crate::create_topic_records`], a storage error, or the
+    /// error of `prepare`.
+    pub fn create_topic_prepared<E: From<MetadataError>>(
+        &mut self,
+        req: CreateTopic,
+        now_ms: i64,
+        prepare: impl FnOnce(&MetadataImage) -> Result<(), E>,
+    ) -> Result<Uuid, E> {
         let topic_id = self.new_topic_id();
         let records = create_topic_records(&self.image, &req, &self.config, topic_id)?;
         if req.validate_only {
             return Ok(topic_id);
         }
-        self.commit(&records, now_ms)?;
+        self.commit_prepared(&records, now_ms, prepare)?;
         tracing::info!(
             topic = %req.name,
             %topic_id,
@@ -240,11 +260,38 @@ impl MetadataStore {
         validate_only: bool,
         now_ms: i64,
     ) -> Result<(), MetadataError> {
+        self.create_partitions_prepared(
+            topic,
+            count,
+            assignments,
+            validate_only,
+            now_ms,
+            |_| Ok(()),
+        )
+    }
+
+    /// [`MetadataStore::create_partitions`], with `prepare` called on the image the operation
+    /// would publish before anything is written, as in
+    /// [`MetadataStore::create_topic_prepared`].
+    ///
+    /// # Errors
+    ///
+    /// The validation errors of [`crate::create_partitions_records`], a storage error, or
+    /// the error of `prepare`.
+    pub fn create_partitions_prepared<E: From<MetadataError>>(
+        &mut self,
+        topic: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+        now_ms: i64,
+        prepare: impl FnOnce(&MetadataImage) -> Result<(), E>,
+    ) -> Result<(), E> {
         let records = create_partitions_records(&self.image, topic, count, assignments)?;
         if validate_only {
             return Ok(());
         }
-        self.commit(&records, now_ms)?;
+        self.commit_prepared(&records, now_ms, prepare)?;
         tracing::info!(topic, partitions = count, "created partitions");
         Ok(())
     }
@@ -322,8 +369,19 @@ impl MetadataStore {
 
     /// Appends one operation's records as one batch, fsyncs, then publishes the image.
     fn commit(&mut self, records: &[MetadataRecord], now_ms: i64) -> Result<(), MetadataError> {
+        self.commit_prepared(records, now_ms, |_| Ok(()))
+    }
+
+    /// [`MetadataStore::commit`], calling `prepare` with the next image before the write; an
+    /// error from it writes nothing.
+    fn commit_prepared<E: From<MetadataError>>(
+        &mut self,
+        records: &[MetadataRecord],
+        now_ms: i64,
+        prepare: impl FnOnce(&MetadataImage) -> Result<(), E>,
+    ) -> Result<(), E> {
         if self.failed {
-            return Err(MetadataError::LogFailed);
+            return Err(MetadataError::LogFailed.into());
         }
         if records.is_empty() {
             return Ok(());
@@ -338,6 +396,7 @@ impl MetadataStore {
                     source,
                 })?;
         }
+        prepare(&next)?;
         let batch: Vec<SimpleRecord> = records
             .iter()
             .map(|r| SimpleRecord {
@@ -353,13 +412,13 @@ impl MetadataStore {
         if let Err(e) = self.log.append(&mut bytes, SINGLE_VOTER_EPOCH, now_ms) {
             // Rejected before writing (e.g. too large): nothing changed, carry on.
             self.failed = self.log.log_end_offset() != end_before;
-            return Err(e.into());
+            return Err(MetadataError::from(e).into());
         }
         if let Err(e) = self.log.flush() {
             // After a failed fsync the kernel may have dropped the dirty pages, so whether
             // the batch survives a crash is unknown: stop writing (see LogFailed).
             self.failed = true;
-            return Err(e.into());
+            return Err(MetadataError::from(e).into());
         }
         self.image = Arc::new(next);
         self.reader.publish(Arc::clone(&self.image));

@@ -142,6 +142,64 @@ fn validate_only_and_failed_validation_write_nothing() {
     assert!(store.image().topics.is_empty());
 }
 
+/// What a broker's `prepare` failing looks like: the log of a partition could not be created.
+#[derive(Debug, PartialEq)]
+enum PrepareError {
+    Metadata(String),
+    NoLog { partitions: usize },
+}
+
+impl From<MetadataError> for PrepareError {
+    fn from(e: MetadataError) -> Self {
+        PrepareError::Metadata(e.to_string())
+    }
+}
+
+#[test]
+fn a_failed_prepare_writes_nothing_and_a_retry_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(dir.path());
+    store.create_topic(topic("grown", 1, &[]), NOW).unwrap();
+    let end = store.log_end_offset();
+    let before = store.image();
+
+    // `prepare` sees the image the commit would publish, then refuses it.
+    let refused = store.create_topic_prepared(topic("t", 3, &[]), NOW, |next| {
+        Err(PrepareError::NoLog {
+            partitions: next.topics["t"].partitions.len(),
+        })
+    });
+    assert_eq!(refused, Err(PrepareError::NoLog { partitions: 3 }));
+    let refused = store.create_partitions_prepared("grown", 4, None, false, NOW, |next| {
+        Err(PrepareError::NoLog {
+            partitions: next.topics["grown"].partitions.len(),
+        })
+    });
+    assert_eq!(refused, Err(PrepareError::NoLog { partitions: 4 }));
+    assert_eq!(store.log_end_offset(), end, "nothing was written");
+    assert_eq!(store.image(), before);
+    assert_eq!(store.reader().load(), before);
+
+    // Validation still comes first: `prepare` is not called for a refused request.
+    let invalid = store.create_topic_prepared(topic("grown", 1, &[]), NOW, |_| {
+        panic!("prepare called for an existing topic")
+    });
+    assert!(matches!(invalid, Err(PrepareError::Metadata(_))));
+
+    // Once the cause is gone, the same requests commit.
+    let id = store
+        .create_topic_prepared(topic("t", 3, &[]), NOW, |_| Ok::<(), PrepareError>(()))
+        .unwrap();
+    store
+        .create_partitions_prepared("grown", 4, None, false, NOW, |_| Ok::<(), PrepareError>(()))
+        .unwrap();
+    store.close().unwrap();
+    let reopened = open(dir.path());
+    assert_eq!(reopened.image().topics["t"].topic_id, id);
+    assert_eq!(reopened.image().topics["t"].partitions.len(), 3);
+    assert_eq!(reopened.image().topics["grown"].partitions.len(), 4);
+}
+
 #[test]
 fn readers_see_each_committed_operation() {
     let dir = tempfile::tempdir().unwrap();
