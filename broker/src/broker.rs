@@ -1,6 +1,6 @@
 //! The node's shared state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock};
@@ -24,8 +24,6 @@ pub const METADATA_DIR: &str = "__cluster_metadata-0";
 pub enum StartupError {
     #[error("metadata: {0}")]
     Metadata(#[from] MetadataError),
-    #[error("partition {dir}: {source}")]
-    Log { dir: PathBuf, source: LogError },
     #[error("offsets: {0}")]
     Offsets(#[from] OffsetStoreError),
     #[error("cannot create log directory {dir}: {source}")]
@@ -45,6 +43,11 @@ pub struct Broker {
     image: RwLock<Arc<MetadataImage>>,
     /// Open partitions by (topic, index).
     partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
+    /// Partitions this node leads whose log could not be opened at start, with the cause:
+    /// Kafka's `HostedPartition.Offline`. They are never in `partitions`; Metadata shows them
+    /// without a leader, and requests for them get KAFKA_STORAGE_ERROR. Their directories are
+    /// left exactly as found, and the next start tries them again.
+    offline: RwLock<HashMap<(String, i32), String>>,
     /// The unused rest of this broker's producer id block, `next..end` (Kafka's
     /// `RPCProducerIdManager`); empty until the first InitProducerId.
     producer_ids: Mutex<std::ops::Range<i64>>,
@@ -132,6 +135,7 @@ impl Broker {
             metadata: Mutex::new(metadata),
             image: RwLock::new(image.clone()),
             partitions: RwLock::new(HashMap::new()),
+            offline: RwLock::new(HashMap::new()),
             producer_ids: Mutex::new(0..0),
             offsets,
             groups,
@@ -147,9 +151,7 @@ impl Broker {
         if clean {
             tracing::info!("clean shutdown marker found: active segments are not rescanned");
         }
-        for topic in image.topics.values() {
-            broker.open_topic(topic, clean, now_ms)?;
-        }
+        broker.open_partitions_at_start(&image, clean, now_ms);
         broker.remove_orphan_dirs(&image);
         Ok(broker)
     }
@@ -184,6 +186,48 @@ impl Broker {
             .cloned()
     }
 
+    /// The partition, or why this broker does not serve it.
+    ///
+    /// # Errors
+    ///
+    /// [`PartitionUnavailable::Offline`] for a partition whose log could not be opened at
+    /// start, [`PartitionUnavailable::Unknown`] for one this broker does not host.
+    pub fn hosted_partition(
+        &self,
+        topic: &str,
+        index: i32,
+    ) -> Result<Arc<Partition>, PartitionUnavailable> {
+        if let Some(p) = self.partition(topic, index) {
+            return Ok(p);
+        }
+        if self.is_offline(topic, index) {
+            Err(PartitionUnavailable::Offline)
+        } else {
+            Err(PartitionUnavailable::Unknown)
+        }
+    }
+
+    /// Whether this partition's log could not be opened at start.
+    #[must_use]
+    pub fn is_offline(&self, topic: &str, index: i32) -> bool {
+        let offline = self
+            .offline
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        !offline.is_empty() && offline.contains_key(&(topic.to_owned(), index))
+    }
+
+    /// The partitions whose logs could not be opened at start (usually none).
+    #[must_use]
+    pub fn offline_partitions(&self) -> HashSet<(String, i32)> {
+        self.offline
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// Every open partition.
     #[must_use]
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
@@ -195,11 +239,20 @@ impl Broker {
             .collect()
     }
 
-    /// Creates a topic through the metadata log, then opens its partitions.
+    /// Creates a topic: its partitions' logs first, then its records in the metadata log.
+    ///
+    /// A client must never see a topic this broker cannot serve, so the records are committed
+    /// only after every partition's log was created; if one cannot be (a directory that cannot
+    /// be made, EMFILE), nothing is written and the logs created so far are removed again.
+    /// The store's lock is held throughout, so no other metadata write sees the directories
+    /// of a topic that does not exist yet. A crash between the logs and the commit leaves
+    /// directories of a topic the image does not know, which the next start removes.
     ///
     /// # Errors
     ///
-    /// [`MetadataError`] for Kafka's validation failures (name, partitions, configs, existing).
+    /// [`CreateTopicError::Metadata`] for Kafka's validation failures (name, partitions,
+    /// configs, existing) and metadata write failures, [`CreateTopicError::PartitionLog`] when
+    /// a partition's log cannot be created.
     pub fn create_topic(
         &self,
         mut req: CreateTopic,
@@ -219,30 +272,40 @@ impl Broker {
             ));
         }
         let validate_only = req.validate_only;
+        let name = req.name.clone();
         let mut store = self
             .metadata
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let id = store.create_topic(req, now_ms)?;
-        if validate_only {
-            return Ok(id);
-        }
-        let image = self.publish_image(&store);
-        drop(store);
-        if let Some(topic) = image.topic_by_id(id) {
-            self.open_topic(topic, false, now_ms)
-                .map_err(CreateTopicError::Startup)?;
+        let mut created = Vec::new();
+        let result =
+            store.create_topic_prepared(req, now_ms, |next| match next.topics.get(&name) {
+                Some(topic) => self.create_partition_logs(topic, 0, now_ms, &mut created),
+                None => Ok(()),
+            });
+        let id = match result {
+            Ok(id) => id,
+            Err(e) => {
+                drop(store);
+                remove_partition_logs(created);
+                return Err(e);
+            }
+        };
+        if !validate_only {
+            self.install_partitions(&name, id, created);
+            self.publish_image(&store);
         }
         Ok(id)
     }
 
-    /// Grows a topic to `count` partitions through the metadata log (CreatePartitions), then
-    /// opens the new partitions this node leads. With `validate_only` nothing is written.
+    /// Grows a topic to `count` partitions (CreatePartitions): the new partitions' logs first,
+    /// then the records in the metadata log, as [`Broker::create_topic`] does. With
+    /// `validate_only` nothing is written.
     ///
     /// # Errors
     ///
     /// [`CreateTopicError::Metadata`] for what the controller refuses,
-    /// [`CreateTopicError::Startup`] when a new partition's log cannot be created.
+    /// [`CreateTopicError::PartitionLog`] when a new partition's log cannot be created.
     pub fn create_partitions(
         &self,
         topic: &str,
@@ -255,15 +318,31 @@ impl Broker {
             .metadata
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        store.create_partitions(topic, count, assignments, validate_only, now_ms)?;
-        if validate_only {
-            return Ok(());
+        let (topic_id, existing) = store
+            .image()
+            .topics
+            .get(topic)
+            .map_or((Uuid::nil(), 0), |t| (t.topic_id, t.partitions.len()));
+        let mut created = Vec::new();
+        let result = store.create_partitions_prepared(
+            topic,
+            count,
+            assignments,
+            validate_only,
+            now_ms,
+            |next| match next.topics.get(topic) {
+                Some(t) => self.create_partition_logs(t, existing, now_ms, &mut created),
+                None => Ok(()),
+            },
+        );
+        if let Err(e) = result {
+            drop(store);
+            remove_partition_logs(created);
+            return Err(e);
         }
-        let image = self.publish_image(&store);
-        drop(store);
-        if let Some(t) = image.topics.get(topic) {
-            self.open_topic(t, false, now_ms)
-                .map_err(CreateTopicError::Startup)?;
+        if !validate_only {
+            self.install_partitions(topic, topic_id, created);
+            self.publish_image(&store);
         }
         Ok(())
     }
@@ -289,6 +368,22 @@ impl Broker {
             let keys: Vec<_> = parts.keys().filter(|(t, _)| *t == name).cloned().collect();
             keys.iter().filter_map(|k| parts.remove(k)).collect()
         };
+        // An offline partition of the topic goes too: its data is what the deletion asked to
+        // remove, and a topic created again under the name must not start offline.
+        let offline: Vec<i32> = {
+            let mut offline = self
+                .offline
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let keys: Vec<_> = offline
+                .keys()
+                .filter(|(t, _)| *t == name)
+                .cloned()
+                .collect();
+            keys.into_iter()
+                .filter_map(|k| offline.remove(&k).map(|_| k.1))
+                .collect()
+        };
         // Kafka's `onPartitionsDeleted`: every group's offsets of the topic go too, so a topic
         // created again under the name starts without them.
         match self.offsets.delete_topic_offsets(&name, now_ms) {
@@ -300,8 +395,9 @@ impl Broker {
                 tracing::warn!(topic = %name, error = %e, "cannot delete committed offsets of deleted topic")
             }
         }
-        for p in removed {
-            let dir = self.partition_dir(&p.topic, p.index);
+        let indexes = removed.iter().map(|p| p.index).chain(offline);
+        for index in indexes {
+            let dir = self.partition_dir(&name, index);
             // In-flight readers keep their file handles; the directory goes now.
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot remove deleted partition");
@@ -504,37 +600,128 @@ impl Broker {
         self.config.log_dir.join(format!("{topic}-{index}"))
     }
 
-    /// Opens the partitions of `topic` this node leads and has not opened yet (all of them for
-    /// a new topic; the added ones after CreatePartitions).
-    fn open_topic(&self, topic: &TopicImage, clean: bool, now_ms: i64) -> Result<(), StartupError> {
+    /// Opens every partition this node leads, at start. A partition whose log cannot be
+    /// opened is logged and kept offline ([`Broker::hosted_partition`]) instead of stopping
+    /// the broker: the other partitions are served, and nothing in its directory is removed
+    /// or rewritten here, so an operator can repair it and restart.
+    fn open_partitions_at_start(&self, image: &MetadataImage, clean: bool, now_ms: i64) {
+        let mut opened = HashMap::new();
+        let mut offline = HashMap::new();
+        for topic in image.topics.values() {
+            let cfg = self.log_config(&topic.configs);
+            for p in &topic.partitions {
+                if p.leader != self.config.node_id {
+                    continue;
+                }
+                let dir = self.partition_dir(&topic.name, p.partition);
+                match Log::open_with(&dir, cfg.clone(), now_ms, clean) {
+                    Ok(log) => {
+                        let part =
+                            Partition::new(topic.name.clone(), topic.topic_id, p.partition, log);
+                        opened.insert((topic.name.clone(), p.partition), part);
+                    }
+                    Err(e) => {
+                        tracing::error!(
+                            topic = %topic.name,
+                            partition = p.partition,
+                            dir = %dir.display(),
+                            error = %e,
+                            "cannot open the log of {}-{}; the partition is offline until it is repaired and the broker restarted",
+                            topic.name,
+                            p.partition,
+                        );
+                        offline.insert((topic.name.clone(), p.partition), e.to_string());
+                    }
+                }
+            }
+        }
+        if !offline.is_empty() {
+            tracing::error!(
+                offline = offline.len(),
+                online = opened.len(),
+                "started with offline partitions"
+            );
+        }
+        *self
+            .partitions
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = opened;
+        *self
+            .offline
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = offline;
+    }
+
+    /// Creates the logs of `topic`'s partitions from index `from` on that this node leads,
+    /// into `created`, for a topic or partitions not committed yet. On failure `created`
+    /// holds what was made so far, for [`remove_partition_logs`].
+    fn create_partition_logs(
+        &self,
+        topic: &TopicImage,
+        from: usize,
+        now_ms: i64,
+        created: &mut Vec<NewPartitionLog>,
+    ) -> Result<(), CreateTopicError> {
         let cfg = self.log_config(&topic.configs);
-        for p in &topic.partitions {
+        for p in topic.partitions.iter().skip(from) {
             if p.leader != self.config.node_id {
                 continue;
             }
-            let key = (topic.name.clone(), p.partition);
-            if self
-                .partitions
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .contains_key(&key)
-            {
-                continue;
-            }
             let dir = self.partition_dir(&topic.name, p.partition);
-            let log = Log::open_with(&dir, cfg.clone(), now_ms, clean)
-                .map_err(|source| StartupError::Log { dir, source })?;
-            let part = Partition::new(topic.name.clone(), topic.topic_id, p.partition, log);
-            self.partitions
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert((topic.name.clone(), p.partition), part);
+            // Only a directory this call makes is removed on failure; anything already at
+            // the path (an operator's file, say) is not ours to delete.
+            let made_dir = std::fs::symlink_metadata(&dir).is_err();
+            match Log::open_with(&dir, cfg.clone(), now_ms, false) {
+                Ok(log) => created.push(NewPartitionLog {
+                    index: p.partition,
+                    log: Some(log),
+                    dir,
+                    made_dir,
+                }),
+                Err(source) => {
+                    tracing::error!(
+                        topic = %topic.name,
+                        partition = p.partition,
+                        error = %source,
+                        "cannot create partition log; the topic change is not committed"
+                    );
+                    created.push(NewPartitionLog {
+                        index: p.partition,
+                        log: None,
+                        dir,
+                        made_dir,
+                    });
+                    return Err(CreateTopicError::PartitionLog {
+                        topic: topic.name.clone(),
+                        partition: p.partition,
+                        log_dir: self.config.log_dir.clone(),
+                        source,
+                    });
+                }
+            }
         }
         Ok(())
     }
 
-    /// Removes partition directories whose topic is no longer in the metadata image: a crash
-    /// between the metadata record of a deletion and the removal of the data leaves them.
+    /// Serves the logs of a committed topic or partition change.
+    fn install_partitions(&self, topic: &str, topic_id: Uuid, created: Vec<NewPartitionLog>) {
+        let mut parts = self
+            .partitions
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for c in created {
+            if let Some(log) = c.log {
+                let part = Partition::new(topic.to_owned(), topic_id, c.index, log);
+                parts.insert((topic.to_owned(), c.index), part);
+            }
+        }
+    }
+
+    /// Removes partition directories that the metadata image does not know: a topic no longer
+    /// there (a crash between the metadata record of a deletion and the removal of the data),
+    /// or a partition index past the topic's count (a crash between creating the logs of a
+    /// new topic or new partitions and committing their records). Partitions never shrink,
+    /// so such an index was never committed.
     fn remove_orphan_dirs(&self, image: &MetadataImage) {
         let Ok(entries) = std::fs::read_dir(&self.config.log_dir) else {
             return;
@@ -549,7 +736,14 @@ impl Broker {
             let Some((topic, idx)) = name.rsplit_once('-') else {
                 continue;
             };
-            if idx.parse::<i32>().is_err() || image.topics.contains_key(topic) {
+            let Ok(idx) = idx.parse::<usize>() else {
+                continue;
+            };
+            if image
+                .topics
+                .get(topic)
+                .is_some_and(|t| idx < t.partitions.len())
+            {
                 continue;
             }
             tracing::warn!(dir = %name, "removing data of a deleted topic");
@@ -564,13 +758,60 @@ impl Broker {
     }
 }
 
-/// Why a topic could not be created.
+/// Why a topic (or new partitions) could not be created.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateTopicError {
     #[error(transparent)]
     Metadata(#[from] MetadataError),
-    #[error(transparent)]
-    Startup(StartupError),
+    /// A partition's log could not be created, so nothing was committed. The message follows
+    /// Kafka's `LogManager.getOrCreateLog`.
+    #[error("Error while creating log for {topic}-{partition} in dir {}: {source}", log_dir.display())]
+    PartitionLog {
+        topic: String,
+        partition: i32,
+        log_dir: PathBuf,
+        source: LogError,
+    },
+}
+
+/// Why this broker does not serve a partition it was asked for (Kafka's `HostedPartition`
+/// other than `Online`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartitionUnavailable {
+    /// Not hosted here: an unknown topic or partition.
+    Unknown,
+    /// Its log could not be opened at start (Kafka: in an offline log directory).
+    Offline,
+}
+
+/// The log of a partition being created, before its metadata records are committed.
+struct NewPartitionLog {
+    /// The partition index.
+    index: i32,
+    /// The opened log; `None` for the partition whose creation failed.
+    log: Option<Log>,
+    /// `<log.dirs>/<topic>-<index>`.
+    dir: PathBuf,
+    /// Whether the path did not exist before, so the directory is ours to remove.
+    made_dir: bool,
+}
+
+/// Closes and removes the logs of a topic or partition change that was not committed.
+fn remove_partition_logs(created: Vec<NewPartitionLog>) {
+    for c in created {
+        drop(c.log);
+        if !c.made_dir {
+            continue;
+        }
+        match std::fs::remove_dir_all(&c.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            // The next start removes it: its topic or index is not in the image.
+            Err(e) => {
+                tracing::warn!(dir = %c.dir.display(), error = %e, "cannot remove the log of an uncommitted partition")
+            }
+        }
+    }
 }
 
 /// Threads that flush partitions at once on clean shutdown ([`Broker::flush_all`]).

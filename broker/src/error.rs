@@ -7,7 +7,7 @@ use strata_kraft::MetadataError;
 use strata_protocol::ResponseError;
 use strata_storage::LogError;
 
-use crate::broker::CreateTopicError;
+use crate::broker::{CreateTopicError, PartitionUnavailable};
 use crate::consumer_group::ConsumerGroupError;
 use crate::group::GroupError;
 use crate::offsets::OffsetStoreError;
@@ -61,12 +61,24 @@ pub fn metadata_error_code(e: &MetadataError) -> i16 {
     }
 }
 
-/// A topic-creation failure as a Kafka error code.
+/// A topic-creation failure as a Kafka error code. A log that cannot be created is Kafka's
+/// `KafkaStorageException` from `LogManager.getOrCreateLog`: KAFKA_STORAGE_ERROR.
 #[must_use]
 pub fn create_topic_error_code(e: &CreateTopicError) -> i16 {
     match e {
         CreateTopicError::Metadata(m) => metadata_error_code(m),
-        CreateTopicError::Startup(_) => ResponseError::KafkaStorageError.code(),
+        CreateTopicError::PartitionLog { .. } => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+/// A partition this broker does not serve as the partition-level code of Produce, Fetch
+/// and ListOffsets, as Kafka's `ReplicaManager.getPartitionOrException` answers: an offline
+/// partition is a `KafkaStorageException` ("Partition ... is in an offline log directory").
+#[must_use]
+pub fn partition_unavailable_code(e: PartitionUnavailable) -> i16 {
+    match e {
+        PartitionUnavailable::Unknown => ResponseError::UnknownTopicOrPartition.code(),
+        PartitionUnavailable::Offline => ResponseError::KafkaStorageError.code(),
     }
 }
 

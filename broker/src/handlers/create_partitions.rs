@@ -2,7 +2,9 @@
 //! `ReplicationControlManager.createPartitions`). Each topic gets its own result: a topic
 //! named twice is INVALID_REQUEST, a count that is not an increase INVALID_PARTITIONS, a
 //! manual assignment that does not fit INVALID_REPLICA_ASSIGNMENT, with Kafka's messages.
-//! With `validate_only` everything is checked and nothing is written.
+//! With `validate_only` everything is checked and nothing is written. The new partitions'
+//! logs are created before the records are written; if one cannot be, the topic keeps its
+//! old count and gets KAFKA_STORAGE_ERROR (see `Broker::create_partitions`).
 
 use std::collections::HashMap;
 
@@ -12,7 +14,6 @@ use strata_protocol::messages::create_partitions_response::CreatePartitionsTopic
 use strata_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::RequestContext;
-use crate::broker::CreateTopicError;
 use crate::error::create_topic_error_code;
 
 /// Grows each topic of the request.
@@ -46,15 +47,9 @@ pub fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> CreateParti
                 crate::now_ms(),
             ) {
                 Ok(()) => result,
-                Err(e) => {
-                    let message = match &e {
-                        CreateTopicError::Metadata(m) => m.to_string(),
-                        CreateTopicError::Startup(s) => s.to_string(),
-                    };
-                    result
-                        .with_error_code(create_topic_error_code(&e))
-                        .with_error_message(Some(StrBytes::from_string(message)))
-                }
+                Err(e) => result
+                    .with_error_code(create_topic_error_code(&e))
+                    .with_error_message(Some(StrBytes::from_string(e.to_string()))),
             }
         })
         .collect();

@@ -1,5 +1,7 @@
-//! CreateTopics (key 19): validated by the controller, written to the metadata log, then the
-//! partitions are opened.
+//! CreateTopics (key 19): validated by the controller; the partitions' logs are created,
+//! and only then are the records written to the metadata log. A topic whose logs cannot be
+//! created is not committed and gets KAFKA_STORAGE_ERROR with Kafka's message; the other
+//! topics of the request are created independently (see `Broker::create_topic`).
 
 use std::collections::{BTreeMap, HashSet};
 

@@ -1,14 +1,13 @@
 //! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3, KIP-734), earliest local
 //! (-4, same as earliest without tiered storage), and the first offset at or after a timestamp.
 
-use strata_protocol::ResponseError;
 use strata_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use strata_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::RequestContext;
-use crate::error::log_error_code;
+use crate::error::{log_error_code, partition_unavailable_code};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -32,8 +31,9 @@ pub fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsRespo
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(-1);
-                    let Some(part) = ctx.broker.partition(&name, p.partition_index) else {
-                        return resp.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    let part = match ctx.broker.hosted_partition(&name, p.partition_index) {
+                        Ok(part) => part,
+                        Err(e) => return resp.with_error_code(partition_unavailable_code(e)),
                     };
                     let found = match p.timestamp {
                         LATEST => Ok(Some((-1, part.high_watermark()))),

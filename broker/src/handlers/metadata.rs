@@ -1,5 +1,13 @@
 //! Metadata (key 3): brokers, the cluster id, the controller, and topics from the metadata
 //! image, with auto-creation when `auto.create.topics.enable` is on.
+//!
+//! A partition whose log this broker could not open at start is shown as Kafka's KRaft
+//! `MetadataCache` shows a replica in an offline log directory once the controller has moved
+//! leadership away from it and no other replica could take it: LEADER_NOT_AVAILABLE, leader
+//! -1, the replica listed in `offline_replicas` (v5+), replicas and ISR unchanged (KRaft keeps
+//! the last ISR member). Clients then hold its records back instead of producing to it.
+
+use std::collections::HashSet;
 
 use strata_kraft::{CreateTopic, MetadataImage, TopicImage};
 use strata_protocol::ResponseError;
@@ -48,9 +56,14 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     } else {
         OPS_NOT_REQUESTED
     };
+    let offline = Offline {
+        partitions: broker.offline_partitions(),
+        node_id: broker.config.node_id,
+    };
+    let topic_response = |t: &TopicImage| topic_response(t, topic_ops, &offline);
     let mut topics = Vec::new();
     if all {
-        topics.extend(image.topics.values().map(|t| topic_response(t, topic_ops)));
+        topics.extend(image.topics.values().map(topic_response));
     } else {
         for wanted in req.topics.unwrap_or_default() {
             let by_name = wanted.name.as_ref().map(|n| n.0.to_string());
@@ -59,7 +72,7 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                 None => image.topic_by_id(wanted.topic_id),
             };
             if let Some(t) = found {
-                topics.push(topic_response(t, topic_ops));
+                topics.push(topic_response(t));
                 continue;
             }
             let Some(name) = by_name else {
@@ -90,7 +103,7 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                     tracing::info!(topic = %name, "auto-created topic");
                     image = broker.image();
                     match image.topics.get(&name) {
-                        Some(t) => topics.push(topic_response(t, topic_ops)),
+                        Some(t) => topics.push(topic_response(t)),
                         None => topics.push(error_topic(
                             Some(name),
                             Uuid::nil(),
@@ -102,7 +115,7 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                     // A topic created concurrently by another client is simply there now.
                     image = broker.image();
                     match image.topics.get(&name) {
-                        Some(t) => topics.push(topic_response(t, topic_ops)),
+                        Some(t) => topics.push(topic_response(t)),
                         None => topics.push(error_topic(
                             Some(name),
                             Uuid::nil(),
@@ -141,7 +154,21 @@ fn response(
         .with_topics(topics)
 }
 
-fn topic_response(t: &TopicImage, ops: i32) -> MetadataResponseTopic {
+/// This broker's offline partitions, to show in a response.
+struct Offline {
+    /// (topic, index) of each; usually empty.
+    partitions: HashSet<(String, i32)>,
+    /// This broker: the replica that is offline.
+    node_id: i32,
+}
+
+impl Offline {
+    fn contains(&self, topic: &str, index: i32) -> bool {
+        !self.partitions.is_empty() && self.partitions.contains(&(topic.to_owned(), index))
+    }
+}
+
+fn topic_response(t: &TopicImage, ops: i32, offline: &Offline) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
         .with_topic_id(t.topic_id)
@@ -151,12 +178,25 @@ fn topic_response(t: &TopicImage, ops: i32) -> MetadataResponseTopic {
             t.partitions
                 .iter()
                 .map(|p| {
-                    MetadataResponsePartition::default()
+                    let partition = MetadataResponsePartition::default()
                         .with_partition_index(p.partition)
                         .with_leader_id(BrokerId(p.leader))
                         .with_leader_epoch(p.leader_epoch)
                         .with_replica_nodes(p.replicas.iter().map(|r| BrokerId(*r)).collect())
-                        .with_isr_nodes(p.isr.iter().map(|r| BrokerId(*r)).collect())
+                        .with_isr_nodes(p.isr.iter().map(|r| BrokerId(*r)).collect());
+                    if !offline.contains(&t.name, p.partition) {
+                        return partition;
+                    }
+                    partition
+                        .with_error_code(ResponseError::LeaderNotAvailable.code())
+                        .with_leader_id(BrokerId(-1))
+                        .with_offline_replicas(
+                            p.replicas
+                                .iter()
+                                .filter(|r| **r == offline.node_id)
+                                .map(|r| BrokerId(*r))
+                                .collect(),
+                        )
                 })
                 .collect(),
         )
