@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use strata_kraft::{CreateTopic, MetadataError, MetadataImage, MetadataStore, TopicImage};
@@ -18,6 +18,12 @@ use crate::partition::Partition;
 
 /// The directory (under `log.dirs`) of the metadata log. It is not a user topic.
 pub const METADATA_DIR: &str = "__cluster_metadata-0";
+
+/// How many partitions are opened at once at start: Kafka's default for
+/// `num.recovery.threads.per.data.dir` (2 since Kafka 4.0, KIP-1030), for our one log
+/// directory. Opening is CRC checks and reads of the active segments' tails, so two threads
+/// keep the disk and a core busy without taking every core of a small machine.
+const RECOVERY_THREADS: usize = 2;
 
 /// A failure while opening the node at startup.
 #[derive(Debug, thiserror::Error)]
@@ -600,38 +606,60 @@ impl Broker {
         self.config.log_dir.join(format!("{topic}-{index}"))
     }
 
-    /// Opens every partition this node leads, at start. A partition whose log cannot be
-    /// opened is logged and kept offline ([`Broker::hosted_partition`]) instead of stopping
-    /// the broker: the other partitions are served, and nothing in its directory is removed
-    /// or rewritten here, so an operator can repair it and restart.
+    /// Opens every partition this node leads, at start, [`RECOVERY_THREADS`] at a time. A
+    /// partition whose log cannot be opened is logged and kept offline
+    /// ([`Broker::hosted_partition`]) instead of stopping the broker: the other partitions
+    /// are served, and nothing in its directory is removed or rewritten here, so an operator
+    /// can repair it and restart.
     fn open_partitions_at_start(&self, image: &MetadataImage, clean: bool, now_ms: i64) {
-        let mut opened = HashMap::new();
-        let mut offline = HashMap::new();
+        let mut jobs = Vec::new();
         for topic in image.topics.values() {
             let cfg = self.log_config(&topic.configs);
             for p in &topic.partitions {
-                if p.leader != self.config.node_id {
-                    continue;
+                if p.leader == self.config.node_id {
+                    jobs.push((topic, p.partition, cfg.clone()));
                 }
-                let dir = self.partition_dir(&topic.name, p.partition);
-                match Log::open_with(&dir, cfg.clone(), now_ms, clean) {
-                    Ok(log) => {
-                        let part =
-                            Partition::new(topic.name.clone(), topic.topic_id, p.partition, log);
-                        opened.insert((topic.name.clone(), p.partition), part);
-                    }
-                    Err(e) => {
-                        tracing::error!(
-                            topic = %topic.name,
-                            partition = p.partition,
-                            dir = %dir.display(),
-                            error = %e,
-                            "cannot open the log of {}-{}; the partition is offline until it is repaired and the broker restarted",
-                            topic.name,
-                            p.partition,
-                        );
-                        offline.insert((topic.name.clone(), p.partition), e.to_string());
-                    }
+            }
+        }
+        // Workers take the next partition from a shared counter, so one partition with a long
+        // recovery does not hold back a fixed share of the others.
+        let next = AtomicUsize::new(0);
+        let open_some = || {
+            let mut results = Vec::new();
+            while let Some((topic, index, cfg)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                let dir = self.partition_dir(&topic.name, *index);
+                let log = Log::open_with(&dir, cfg.clone(), now_ms, clean);
+                results.push((*topic, *index, dir, log));
+            }
+            results
+        };
+        let threads = RECOVERY_THREADS.min(jobs.len());
+        let results = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads).map(|_| scope.spawn(open_some)).collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect::<Vec<_>>()
+        });
+        let mut opened = HashMap::new();
+        let mut offline = HashMap::new();
+        for (topic, index, dir, log) in results {
+            match log {
+                Ok(log) => {
+                    let part = Partition::new(topic.name.clone(), topic.topic_id, index, log);
+                    opened.insert((topic.name.clone(), index), part);
+                }
+                Err(e) => {
+                    tracing::error!(
+                        topic = %topic.name,
+                        partition = index,
+                        dir = %dir.display(),
+                        error = %e,
+                        "cannot open the log of {}-{}; the partition is offline until it is repaired and the broker restarted",
+                        topic.name,
+                        index,
+                    );
+                    offline.insert((topic.name.clone(), index), e.to_string());
                 }
             }
         }
