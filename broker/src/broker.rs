@@ -49,11 +49,11 @@ pub struct Broker {
     image: RwLock<Arc<MetadataImage>>,
     /// Open partitions by (topic, index).
     partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
-    /// Partitions this node leads whose log could not be opened at start, with the cause:
-    /// Kafka's `HostedPartition.Offline`. They are never in `partitions`; Metadata shows them
+    /// Partitions this node leads whose log could not be opened at start (the cause is in
+    /// the broker's log): Kafka's `HostedPartition.Offline`. They are never in `partitions`; Metadata shows them
     /// without a leader, and requests for them get KAFKA_STORAGE_ERROR. Their directories are
     /// left exactly as found, and the next start tries them again.
-    offline: RwLock<HashMap<(String, i32), String>>,
+    offline: RwLock<HashSet<(String, i32)>>,
     /// The unused rest of this broker's producer id block, `next..end` (Kafka's
     /// `RPCProducerIdManager`); empty until the first InitProducerId.
     producer_ids: Mutex<std::ops::Range<i64>>,
@@ -141,7 +141,7 @@ impl Broker {
             metadata: Mutex::new(metadata),
             image: RwLock::new(image.clone()),
             partitions: RwLock::new(HashMap::new()),
-            offline: RwLock::new(HashMap::new()),
+            offline: RwLock::new(HashSet::new()),
             producer_ids: Mutex::new(0..0),
             offsets,
             groups,
@@ -220,7 +220,7 @@ impl Broker {
             .offline
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        !offline.is_empty() && offline.contains_key(&(topic.to_owned(), index))
+        !offline.is_empty() && offline.contains(&(topic.to_owned(), index))
     }
 
     /// The partitions whose logs could not be opened at start (usually none).
@@ -229,9 +229,7 @@ impl Broker {
         self.offline
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect()
+            .clone()
     }
 
     /// Every open partition.
@@ -382,12 +380,13 @@ impl Broker {
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let keys: Vec<_> = offline
-                .keys()
+                .iter()
                 .filter(|(t, _)| *t == name)
                 .cloned()
                 .collect();
             keys.into_iter()
-                .filter_map(|k| offline.remove(&k).map(|_| k.1))
+                .filter(|k| offline.remove(k))
+                .map(|(_, index)| index)
                 .collect()
         };
         // Kafka's `onPartitionsDeleted`: every group's offsets of the topic go too, so a topic
@@ -642,7 +641,7 @@ impl Broker {
                 .collect::<Vec<_>>()
         });
         let mut opened = HashMap::new();
-        let mut offline = HashMap::new();
+        let mut offline = HashSet::new();
         for (topic, index, dir, log) in results {
             match log {
                 Ok(log) => {
@@ -659,7 +658,7 @@ impl Broker {
                         topic.name,
                         index,
                     );
-                    offline.insert((topic.name.clone(), index), e.to_string());
+                    offline.insert((topic.name.clone(), index));
                 }
             }
         }

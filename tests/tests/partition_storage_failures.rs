@@ -380,12 +380,17 @@ fn partition0_errors(b: &Broker, topic: &str) -> anyhow::Result<(i16, i16, i16)>
 fn a_partition_that_cannot_be_opened_is_offline_and_the_rest_is_served() {
     with_broker(OVERRIDES, |b| {
         let data = b.data_dir().to_path_buf();
-        let created = create_topics(b, &[("healthy", 1), ("broken", 2)])?;
+        let created = create_topics(b, &[("healthy", 1), ("broken", 2), ("doomed", 1)])?;
         ensure!(created.values().all(Result::is_ok), "{created:?}");
         produce(b, "healthy", 0, "h", 10)?;
         produce(b, "broken", 0, "b0", 10)?;
         produce(b, "broken", 1, "b1", 10)?;
+        produce(b, "doomed", 0, "d", 3)?;
         ensure!(b.stop()?.success(), "clean stop");
+        // A second broken partition, whose topic is deleted while it is offline.
+        let doomed = data.join("doomed-0");
+        fs::remove_file(doomed.join("00000000000000000000.log"))?;
+        fs::create_dir(doomed.join("00000000000000000000.log"))?;
 
         // The segment file becomes a directory of the same name: opening it fails (EISDIR)
         // for any user, root included.
@@ -470,6 +475,30 @@ fn a_partition_that_cannot_be_opened_is_offline_and_the_rest_is_served() {
         ensure!(
             snapshot(&dir)? == before,
             "the offline partition's directory changed"
+        );
+
+        // Deleting the topic of an offline partition removes it, and the name can be used
+        // again: the new topic is not offline.
+        ensure!(
+            metadata_v5(b, "doomed")?[0].error == LEADER_NOT_AVAILABLE,
+            "doomed offline"
+        );
+        let a = admin(b)?;
+        let deleted = block(a.delete_topics(&["doomed"], &opts()))?;
+        ensure!(
+            deleted.iter().all(Result::is_ok),
+            "DeleteTopics: {deleted:?}"
+        );
+        ensure!(
+            !doomed.exists(),
+            "the deleted offline partition's directory is still there"
+        );
+        let created = create_topics(b, &[("doomed", 1)])?;
+        ensure!(created["doomed"] == Ok(()), "recreate: {created:?}");
+        produce(b, "doomed", 0, "d2", 3)?;
+        ensure!(
+            consume(b, "doomed", 0, 3)? == values("d2", 3),
+            "recreated doomed-0"
         );
 
         // A clean restart with the partition still broken changes nothing either.
