@@ -1,0 +1,232 @@
+//! The partition logs a broker hosts: opened at start (on [`RECOVERY_THREADS`] threads, a
+//! partition that cannot be opened kept offline), created for a topic or partitions before
+//! their metadata records are committed (and removed again if the commit does not happen),
+//! and directories the metadata image does not know removed at start.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use strata_kraft::{MetadataImage, TopicImage};
+use strata_storage::Log;
+use uuid::Uuid;
+
+use super::{Broker, CreateTopicError, METADATA_DIR};
+use crate::offsets::OFFSETS_TOPIC;
+use crate::partition::Partition;
+
+/// How many partitions are opened at once at start: Kafka's default for
+/// `num.recovery.threads.per.data.dir` (2 since Kafka 4.0, KIP-1030), for our one log
+/// directory. Opening is CRC checks and reads of the active segments' tails, so two threads
+/// keep the disk and a core busy without taking every core of a small machine.
+const RECOVERY_THREADS: usize = 2;
+
+impl Broker {
+    /// Opens every partition this node leads, at start, [`RECOVERY_THREADS`] at a time. A
+    /// partition whose log cannot be opened is logged and kept offline
+    /// ([`Broker::hosted_partition`]) instead of stopping the broker: the other partitions
+    /// are served, and nothing in its directory is removed or rewritten here, so an operator
+    /// can repair it and restart.
+    pub(super) fn open_partitions_at_start(&self, image: &MetadataImage, clean: bool, now_ms: i64) {
+        let mut jobs = Vec::new();
+        for topic in image.topics.values() {
+            let cfg = self.log_config(&topic.configs);
+            for p in &topic.partitions {
+                if p.leader == self.config.node_id {
+                    jobs.push((topic, p.partition, cfg.clone()));
+                }
+            }
+        }
+        // Workers take the next partition from a shared counter, so one partition with a long
+        // recovery does not hold back a fixed share of the others.
+        let next = AtomicUsize::new(0);
+        let open_some = || {
+            let mut results = Vec::new();
+            while let Some((topic, index, cfg)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                let dir = self.partition_dir(&topic.name, *index);
+                let log = Log::open_with(&dir, cfg.clone(), now_ms, clean);
+                results.push((*topic, *index, dir, log));
+            }
+            results
+        };
+        let threads = RECOVERY_THREADS.min(jobs.len());
+        let results = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads).map(|_| scope.spawn(open_some)).collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect::<Vec<_>>()
+        });
+        let mut opened = HashMap::new();
+        let mut offline = HashSet::new();
+        for (topic, index, dir, log) in results {
+            match log {
+                Ok(log) => {
+                    let part = Partition::new(topic.name.clone(), topic.topic_id, index, log);
+                    opened.insert((topic.name.clone(), index), part);
+                }
+                Err(e) => {
+                    tracing::error!(
+                        topic = %topic.name,
+                        partition = index,
+                        dir = %dir.display(),
+                        error = %e,
+                        "cannot open the log of {}-{}; the partition is offline until it is repaired and the broker restarted",
+                        topic.name,
+                        index,
+                    );
+                    offline.insert((topic.name.clone(), index));
+                }
+            }
+        }
+        if !offline.is_empty() {
+            tracing::error!(
+                offline = offline.len(),
+                online = opened.len(),
+                "started with offline partitions"
+            );
+        }
+        *self
+            .partitions
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = opened;
+        *self
+            .offline
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = offline;
+    }
+
+    /// Creates the logs of `topic`'s partitions from index `from` on that this node leads,
+    /// into `created`, for a topic or partitions not committed yet. On failure `created`
+    /// holds what was made so far, for [`remove_partition_logs`].
+    pub(super) fn create_partition_logs(
+        &self,
+        topic: &TopicImage,
+        from: usize,
+        now_ms: i64,
+        created: &mut Vec<NewPartitionLog>,
+    ) -> Result<(), CreateTopicError> {
+        let cfg = self.log_config(&topic.configs);
+        for p in topic.partitions.iter().skip(from) {
+            if p.leader != self.config.node_id {
+                continue;
+            }
+            let dir = self.partition_dir(&topic.name, p.partition);
+            // Only a directory this call makes is removed on failure; anything already at
+            // the path (an operator's file, say) is not ours to delete.
+            let made_dir = std::fs::symlink_metadata(&dir).is_err();
+            match Log::open_with(&dir, cfg.clone(), now_ms, false) {
+                Ok(log) => created.push(NewPartitionLog {
+                    index: p.partition,
+                    log: Some(log),
+                    dir,
+                    made_dir,
+                }),
+                Err(source) => {
+                    tracing::error!(
+                        topic = %topic.name,
+                        partition = p.partition,
+                        error = %source,
+                        "cannot create partition log; the topic change is not committed"
+                    );
+                    created.push(NewPartitionLog {
+                        index: p.partition,
+                        log: None,
+                        dir,
+                        made_dir,
+                    });
+                    return Err(CreateTopicError::PartitionLog {
+                        topic: topic.name.clone(),
+                        partition: p.partition,
+                        log_dir: self.config.log_dir.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Serves the logs of a committed topic or partition change.
+    pub(super) fn install_partitions(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        created: Vec<NewPartitionLog>,
+    ) {
+        let mut parts = self
+            .partitions
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for c in created {
+            if let Some(log) = c.log {
+                let part = Partition::new(topic.to_owned(), topic_id, c.index, log);
+                parts.insert((topic.to_owned(), c.index), part);
+            }
+        }
+    }
+
+    /// Removes partition directories that the metadata image does not know: a topic no longer
+    /// there (a crash between the metadata record of a deletion and the removal of the data),
+    /// or a partition index past the topic's count (a crash between creating the logs of a
+    /// new topic or new partitions and committing their records). Partitions never shrink,
+    /// so such an index was never committed.
+    pub(super) fn remove_orphan_dirs(&self, image: &MetadataImage) {
+        let Ok(entries) = std::fs::read_dir(&self.config.log_dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // `__consumer_offsets-<n>` belongs to the offset store, not to the image.
+            let offsets_dir = name.starts_with(&format!("{OFFSETS_TOPIC}-"));
+            if name == METADATA_DIR || offsets_dir || !entry.path().is_dir() {
+                continue;
+            }
+            let Some((topic, idx)) = name.rsplit_once('-') else {
+                continue;
+            };
+            let Ok(idx) = idx.parse::<usize>() else {
+                continue;
+            };
+            if image
+                .topics
+                .get(topic)
+                .is_some_and(|t| idx < t.partitions.len())
+            {
+                continue;
+            }
+            tracing::warn!(dir = %name, "removing data of a deleted topic");
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The log of a partition being created, before its metadata records are committed.
+pub(super) struct NewPartitionLog {
+    /// The partition index.
+    index: i32,
+    /// The opened log; `None` for the partition whose creation failed.
+    log: Option<Log>,
+    /// `<log.dirs>/<topic>-<index>`.
+    dir: PathBuf,
+    /// Whether the path did not exist before, so the directory is ours to remove.
+    made_dir: bool,
+}
+
+/// Closes and removes the logs of a topic or partition change that was not committed.
+pub(super) fn remove_partition_logs(created: Vec<NewPartitionLog>) {
+    for c in created {
+        drop(c.log);
+        if !c.made_dir {
+            continue;
+        }
+        match std::fs::remove_dir_all(&c.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            // The next start removes it: its topic or index is not in the image.
+            Err(e) => {
+                tracing::warn!(dir = %c.dir.display(), error = %e, "cannot remove the log of an uncommitted partition")
+            }
+        }
+    }
+}
