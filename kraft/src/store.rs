@@ -7,6 +7,10 @@
 //! hears back (Raft §5.3/§5.4: an entry is committed once durable on a majority, which is
 //! this node alone). A crash mid-append leaves a torn final batch that storage recovery
 //! truncates on the next open, so replay sees whole operations or none of them.
+//!
+//! Topic and partition creation take a `prepare` step that sees the image the operation would
+//! publish and runs before the write: the broker creates the partitions' logs there, so a
+//! topic is committed only once this node can serve it; if `prepare` fails nothing is written.
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};
