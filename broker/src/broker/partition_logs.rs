@@ -195,7 +195,10 @@ impl Broker {
             {
                 continue;
             }
-            tracing::warn!(dir = %name, "removing data of a deleted topic");
+            tracing::warn!(
+                dir = %name,
+                "removing a partition directory the metadata does not know (a deleted topic, or a creation that was not committed)"
+            );
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
