@@ -20,6 +20,7 @@
 //! | `cluster_control/` | the active controller's cluster state machine, sans-IO: broker registration, heartbeats and fencing ([`cluster_control::BrokerHeartbeats`]), controlled shutdown, leader election, AlterPartition, rack-aware placement |
 //! | `topic_config.rs` | Kafka's topic config names, defaults and value checks |
 //! | `meta_properties.rs` | `meta.properties` (cluster id, node id) and Kafka's UUID strings |
+//! | `quorum_state.rs` | the `quorum-state` file (epoch, vote, leader) in Kafka's JSON format, replaced atomically |
 //! | `store.rs` | [`MetadataStore`]: persists operations through `strata_storage::Log`, replays on open |
 //! | `raft/` | [`raft::RaftNode`]: the sans-IO KIP-595 Raft core (not yet wired to the store) and, in tests, its deterministic simulator |
 //! | `error.rs` | [`MetadataError`], [`ClusterControlError`] and the per-partition election and AlterPartition errors |
@@ -41,6 +42,7 @@ mod controller;
 mod error;
 mod image;
 mod meta_properties;
+pub mod quorum_state;
 pub mod raft;
 pub mod record;
 mod store;
