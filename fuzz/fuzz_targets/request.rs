@@ -1,8 +1,10 @@
 //! Fuzz target: arbitrary bytes as a stream of request frames. Framing and decoding must
-//! never panic, never abort on allocation, and either decode or refuse each frame.
+//! never panic, never abort on allocation, and either decode or refuse each frame, on a
+//! client listener and on the controller listener (whose table holds the KRaft RPCs).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use strata_protocol::versions::ListenerType;
 use strata_protocol::{codec, frame};
 
 fuzz_target!(|data: &[u8]| {
@@ -11,9 +13,11 @@ fuzz_target!(|data: &[u8]| {
     // exercises the oversize path.
     while let Ok(Some(len)) = frame::check(buf, 1 << 20) {
         let body = bytes::Bytes::copy_from_slice(&buf[frame::SIZE_PREFIX_LEN..frame::SIZE_PREFIX_LEN + len]);
-        let _ = codec::decode_request(body);
+        let _ = codec::decode_request(body.clone());
+        let _ = codec::decode_request_on(ListenerType::Controller, body);
         buf = &buf[frame::SIZE_PREFIX_LEN + len..];
     }
     // A body without a frame around it.
     let _ = codec::decode_request(bytes::Bytes::copy_from_slice(data));
+    let _ = codec::decode_request_on(ListenerType::Controller, bytes::Bytes::copy_from_slice(data));
 });

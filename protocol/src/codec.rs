@@ -13,7 +13,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use thiserror::Error;
 
 use crate::frame::SIZE_PREFIX_LEN;
-use crate::versions::{self, SUPPORTED_APIS};
+use crate::versions::ListenerType;
 
 /// Kafka's UNSUPPORTED_VERSION error code.
 const UNSUPPORTED_VERSION: i16 = 35;
@@ -23,7 +23,8 @@ type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// A decoded request, ready for dispatch.
 #[derive(Debug)]
 pub struct Request {
-    /// The API, already checked against [`SUPPORTED_APIS`].
+    /// The API, already checked against the listener's table ([`SUPPORTED_APIS`](crate::versions::SUPPORTED_APIS) on a
+    /// client listener).
     pub api_key: ApiKey,
     /// The request header; its version determines the response header's.
     pub header: RequestHeader,
@@ -48,7 +49,9 @@ pub enum Decoded {
 /// client cannot match a response to a request whose header we could not read.
 #[derive(Debug, Error)]
 pub enum DecodeError {
-    /// The API key is not one Kafka defines, or not one we serve.
+    /// The API key is not one Kafka defines, or not one served on this listener (Kafka
+    /// closes the connection too: its `SocketServer` refuses a header whose API is not
+    /// enabled for the listener's type).
     #[error("unsupported api key {api_key} (correlation id {correlation_id})")]
     UnknownApiKey { api_key: i16, correlation_id: i32 },
     /// The API is served, but not at this version.
@@ -92,12 +95,22 @@ impl EncodeError {
     }
 }
 
-/// Decodes one frame body (without its size prefix).
+/// Decodes one frame body (without its size prefix) received on a client listener.
 ///
 /// # Errors
 ///
 /// [`DecodeError`] when the frame cannot be answered; the caller closes the connection.
-pub fn decode_request(mut frame: Bytes) -> Result<Decoded, DecodeError> {
+pub fn decode_request(frame: Bytes) -> Result<Decoded, DecodeError> {
+    decode_request_on(ListenerType::Broker, frame)
+}
+
+/// Decodes one frame body (without its size prefix) received on a `listener` of the given
+/// type: only that listener's APIs ([`ListenerType::apis`]) are accepted.
+///
+/// # Errors
+///
+/// [`DecodeError`] when the frame cannot be answered; the caller closes the connection.
+pub fn decode_request_on(listener: ListenerType, mut frame: Bytes) -> Result<Decoded, DecodeError> {
     if frame.len() < 8 {
         return Err(DecodeError::TooShort { len: frame.len() });
     }
@@ -106,13 +119,13 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, DecodeError> {
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     let api_key = ApiKey::try_from(raw_key)
         .ok()
-        .filter(|k| versions::supported(*k).is_some())
+        .filter(|k| listener.supported(*k).is_some())
         .ok_or(DecodeError::UnknownApiKey {
             api_key: raw_key,
             correlation_id,
         })?;
-    if !versions::is_supported(api_key, version) {
-        let newest = versions::supported(api_key).map_or(i16::MAX, |a| a.max);
+    if !listener.is_supported(api_key, version) {
+        let newest = listener.supported(api_key).map_or(i16::MAX, |a| a.max);
         if api_key == ApiKey::ApiVersions && version > newest {
             return Ok(Decoded::ApiVersionsTooNew { correlation_id });
         }
@@ -177,13 +190,21 @@ fn finish_frame(mut buf: BytesMut, api_key: ApiKey, version: i16) -> Result<Byte
     Ok(buf.freeze())
 }
 
-/// The ApiVersions body listing [`SUPPORTED_APIS`], with the given error code.
+/// The ApiVersions body listing [`SUPPORTED_APIS`](crate::versions::SUPPORTED_APIS), with the given error code.
 #[must_use]
 pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
+    api_versions_body_for(ListenerType::Broker, error_code)
+}
+
+/// The ApiVersions body listing the APIs of a `listener` of the given type, with the given
+/// error code.
+#[must_use]
+pub fn api_versions_body_for(listener: ListenerType, error_code: i16) -> ApiVersionsResponse {
     ApiVersionsResponse::default()
         .with_error_code(error_code)
         .with_api_keys(
-            SUPPORTED_APIS
+            listener
+                .apis()
                 .iter()
                 .map(|a| {
                     ApiVersion::default()
@@ -198,12 +219,20 @@ pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
 /// The KIP-511 fallback: UNSUPPORTED_VERSION with our ranges, in a v0 body and a v0 header.
 #[must_use]
 pub fn encode_api_versions_fallback(correlation_id: i32) -> Bytes {
-    let body = ResponseKind::ApiVersions(api_versions_body(UNSUPPORTED_VERSION));
+    encode_api_versions_fallback_for(ListenerType::Broker, correlation_id)
+}
+
+/// [`encode_api_versions_fallback`] with the ranges of a `listener` of the given type.
+#[must_use]
+pub fn encode_api_versions_fallback_for(listener: ListenerType, correlation_id: i32) -> Bytes {
+    let body = ResponseKind::ApiVersions(api_versions_body_for(listener, UNSUPPORTED_VERSION));
     // A v0 ApiVersions body holds only an error code and an array of three int16s; it cannot
     // fail to encode.
     encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)
         .unwrap_or_else(|_| Bytes::from_static(&[]))
 }
 
+#[cfg(test)]
+mod controller_tests;
 #[cfg(test)]
 mod tests;

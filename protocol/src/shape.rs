@@ -7,10 +7,17 @@
 //! schema, and refuses the frame unless every array, string and byte field is really present.
 //! After it passes, the codec's allocations are proportional to bytes actually received.
 //!
-//! The schemas below describe only the requests in [`crate::versions::SUPPORTED_APIS`], at
-//! exactly their supported versions; a unit test fails if an API is added to the table
-//! without one. Known tagged fields of these requests hold no arrays, so a tagged field is
-//! skipped by its (checked) size.
+//! The schemas below describe only the requests in [`crate::versions::SUPPORTED_APIS`] and
+//! [`crate::versions::CONTROLLER_APIS`], at exactly their supported versions; a unit test
+//! fails if an API is added to either table without one.
+//!
+//! Tagged fields: the codec reads a tagged field it knows straight from the body, at its
+//! type, whatever size the tag claims, and skips an unknown one by its size. The walker
+//! does the same: a field listed as [`T::Tagged`] in a struct's schema is walked at its
+//! type, any other tag is skipped by its (checked) size. Only tagged fields that hold an
+//! array, or that sit inside an array (where a size that lies would put the walker and the
+//! codec out of step for the elements after it), need listing; the client APIs' known
+//! tagged fields are top-level scalars and strings, so they are skipped by size.
 
 use kafka_protocol::messages::ApiKey;
 use thiserror::Error;
@@ -47,6 +54,14 @@ enum T {
     ArrayI32,
     /// An array of strings.
     ArrayStr,
+    /// An array of UUIDs.
+    ArrayUuid,
+    /// A struct embedded in its parent (not an array), with its own tagged fields when
+    /// flexible.
+    Struct(&'static [F]),
+    /// A known tagged field: its tag and type. Not part of the struct's fixed fields; it is
+    /// walked where the tagged-field section names it.
+    Tagged(u32, &'static T),
 }
 
 /// A field present from version `min` through `max`.
@@ -440,6 +455,231 @@ const CONSUMER_GROUP_DESCRIBE: Schema = Schema {
     flexible_from: 0,
 };
 
+// The controller listener's APIs (`versions::CONTROLLER_APIS`): KIP-595 Raft, KIP-853
+// voter changes, KIP-631 broker registration and heartbeats, KIP-497 AlterPartition.
+
+/// `Listener` / `LeaderEndpoints`: name, host, port (uint16).
+const ENDPOINT_V: [F; 3] = [f(T::Str, 0, ALL), f(T::Str, 0, ALL), f(T::I16, 0, ALL)];
+
+const VOTE: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL), // cluster_id
+        f(T::I32, 1, ALL), // voter_id
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // topic_name
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL),  // partition_index
+                        f(T::I32, 0, ALL),  // replica_epoch
+                        f(T::I32, 0, ALL),  // replica_id
+                        f(T::Uuid, 1, ALL), // replica_directory_id
+                        f(T::Uuid, 1, ALL), // voter_directory_id
+                        f(T::I32, 0, ALL),  // last_offset_epoch
+                        f(T::I64, 0, ALL),  // last_offset
+                        f(T::I8, 2, ALL),   // pre_vote
+                    ]),
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ), // topics
+    ],
+    flexible_from: 0,
+};
+
+const BEGIN_QUORUM_EPOCH: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL), // cluster_id
+        f(T::I32, 1, ALL), // voter_id
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // topic_name
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL),  // partition_index
+                        f(T::Uuid, 1, ALL), // voter_directory_id
+                        f(T::I32, 0, ALL),  // leader_id
+                        f(T::I32, 0, ALL),  // leader_epoch
+                    ]),
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ), // topics
+        f(T::Array(&ENDPOINT_V), 1, ALL), // leader_endpoints
+    ],
+    flexible_from: 1,
+};
+
+const END_QUORUM_EPOCH: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL), // cluster_id
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // topic_name
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL),                                             // partition_index
+                        f(T::I32, 0, ALL),                                             // leader_id
+                        f(T::I32, 0, ALL),    // leader_epoch
+                        f(T::ArrayI32, 0, 0), // preferred_successors
+                        f(T::Array(&[f(T::I32, 1, ALL), f(T::Uuid, 1, ALL)]), 1, ALL), // preferred_candidates: candidate_id, candidate_directory_id
+                    ]),
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ), // topics
+        f(T::Array(&ENDPOINT_V), 1, ALL), // leader_endpoints
+    ],
+    flexible_from: 1,
+};
+
+const DESCRIBE_QUORUM: Schema = Schema {
+    fields: &[f(
+        T::Array(&[
+            f(T::Str, 0, ALL),                         // topic_name
+            f(T::Array(&[f(T::I32, 0, ALL)]), 0, ALL), // partitions: partition_index
+        ]),
+        0,
+        ALL,
+    )],
+    flexible_from: 0,
+};
+
+const ALTER_PARTITION: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // broker_id
+        f(T::I64, 0, ALL), // broker_epoch
+        f(
+            T::Array(&[
+                f(T::Uuid, 2, ALL), // topic_id
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL),                                            // partition_index
+                        f(T::I32, 0, ALL),    // leader_epoch
+                        f(T::ArrayI32, 0, 2), // new_isr
+                        f(T::Array(&[f(T::I32, 3, ALL), f(T::I64, 3, ALL)]), 3, ALL), // new_isr_with_epochs: broker_id, broker_epoch
+                        f(T::I8, 0, ALL),  // leader_recovery_state
+                        f(T::I32, 0, ALL), // partition_epoch
+                    ]),
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ), // topics
+    ],
+    flexible_from: 0,
+};
+
+const FETCH_SNAPSHOT: Schema = Schema {
+    fields: &[
+        f(T::Tagged(0, &T::Str), 0, ALL), // cluster_id
+        f(T::I32, 0, ALL),                // replica_id
+        f(T::I32, 0, ALL),                // max_bytes
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // name
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL),                                             // partition
+                        f(T::I32, 0, ALL), // current_leader_epoch
+                        f(T::Struct(&[f(T::I64, 0, ALL), f(T::I32, 0, ALL)]), 0, ALL), // snapshot_id
+                        f(T::I64, 0, ALL),                                             // position
+                        f(T::Tagged(0, &T::Uuid), 1, ALL), // replica_directory_id
+                    ]),
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ), // topics
+    ],
+    flexible_from: 0,
+};
+
+const BROKER_REGISTRATION: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL),  // broker_id
+        f(T::Str, 0, ALL),  // cluster_id
+        f(T::Uuid, 0, ALL), // incarnation_id
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // name
+                f(T::Str, 0, ALL), // host
+                f(T::I16, 0, ALL), // port
+                f(T::I16, 0, ALL), // security_protocol
+            ]),
+            0,
+            ALL,
+        ), // listeners
+        f(
+            T::Array(&[f(T::Str, 0, ALL), f(T::I16, 0, ALL), f(T::I16, 0, ALL)]),
+            0,
+            ALL,
+        ), // features: name, min_supported_version, max_supported_version
+        f(T::Str, 0, ALL),  // rack
+        f(T::I8, 1, ALL),   // is_migrating_zk_broker
+        f(T::ArrayUuid, 2, ALL), // log_dirs
+        f(T::I64, 3, ALL),  // previous_broker_epoch
+    ],
+    flexible_from: 0,
+};
+
+const BROKER_HEARTBEAT: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL),                      // broker_id
+        f(T::I64, 0, ALL),                      // broker_epoch
+        f(T::I64, 0, ALL),                      // current_metadata_offset
+        f(T::I8, 0, ALL),                       // want_fence
+        f(T::I8, 0, ALL),                       // want_shut_down
+        f(T::Tagged(0, &T::ArrayUuid), 1, ALL), // offline_log_dirs
+    ],
+    flexible_from: 0,
+};
+
+const ADD_RAFT_VOTER: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL),                // cluster_id
+        f(T::I32, 0, ALL),                // timeout_ms
+        f(T::I32, 0, ALL),                // voter_id
+        f(T::Uuid, 0, ALL),               // voter_directory_id
+        f(T::Array(&ENDPOINT_V), 0, ALL), // listeners
+    ],
+    flexible_from: 0,
+};
+
+const REMOVE_RAFT_VOTER: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL),  // cluster_id
+        f(T::I32, 0, ALL),  // voter_id
+        f(T::Uuid, 0, ALL), // voter_directory_id
+    ],
+    flexible_from: 0,
+};
+
+const UPDATE_RAFT_VOTER: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL),                                             // cluster_id
+        f(T::I32, 0, ALL),                                             // current_leader_epoch
+        f(T::I32, 0, ALL),                                             // voter_id
+        f(T::Uuid, 0, ALL),                                            // voter_directory_id
+        f(T::Array(&ENDPOINT_V), 0, ALL),                              // listeners
+        f(T::Struct(&[f(T::I16, 0, ALL), f(T::I16, 0, ALL)]), 0, ALL), // k_raft_version_feature
+    ],
+    flexible_from: 0,
+};
+
 fn schema(key: ApiKey) -> Option<&'static Schema> {
     Some(match key {
         ApiKey::Produce => &PRODUCE,
@@ -467,6 +707,17 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::DescribeProducers => &DESCRIBE_PRODUCERS,
         ApiKey::ConsumerGroupHeartbeat => &CONSUMER_GROUP_HEARTBEAT,
         ApiKey::ConsumerGroupDescribe => &CONSUMER_GROUP_DESCRIBE,
+        ApiKey::Vote => &VOTE,
+        ApiKey::BeginQuorumEpoch => &BEGIN_QUORUM_EPOCH,
+        ApiKey::EndQuorumEpoch => &END_QUORUM_EPOCH,
+        ApiKey::DescribeQuorum => &DESCRIBE_QUORUM,
+        ApiKey::AlterPartition => &ALTER_PARTITION,
+        ApiKey::FetchSnapshot => &FETCH_SNAPSHOT,
+        ApiKey::BrokerRegistration => &BROKER_REGISTRATION,
+        ApiKey::BrokerHeartbeat => &BROKER_HEARTBEAT,
+        ApiKey::AddRaftVoter => &ADD_RAFT_VOTER,
+        ApiKey::RemoveRaftVoter => &REMOVE_RAFT_VOTER,
+        ApiKey::UpdateRaftVoter => &UPDATE_RAFT_VOTER,
         _ => return None,
     })
 }
@@ -564,6 +815,10 @@ impl Walker<'_> {
             T::Array(fields) => self.array(|w| w.structure(fields)),
             T::ArrayI32 => self.array(|w| w.skip(4)),
             T::ArrayStr => self.array(|w| w.field(T::Str)),
+            T::ArrayUuid => self.array(|w| w.skip(16)),
+            T::Struct(fields) => self.structure(fields),
+            // Walked from the tagged-field section only (see `tagged_fields`).
+            T::Tagged(..) => Ok(()),
         }
     }
 
@@ -593,21 +848,36 @@ impl Walker<'_> {
             }
         }
         if self.flexible {
-            self.tagged_fields()?;
+            self.tagged_fields(fields)?;
         }
         Ok(())
     }
 
-    fn tagged_fields(&mut self) -> Result<(), ShapeError> {
+    /// The tagged-field section of a struct whose schema is `fields`: a known tag is walked
+    /// at its type, as the codec reads it; any other is skipped by its size.
+    fn tagged_fields(&mut self, fields: &[F]) -> Result<(), ShapeError> {
         let at = self.pos;
         let n = self.uvarint()?;
         if n > (self.buf.len() - self.pos) as u64 {
             return Err(ShapeError::InvalidLength { at, len: n as i64 });
         }
         for _ in 0..n {
-            self.uvarint()?; // tag
+            let tag = self.uvarint()?;
             let size = self.uvarint()?;
-            self.skip(usize::try_from(size).map_err(|_| ShapeError::Truncated { at: self.pos })?)?;
+            let known = fields.iter().find_map(|fl| match fl.t {
+                T::Tagged(t, inner)
+                    if u64::from(t) == tag && (fl.min..=fl.max).contains(&self.version) =>
+                {
+                    Some(*inner)
+                }
+                _ => None,
+            });
+            match known {
+                Some(t) => self.field(t)?,
+                None => self.skip(
+                    usize::try_from(size).map_err(|_| ShapeError::Truncated { at: self.pos })?,
+                )?,
+            }
         }
         Ok(())
     }
@@ -616,11 +886,11 @@ impl Walker<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::versions::SUPPORTED_APIS;
+    use crate::versions::{CONTROLLER_APIS, SUPPORTED_APIS};
 
     #[test]
     fn every_supported_api_has_a_schema() {
-        for a in SUPPORTED_APIS {
+        for a in SUPPORTED_APIS.iter().chain(CONTROLLER_APIS) {
             assert!(schema(a.key).is_some(), "{:?}", a.key);
         }
     }
@@ -645,5 +915,52 @@ mod tests {
         // Metadata v12 body: topics compact array with count 2^32-2.
         let body = [0xfe, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0];
         assert!(check(ApiKey::Metadata, 12, &body).is_err());
+    }
+
+    #[test]
+    fn a_tagged_array_with_a_huge_count_is_refused() {
+        // BrokerHeartbeat v1: broker_id, broker_epoch, metadata offset, two booleans, then
+        // one tagged field: tag 0 (offline_log_dirs) claiming 2^28 UUIDs in a 5-byte size.
+        let mut body = Vec::new();
+        body.extend_from_slice(&1i32.to_be_bytes());
+        body.extend_from_slice(&1i64.to_be_bytes());
+        body.extend_from_slice(&1i64.to_be_bytes());
+        body.extend_from_slice(&[0, 0]);
+        body.extend_from_slice(&[1, 0, 5, 0x80, 0x80, 0x80, 0x80, 0x01]);
+        assert!(matches!(
+            check(ApiKey::BrokerHeartbeat, 1, &body),
+            Err(ShapeError::InvalidLength { .. })
+        ));
+        // The same tag in v0 is unknown to the schema: skipped by its size (the codec then
+        // refuses it, as Kafka's does).
+        assert!(check(ApiKey::BrokerHeartbeat, 0, &body).is_ok());
+    }
+
+    #[test]
+    fn a_tagged_field_is_walked_at_its_type_not_its_claimed_size() {
+        // FetchSnapshot v1, one topic, one partition whose tagged replica_directory_id
+        // claims size 0 but, as the codec reads it, takes 16 bytes.
+        let mut body = Vec::new();
+        body.extend_from_slice(&1i32.to_be_bytes()); // replica_id
+        body.extend_from_slice(&1i32.to_be_bytes()); // max_bytes
+        body.push(2); // one topic
+        body.extend_from_slice(&[2, b't']); // name "t"
+        body.push(2); // one partition
+        body.extend_from_slice(&0i32.to_be_bytes()); // partition
+        body.extend_from_slice(&0i32.to_be_bytes()); // current_leader_epoch
+        body.extend_from_slice(&0i64.to_be_bytes()); // snapshot_id.end_offset
+        body.extend_from_slice(&0i32.to_be_bytes()); // snapshot_id.epoch
+        body.push(0); // snapshot_id tags
+        body.extend_from_slice(&0i64.to_be_bytes()); // position
+        body.extend_from_slice(&[1, 0, 0]); // one tag: 0, size 0 (a lie)
+        body.extend_from_slice(&[0u8; 16]); // the uuid the codec reads
+        body.push(0); // topic tags
+        body.push(0); // top-level tags
+        assert_eq!(check(ApiKey::FetchSnapshot, 1, &body), Ok(()));
+        // Without the 16 bytes the walk runs out, as the codec would.
+        let mut short = body.clone();
+        short.truncate(short.len() - 18);
+        short.extend_from_slice(&[0, 0]);
+        assert!(check(ApiKey::FetchSnapshot, 1, &short).is_err());
     }
 }

@@ -61,16 +61,79 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
-/// Looks up the supported range for an API key.
-#[must_use]
-pub fn supported(key: ApiKey) -> Option<&'static SupportedApi> {
-    SUPPORTED_APIS.iter().find(|a| a.key == key)
+/// The APIs of the controller listener (`controller.listener.names`): the KRaft quorum's
+/// own RPCs (KIP-595, KIP-853) and the broker-to-controller RPCs (KIP-631, KIP-497), as
+/// Kafka's controller exposes them. They are never advertised to clients: a connection on
+/// a client listener sees [`SUPPORTED_APIS`] only, and one on the controller listener sees
+/// this table only, as Kafka's `ApiVersionManager` does for its two listener types.
+///
+/// The codec decodes and encodes every entry; which of them the broker answers is up to
+/// its controller-listener dispatch.
+///
+/// Version notes:
+/// - Fetch is the Raft replication fetch (KIP-595); v12 is the first with its fields
+///   (`LastFetchedEpoch`, `ClusterId`, the diverging epoch) and v17's `ReplicaDirectoryId`
+///   (KIP-853) is not accepted yet.
+/// - AlterPartition starts at v2: Kafka 4.0's codec has no v0 or v1 (topic names).
+pub const CONTROLLER_APIS: &[SupportedApi] = &[
+    api(ApiKey::Fetch, 12, 16),
+    api(ApiKey::ApiVersions, 0, 4),
+    api(ApiKey::Vote, 0, 2),
+    api(ApiKey::BeginQuorumEpoch, 0, 1),
+    api(ApiKey::EndQuorumEpoch, 0, 1),
+    api(ApiKey::DescribeQuorum, 0, 2),
+    api(ApiKey::AlterPartition, 2, 3),
+    api(ApiKey::FetchSnapshot, 0, 1),
+    api(ApiKey::BrokerRegistration, 0, 4),
+    api(ApiKey::BrokerHeartbeat, 0, 1),
+    api(ApiKey::AddRaftVoter, 0, 0),
+    api(ApiKey::RemoveRaftVoter, 0, 0),
+    api(ApiKey::UpdateRaftVoter, 0, 0),
+];
+
+/// Which table a connection is served from: Kafka's `ListenerType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ListenerType {
+    /// A client listener (`listeners` minus the controller's): [`SUPPORTED_APIS`].
+    Broker,
+    /// A listener named in `controller.listener.names`: [`CONTROLLER_APIS`].
+    Controller,
 }
 
-/// Whether `version` of `key` is served.
+impl ListenerType {
+    /// The APIs served on this kind of listener.
+    #[must_use]
+    pub fn apis(self) -> &'static [SupportedApi] {
+        match self {
+            ListenerType::Broker => SUPPORTED_APIS,
+            ListenerType::Controller => CONTROLLER_APIS,
+        }
+    }
+
+    /// Looks up the range served for an API key on this kind of listener.
+    #[must_use]
+    pub fn supported(self, key: ApiKey) -> Option<&'static SupportedApi> {
+        self.apis().iter().find(|a| a.key == key)
+    }
+
+    /// Whether `version` of `key` is served on this kind of listener.
+    #[must_use]
+    pub fn is_supported(self, key: ApiKey, version: i16) -> bool {
+        self.supported(key)
+            .is_some_and(|a| (a.min..=a.max).contains(&version))
+    }
+}
+
+/// Looks up the supported range for an API key on a client listener.
+#[must_use]
+pub fn supported(key: ApiKey) -> Option<&'static SupportedApi> {
+    ListenerType::Broker.supported(key)
+}
+
+/// Whether `version` of `key` is served on a client listener.
 #[must_use]
 pub fn is_supported(key: ApiKey, version: i16) -> bool {
-    supported(key).is_some_and(|a| (a.min..=a.max).contains(&version))
+    ListenerType::Broker.is_supported(key, version)
 }
 
 #[cfg(test)]
@@ -82,7 +145,7 @@ mod tests {
     #[test]
     fn advertised_ranges_are_within_the_codec() {
         use kafka_protocol::messages::*;
-        for a in SUPPORTED_APIS {
+        for a in SUPPORTED_APIS.iter().chain(CONTROLLER_APIS) {
             let codec = match a.key {
                 ApiKey::Produce => ProduceRequest::VERSIONS,
                 ApiKey::Fetch => FetchRequest::VERSIONS,
@@ -109,6 +172,17 @@ mod tests {
                 ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
                 ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::VERSIONS,
                 ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::VERSIONS,
+                ApiKey::Vote => VoteRequest::VERSIONS,
+                ApiKey::BeginQuorumEpoch => BeginQuorumEpochRequest::VERSIONS,
+                ApiKey::EndQuorumEpoch => EndQuorumEpochRequest::VERSIONS,
+                ApiKey::DescribeQuorum => DescribeQuorumRequest::VERSIONS,
+                ApiKey::AlterPartition => AlterPartitionRequest::VERSIONS,
+                ApiKey::FetchSnapshot => FetchSnapshotRequest::VERSIONS,
+                ApiKey::BrokerRegistration => BrokerRegistrationRequest::VERSIONS,
+                ApiKey::BrokerHeartbeat => BrokerHeartbeatRequest::VERSIONS,
+                ApiKey::AddRaftVoter => AddRaftVoterRequest::VERSIONS,
+                ApiKey::RemoveRaftVoter => RemoveRaftVoterRequest::VERSIONS,
+                ApiKey::UpdateRaftVoter => UpdateRaftVoterRequest::VERSIONS,
                 other => panic!("no codec range recorded for {other:?}"),
             };
             assert!(
@@ -123,10 +197,32 @@ mod tests {
 
     #[test]
     fn table_is_sorted_by_key_and_unique() {
-        let keys: Vec<i16> = SUPPORTED_APIS.iter().map(|a| a.key as i16).collect();
-        let mut sorted = keys.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(keys, sorted);
+        for table in [SUPPORTED_APIS, CONTROLLER_APIS] {
+            let keys: Vec<i16> = table.iter().map(|a| a.key as i16).collect();
+            let mut sorted = keys.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(keys, sorted);
+        }
+    }
+
+    /// Clients never see the controller's RPCs, and the controller listener serves none of
+    /// the client APIs except the two that Kafka's controller also exposes.
+    #[test]
+    fn the_controller_rpcs_are_not_on_the_client_listener() {
+        for a in CONTROLLER_APIS {
+            let shared = matches!(a.key, ApiKey::ApiVersions | ApiKey::Fetch);
+            assert_eq!(supported(a.key).is_some(), shared, "{:?}", a.key);
+        }
+        for key in [
+            ApiKey::Vote,
+            ApiKey::BrokerHeartbeat,
+            ApiKey::AlterPartition,
+        ] {
+            assert!(!is_supported(key, 0));
+            assert!(ListenerType::Controller.supported(key).is_some());
+        }
+        assert!(!ListenerType::Controller.is_supported(ApiKey::Produce, 9));
+        assert!(!ListenerType::Controller.is_supported(ApiKey::Fetch, 11));
     }
 }
