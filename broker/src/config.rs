@@ -10,6 +10,10 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+pub mod cluster;
+
+pub use cluster::{Endpoint, ProcessRoles, QuorumVoter, SecurityProtocol};
+
 /// A configuration problem that stops the broker at startup.
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -26,6 +30,13 @@ pub enum ConfigError {
         value: String,
         reason: &'static str,
     },
+    /// A value that breaks one of Kafka's rules (a cross-check of several keys, or a list
+    /// entry that does not parse), in Kafka's words.
+    #[error("invalid {key}: {message}")]
+    Rejected { key: &'static str, message: String },
+    /// A valid Kafka configuration that Strata cannot run yet.
+    #[error("{what} is not supported yet")]
+    NotYetSupported { what: String },
     #[error("--override needs key=value, got {arg:?}")]
     BadOverride { arg: String },
     #[error(
@@ -79,10 +90,34 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("offsets.retention.minutes", "10080"),
     ("offsets.retention.check.interval.ms", "600000"),
     ("offset.metadata.max.bytes", "4096"),
+    // KRaft (KIP-500, KIP-595, KIP-631, KIP-853). With none of `controller.listener.names`,
+    // `controller.quorum.voters` and `controller.quorum.bootstrap.servers` set, a node with
+    // the controller role is a standalone single voter (see `config::cluster`).
     ("controller.quorum.voters", ""),
+    ("controller.quorum.bootstrap.servers", ""),
     ("controller.listener.names", ""),
     ("inter.broker.listener.name", ""),
-    ("listener.security.protocol.map", ""),
+    (
+        "listener.security.protocol.map",
+        cluster::DEFAULT_SECURITY_PROTOCOL_MAP,
+    ),
+    ("cluster.id", ""),
+    ("controller.quorum.election.timeout.ms", "1000"),
+    ("controller.quorum.fetch.timeout.ms", "2000"),
+    ("controller.quorum.election.backoff.max.ms", "1000"),
+    ("controller.quorum.request.timeout.ms", "2000"),
+    ("controller.quorum.retry.backoff.ms", "20"),
+    ("controller.quorum.append.linger.ms", "25"),
+    ("broker.session.timeout.ms", "9000"),
+    ("broker.heartbeat.interval.ms", "2000"),
+    ("metadata.log.max.snapshot.interval.ms", "3600000"),
+    (
+        "metadata.log.max.record.bytes.between.snapshots",
+        "20971520",
+    ),
+    ("unclean.leader.election.enable", "false"),
+    ("auto.leader.rebalance.enable", "true"),
+    ("leader.imbalance.check.interval.seconds", "300"),
     ("broker.rack", ""),
 ];
 
@@ -95,12 +130,51 @@ pub struct BrokerConfig {
     pub explicit: BTreeMap<String, String>,
     /// `node.id`.
     pub node_id: i32,
-    /// Host and port to bind, from `listeners`.
+    /// The first client listener's host and port (for a controller-only node, the first
+    /// controller listener's). Every listener is in [`BrokerConfig::listeners`].
     pub listen_host: String,
     pub listen_port: u16,
-    /// Host and port clients are told to use, from `advertised.listeners` (else `listeners`).
+    /// Host and port clients are told to use: the first of `advertised.listeners` (else
+    /// `listeners`) that is not a controller listener.
     pub advertised_host: String,
     pub advertised_port: u16,
+    /// `process.roles`.
+    pub process_roles: ProcessRoles,
+    /// `listeners`: every listener to bind, client and controller alike.
+    pub listeners: Vec<Endpoint>,
+    /// `controller.listener.names`: connections on these listeners are served the
+    /// controller's APIs only.
+    pub controller_listener_names: Vec<String>,
+    /// `inter.broker.listener.name` (PLAINTEXT unless set).
+    pub inter_broker_listener_name: String,
+    /// `controller.quorum.voters`: the static quorum (empty for a standalone node).
+    pub quorum_voters: Vec<QuorumVoter>,
+    /// `controller.quorum.bootstrap.servers`: a dynamic quorum's contact points (KIP-853).
+    pub quorum_bootstrap_servers: Vec<(String, u16)>,
+    /// A node with the controller role and no quorum configured at all: the single voter of
+    /// its own quorum, without a controller listener (the zero-configuration node).
+    pub standalone_quorum: bool,
+    /// `cluster.id`: the cluster id an empty data directory is formatted with (Kafka's
+    /// 22-character base64 UUID); `None` generates one.
+    pub cluster_id: Option<String>,
+    /// The Raft timers (Kafka's `QuorumConfig`).
+    pub quorum: QuorumTimeouts,
+    /// `broker.session.timeout.ms`: a broker not heard from for this long is fenced.
+    pub broker_session_timeout_ms: i64,
+    /// `broker.heartbeat.interval.ms`: how often a broker heartbeats to the controller.
+    pub broker_heartbeat_interval_ms: i64,
+    /// `metadata.log.max.snapshot.interval.ms`: the longest time between metadata snapshots
+    /// while records arrive (0 disables the time trigger).
+    pub metadata_log_max_snapshot_interval_ms: i64,
+    /// `metadata.log.max.record.bytes.between.snapshots`: snapshot after this many bytes of
+    /// metadata records.
+    pub metadata_log_max_record_bytes_between_snapshots: i64,
+    /// `unclean.leader.election.enable`: the controller's default for topics without it.
+    pub unclean_leader_election_enable: bool,
+    /// `auto.leader.rebalance.enable`: move leadership back to preferred replicas.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`: how often that rebalancing pass runs.
+    pub leader_imbalance_check_interval_seconds: i64,
     /// The first entry of `log.dirs`.
     pub log_dir: PathBuf,
     pub num_partitions: i32,
@@ -232,16 +306,44 @@ impl BrokerConfig {
             explicit.insert(k, v);
         }
         let get = |k: &str| values.get(k).map(String::as_str).unwrap_or("");
-        let (listen_host, listen_port) = parse_listener("listeners", get("listeners"))?;
-        let (advertised_host, advertised_port) = if get("advertised.listeners").is_empty() {
-            let host = if listen_host.is_empty() || listen_host == "0.0.0.0" {
-                "localhost".to_owned()
-            } else {
-                listen_host.clone()
-            };
-            (host, listen_port)
-        } else {
-            parse_listener("advertised.listeners", get("advertised.listeners"))?
+        let node_id: i32 = num("node.id", get("node.id"))?;
+        let keys = cluster::resolve(&cluster::RawClusterKeys {
+            process_roles: get("process.roles"),
+            node_id,
+            listeners: get("listeners"),
+            advertised_listeners: get("advertised.listeners"),
+            controller_listener_names: get("controller.listener.names"),
+            security_protocol_map: get("listener.security.protocol.map"),
+            security_protocol_map_explicit: explicit.contains_key("listener.security.protocol.map"),
+            inter_broker_listener_name: get("inter.broker.listener.name"),
+            quorum_voters: get("controller.quorum.voters"),
+            quorum_bootstrap_servers: get("controller.quorum.bootstrap.servers"),
+        })?;
+        let is_controller = |e: &&Endpoint| keys.controller_listener_names.contains(&e.name);
+        let bound = keys
+            .listeners
+            .iter()
+            .find(|e| !is_controller(e))
+            .or_else(|| keys.listeners.first())
+            .ok_or_else(|| invalid("listeners", get("listeners"), "must name a listener"))?;
+        let (listen_host, listen_port) = (bound.host.clone(), bound.port);
+        let (advertised_host, advertised_port) = match keys.advertised_broker_listeners.first() {
+            // Kafka refuses to advertise an unspecified address; a listener bound to every
+            // interface is advertised as localhost when `advertised.listeners` is unset.
+            Some(a) if a.host.is_empty() || a.host == "0.0.0.0" => ("localhost".to_owned(), a.port),
+            Some(a) => (a.host.clone(), a.port),
+            None => (listen_host.clone(), listen_port),
+        };
+        let cluster_id = match get("cluster.id").trim() {
+            "" => None,
+            id if is_kafka_uuid(id) => Some(id.to_owned()),
+            id => {
+                return Err(invalid(
+                    "cluster.id",
+                    id,
+                    "must be a 22-character URL-safe base64 UUID, as kafka-storage random-uuid prints",
+                ));
+            }
         };
         let log_dir = get("log.dirs")
             .split(',')
@@ -274,11 +376,78 @@ impl BrokerConfig {
             }
         };
         let cfg = BrokerConfig {
-            node_id: num("node.id", get("node.id"))?,
+            node_id,
             listen_host,
             listen_port,
             advertised_host,
             advertised_port,
+            process_roles: keys.process_roles,
+            listeners: keys.listeners,
+            controller_listener_names: keys.controller_listener_names,
+            inter_broker_listener_name: keys.inter_broker_listener_name,
+            quorum_voters: keys.quorum_voters,
+            quorum_bootstrap_servers: keys.quorum_bootstrap_servers,
+            standalone_quorum: keys.standalone,
+            cluster_id,
+            quorum: QuorumTimeouts {
+                election_timeout_ms: positive(
+                    "controller.quorum.election.timeout.ms",
+                    get("controller.quorum.election.timeout.ms"),
+                )?,
+                fetch_timeout_ms: positive(
+                    "controller.quorum.fetch.timeout.ms",
+                    get("controller.quorum.fetch.timeout.ms"),
+                )?,
+                election_backoff_max_ms: positive(
+                    "controller.quorum.election.backoff.max.ms",
+                    get("controller.quorum.election.backoff.max.ms"),
+                )?,
+                request_timeout_ms: positive(
+                    "controller.quorum.request.timeout.ms",
+                    get("controller.quorum.request.timeout.ms"),
+                )?,
+                retry_backoff_ms: at_least(
+                    "controller.quorum.retry.backoff.ms",
+                    get("controller.quorum.retry.backoff.ms"),
+                    0,
+                )?,
+                append_linger_ms: at_least(
+                    "controller.quorum.append.linger.ms",
+                    get("controller.quorum.append.linger.ms"),
+                    0,
+                )?,
+            },
+            broker_session_timeout_ms: positive(
+                "broker.session.timeout.ms",
+                get("broker.session.timeout.ms"),
+            )?,
+            broker_heartbeat_interval_ms: positive(
+                "broker.heartbeat.interval.ms",
+                get("broker.heartbeat.interval.ms"),
+            )?,
+            metadata_log_max_snapshot_interval_ms: at_least(
+                "metadata.log.max.snapshot.interval.ms",
+                get("metadata.log.max.snapshot.interval.ms"),
+                0,
+            )?,
+            metadata_log_max_record_bytes_between_snapshots: at_least(
+                "metadata.log.max.record.bytes.between.snapshots",
+                get("metadata.log.max.record.bytes.between.snapshots"),
+                1,
+            )?,
+            unclean_leader_election_enable: boolean(
+                "unclean.leader.election.enable",
+                get("unclean.leader.election.enable"),
+            )?,
+            auto_leader_rebalance_enable: boolean(
+                "auto.leader.rebalance.enable",
+                get("auto.leader.rebalance.enable"),
+            )?,
+            leader_imbalance_check_interval_seconds: at_least(
+                "leader.imbalance.check.interval.seconds",
+                get("leader.imbalance.check.interval.seconds"),
+                1,
+            )?,
             log_dir: PathBuf::from(log_dir),
             num_partitions: positive("num.partitions", get("num.partitions"))?,
             default_replication_factor: positive::<i16>(
@@ -389,8 +558,96 @@ impl BrokerConfig {
             values,
             explicit,
         };
+        if cfg.broker_heartbeat_interval_ms >= cfg.broker_session_timeout_ms {
+            // Strata's check (Kafka has none): a broker that heartbeats no more often than its
+            // session lasts would be fenced between heartbeats.
+            return Err(ConfigError::Rejected {
+                key: "broker.heartbeat.interval.ms",
+                message: "broker.heartbeat.interval.ms must be less than broker.session.timeout.ms"
+                    .to_owned(),
+            });
+        }
         Ok(cfg)
     }
+
+    /// Whether this node's topology is one Strata can run today: the combined
+    /// `broker,controller` node as the only voter of its quorum (standalone, or with
+    /// `controller.quorum.voters` naming just itself). Dedicated roles, several voters and
+    /// dynamic quorums are valid Kafka configurations that wait for the Raft quorum; starting
+    /// such a node as a cluster of its own would split the cluster, so it is refused.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::NotYetSupported`] naming what is missing.
+    pub fn check_runnable(&self) -> Result<(), ConfigError> {
+        if !self.process_roles.is_combined() {
+            return Err(ConfigError::NotYetSupported {
+                what: format!(
+                    "process.roles={}: a dedicated broker or controller (the controller quorum)",
+                    self.process_roles
+                ),
+            });
+        }
+        if self.quorum_voters.len() > 1 {
+            return Err(ConfigError::NotYetSupported {
+                what: format!(
+                    "controller.quorum.voters with {} voters: a quorum of more than one controller",
+                    self.quorum_voters.len()
+                ),
+            });
+        }
+        if self.quorum_voters.is_empty() && !self.standalone_quorum {
+            return Err(ConfigError::NotYetSupported {
+                what: "controller.quorum.bootstrap.servers without controller.quorum.voters: a \
+                       dynamic quorum (KIP-853)"
+                    .to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether connections on `listener` (a name from `listeners`) are served the
+    /// controller's APIs rather than the clients'.
+    #[must_use]
+    pub fn is_controller_listener(&self, listener: &str) -> bool {
+        self.controller_listener_names.iter().any(|n| n == listener)
+    }
+}
+
+/// The Raft timers, Kafka's `controller.quorum.*` keys (KIP-595).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuorumTimeouts {
+    /// `controller.quorum.election.timeout.ms` (1000): a follower that hears no leader
+    /// for this long, plus a random part of it, becomes a candidate.
+    pub election_timeout_ms: i32,
+    /// `controller.quorum.fetch.timeout.ms` (2000): a voter that has not fetched from the
+    /// leader for this long starts an election; the leader resigns when a majority has not
+    /// fetched for 1.5x this.
+    pub fetch_timeout_ms: i32,
+    /// `controller.quorum.election.backoff.max.ms` (1000): the longest wait before a new
+    /// election after a lost one (exponential backoff).
+    pub election_backoff_max_ms: i32,
+    /// `controller.quorum.request.timeout.ms` (2000): how long a Raft request waits for its
+    /// response.
+    pub request_timeout_ms: i32,
+    /// `controller.quorum.retry.backoff.ms` (20): the wait before retrying a failed request.
+    pub retry_backoff_ms: i32,
+    /// `controller.quorum.append.linger.ms` (25): how long the leader lingers to batch
+    /// appends before flushing.
+    pub append_linger_ms: i32,
+}
+
+/// Whether `s` is Kafka's UUID string: 22 characters of URL-safe base64 whose last one
+/// carries no bits past the 128 (`Uuid.fromString` rejects anything else).
+fn is_kafka_uuid(s: &str) -> bool {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let b = s.as_bytes();
+    b.len() == 22
+        && b.iter().all(|c| ALPHABET.contains(c))
+        && ALPHABET
+            .iter()
+            .position(|c| *c == b[21])
+            .is_some_and(|sextet| sextet & 0x0f == 0)
 }
 
 /// `KAFKA_LOG_RETENTION_MS` → `log.retention.ms`; `STRATA_` works the same way. Kafka's image
@@ -431,23 +688,6 @@ fn parse_properties(
         out.push((k.trim().to_owned(), v.trim().to_owned()));
     }
     Ok(out)
-}
-
-/// `PLAINTEXT://host:port` (first listener only; one listener per node for now).
-fn parse_listener(key: &str, value: &str) -> Result<(String, u16), ConfigError> {
-    let first = value.split(',').next().unwrap_or("").trim();
-    let addr = first.split_once("://").map_or(first, |(_, a)| a);
-    let (host, port) = addr
-        .rsplit_once(':')
-        .ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
-    let port = port
-        .parse::<u16>()
-        .map_err(|_| invalid(key, value, "port must be 0-65535"))?;
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    Ok((host, port))
 }
 
 fn invalid(key: &str, value: &str, reason: &'static str) -> ConfigError {
