@@ -46,6 +46,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use strata_protocol::codec::{self, Decoded};
 use strata_protocol::fetch_plan::{Piece, ResponsePlan};
 use strata_protocol::frame;
+use strata_protocol::messages::{ApiKey, ResponseKind};
+use strata_protocol::versions::ListenerType;
 use strata_storage::{FileRegion, sendfile};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
@@ -246,22 +248,39 @@ impl Drop for LeasedFrame {
     }
 }
 
-/// Serves one connection until the client closes it or sends a frame that cannot be answered.
+/// Serves one client connection until the client closes it or sends a frame that cannot be
+/// answered.
 pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
+    serve_on(broker, stream, peer, ListenerType::Broker).await;
+}
+
+/// Serves one connection accepted on a listener of type `listener`. A connection on a
+/// controller listener (`controller.listener.names`) is decoded against the controller's
+/// API table and answered by [`controller_slot`]; one on a client listener, against the
+/// clients' table and by the handlers.
+pub async fn serve_on(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: ListenerType,
+) {
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<(Slot, Lease)>(MAX_IN_FLIGHT);
     let writer = tokio::spawn(write_responses(broker.clone(), wr, rx, peer));
     let mut buf = BytesMut::with_capacity(READ_BUF);
     while let Some((body, lease)) = read_frame(&broker, &mut rd, &mut buf, peer).await {
-        let slot = match codec::decode_request(body) {
+        let slot = match codec::decode_request_on(listener, body) {
+            Ok(Decoded::Request(req)) if listener == ListenerType::Controller => {
+                controller_slot(&req, peer)
+            }
             Ok(Decoded::Request(req)) => {
                 let ctx = RequestContext::new(broker.clone(), &req.header, req.api_key, Some(peer));
                 handlers::dispatch(ctx, req.body).await
             }
-            Ok(Decoded::ApiVersionsTooNew { correlation_id }) => {
-                Slot::Ready(codec::encode_api_versions_fallback(correlation_id))
-            }
+            Ok(Decoded::ApiVersionsTooNew { correlation_id }) => Slot::Ready(
+                codec::encode_api_versions_fallback_for(listener, correlation_id),
+            ),
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "closing connection: cannot answer request");
                 break;
@@ -276,14 +295,47 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
                 Lease::default()
             }
         };
+        // Nothing after a Close is answered: stop reading, so the socket closes once the
+        // responses before it are out.
+        let closing = matches!(slot, Slot::Close);
         // Waits while MAX_IN_FLIGHT responses are queued: the per-connection bound.
-        if tx.send((slot, lease)).await.is_err() {
-            break; // the writer has gone: the socket is closed
+        if tx.send((slot, lease)).await.is_err() || closing {
+            break; // the writer has gone (the socket is closed), or is closing it
         }
     }
     drop(tx);
     // Responses already queued still go out, then the writer closes the socket.
     let _ = writer.await;
+}
+
+/// Answers a request decoded on a controller listener. ApiVersions lists the controller's
+/// APIs (`versions::CONTROLLER_APIS`), as Kafka's controller does on its listener. The
+/// quorum and controller RPCs decode but have no handler yet, so their connection is closed,
+/// which is what a Kafka node does with a request it does not serve on a listener (its
+/// `SocketServer` refuses the header and closes the connection); client APIs never get this
+/// far (the decoder refuses them).
+fn controller_slot(req: &codec::Request, peer: SocketAddr) -> Slot {
+    let version = req.header.request_api_version;
+    let correlation_id = req.header.correlation_id;
+    match req.api_key {
+        ApiKey::ApiVersions => {
+            let body = ResponseKind::ApiVersions(codec::api_versions_body_for(
+                ListenerType::Controller,
+                0,
+            ));
+            match codec::encode_response(ApiKey::ApiVersions, version, correlation_id, &body) {
+                Ok(b) => Slot::Ready(b),
+                Err(e) => {
+                    tracing::error!(%peer, error = %e, "response encoding failed");
+                    Slot::Close
+                }
+            }
+        }
+        other => {
+            tracing::warn!(%peer, api = ?other, version, "closing controller connection: the controller quorum does not serve this API yet");
+            Slot::Close
+        }
+    }
 }
 
 /// Reads the next frame: its body and its share of the request budget. `None` ends the

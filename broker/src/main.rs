@@ -3,10 +3,12 @@
 //! Starts one broker node. With no arguments it serves `localhost:9092` with data in `./data`.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use strata_broker::broker::Broker;
 use strata_broker::config::BrokerConfig;
 use strata_broker::{connection, housekeeping, now_ms};
+use strata_protocol::versions::ListenerType;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
@@ -23,7 +25,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let env: Vec<(String, String)> = std::env::vars().collect();
-    let config = match BrokerConfig::from_args(&args, &env) {
+    let config = match BrokerConfig::from_args(&args, &env).and_then(|c| {
+        c.check_runnable()?;
+        Ok(c)
+    }) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("strata: configuration error: {e}");
@@ -50,11 +55,75 @@ fn main() -> ExitCode {
     }
 }
 
+/// One bound entry of `listeners`.
+struct BoundListener {
+    /// The listener's name (`PLAINTEXT`, `CONTROLLER`), for logs.
+    name: String,
+    /// Which API table its connections are served.
+    kind: ListenerType,
+    socket: TcpListener,
+}
+
+/// Binds every listener in `listeners` before anything else starts, so that a port in use
+/// stops the node at once. A listener named in `controller.listener.names` is tagged as a
+/// controller listener.
+async fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<Vec<BoundListener>> {
+    let mut bound = Vec::with_capacity(config.listeners.len());
+    for endpoint in &config.listeners {
+        // Kafka binds an empty host to every interface.
+        let host = if endpoint.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            endpoint.host.as_str()
+        };
+        let addr = format!("{host}:{}", endpoint.port);
+        let addr = if host.contains(':') {
+            format!("[{host}]:{}", endpoint.port)
+        } else {
+            addr
+        };
+        let socket = TcpListener::bind(&addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {} ({addr}): {e}", endpoint.name))?;
+        let kind = if config.is_controller_listener(&endpoint.name) {
+            ListenerType::Controller
+        } else {
+            ListenerType::Broker
+        };
+        tracing::info!(listener = %endpoint.name, address = %socket.local_addr().map_or(addr, |a| a.to_string()), ?kind, "listening");
+        bound.push(BoundListener {
+            name: endpoint.name.clone(),
+            kind,
+            socket,
+        });
+    }
+    Ok(bound)
+}
+
+/// Accepts connections on one listener until the process stops.
+async fn accept_loop(broker: Arc<Broker>, listener: BoundListener) {
+    loop {
+        match listener.socket.accept().await {
+            Ok((stream, peer)) => {
+                tokio::spawn(connection::serve_on(
+                    broker.clone(),
+                    stream,
+                    peer,
+                    listener.kind,
+                ));
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(listener = %listener.name, error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 async fn run(config: BrokerConfig) -> anyhow::Result<()> {
+    let listeners = bind_listeners(&config).await?;
     let bind = format!("{}:{}", config.listen_host, config.listen_port);
-    let listener = TcpListener::bind(&bind)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {bind}: {e}"))?;
     let data_dir = config.log_dir.clone();
     // Before any log is opened, so that every write knows its path from the start.
     tracing::info!("{}", strata_storage::io::detect());
@@ -69,21 +138,17 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     );
     tokio::spawn(housekeeping::run(broker.clone()));
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    tokio::spawn(connection::serve(broker.clone(), stream, peer));
-                }
-                Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            },
-            _ = tokio::signal::ctrl_c() => break,
-            _ = sigterm.recv() => break,
-        }
+    let accepting: Vec<_> = listeners
+        .into_iter()
+        .map(|l| tokio::spawn(accept_loop(broker.clone(), l)))
+        .collect();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = sigterm.recv() => {}
+    }
+    // No new connections from here on, as before: the listeners close with their tasks.
+    for task in &accepting {
+        task.abort();
     }
     tracing::info!("shutting down: flushing logs");
     let b = broker.clone();
