@@ -121,13 +121,41 @@ async fn accept_loop(broker: Arc<Broker>, listener: BoundListener) {
     }
 }
 
+/// `cluster.id`, when set: an empty data directory is formatted with it (there is no
+/// separate format step), and a formatted one must carry it, as Kafka checks
+/// `meta.properties` against the cluster it is told to join.
+fn check_cluster_id(config: &BrokerConfig) -> anyhow::Result<()> {
+    let Some(expected) = &config.cluster_id else {
+        return Ok(());
+    };
+    let props =
+        strata_kraft::MetaProperties::load_or_create(&config.log_dir, config.node_id, || {
+            expected.clone()
+        })?;
+    if &props.cluster_id != expected {
+        anyhow::bail!(
+            "Invalid cluster.id in: {}. Expected {expected}, but read {}",
+            config
+                .log_dir
+                .join(strata_kraft::META_PROPERTIES_FILE)
+                .display(),
+            props.cluster_id
+        );
+    }
+    Ok(())
+}
+
 async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let listeners = bind_listeners(&config).await?;
     let bind = format!("{}:{}", config.listen_host, config.listen_port);
     let data_dir = config.log_dir.clone();
     // Before any log is opened, so that every write knows its path from the start.
     tracing::info!("{}", strata_storage::io::detect());
-    let broker = tokio::task::spawn_blocking(move || Broker::open(config, now_ms())).await??;
+    let broker = tokio::task::spawn_blocking(move || {
+        check_cluster_id(&config)?;
+        Ok::<_, anyhow::Error>(Broker::open(config, now_ms())?)
+    })
+    .await??;
     tracing::info!(
         listener = %bind,
         advertised = %format!("{}:{}", broker.config.advertised_host, broker.config.advertised_port),
