@@ -6,8 +6,9 @@
 //!
 //! - [`frame`]: the 4-byte size prefix, checked against `socket.request.max.bytes` before any
 //!   allocation (`check` first, then the caller splits the frame off).
-//! - [`versions`]: the one table of supported APIs and versions. ApiVersions is built from it
-//!   and the decoder refuses anything outside it.
+//! - [`versions`]: the tables of supported APIs and versions, one for client listeners and
+//!   one for the controller listener (the KRaft RPCs). ApiVersions is built from the
+//!   connection's table and the decoder refuses anything outside it.
 //! - [`codec`]: request header and body decoding, response encoding. Response header versions
 //!   come from the API and version; ApiVersions always answers with header v0.
 //! - [`fetch_plan`]: Fetch responses as encoded bytes around file regions, for the zero-copy

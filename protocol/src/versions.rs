@@ -1,8 +1,10 @@
-//! The table of supported APIs and versions.
+//! The tables of supported APIs and versions, one per listener type.
 //!
-//! This is the single source of truth for what Strata advertises in ApiVersions and what the
-//! codec accepts. An API is listed only once its handler implements every listed version
-//! completely; the broker's dispatch `match` has one arm per entry.
+//! They are the single source of truth for what Strata advertises in ApiVersions and what the
+//! codec accepts. [`SUPPORTED_APIS`] is what clients see: an API is listed there only once its
+//! handler implements every listed version completely, and the broker's dispatch `match` has
+//! one arm per entry. [`CONTROLLER_APIS`] is what a controller listener accepts (see its
+//! docs for which of them are answered yet).
 
 use kafka_protocol::messages::ApiKey;
 
