@@ -13,7 +13,7 @@
 //!
 //! Tagged fields: the codec reads a tagged field it knows straight from the body, at its
 //! type, whatever size the tag claims, and skips an unknown one by its size. The walker
-//! does the same: a field listed as [`T::Tagged`] in a struct's schema is walked at its
+//! does the same: a field listed as `T::Tagged` in a struct's schema is walked at its
 //! type, any other tag is skipped by its (checked) size. Only tagged fields that hold an
 //! array, or that sit inside an array (where a size that lies would put the walker and the
 //! codec out of step for the elements after it), need listing; the client APIs' known
