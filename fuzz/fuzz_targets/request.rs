@@ -1,9 +1,11 @@
 //! Fuzz target: arbitrary bytes as a stream of request frames. Framing and decoding must
 //! never panic, never abort on allocation, and either decode or refuse each frame, on a
-//! client listener and on the controller listener (whose table holds the KRaft RPCs).
+//! client listener and on the controller listener (whose table holds the KRaft RPCs). The
+//! same bytes, after an API key and version, are also read as a peer's response.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use strata_protocol::messages::ApiKey;
 use strata_protocol::versions::ListenerType;
 use strata_protocol::{codec, frame};
 
@@ -20,4 +22,11 @@ fuzz_target!(|data: &[u8]| {
     // A body without a frame around it.
     let _ = codec::decode_request(bytes::Bytes::copy_from_slice(data));
     let _ = codec::decode_request_on(ListenerType::Controller, bytes::Bytes::copy_from_slice(data));
+    // A peer's response to a controller RPC: key and version first, then the frame body.
+    if let [k0, k1, v0, v1, rest @ ..] = data {
+        if let Ok(key) = ApiKey::try_from(i16::from_be_bytes([*k0, *k1])) {
+            let version = i16::from_be_bytes([*v0, *v1]);
+            let _ = codec::decode_response(key, version, bytes::Bytes::copy_from_slice(rest));
+        }
+    }
 });

@@ -154,6 +154,97 @@ pub fn decode_request_on(listener: ListenerType, mut frame: Bytes) -> Result<Dec
     })))
 }
 
+/// Encodes a request frame, size prefix included, for a peer's controller listener: what a
+/// node sends as a Raft voter, a broker registering or heartbeating, or an AlterPartition
+/// caller.
+///
+/// # Errors
+///
+/// [`EncodeError`] when a field does not fit the version (a caller bug).
+pub fn encode_request(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    client_id: &str,
+    body: &RequestKind,
+) -> Result<Bytes, EncodeError> {
+    let err = |source: BoxError| EncodeError {
+        api_key,
+        version,
+        source,
+    };
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_i32(0);
+    RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(kafka_protocol::protocol::StrBytes::from_string(
+            client_id.to_owned(),
+        )))
+        .encode(&mut buf, api_key.request_header_version(version))
+        .map_err(|e| err(e.into()))?;
+    body.encode(&mut buf, version).map_err(|e| err(e.into()))?;
+    finish_frame(buf, api_key, version)
+}
+
+/// A response read from a peer: its correlation id (to match the request) and its body.
+#[derive(Debug)]
+pub struct Response {
+    /// From the response header.
+    pub correlation_id: i32,
+    /// The typed body.
+    pub body: ResponseKind,
+}
+
+/// Decodes one response frame body (without its size prefix) to a request this node sent
+/// to a peer's controller listener at `api_key` and `version`. The body's counts and
+/// lengths are checked before the codec allocates (`shape::check_response`), since a peer is
+/// trusted no more than a client.
+///
+/// # Errors
+///
+/// [`DecodeError::UnknownApiKey`] or [`DecodeError::UnsupportedVersion`] when the request
+/// was not one of the controller listener's; [`DecodeError::Malformed`] when the frame does
+/// not parse. The caller closes the connection to the peer.
+pub fn decode_response(
+    api_key: ApiKey,
+    version: i16,
+    mut frame: Bytes,
+) -> Result<Response, DecodeError> {
+    let listener = ListenerType::Controller;
+    if listener.supported(api_key).is_none() {
+        return Err(DecodeError::UnknownApiKey {
+            api_key: api_key as i16,
+            correlation_id: -1,
+        });
+    }
+    if !listener.is_supported(api_key, version) {
+        return Err(DecodeError::UnsupportedVersion {
+            api_key,
+            version,
+            correlation_id: -1,
+        });
+    }
+    let malformed = |correlation_id: i32, source: BoxError| DecodeError::Malformed {
+        api_key,
+        version,
+        correlation_id,
+        source,
+    };
+    let header = ResponseHeader::decode(&mut frame, api_key.response_header_version(version))
+        .map_err(|e| malformed(-1, e.into()))?;
+    let correlation_id = header.correlation_id;
+    crate::shape::check_response(api_key, version, &frame)
+        .map_err(|e| malformed(correlation_id, e.into()))?;
+    let body = ResponseKind::decode(api_key, &mut frame, version)
+        .map_err(|e| malformed(correlation_id, e.into()))?;
+    Ok(Response {
+        correlation_id,
+        body,
+    })
+}
+
 /// Encodes a response frame, size prefix included.
 ///
 /// # Errors

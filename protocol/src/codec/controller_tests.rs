@@ -375,6 +375,71 @@ fn response(key: ApiKey, v: i16, id: uuid::Uuid, n: i32) -> ResponseKind {
         ApiKey::UpdateRaftVoter => {
             ResponseKind::UpdateRaftVoter(UpdateRaftVoterResponse::default().with_error_code(0))
         }
+        ApiKey::Fetch => {
+            let p = fetch_response::PartitionData::default()
+                .with_partition_index(0)
+                .with_high_watermark(i64::from(n))
+                .with_last_stable_offset(i64::from(n))
+                .with_log_start_offset(0)
+                .with_diverging_epoch(
+                    fetch_response::EpochEndOffset::default()
+                        .with_epoch(3)
+                        .with_end_offset(40),
+                )
+                .with_current_leader(
+                    fetch_response::LeaderIdAndEpoch::default()
+                        .with_leader_id(BrokerId(2))
+                        .with_leader_epoch(4),
+                )
+                .with_snapshot_id(
+                    fetch_response::SnapshotId::default()
+                        .with_end_offset(30)
+                        .with_epoch(2),
+                )
+                .with_aborted_transactions(Some(vec![
+                    fetch_response::AbortedTransaction::default()
+                        .with_producer_id(ProducerId(9))
+                        .with_first_offset(1),
+                ]))
+                .with_records(Some(Bytes::from_static(b"records")));
+            let mut t = fetch_response::FetchableTopicResponse::default().with_partitions(vec![p]);
+            t = if v >= 13 {
+                t.with_topic_id(id)
+            } else {
+                t.with_topic(metadata_topic())
+            };
+            let mut r = FetchResponse::default().with_responses(vec![t]);
+            if v >= 16 {
+                r = r.with_node_endpoints(vec![
+                    fetch_response::NodeEndpoint::default()
+                        .with_node_id(BrokerId(2))
+                        .with_host(s("h"))
+                        .with_port(9093)
+                        .with_rack(Some(s("r"))),
+                ]);
+            }
+            ResponseKind::Fetch(r)
+        }
+        ApiKey::ApiVersions => {
+            let mut r = api_versions_body_for(ListenerType::Controller, 0);
+            if v >= 3 {
+                r = r
+                    .with_supported_features(vec![
+                        api_versions_response::SupportedFeatureKey::default()
+                            .with_name(s("kraft.version"))
+                            .with_min_version(0)
+                            .with_max_version(1),
+                    ])
+                    .with_finalized_features_epoch(i64::from(n))
+                    .with_finalized_features(vec![
+                        api_versions_response::FinalizedFeatureKey::default()
+                            .with_name(s("kraft.version"))
+                            .with_max_version_level(1)
+                            .with_min_version_level(1),
+                    ]);
+            }
+            ResponseKind::ApiVersions(r)
+        }
         other => panic!("no controller sample for {other:?}"),
     }
 }
@@ -433,6 +498,42 @@ proptest! {
                     matches!(on_client, Err(DecodeError::UnknownApiKey { correlation_id: 5, .. })),
                     "{:?} v{} on a client listener: {:?}", api.key, v, on_client
                 );
+            }
+        }
+    }
+
+    /// What a peer sends (`encode_request`) decodes on its controller listener, and what
+    /// the peer answers (`encode_response`) decodes with `decode_response`, for every API
+    /// and version of the controller's table, Fetch and ApiVersions included.
+    #[test]
+    fn node_to_node_frames_round_trip(id in any::<u128>(), n in 1..i32::MAX) {
+        let id = uuid::Uuid::from_u128(id);
+        for api in CONTROLLER_APIS {
+            for v in api.min..=api.max {
+                if controller_rpcs().any(|a| a.key == api.key) {
+                    let body = request(api.key, v, id, n);
+                    let sent = encode_request(api.key, v, n, "raft-client-2", &body).unwrap();
+                    prop_assert_eq!(
+                        i32::from_be_bytes(sent[..4].try_into().unwrap()) as usize,
+                        sent.len() - 4
+                    );
+                    match decode_request_on(ListenerType::Controller, sent.slice(4..)) {
+                        Ok(Decoded::Request(r)) => {
+                            prop_assert_eq!(r.header.correlation_id, n);
+                            prop_assert_eq!(
+                                &sent,
+                                &encode_request(api.key, v, n, "raft-client-2", &r.body).unwrap()
+                            );
+                        }
+                        other => panic!("{:?} v{v}: {other:?}", api.key),
+                    }
+                }
+                let body = response(api.key, v, id, n);
+                let f = encode_response(api.key, v, n, &body).unwrap();
+                let got = decode_response(api.key, v, f.slice(4..))
+                    .unwrap_or_else(|e| panic!("{:?} v{v}: {e}", api.key));
+                prop_assert_eq!(got.correlation_id, n);
+                prop_assert_eq!(&f, &encode_response(api.key, v, n, &got.body).unwrap());
             }
         }
     }
@@ -496,6 +597,71 @@ proptest! {
         raw.truncate(cut.max(8));
         let _ = decode_request_on(ListenerType::Controller, Bytes::from(raw));
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// A peer's garbage is refused (or decoded), never a panic or an allocation the bytes do
+    /// not back.
+    #[test]
+    fn arbitrary_responses_never_panic(
+        which in 0..CONTROLLER_APIS.len(),
+        version in 0i16..20,
+        tail in proptest::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let _ = decode_response(CONTROLLER_APIS[which].key, version, Bytes::from(tail));
+    }
+
+    #[test]
+    fn mangled_responses_never_panic(
+        which in 0..CONTROLLER_APIS.len(),
+        cut in 0usize..400,
+        flip in 0usize..400,
+        byte in any::<u8>(),
+    ) {
+        let api = CONTROLLER_APIS[which];
+        let body = response(api.key, api.max, uuid::Uuid::from_u128(7), 3);
+        let mut raw = encode_response(api.key, api.max, 1, &body).unwrap().slice(4..).to_vec();
+        if !raw.is_empty() {
+            let i = flip % raw.len();
+            raw[i] = byte;
+        }
+        raw.truncate(cut);
+        let _ = decode_response(api.key, api.max, Bytes::from(raw));
+    }
+}
+
+#[test]
+fn a_huge_tagged_array_in_a_response_is_refused() {
+    // Vote v1 response: correlation id, header tags, error_code, no topics, then the
+    // tagged node_endpoints claiming 2^28 - 1 entries.
+    let mut f = Vec::new();
+    f.extend_from_slice(&4i32.to_be_bytes());
+    f.push(0); // header tags
+    f.extend_from_slice(&0i16.to_be_bytes());
+    f.push(1); // topics: empty
+    f.extend_from_slice(&[1, 0, 4, 0xff, 0xff, 0xff, 0x7f]); // one tag: 0, size 4, count
+    match decode_response(ApiKey::Vote, 1, Bytes::from(f)) {
+        Err(DecodeError::Malformed {
+            correlation_id: 4,
+            source,
+            ..
+        }) => assert!(source.to_string().contains("invalid length"), "{source}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn responses_only_for_the_controller_table() {
+    assert!(matches!(
+        decode_response(ApiKey::Metadata, 12, Bytes::new()),
+        Err(DecodeError::UnknownApiKey { .. })
+    ));
+    assert!(matches!(
+        decode_response(ApiKey::Vote, 3, Bytes::new()),
+        Err(DecodeError::UnsupportedVersion { .. })
+    ));
 }
 
 #[test]
