@@ -75,6 +75,34 @@ impl Default for QuorumState {
     }
 }
 
+/// What the Raft core asks to persist (`raft::Action::PersistQuorumState`), in the file's
+/// terms: -1 for no leader or vote, the nil UUID for no directory.
+impl From<&crate::raft::QuorumState> for QuorumState {
+    fn from(q: &crate::raft::QuorumState) -> Self {
+        QuorumState {
+            leader_id: q.leader.map_or(-1, |n| n.0),
+            leader_epoch: q.epoch,
+            voted_id: q.voted_for.map_or(-1, |k| k.id.0),
+            voted_directory_id: q.voted_for.map_or(Uuid::nil(), |k| k.directory_id),
+        }
+    }
+}
+
+/// What the Raft core starts from after a restart. A file written before any election
+/// (epoch -1, Kafka's default) starts at epoch 0, where every node starts.
+impl From<QuorumState> for crate::raft::QuorumState {
+    fn from(q: QuorumState) -> Self {
+        crate::raft::QuorumState {
+            epoch: q.leader_epoch.max(0),
+            voted_for: (q.voted_id >= 0).then_some(crate::raft::ReplicaKey {
+                id: crate::raft::NodeId(q.voted_id),
+                directory_id: q.voted_directory_id,
+            }),
+            leader: (q.leader_id >= 0).then_some(crate::raft::NodeId(q.leader_id)),
+        }
+    }
+}
+
 /// Why the quorum state could not be read or written.
 #[derive(Debug, Error)]
 pub enum QuorumStateError {
@@ -442,6 +470,26 @@ mod tests {
         let huge = vec![b' '; (MAX_FILE_BYTES + 10) as usize];
         fs::write(store.path(), huge).unwrap();
         assert!(store.read().is_err());
+    }
+
+    #[test]
+    fn converts_to_and_from_the_raft_cores_state() {
+        let core = crate::raft::QuorumState::from(sample());
+        assert_eq!(core.epoch, 7);
+        assert_eq!(core.leader, Some(crate::raft::NodeId(3)));
+        assert_eq!(
+            core.voted_for,
+            Some(crate::raft::ReplicaKey {
+                id: crate::raft::NodeId(2),
+                directory_id: sample().voted_directory_id,
+            })
+        );
+        assert_eq!(QuorumState::from(&core), sample());
+        let fresh = crate::raft::QuorumState::from(QuorumState::default());
+        assert_eq!(
+            (fresh.epoch, fresh.leader, fresh.voted_for),
+            (0, None, None)
+        );
     }
 
     #[test]
