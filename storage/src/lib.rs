@@ -53,6 +53,7 @@ pub mod config;
 pub mod error;
 mod index;
 pub mod io;
+pub mod leader_epoch;
 pub mod log;
 pub mod producer_state;
 pub mod region;
