@@ -1,0 +1,839 @@
+//! A deterministic simulation of one partition: 3 to 5 replicas with in-memory logs, a
+//! controller stand-in that commits AlterPartition and elects leaders from the ISR with an
+//! epoch bump, acks=all producers, consumers, slow followers, cut links, process crashes,
+//! power losses (the unflushed tail is lost) and wiped disks, and leadership moves.
+//!
+//! The fault model is Kafka's: a replica that loses data (power loss, wiped disk) comes back
+//! as a new registration, which the controller takes out of the ISR; such a loss only hits a
+//! replica while another live one is in the ISR. A process crash keeps the page cache.
+//!
+//! Checked after every step:
+//! - every record below any leader's high watermark (the committed prefix), and so every
+//!   acknowledged acks=all record, is in the log of every later leader at its offset;
+//! - no replica's log differs from the committed prefix below its own high watermark;
+//! - a leader's high watermark never moves back during its leadership;
+//! - consumers never read above the high watermark.
+//!
+//! `REPL_SIM_SEED=<n>` replays one seed; `REPL_SIM_SEEDS=<n>` sets how many run.
+
+use strata_storage::leader_epoch::LeaderEpochCache;
+
+use crate::fetch::{CONSUMER_REPLICA_ID, FetchPartition, NO_EPOCH};
+use crate::follower::{FollowerRequest, FollowerState, LocalLog, Truncation, TruncationMode};
+use crate::leader::{
+    AlterPartitionOutcome, AlterPartitionProposal, LeaderState, PartitionRegistration,
+    ReplicationConfig,
+};
+
+/// A deliberately broken rule, switched on in one run to show the invariants catch it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The leader's high watermark is its own log end, ignoring the ISR.
+    HwFromLeaderOnly,
+    /// Followers never truncate a divergent tail.
+    SkipTruncation,
+}
+
+/// splitmix64: small, seeded, and the same everywhere.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// A record: the epoch it was written in and a unique value.
+type Record = (i32, u64);
+
+enum Role {
+    None,
+    Leader(Box<LeaderState>),
+    Follower(FollowerState),
+}
+
+struct Node {
+    id: i32,
+    alive: bool,
+    log: Vec<Record>,
+    /// Records up to here survive a power loss.
+    flushed: usize,
+    epochs: LeaderEpochCache,
+    /// The high watermark checkpoint, for restarts.
+    hw: i64,
+    role: Role,
+    mode: TruncationMode,
+    /// Fetches only this often (percent of its turns).
+    speed: u64,
+    /// The broker epoch: a new one with every restart (a new registration).
+    broker_epoch: i64,
+}
+
+impl Node {
+    fn leo(&self) -> i64 {
+        self.log.len() as i64
+    }
+
+    fn high_watermark(&self) -> i64 {
+        match &self.role {
+            Role::Leader(l) => l.high_watermark(),
+            Role::Follower(f) => f.high_watermark(),
+            Role::None => self.hw,
+        }
+    }
+
+    fn truncate(&mut self, t: Truncation) {
+        match t {
+            Truncation::To(offset) => {
+                let offset = offset.max(0) as usize;
+                self.log.truncate(offset);
+                self.epochs.truncate_from_end(offset as i64);
+            }
+            Truncation::FullyAndStartAt(_) => {
+                // Logs here always start at 0, so the leader never asks for this.
+                self.log.clear();
+                self.epochs.clear();
+            }
+        }
+        self.flushed = self.flushed.min(self.log.len());
+        self.hw = self.hw.min(self.leo());
+    }
+
+    fn append(&mut self, records: &[Record]) {
+        for &(epoch, value) in records {
+            self.epochs.assign(epoch, self.leo());
+            self.log.push((epoch, value));
+        }
+    }
+}
+
+struct Controller {
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+    leader: i32,
+    leader_epoch: i32,
+    partition_epoch: i32,
+}
+
+impl Controller {
+    fn registration(&self) -> PartitionRegistration {
+        PartitionRegistration {
+            replicas: self.replicas.clone(),
+            isr: self.isr.clone(),
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+        }
+    }
+}
+
+struct Sim {
+    rng: Rng,
+    now: i64,
+    nodes: Vec<Node>,
+    ctl: Controller,
+    config: ReplicationConfig,
+    fault: Option<Fault>,
+    /// The AlterPartition on its way to the controller, from this leader.
+    inflight: Option<(i32, AlterPartitionProposal)>,
+    /// Cut links between a follower and the leader, by follower id.
+    cut: Vec<i32>,
+    /// The longest prefix ever below a leader's high watermark.
+    committed: Vec<Record>,
+    /// acks=all produces waiting: id, offsets and records.
+    produces: Vec<(u64, i64, Vec<Record>)>,
+    /// Acknowledged records at their offsets.
+    acked: Vec<(i64, Record)>,
+    next_value: u64,
+    next_produce: u64,
+    /// The current leader's epoch and the last high watermark it showed.
+    last_hw: Option<(i32, i64)>,
+    stats: Stats,
+    /// `REPL_SIM_TRACE=1` prints every step.
+    trace: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Stats {
+    acked: usize,
+    elections: usize,
+    truncations: usize,
+    shrinks: usize,
+    expands: usize,
+}
+
+impl Sim {
+    fn new(seed: u64, fault: Option<Fault>) -> Self {
+        let mut rng = Rng(seed);
+        let n = 3 + rng.below(3) as i32;
+        let replicas: Vec<i32> = (0..n).collect();
+        let config = ReplicationConfig {
+            min_insync_replicas: 1 + rng.below(2) as usize,
+            ..ReplicationConfig::default()
+        };
+        let nodes = replicas
+            .iter()
+            .map(|&id| Node {
+                id,
+                alive: true,
+                log: Vec::new(),
+                flushed: 0,
+                epochs: LeaderEpochCache::new(),
+                hw: 0,
+                role: Role::None,
+                mode: if rng.chance(50) {
+                    TruncationMode::OnFetch
+                } else {
+                    TruncationMode::OffsetForLeaderEpoch
+                },
+                speed: if rng.chance(30) { 20 } else { 90 },
+                broker_epoch: 0,
+            })
+            .collect();
+        let ctl = Controller {
+            replicas: replicas.clone(),
+            isr: replicas,
+            leader: -1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        };
+        let mut sim = Self {
+            rng,
+            now: 1_000_000,
+            nodes,
+            ctl,
+            config,
+            fault,
+            inflight: None,
+            cut: Vec::new(),
+            committed: Vec::new(),
+            produces: Vec::new(),
+            acked: Vec::new(),
+            next_value: 0,
+            next_produce: 0,
+            last_hw: None,
+            stats: Stats::default(),
+            trace: std::env::var_os("REPL_SIM_TRACE").is_some(),
+        };
+        sim.elect(None);
+        sim
+    }
+
+    fn node(&mut self, id: i32) -> &mut Node {
+        &mut self.nodes[id as usize]
+    }
+
+    /// The controller elects the first live ISR member in replica order, preferring
+    /// `prefer`, bumps the epochs and every live replica learns it.
+    fn elect(&mut self, prefer: Option<i32>) {
+        let eligible = |c: &Self, id: i32| c.ctl.isr.contains(&id) && c.nodes[id as usize].alive;
+        let leader = prefer
+            .filter(|&p| eligible(self, p))
+            .or_else(|| {
+                self.ctl
+                    .replicas
+                    .iter()
+                    .copied()
+                    .find(|&r| eligible(self, r))
+            })
+            .unwrap_or(-1);
+        self.ctl.leader = leader;
+        self.ctl.leader_epoch += 1;
+        self.ctl.partition_epoch += 1;
+        self.inflight = None;
+        self.produces.clear();
+        self.stats.elections += 1;
+        for id in 0..self.nodes.len() as i32 {
+            if self.nodes[id as usize].alive {
+                self.apply_metadata(id, true);
+            }
+        }
+    }
+
+    /// One replica learns the controller's state; `new_epoch` when the leader epoch moved.
+    fn apply_metadata(&mut self, id: i32, new_epoch: bool) {
+        let reg = self.ctl.registration();
+        let leader = self.ctl.leader;
+        let (now, config, fault) = (self.now, self.config, self.fault);
+        let node = self.node(id);
+        if let Role::Leader(l) = &mut node.role {
+            if !new_epoch && leader == id {
+                l.on_partition_change(&reg, now);
+                return;
+            }
+            // Its waiting produces fail; `elect` forgets them.
+            l.resign();
+        }
+        let hw = node.high_watermark().min(node.leo());
+        node.hw = hw;
+        if leader == id {
+            node.epochs.assign(reg.leader_epoch, node.leo());
+            let mut l = LeaderState::become_leader(id, &reg, config, node.leo(), hw, now);
+            l.fault = fault;
+            node.role = Role::Leader(Box::new(l));
+        } else if leader >= 0 {
+            let mut f = FollowerState::new(
+                id,
+                node.broker_epoch,
+                leader,
+                reg.leader_epoch,
+                node.mode,
+                hw,
+            );
+            f.fault = fault;
+            let log = LocalLog {
+                log_start_offset: 0,
+                log_end_offset: node.leo(),
+                epochs: &node.epochs,
+            };
+            if let Some(t) = f.initial_truncation(log) {
+                node.truncate(t);
+            }
+            node.role = Role::Follower(f);
+        } else {
+            node.role = Role::None;
+        }
+    }
+
+    /// The controller takes `id` out of the ISR (a fence or a new registration), unless it
+    /// is the last member, and re-elects if it led.
+    fn remove_from_isr(&mut self, id: i32) {
+        if self.ctl.isr.len() > 1 && self.ctl.isr.contains(&id) {
+            self.ctl.isr.retain(|&r| r != id);
+            if self.ctl.leader == id {
+                self.elect(None);
+            } else {
+                self.ctl.partition_epoch += 1;
+                for r in 0..self.nodes.len() as i32 {
+                    if self.nodes[r as usize].alive {
+                        self.apply_metadata(r, false);
+                    }
+                }
+            }
+        } else if self.ctl.leader == id {
+            self.elect(None);
+        }
+    }
+
+    fn leader_node(&self) -> Option<usize> {
+        let l = self.ctl.leader;
+        (l >= 0 && self.nodes[l as usize].alive).then_some(l as usize)
+    }
+
+    fn step(&mut self) -> Result<(), String> {
+        let action = self.rng.below(100);
+        if self.trace {
+            let state: Vec<String> = self
+                .nodes
+                .iter()
+                .map(|n| {
+                    let role = match &n.role {
+                        Role::None => "-".to_string(),
+                        Role::Leader(l) => format!("L{}", l.leader_epoch()),
+                        Role::Follower(f) => format!("F{}", f.leader_epoch()),
+                    };
+                    format!(
+                        "{}:{}{} leo={} hw={} flushed={} {:?}",
+                        n.id,
+                        if n.alive { "" } else { "dead " },
+                        role,
+                        n.leo(),
+                        n.high_watermark(),
+                        n.flushed,
+                        n.epochs.entries()
+                    )
+                })
+                .collect();
+            eprintln!(
+                "action {action} isr={:?} leader={} epoch={} committed={} | {}",
+                self.ctl.isr,
+                self.ctl.leader,
+                self.ctl.leader_epoch,
+                self.committed.len(),
+                state.join(" | ")
+            );
+        }
+        match action {
+            0..=24 => self.produce(),
+            25..=59 => self.fetch_round(),
+            60..=69 => self.tick(),
+            70..=77 => self.deliver_alter_partition(),
+            78..=81 => self.consume()?,
+            82..=85 => self.toggle_link(),
+            86..=88 => self.crash(),
+            89..=90 => self.lose_power(false),
+            91 => self.lose_power(true),
+            92..=96 => self.restart(),
+            _ => self.move_leadership(),
+        }
+        for i in 0..self.nodes.len() {
+            if self.rng.chance(30) && self.nodes[i].alive {
+                self.nodes[i].flushed = self.nodes[i].log.len();
+            }
+        }
+        self.collect_acks();
+        self.check()
+    }
+
+    fn produce(&mut self) {
+        let Some(li) = self.leader_node() else {
+            return;
+        };
+        let epoch = self.ctl.leader_epoch;
+        let count = 1 + self.rng.below(4);
+        let records: Vec<Record> = (0..count).map(|i| (epoch, self.next_value + i)).collect();
+        self.next_value += count;
+        let now = self.now;
+        let id = self.next_produce;
+        self.next_produce += 1;
+        let node = &mut self.nodes[li];
+        let Role::Leader(l) = &mut node.role else {
+            return;
+        };
+        if l.check_produce(-1).is_err() {
+            return;
+        }
+        let first = node.log.len() as i64;
+        node.log.extend_from_slice(&records);
+        node.epochs.assign(epoch, first);
+        let leo = node.log.len() as i64;
+        l.on_local_append(leo, now);
+        l.await_acks(id, leo);
+        self.produces.push((id, first, records));
+    }
+
+    fn collect_acks(&mut self) {
+        let Some(li) = self.leader_node() else {
+            return;
+        };
+        let Role::Leader(l) = &mut self.nodes[li].role else {
+            return;
+        };
+        for (id, result) in l.take_completed_acks() {
+            let Some(pos) = self.produces.iter().position(|p| p.0 == id) else {
+                continue;
+            };
+            let (_, first, records) = self.produces.swap_remove(pos);
+            if result.is_ok() {
+                self.stats.acked += 1;
+                for (i, r) in records.into_iter().enumerate() {
+                    self.acked.push((first + i as i64, r));
+                }
+            }
+        }
+    }
+
+    /// One follower, chosen at random, makes one request to its leader.
+    fn fetch_round(&mut self) {
+        let id = self.rng.below(self.nodes.len() as u64) as usize;
+        let speed = self.nodes[id].speed;
+        if !self.nodes[id].alive || !self.rng.chance(speed) || self.cut.contains(&(id as i32)) {
+            return;
+        }
+        let Role::Follower(f) = &self.nodes[id].role else {
+            return;
+        };
+        let leader = f.leader_id() as usize;
+        if !self.nodes[leader].alive {
+            return;
+        }
+        let request = {
+            let n = &self.nodes[id];
+            f.next_request(LocalLog {
+                log_start_offset: 0,
+                log_end_offset: n.leo(),
+                epochs: &n.epochs,
+            })
+        };
+        let max = 1 + self.rng.below(6) as i64;
+        let now = self.now;
+        let (left, right) = self.nodes.split_at_mut(id.max(leader));
+        let (fnode, lnode) = if id < leader {
+            (&mut left[id], &mut right[0])
+        } else {
+            (&mut right[0], &mut left[leader])
+        };
+        let Role::Follower(f) = &mut fnode.role else {
+            return;
+        };
+        let Role::Leader(l) = &mut lnode.role else {
+            return;
+        };
+        let mut appended = None;
+        let truncation = match request {
+            FollowerRequest::Idle => None,
+            FollowerRequest::ListOffsets => f.on_leader_offsets(
+                0,
+                lnode.log.len() as i64,
+                LocalLog {
+                    log_start_offset: 0,
+                    log_end_offset: fnode.log.len() as i64,
+                    epochs: &fnode.epochs,
+                },
+            ),
+            FollowerRequest::OffsetForLeaderEpoch {
+                current_leader_epoch,
+                leader_epoch,
+            } => match l.offset_for_leader_epoch(current_leader_epoch, leader_epoch, &lnode.epochs)
+            {
+                Ok(answer) => f.on_offset_for_leader_epoch(
+                    answer,
+                    LocalLog {
+                        log_start_offset: 0,
+                        log_end_offset: fnode.log.len() as i64,
+                        epochs: &fnode.epochs,
+                    },
+                ),
+                Err(e) => {
+                    f.on_error(&e);
+                    None
+                }
+            },
+            FollowerRequest::Fetch(req) => match l.on_fetch(&req, 0, &lnode.epochs, now) {
+                Ok(answer) => {
+                    let log = LocalLog {
+                        log_start_offset: 0,
+                        log_end_offset: fnode.log.len() as i64,
+                        epochs: &fnode.epochs,
+                    };
+                    match f.on_fetch_answer(&answer, log) {
+                        Some(t) => Some(t),
+                        None if answer.diverging_epoch.is_some() => None,
+                        None => {
+                            let from = req.fetch_offset as usize;
+                            let to = (answer.read_to.min(req.fetch_offset + max)) as usize;
+                            let records = lnode.log[from..to.max(from)].to_vec();
+                            appended = Some((records, answer.high_watermark));
+                            None
+                        }
+                    }
+                }
+                Err(e) => {
+                    f.on_error(&e);
+                    None
+                }
+            },
+        };
+        if let Some((records, leader_hw)) = appended {
+            fnode.append(&records);
+            let leo = fnode.leo();
+            if let Role::Follower(f) = &mut fnode.role {
+                f.after_append(leader_hw, leo);
+            }
+        }
+        if let Some(t) = truncation {
+            self.stats.truncations += 1;
+            fnode.truncate(t);
+        }
+        self.queue_alter_partition();
+    }
+
+    fn queue_alter_partition(&mut self) {
+        if self.inflight.is_some() {
+            return;
+        }
+        let Some(li) = self.leader_node() else {
+            return;
+        };
+        if let Role::Leader(l) = &self.nodes[li].role
+            && let Some(p) = l.pending_proposal()
+        {
+            self.inflight = Some((li as i32, p.clone()));
+        }
+    }
+
+    fn tick(&mut self) {
+        self.now += self.rng.below(8_000) as i64;
+        if let Some(li) = self.leader_node()
+            && let Role::Leader(l) = &mut self.nodes[li].role
+        {
+            l.maybe_shrink_isr(self.now);
+        }
+        self.queue_alter_partition();
+    }
+
+    /// The controller's AlterPartition checks, in Kafka's spirit: a stale leader or partition
+    /// epoch waits for metadata; a member not alive is ineligible; otherwise it commits.
+    fn deliver_alter_partition(&mut self) {
+        let Some((from, p)) = self.inflight.take() else {
+            return;
+        };
+        let outcome = if p.leader_epoch != self.ctl.leader_epoch
+            || p.partition_epoch != self.ctl.partition_epoch
+            || from != self.ctl.leader
+        {
+            AlterPartitionOutcome::AwaitMetadata
+        } else if !p.new_isr.iter().all(|m| {
+            let node = &self.nodes[m.broker_id as usize];
+            node.alive && (m.broker_epoch == -1 || m.broker_epoch == node.broker_epoch)
+        }) {
+            // INELIGIBLE_REPLICA (KIP-903): dead, or registered again since it fetched.
+            AlterPartitionOutcome::NotAttempted
+        } else {
+            if p.new_isr.len() < self.ctl.isr.len() {
+                self.stats.shrinks += 1;
+            } else {
+                self.stats.expands += 1;
+            }
+            self.ctl.isr = p.isr_ids();
+            self.ctl.partition_epoch += 1;
+            AlterPartitionOutcome::Committed {
+                leader_epoch: self.ctl.leader_epoch,
+                partition_epoch: self.ctl.partition_epoch,
+                isr: p.isr_ids(),
+            }
+        };
+        let now = self.now;
+        if self.nodes[from as usize].alive
+            && let Role::Leader(l) = &mut self.nodes[from as usize].role
+        {
+            l.on_alter_partition(&outcome, now);
+        }
+        if let AlterPartitionOutcome::Committed { .. } = outcome {
+            for r in 0..self.nodes.len() as i32 {
+                if self.nodes[r as usize].alive && r != from {
+                    self.apply_metadata(r, false);
+                }
+            }
+        }
+        self.queue_alter_partition();
+    }
+
+    fn consume(&mut self) -> Result<(), String> {
+        let Some(li) = self.leader_node() else {
+            return Ok(());
+        };
+        let node = &mut self.nodes[li];
+        let Role::Leader(l) = &mut node.role else {
+            return Ok(());
+        };
+        let offset = self.rng.below(node.log.len() as u64 + 1) as i64;
+        let req = FetchPartition {
+            replica_id: CONSUMER_REPLICA_ID,
+            fetch_offset: offset,
+            current_leader_epoch: NO_EPOCH,
+            last_fetched_epoch: NO_EPOCH,
+            replica_epoch: -1,
+        };
+        let answer = l
+            .on_fetch(&req, 0, &node.epochs, self.now)
+            .map_err(|e| format!("consumer fetch at {offset} failed: {e}"))?;
+        if answer.read_to > l.high_watermark() {
+            return Err(format!(
+                "a consumer may read to {} above the high watermark {}",
+                answer.read_to,
+                l.high_watermark()
+            ));
+        }
+        Ok(())
+    }
+
+    fn toggle_link(&mut self) {
+        let id = self.rng.below(self.nodes.len() as u64) as i32;
+        if let Some(pos) = self.cut.iter().position(|&c| c == id) {
+            self.cut.swap_remove(pos);
+        } else {
+            self.cut.push(id);
+        }
+    }
+
+    fn crash(&mut self) {
+        let id = self.rng.below(self.nodes.len() as u64) as i32;
+        if !self.nodes[id as usize].alive {
+            return;
+        }
+        self.stop(id);
+    }
+
+    fn stop(&mut self, id: i32) {
+        let node = self.node(id);
+        node.hw = node.high_watermark().min(node.leo());
+        node.alive = false;
+        node.role = Role::None;
+        // The controller fences it after its session times out.
+        self.remove_from_isr(id);
+    }
+
+    /// A power loss (the unflushed tail is gone) or a wiped disk, only while another live
+    /// replica is in the ISR.
+    fn lose_power(&mut self, wipe: bool) {
+        let id = self.rng.below(self.nodes.len() as u64) as i32;
+        let others = self
+            .ctl
+            .isr
+            .iter()
+            .any(|&r| r != id && self.nodes[r as usize].alive);
+        if !self.nodes[id as usize].alive || !others {
+            return;
+        }
+        self.stop(id);
+        let node = self.node(id);
+        let keep = if wipe { 0 } else { node.flushed };
+        node.truncate(Truncation::To(keep as i64));
+        if wipe {
+            node.hw = 0;
+        }
+    }
+
+    fn restart(&mut self) {
+        let id = self.rng.below(self.nodes.len() as u64) as i32;
+        if self.nodes[id as usize].alive {
+            return;
+        }
+        let node = self.node(id);
+        node.alive = true;
+        node.broker_epoch += 1;
+        // A new registration: out of the ISR unless it is the last member.
+        if self.ctl.isr.contains(&id) && self.ctl.isr.len() > 1 {
+            self.remove_from_isr(id);
+        }
+        if self.ctl.leader < 0 {
+            self.elect(None);
+        } else {
+            self.apply_metadata(id, true);
+        }
+    }
+
+    fn move_leadership(&mut self) {
+        let candidates: Vec<i32> = self
+            .ctl
+            .isr
+            .iter()
+            .copied()
+            .filter(|&r| r != self.ctl.leader && self.nodes[r as usize].alive)
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let pick = candidates[self.rng.below(candidates.len() as u64) as usize];
+        self.elect(Some(pick));
+    }
+
+    fn check(&mut self) -> Result<(), String> {
+        if let Some(li) = self.leader_node() {
+            let node = &self.nodes[li];
+            let Role::Leader(l) = &node.role else {
+                return Err(format!("elected leader {li} does not lead"));
+            };
+            let hw = l.high_watermark();
+            if let Some((epoch, last)) = self.last_hw
+                && epoch == l.leader_epoch()
+                && hw < last
+            {
+                return Err(format!(
+                    "leader {li} high watermark moved back {last} -> {hw}"
+                ));
+            }
+            self.last_hw = Some((l.leader_epoch(), hw));
+            if node.log.len() < self.committed.len()
+                || node.log[..self.committed.len()] != self.committed[..]
+            {
+                return Err(format!(
+                    "leader {li} in epoch {} lacks committed records (log {}, committed {})",
+                    l.leader_epoch(),
+                    node.log.len(),
+                    self.committed.len()
+                ));
+            }
+            for &(offset, record) in &self.acked {
+                if node.log.get(offset as usize) != Some(&record) {
+                    return Err(format!("leader {li} lost acknowledged offset {offset}"));
+                }
+            }
+            if hw as usize > self.committed.len() {
+                self.committed = node.log[..hw as usize].to_vec();
+            }
+        }
+        for n in self.nodes.iter().filter(|n| n.alive) {
+            let upto = (n.high_watermark().max(0) as usize)
+                .min(self.committed.len())
+                .min(n.log.len());
+            if n.log[..upto] != self.committed[..upto] {
+                return Err(format!(
+                    "replica {} diverges below its high watermark {}",
+                    n.id,
+                    n.high_watermark()
+                ));
+            }
+            if n.high_watermark() > n.leo() {
+                return Err(format!("replica {} high watermark past its log end", n.id));
+            }
+        }
+        Ok(())
+    }
+}
+
+const STEPS: usize = 400;
+
+fn run(seed: u64, fault: Option<Fault>) -> Result<Stats, String> {
+    let mut sim = Sim::new(seed, fault);
+    for step in 0..STEPS {
+        sim.step()
+            .map_err(|e| format!("seed {seed}, step {step}: {e}"))?;
+    }
+    Ok(sim.stats)
+}
+
+fn seeds() -> std::ops::Range<u64> {
+    if let Some(seed) = std::env::var("REPL_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        return seed..seed + 1;
+    }
+    let count = std::env::var("REPL_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3_000);
+    0..count
+}
+
+#[test]
+fn replication_holds_its_invariants_under_faults() {
+    let mut total = Stats::default();
+    for seed in seeds() {
+        match run(seed, None) {
+            Ok(s) => {
+                total.acked += s.acked;
+                total.elections += s.elections;
+                total.truncations += s.truncations;
+                total.shrinks += s.shrinks;
+                total.expands += s.expands;
+            }
+            Err(e) => panic!("{e} (replay with REPL_SIM_SEED={seed})"),
+        }
+    }
+    eprintln!("{total:?}");
+    // The runs must exercise what they claim to.
+    assert!(total.acked > 0 && total.elections > 0);
+    if seeds().count() > 100 {
+        assert!(total.truncations > 0 && total.shrinks > 0 && total.expands > 0);
+    }
+}
+
+fn caught(fault: Fault) -> Option<String> {
+    (0..500).find_map(|seed| run(seed, Some(fault)).err())
+}
+
+#[test]
+fn a_high_watermark_ignoring_the_isr_is_caught() {
+    let failure = caught(Fault::HwFromLeaderOnly).expect("the fault went unnoticed");
+    eprintln!("{failure}");
+}
+
+#[test]
+fn a_follower_that_skips_truncation_is_caught() {
+    let failure = caught(Fault::SkipTruncation).expect("the fault went unnoticed");
+    eprintln!("{failure}");
+}
