@@ -91,8 +91,9 @@ pub struct LogBounds<'a> {
     pub epochs: &'a LeaderEpochCache,
 }
 
-/// Kafka's `Partition.readRecords` checks, after the epoch check: the diverging epoch, then
-/// the offset range. Followers may read up to the log end, consumers up to the high
+/// Kafka's `Partition.readRecords` checks, after the epoch check: with a last fetched epoch,
+/// that the epoch cache knows it and the offset is not below the log start, then the
+/// diverging epoch; then the offset range. Followers may read up to the log end, consumers up to the high
 /// watermark (an offset between the two reads nothing; KIP-392 consumers of a follower see
 /// its own high watermark).
 ///
@@ -121,6 +122,10 @@ pub fn answer_read(
             .epochs
             .end_offset_for(req.last_fetched_epoch, log.log_end_offset);
         if epoch == UNDEFINED_EPOCH || end_offset == UNDEFINED_EPOCH_OFFSET {
+            return Err(out_of_range);
+        }
+        // Below the log start is out of range whether or not the epochs diverge.
+        if req.fetch_offset < log.log_start_offset {
             return Err(out_of_range);
         }
         // The follower's last epoch ends earlier here, or we never had it: it must truncate.
@@ -262,6 +267,18 @@ mod tests {
         b.log_start_offset = 5;
         assert!(answer_read(&follower(4, NO_EPOCH), b).is_err());
         assert!(answer_read(&follower(5, NO_EPOCH), b).is_ok());
+    }
+
+    #[test]
+    fn below_the_log_start_is_out_of_range_even_when_diverging() {
+        let c = cache();
+        let mut b = bounds(&c);
+        b.log_start_offset = 25;
+        // Epoch 3 ends at 20 here: diverging, but 24 is below the log start first.
+        assert!(matches!(
+            answer_read(&follower(24, 3), b),
+            Err(ReplicationError::OffsetOutOfRange { .. })
+        ));
     }
 
     #[test]

@@ -298,17 +298,32 @@ impl LeaderState {
         self.maybe_increment_high_watermark(now_ms);
     }
 
+    /// `min.insync.replicas` capped at the replication factor (Kafka's `effectiveMinIsr`): a
+    /// setting above the number of replicas could never be met.
+    pub fn effective_min_isr(&self) -> usize {
+        self.config
+            .min_insync_replicas
+            .min(self.replicas.len())
+            .max(1)
+    }
+
+    /// Whether the committed ISR is below the effective `min.insync.replicas`; the high
+    /// watermark then stands still (KIP-966, Kafka 4).
+    pub fn is_under_min_isr(&self) -> bool {
+        self.isr.len() < self.effective_min_isr()
+    }
+
     /// Kafka's check before an append: acks=all (`acks == -1`) needs the committed ISR to be
-    /// at least `min.insync.replicas`.
+    /// at least the effective `min.insync.replicas`.
     ///
     /// # Errors
     ///
     /// [`ReplicationError::NotEnoughReplicas`], and nothing may be appended.
     pub fn check_produce(&self, acks: i16) -> Result<(), ReplicationError> {
-        if acks == -1 && self.isr.len() < self.config.min_insync_replicas {
+        if acks == -1 && self.is_under_min_isr() {
             return Err(ReplicationError::NotEnoughReplicas {
                 isr: self.isr.len(),
-                min_isr: self.config.min_insync_replicas,
+                min_isr: self.effective_min_isr(),
             });
         }
         Ok(())
@@ -322,12 +337,13 @@ impl LeaderState {
 
     /// The acks=all produces that are now answered (Kafka's
     /// `checkEnoughReplicasReachOffset`): those below the high watermark, acknowledged if
-    /// the committed ISR still meets `min.insync.replicas`, else
-    /// [`ReplicationError::NotEnoughReplicasAfterAppend`].
+    /// the maximal ISR still meets the effective `min.insync.replicas`, else
+    /// [`ReplicationError::NotEnoughReplicasAfterAppend`] (the ISR shrank after the high
+    /// watermark passed them).
     pub fn take_completed_acks(&mut self) -> Vec<(u64, Result<(), ReplicationError>)> {
         let hw = self.high_watermark;
-        let isr = self.isr.len();
-        let min_isr = self.config.min_insync_replicas;
+        let isr = self.maximal_isr().len();
+        let min_isr = self.effective_min_isr();
         let mut done = Vec::new();
         self.waiting_acks.retain(|&(id, required)| {
             if hw >= required {
@@ -362,9 +378,9 @@ impl LeaderState {
     ///
     /// # Errors
     ///
-    /// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future leader epoch,
-    /// NOT_LEADER_OR_FOLLOWER for a follower not assigned to the partition,
-    /// OFFSET_OUT_OF_RANGE from [`fetch::answer_read`].
+    /// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future leader epoch; for a
+    /// follower not assigned to the partition, UNKNOWN_LEADER_EPOCH if it sent a leader
+    /// epoch, else NOT_LEADER_OR_FOLLOWER; OFFSET_OUT_OF_RANGE from [`fetch::answer_read`].
     pub fn on_fetch(
         &mut self,
         req: &FetchPartition,
@@ -374,8 +390,17 @@ impl LeaderState {
     ) -> Result<FetchAnswer, ReplicationError> {
         check_leader_epoch(req.current_leader_epoch, self.leader_epoch)?;
         if req.is_from_follower() && !self.followers.contains_key(&req.replica_id) {
-            return Err(ReplicationError::NotLeaderOrFollower {
-                node: self.local_id,
+            // Kafka's `followerReplicaOrThrow`: with a leader epoch the replica may simply
+            // be newer than our metadata (a reassignment), so it retries.
+            return Err(if req.current_leader_epoch == fetch::NO_EPOCH {
+                ReplicationError::NotLeaderOrFollower {
+                    node: self.local_id,
+                }
+            } else {
+                ReplicationError::UnknownLeaderEpoch {
+                    requested: req.current_leader_epoch,
+                    current: self.leader_epoch,
+                }
             });
         }
         let mut answer = fetch::answer_read(
@@ -541,8 +566,12 @@ impl LeaderState {
     }
 
     /// Kafka's `maybeIncrementLeaderHW`: the smallest log end offset among the leader and
-    /// the followers in the maximal ISR, or caught up and about to join it. Never moves back.
+    /// the followers in the maximal ISR, or caught up and about to join it. Never moves back,
+    /// and stands still while the committed ISR is under the effective min ISR.
     fn maybe_increment_high_watermark(&mut self, now_ms: i64) {
+        if self.is_under_min_isr() {
+            return;
+        }
         let mut new_hw = self.log_end_offset;
         #[cfg(test)]
         let leader_only = self.fault == Some(crate::simulation::Fault::HwFromLeaderOnly);

@@ -203,21 +203,26 @@ fn acks_all_and_min_insync_replicas() {
     l.on_local_append(12, T0);
     l.await_acks(7, 12);
     l.on_local_append(15, T0);
-    l.await_acks(8, 15);
     assert!(l.take_completed_acks().is_empty());
     fetch(&mut l, 2, 12, T0);
     assert_eq!(l.take_completed_acks(), [(7, Ok(()))]);
-    // Follower 2 falls out: acks=all is refused before the append...
+    // Follower 2 falls out of the ISR.
     let now = T0 + LAG + 1;
     l.maybe_shrink_isr(now);
     commit(&mut l, now);
     assert_eq!(l.isr(), [1]);
+    // acks=all is refused before the append; other acks go on.
     assert_eq!(
         l.check_produce(-1),
         Err(ReplicationError::NotEnoughReplicas { isr: 1, min_isr: 2 })
     );
     assert_eq!(l.check_produce(1), Ok(()));
-    // ...and the produce already waiting is answered after the append.
+    // Under min ISR the high watermark stands still (Kafka 4, KIP-966).
+    l.on_local_append(20, now);
+    assert_eq!(l.high_watermark(), 12);
+    // A produce whose records were already below the high watermark when the ISR shrank
+    // is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+    l.await_acks(8, 12);
     assert_eq!(
         l.take_completed_acks(),
         [(
@@ -226,10 +231,18 @@ fn acks_all_and_min_insync_replicas() {
         )]
     );
     l.await_acks(9, 15);
+    assert!(l.take_completed_acks().is_empty());
     assert_eq!(
         l.resign(),
         [(9, Err(ReplicationError::NotLeaderOrFollower { node: 1 }))]
     );
+}
+
+#[test]
+fn min_insync_replicas_is_capped_at_the_replication_factor() {
+    let l = leader(&[1, 2, 3], 10, 10, 5);
+    assert_eq!(l.effective_min_isr(), 3);
+    assert_eq!(l.check_produce(-1), Ok(()));
 }
 
 #[test]
@@ -264,8 +277,13 @@ fn fetch_epoch_checks_and_divergence_leave_the_state_alone() {
         })
     );
     assert_eq!(l.follower_log_end_offset(2), Some(-1));
-    // A broker that is not a replica is refused.
+    // A broker that is not a replica: perhaps newer metadata than ours, so it retries.
     req.replica_id = 9;
+    assert!(matches!(
+        l.on_fetch(&req, 0, &epochs(10), T0),
+        Err(ReplicationError::UnknownLeaderEpoch { .. })
+    ));
+    req.current_leader_epoch = -1;
     assert!(matches!(
         l.on_fetch(&req, 0, &epochs(10), T0),
         Err(ReplicationError::NotLeaderOrFollower { .. })
