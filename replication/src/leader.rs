@@ -512,6 +512,13 @@ impl LeaderState {
             .copied()
             .filter(|r| !out_of_sync.contains(r))
             .collect();
+        #[cfg(test)]
+        if self.fault == Some(crate::simulation::Fault::ShrinkBeforeCommit) {
+            // Applied at once, as if the controller had already agreed.
+            self.isr = new_isr.clone();
+            self.propose(new_isr.clone(), new_isr);
+            return self.pending_proposal();
+        }
         self.propose(new_isr, self.isr.clone());
         self.pending_proposal()
     }

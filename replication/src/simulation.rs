@@ -1,15 +1,21 @@
 //! A deterministic simulation of one partition: 3 to 5 replicas with in-memory logs, a
 //! controller stand-in that commits AlterPartition and elects leaders from the ISR with an
-//! epoch bump, acks=all producers, consumers, slow followers, cut links, process crashes,
-//! power losses (the unflushed tail is lost) and wiped disks, and leadership moves.
+//! epoch bump, acks=all producers, consumers, slow followers, cut links between a follower
+//! and its leader, process crashes, power losses (the unflushed tail is lost) and wiped
+//! disks, replicas cut off from the controller, and leadership moves.
 //!
 //! The fault model is Kafka's: a replica that loses data (power loss, wiped disk) comes back
 //! as a new registration, which the controller takes out of the ISR; such a loss only hits a
 //! replica while another live one is in the ISR. A process crash keeps the page cache.
 //!
+//! A replica can also be cut off from the controller: it is fenced there (out of the ISR,
+//! re-election if it led) but runs on with what it knew, so a deposed leader keeps taking
+//! produces and fetches as a zombie until it is heard again.
+//!
 //! Checked after every step:
-//! - every record below any leader's high watermark (the committed prefix), and so every
-//!   acknowledged acks=all record, is in the log of every later leader at its offset;
+//! - every record below any leader's high watermark, zombies' included (the committed
+//!   prefix), and so every acknowledged acks=all record, is in the log of the controller's
+//!   leader at its offset;
 //! - no replica's log differs from the committed prefix below its own high watermark;
 //! - a leader's high watermark never moves back during its leadership;
 //! - consumers never read above the high watermark.
@@ -32,6 +38,8 @@ pub(crate) enum Fault {
     HwFromLeaderOnly,
     /// Followers never truncate a divergent tail.
     SkipTruncation,
+    /// The leader shrinks its ISR before the controller commits it (against KIP-497).
+    ShrinkBeforeCommit,
 }
 
 /// splitmix64: small, seeded, and the same everywhere.
@@ -151,14 +159,17 @@ struct Sim {
     cut: Vec<i32>,
     /// The longest prefix ever below a leader's high watermark.
     committed: Vec<Record>,
-    /// acks=all produces waiting: id, offsets and records.
-    produces: Vec<(u64, i64, Vec<Record>)>,
+    /// acks=all produces waiting: id, the leader, the first offset and the records.
+    produces: Vec<(u64, i32, i64, Vec<Record>)>,
+    /// Replicas cut off from the controller: fenced there, but still running on what they
+    /// last learned (a deposed leader goes on leading: a zombie).
+    isolated: Vec<i32>,
     /// Acknowledged records at their offsets.
     acked: Vec<(i64, Record)>,
     next_value: u64,
     next_produce: u64,
-    /// The current leader's epoch and the last high watermark it showed.
-    last_hw: Option<(i32, i64)>,
+    /// Per replica: the epoch it last led in and the last high watermark it showed.
+    last_hw: Vec<Option<(i32, i64)>>,
     stats: Stats,
     /// `REPL_SIM_TRACE=1` prints every step.
     trace: bool,
@@ -167,6 +178,8 @@ struct Sim {
 #[derive(Debug, Default, Clone, Copy)]
 struct Stats {
     acked: usize,
+    /// Acknowledged by a leader the controller had already replaced.
+    zombie_acked: usize,
     elections: usize,
     truncations: usize,
     shrinks: usize,
@@ -219,10 +232,11 @@ impl Sim {
             cut: Vec::new(),
             committed: Vec::new(),
             produces: Vec::new(),
+            isolated: Vec::new(),
             acked: Vec::new(),
             next_value: 0,
             next_produce: 0,
-            last_hw: None,
+            last_hw: vec![None; n as usize],
             stats: Stats::default(),
             trace: std::env::var_os("REPL_SIM_TRACE").is_some(),
         };
@@ -237,7 +251,7 @@ impl Sim {
     /// The controller elects the first live ISR member in replica order, preferring
     /// `prefer`, bumps the epochs and every live replica learns it.
     fn elect(&mut self, prefer: Option<i32>) {
-        let eligible = |c: &Self, id: i32| c.ctl.isr.contains(&id) && c.nodes[id as usize].alive;
+        let eligible = |c: &Self, id: i32| c.ctl.isr.contains(&id) && c.reachable(id);
         let leader = prefer
             .filter(|&p| eligible(self, p))
             .or_else(|| {
@@ -252,29 +266,44 @@ impl Sim {
         self.ctl.leader_epoch += 1;
         self.ctl.partition_epoch += 1;
         self.inflight = None;
-        self.produces.clear();
         self.stats.elections += 1;
+        self.broadcast();
+    }
+
+    /// Alive and heard by the controller.
+    fn reachable(&self, id: i32) -> bool {
+        self.nodes[id as usize].alive && !self.isolated.contains(&id)
+    }
+
+    /// Every replica the controller reaches learns its state.
+    fn broadcast(&mut self) {
         for id in 0..self.nodes.len() as i32 {
-            if self.nodes[id as usize].alive {
-                self.apply_metadata(id, true);
+            if self.reachable(id) {
+                self.apply_metadata(id);
             }
         }
     }
 
-    /// One replica learns the controller's state; `new_epoch` when the leader epoch moved.
-    fn apply_metadata(&mut self, id: i32, new_epoch: bool) {
+    /// One replica learns the controller's state.
+    fn apply_metadata(&mut self, id: i32) {
         let reg = self.ctl.registration();
         let leader = self.ctl.leader;
         let (now, config, fault) = (self.now, self.config, self.fault);
         let node = self.node(id);
-        if let Role::Leader(l) = &mut node.role {
-            if !new_epoch && leader == id {
+        match &mut node.role {
+            Role::Leader(l) if l.leader_epoch() == reg.leader_epoch && leader == id => {
                 l.on_partition_change(&reg, now);
                 return;
             }
-            // Its waiting produces fail; `elect` forgets them.
-            l.resign();
+            Role::Follower(f) if f.leader_epoch() == reg.leader_epoch => return,
+            Role::Leader(l) => {
+                // Its waiting produces fail.
+                l.resign();
+                self.produces.retain(|p| p.1 != id);
+            }
+            Role::Follower(_) | Role::None => {}
         }
+        let node = self.node(id);
         let hw = node.high_watermark().min(node.leo());
         node.hw = hw;
         if leader == id {
@@ -315,20 +344,28 @@ impl Sim {
                 self.elect(None);
             } else {
                 self.ctl.partition_epoch += 1;
-                for r in 0..self.nodes.len() as i32 {
-                    if self.nodes[r as usize].alive {
-                        self.apply_metadata(r, false);
-                    }
-                }
+                self.broadcast();
             }
         } else if self.ctl.leader == id {
             self.elect(None);
         }
     }
 
+    /// The controller's leader, if it is up.
     fn leader_node(&self) -> Option<usize> {
         let l = self.ctl.leader;
         (l >= 0 && self.nodes[l as usize].alive).then_some(l as usize)
+    }
+
+    /// Every running replica that believes it leads: the controller's leader and zombies.
+    fn leading(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].alive && matches!(self.nodes[i].role, Role::Leader(_)))
+            .collect()
+    }
+
+    fn pick(&mut self, from: &[usize]) -> Option<usize> {
+        (!from.is_empty()).then(|| from[self.rng.below(from.len() as u64) as usize])
     }
 
     fn step(&mut self) -> Result<(), String> {
@@ -370,11 +407,13 @@ impl Sim {
             60..=69 => self.tick(),
             70..=77 => self.deliver_alter_partition(),
             78..=81 => self.consume()?,
-            82..=85 => self.toggle_link(),
-            86..=88 => self.crash(),
-            89..=90 => self.lose_power(false),
-            91 => self.lose_power(true),
-            92..=96 => self.restart(),
+            82..=84 => self.toggle_link(),
+            85..=86 => self.crash(),
+            87 => self.isolate(),
+            88..=89 => self.lose_power(false),
+            90 => self.lose_power(true),
+            91..=94 => self.restart(),
+            95..=96 => self.heal(),
             _ => self.move_leadership(),
         }
         for i in 0..self.nodes.len() {
@@ -386,17 +425,14 @@ impl Sim {
         self.check()
     }
 
+    /// A producer, its metadata perhaps stale, sends to a replica that believes it leads.
     fn produce(&mut self) {
-        let Some(li) = self.leader_node() else {
+        let leading = self.leading();
+        let Some(li) = self.pick(&leading) else {
             return;
         };
-        let epoch = self.ctl.leader_epoch;
         let count = 1 + self.rng.below(4);
-        let records: Vec<Record> = (0..count).map(|i| (epoch, self.next_value + i)).collect();
-        self.next_value += count;
-        let now = self.now;
-        let id = self.next_produce;
-        self.next_produce += 1;
+        let (now, id, value) = (self.now, self.next_produce, self.next_value);
         let node = &mut self.nodes[li];
         let Role::Leader(l) = &mut node.role else {
             return;
@@ -404,31 +440,37 @@ impl Sim {
         if l.check_produce(-1).is_err() {
             return;
         }
+        let epoch = l.leader_epoch();
+        let records: Vec<Record> = (0..count).map(|i| (epoch, value + i)).collect();
         let first = node.log.len() as i64;
         node.log.extend_from_slice(&records);
         node.epochs.assign(epoch, first);
         let leo = node.log.len() as i64;
         l.on_local_append(leo, now);
         l.await_acks(id, leo);
-        self.produces.push((id, first, records));
+        self.next_value += count;
+        self.next_produce += 1;
+        self.produces.push((id, li as i32, first, records));
     }
 
     fn collect_acks(&mut self) {
-        let Some(li) = self.leader_node() else {
-            return;
-        };
-        let Role::Leader(l) = &mut self.nodes[li].role else {
-            return;
-        };
-        for (id, result) in l.take_completed_acks() {
-            let Some(pos) = self.produces.iter().position(|p| p.0 == id) else {
+        for li in self.leading() {
+            let Role::Leader(l) = &mut self.nodes[li].role else {
                 continue;
             };
-            let (_, first, records) = self.produces.swap_remove(pos);
-            if result.is_ok() {
-                self.stats.acked += 1;
-                for (i, r) in records.into_iter().enumerate() {
-                    self.acked.push((first + i as i64, r));
+            for (id, result) in l.take_completed_acks() {
+                let Some(pos) = self.produces.iter().position(|p| p.0 == id) else {
+                    continue;
+                };
+                let (_, _, first, records) = self.produces.swap_remove(pos);
+                if result.is_ok() {
+                    self.stats.acked += 1;
+                    if li as i32 != self.ctl.leader {
+                        self.stats.zombie_acked += 1;
+                    }
+                    for (i, r) in records.into_iter().enumerate() {
+                        self.acked.push((first + i as i64, r));
+                    }
                 }
             }
         }
@@ -555,10 +597,10 @@ impl Sim {
 
     fn tick(&mut self) {
         self.now += self.rng.below(8_000) as i64;
-        if let Some(li) = self.leader_node()
-            && let Role::Leader(l) = &mut self.nodes[li].role
-        {
-            l.maybe_shrink_isr(self.now);
+        for li in self.leading() {
+            if let Role::Leader(l) = &mut self.nodes[li].role {
+                l.maybe_shrink_isr(self.now);
+            }
         }
         self.queue_alter_partition();
     }
@@ -569,6 +611,10 @@ impl Sim {
         let Some((from, p)) = self.inflight.take() else {
             return;
         };
+        if !self.reachable(from) {
+            // Lost on the way; the leader's proposal stays in flight.
+            return;
+        }
         let outcome = if p.leader_epoch != self.ctl.leader_epoch
             || p.partition_epoch != self.ctl.partition_epoch
             || from != self.ctl.leader
@@ -576,9 +622,10 @@ impl Sim {
             AlterPartitionOutcome::AwaitMetadata
         } else if !p.new_isr.iter().all(|m| {
             let node = &self.nodes[m.broker_id as usize];
-            node.alive && (m.broker_epoch == -1 || m.broker_epoch == node.broker_epoch)
+            self.reachable(m.broker_id)
+                && (m.broker_epoch == -1 || m.broker_epoch == node.broker_epoch)
         }) {
-            // INELIGIBLE_REPLICA (KIP-903): dead, or registered again since it fetched.
+            // INELIGIBLE_REPLICA (KIP-903): fenced, or registered again since it fetched.
             AlterPartitionOutcome::NotAttempted
         } else {
             if p.new_isr.len() < self.ctl.isr.len() {
@@ -601,17 +648,14 @@ impl Sim {
             l.on_alter_partition(&outcome, now);
         }
         if let AlterPartitionOutcome::Committed { .. } = outcome {
-            for r in 0..self.nodes.len() as i32 {
-                if self.nodes[r as usize].alive && r != from {
-                    self.apply_metadata(r, false);
-                }
-            }
+            self.broadcast();
         }
         self.queue_alter_partition();
     }
 
     fn consume(&mut self) -> Result<(), String> {
-        let Some(li) = self.leader_node() else {
+        let leading = self.leading();
+        let Some(li) = self.pick(&leading) else {
             return Ok(());
         };
         let node = &mut self.nodes[li];
@@ -656,11 +700,40 @@ impl Sim {
         self.stop(id);
     }
 
+    /// Cut off from the controller, which fences it; it runs on, perhaps as a zombie leader.
+    fn isolate(&mut self) {
+        let id = self.rng.below(self.nodes.len() as u64) as i32;
+        if !self.reachable(id) {
+            return;
+        }
+        self.isolated.push(id);
+        self.remove_from_isr(id);
+    }
+
+    /// Heard again: its next heartbeat unfences it (same registration) and it learns the
+    /// current state.
+    fn heal(&mut self) {
+        if self.isolated.is_empty() {
+            return;
+        }
+        let i = self.rng.below(self.isolated.len() as u64) as usize;
+        let id = self.isolated.swap_remove(i);
+        if !self.nodes[id as usize].alive {
+            return;
+        }
+        if self.ctl.leader < 0 {
+            self.elect(None);
+        } else {
+            self.apply_metadata(id);
+        }
+    }
+
     fn stop(&mut self, id: i32) {
         let node = self.node(id);
         node.hw = node.high_watermark().min(node.leo());
         node.alive = false;
         node.role = Role::None;
+        self.produces.retain(|p| p.1 != id);
         // The controller fences it after its session times out.
         self.remove_from_isr(id);
     }
@@ -669,11 +742,7 @@ impl Sim {
     /// replica is in the ISR.
     fn lose_power(&mut self, wipe: bool) {
         let id = self.rng.below(self.nodes.len() as u64) as i32;
-        let others = self
-            .ctl
-            .isr
-            .iter()
-            .any(|&r| r != id && self.nodes[r as usize].alive);
+        let others = self.ctl.isr.iter().any(|&r| r != id && self.reachable(r));
         if !self.nodes[id as usize].alive || !others {
             return;
         }
@@ -694,6 +763,7 @@ impl Sim {
         let node = self.node(id);
         node.alive = true;
         node.broker_epoch += 1;
+        self.isolated.retain(|&r| r != id);
         // A new registration: out of the ISR unless it is the last member.
         if self.ctl.isr.contains(&id) && self.ctl.isr.len() > 1 {
             self.remove_from_isr(id);
@@ -701,7 +771,7 @@ impl Sim {
         if self.ctl.leader < 0 {
             self.elect(None);
         } else {
-            self.apply_metadata(id, true);
+            self.apply_metadata(id);
         }
     }
 
@@ -711,7 +781,7 @@ impl Sim {
             .isr
             .iter()
             .copied()
-            .filter(|&r| r != self.ctl.leader && self.nodes[r as usize].alive)
+            .filter(|&r| r != self.ctl.leader && self.reachable(r))
             .collect();
         if candidates.is_empty() {
             return;
@@ -721,13 +791,15 @@ impl Sim {
     }
 
     fn check(&mut self) -> Result<(), String> {
-        if let Some(li) = self.leader_node() {
+        // Every replica that leads, zombies included: its high watermark never moves back
+        // in an epoch, and below it the log is the committed prefix, which it may extend.
+        for li in self.leading() {
             let node = &self.nodes[li];
             let Role::Leader(l) = &node.role else {
-                return Err(format!("elected leader {li} does not lead"));
+                continue;
             };
             let hw = l.high_watermark();
-            if let Some((epoch, last)) = self.last_hw
+            if let Some((epoch, last)) = self.last_hw[li]
                 && epoch == l.leader_epoch()
                 && hw < last
             {
@@ -735,7 +807,24 @@ impl Sim {
                     "leader {li} high watermark moved back {last} -> {hw}"
                 ));
             }
-            self.last_hw = Some((l.leader_epoch(), hw));
+            self.last_hw[li] = Some((l.leader_epoch(), hw));
+            let upto = (hw as usize).min(self.committed.len());
+            if node.log[..upto] != self.committed[..upto] {
+                return Err(format!(
+                    "leader {li} in epoch {} diverges from the committed records below its high watermark {hw}",
+                    l.leader_epoch()
+                ));
+            }
+            if hw as usize > self.committed.len() {
+                self.committed = node.log[..hw as usize].to_vec();
+            }
+        }
+        // The controller's leader holds every committed and acknowledged record.
+        if let Some(li) = self.leader_node() {
+            let node = &self.nodes[li];
+            let Role::Leader(l) = &node.role else {
+                return Err(format!("elected leader {li} does not lead"));
+            };
             if node.log.len() < self.committed.len()
                 || node.log[..self.committed.len()] != self.committed[..]
             {
@@ -750,9 +839,6 @@ impl Sim {
                 if node.log.get(offset as usize) != Some(&record) {
                     return Err(format!("leader {li} lost acknowledged offset {offset}"));
                 }
-            }
-            if hw as usize > self.committed.len() {
-                self.committed = node.log[..hw as usize].to_vec();
             }
         }
         for n in self.nodes.iter().filter(|n| n.alive) {
@@ -795,7 +881,7 @@ fn seeds() -> std::ops::Range<u64> {
     let count = std::env::var("REPL_SIM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(3_000);
+        .unwrap_or(20_000);
     0..count
 }
 
@@ -806,6 +892,7 @@ fn replication_holds_its_invariants_under_faults() {
         match run(seed, None) {
             Ok(s) => {
                 total.acked += s.acked;
+                total.zombie_acked += s.zombie_acked;
                 total.elections += s.elections;
                 total.truncations += s.truncations;
                 total.shrinks += s.shrinks;
@@ -819,6 +906,7 @@ fn replication_holds_its_invariants_under_faults() {
     assert!(total.acked > 0 && total.elections > 0);
     if seeds().count() > 100 {
         assert!(total.truncations > 0 && total.shrinks > 0 && total.expands > 0);
+        assert!(total.zombie_acked > 0);
     }
 }
 
@@ -835,5 +923,11 @@ fn a_high_watermark_ignoring_the_isr_is_caught() {
 #[test]
 fn a_follower_that_skips_truncation_is_caught() {
     let failure = caught(Fault::SkipTruncation).expect("the fault went unnoticed");
+    eprintln!("{failure}");
+}
+
+#[test]
+fn an_isr_shrunk_before_the_controller_commits_is_caught() {
+    let failure = caught(Fault::ShrinkBeforeCommit).expect("the fault went unnoticed");
     eprintln!("{failure}");
 }
