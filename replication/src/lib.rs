@@ -31,12 +31,14 @@
 //!
 //! # Not wired yet
 //!
-//! Nothing in the broker uses this crate yet: the network fetcher (the Fetch and
-//! OffsetForLeaderEpoch requests a follower sends), the broker's produce and fetch handlers,
-//! the metadata image listener that calls [`LeaderState::become_leader`] and
-//! [`LeaderState::on_partition_change`], the AlterPartition sender, the last stable offset
-//! for `read_committed`, KIP-903 broker epochs in proposals and the check that a proposed
-//! member is not fenced or shutting down, and KIP-966's eligible leader replicas.
+//! Nothing in the broker uses this crate yet: the network fetcher that sends the Fetch,
+//! OffsetForLeaderEpoch and ListOffsets requests a [`FollowerState`] asks for; the produce
+//! and fetch handlers; the metadata listener that calls [`LeaderState::become_leader`] and
+//! [`LeaderState::on_partition_change`]; the AlterPartition sender and its retries; the
+//! `Log`'s use of the epoch cache and its checkpoint (assign on append, truncate with the
+//! log). Also left out: the last stable offset for `read_committed`, followers' log start
+//! offsets (KIP-392's choice only checks their log end), the check that a member is not
+//! fenced or shutting down before it is proposed, and KIP-966's eligible leader replicas.
 
 pub mod error;
 pub mod fetch;
