@@ -417,7 +417,15 @@ impl Sim {
     fn fetch_round(&mut self) {
         let id = self.rng.below(self.nodes.len() as u64) as usize;
         let speed = self.nodes[id].speed;
-        if !self.nodes[id].alive || !self.rng.chance(speed) || self.cut.contains(&(id as i32)) {
+        if self.rng.chance(speed) {
+            let max = 1 + self.rng.below(6) as i64;
+            self.fetch_from(id, max);
+        }
+    }
+
+    /// Follower `id` makes one request to its leader, reading at most `max` records.
+    fn fetch_from(&mut self, id: usize, max: i64) {
+        if !self.nodes[id].alive || self.cut.contains(&(id as i32)) {
             return;
         }
         let Role::Follower(f) = &self.nodes[id].role else {
@@ -435,7 +443,6 @@ impl Sim {
                 epochs: &n.epochs,
             })
         };
-        let max = 1 + self.rng.below(6) as i64;
         let now = self.now;
         let (left, right) = self.nodes.split_at_mut(id.max(leader));
         let (fnode, lnode) = if id < leader {
@@ -654,7 +661,12 @@ impl Sim {
             return;
         }
         let i = self.rng.below(self.isolated.len() as u64) as usize;
-        let id = self.isolated.swap_remove(i);
+        let id = self.isolated[i];
+        self.heal_node(id);
+    }
+
+    fn heal_node(&mut self, id: i32) {
+        self.isolated.retain(|&r| r != id);
         if !self.nodes[id as usize].alive {
             return;
         }
@@ -694,6 +706,10 @@ impl Sim {
 
     fn restart(&mut self) {
         let id = self.rng.below(self.nodes.len() as u64) as i32;
+        self.restart_node(id);
+    }
+
+    fn restart_node(&mut self, id: i32) {
         if self.nodes[id as usize].alive {
             return;
         }
@@ -725,6 +741,53 @@ impl Sim {
         }
         let pick = candidates[self.rng.below(candidates.len() as u64) as usize];
         self.elect(Some(pick));
+    }
+
+    /// Every fault healed: every replica up and heard, every link whole, every follower
+    /// fetching on each round. Within a bounded number of rounds the replicas must agree:
+    /// the same log as the leader, all in the ISR, the high watermark at the log end.
+    pub(super) fn settle(&mut self) -> Result<(), String> {
+        let n = self.nodes.len() as i32;
+        for id in 0..n {
+            self.restart_node(id);
+            self.heal_node(id);
+        }
+        self.cut.clear();
+        for round in 0..200 {
+            for id in 0..n as usize {
+                self.fetch_from(id, 8);
+            }
+            self.now += 100;
+            self.tick();
+            self.deliver_alter_partition();
+            self.collect_acks();
+            self.check()
+                .map_err(|e| format!("settling, round {round}: {e}"))?;
+        }
+        let li = self
+            .leader_node()
+            .ok_or_else(|| "no leader once every replica is back".to_string())?;
+        let Role::Leader(l) = &self.nodes[li].role else {
+            return Err(format!("elected leader {li} does not lead"));
+        };
+        let leo = self.nodes[li].leo();
+        if l.high_watermark() != leo || l.isr().len() != self.nodes.len() {
+            return Err(format!(
+                "not settled: leader {li} high watermark {} of {leo}, ISR {:?}",
+                l.high_watermark(),
+                l.isr()
+            ));
+        }
+        for node in &self.nodes {
+            if node.log != self.nodes[li].log {
+                return Err(format!(
+                    "not settled: replica {} has {} records, the leader {leo}",
+                    node.id,
+                    node.log.len()
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn check(&mut self) -> Result<(), String> {

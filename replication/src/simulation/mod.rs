@@ -20,6 +20,9 @@
 //! - a leader's high watermark never moves back during its leadership;
 //! - consumers never read above the high watermark.
 //!
+//! At the end of a seed every fault is healed, and the replicas must then converge: the same
+//! log as the leader, all of them in the ISR, the high watermark at the log end.
+//!
 //! `REPL_SIM_SEED=<n>` replays one seed; `REPL_SIM_SEEDS=<n>` sets how many run.
 
 mod cluster;
@@ -78,6 +81,7 @@ fn run(seed: u64, fault: Option<Fault>) -> Result<Stats, String> {
         sim.step()
             .map_err(|e| format!("seed {seed}, step {step}: {e}"))?;
     }
+    sim.settle().map_err(|e| format!("seed {seed}: {e}"))?;
     Ok(sim.stats)
 }
 
