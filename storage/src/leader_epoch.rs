@@ -296,6 +296,18 @@ fn parse_checkpoint(bytes: &[u8]) -> Result<LeaderEpochCache, (usize, &'static s
     Ok(LeaderEpochCache { entries })
 }
 
+/// The checkpoint text for `cache`.
+fn render_checkpoint(cache: &LeaderEpochCache) -> String {
+    let mut text = format!(
+        "{LEADER_EPOCH_CHECKPOINT_VERSION}\n{}\n",
+        cache.entries.len()
+    );
+    for e in &cache.entries {
+        text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
+    }
+    text
+}
+
 /// Writes `cache` to `dir/leader-epoch-checkpoint` atomically: temp file, fsync, rename,
 /// directory fsync.
 ///
@@ -309,13 +321,7 @@ pub fn write_checkpoint(
 ) -> Result<(), LeaderEpochCheckpointError> {
     let path = dir.join(LEADER_EPOCH_CHECKPOINT_FILE);
     let tmp = dir.join(format!("{LEADER_EPOCH_CHECKPOINT_FILE}.tmp"));
-    let mut text = format!(
-        "{LEADER_EPOCH_CHECKPOINT_VERSION}\n{}\n",
-        cache.entries.len()
-    );
-    for e in &cache.entries {
-        text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
-    }
+    let text = render_checkpoint(cache);
     let io_at = |p: &Path| {
         let path = p.to_path_buf();
         move |source| LeaderEpochCheckpointError::Io { path, source }
@@ -496,6 +502,66 @@ mod tests {
                 }
                 other => panic!("case {i}: {other:?}"),
             }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Assign(i32, i64),
+        TruncateFromEnd(i64),
+        TruncateFromStart(i64),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (0..20i32, 0..200i64).prop_map(|(e, o)| Op::Assign(e, o)),
+            1 => (0..200i64).prop_map(Op::TruncateFromEnd),
+            1 => (0..200i64).prop_map(Op::TruncateFromStart),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever happens, entries increase strictly in epoch and offset, each known epoch
+        /// ends where the next starts (the newest at the log end), and the checkpoint
+        /// round-trips.
+        #[test]
+        fn the_cache_stays_monotonic_and_round_trips(ops in proptest::collection::vec(op(), 0..40)) {
+            let mut c = LeaderEpochCache::new();
+            for op in ops {
+                match op {
+                    Op::Assign(e, o) => {
+                        let newest = c.latest_entry();
+                        let changed = c.assign(e, o);
+                        if changed {
+                            proptest::prop_assert_eq!(c.latest_entry(), Some(EpochEntry { epoch: e, start_offset: o }));
+                        } else {
+                            proptest::prop_assert_eq!(c.latest_entry(), newest);
+                        }
+                    }
+                    Op::TruncateFromEnd(o) => {
+                        c.truncate_from_end(o);
+                        proptest::prop_assert!(c.entries().iter().all(|x| x.start_offset < o));
+                    }
+                    Op::TruncateFromStart(o) => {
+                        let had = !c.entries().is_empty();
+                        c.truncate_from_start(o);
+                        if had {
+                            proptest::prop_assert!(c.entries()[0].start_offset >= o);
+                        }
+                    }
+                }
+                for w in c.entries().windows(2) {
+                    proptest::prop_assert!(w[0].epoch < w[1].epoch && w[0].start_offset < w[1].start_offset);
+                }
+                let leo = 1000;
+                for (i, x) in c.entries().iter().enumerate() {
+                    let end = c.entries().get(i + 1).map_or(leo, |n| n.start_offset);
+                    proptest::prop_assert_eq!(c.end_offset_for(x.epoch, leo), (x.epoch, end));
+                }
+            }
+            let text = render_checkpoint(&c);
+            proptest::prop_assert_eq!(parse_checkpoint(text.as_bytes()), Ok(c));
         }
     }
 
