@@ -26,6 +26,9 @@ pub struct FetchPartition {
     /// names it in ISR proposals so that the controller refuses a member that has since
     /// registered again, perhaps with an empty disk.
     pub replica_epoch: i64,
+    /// The follower's own log start offset (Fetch v5+), or -1 from a consumer: KIP-392 sends
+    /// consumers only to a replica that still holds their offset.
+    pub log_start_offset: i64,
 }
 
 impl FetchPartition {
@@ -186,6 +189,7 @@ mod tests {
             current_leader_epoch: 5,
             last_fetched_epoch,
             replica_epoch: -1,
+            log_start_offset: 0,
         }
     }
 

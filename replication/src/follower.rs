@@ -177,6 +177,7 @@ impl FollowerState {
             current_leader_epoch: self.leader_epoch,
             last_fetched_epoch,
             replica_epoch: self.broker_epoch,
+            log_start_offset: log.log_start_offset,
         }
     }
 
@@ -363,7 +364,8 @@ mod tests {
                 fetch_offset: 15,
                 current_leader_epoch: 4,
                 last_fetched_epoch: 3,
-                replica_epoch: 7
+                replica_epoch: 7,
+                log_start_offset: 0
             })
         );
     }
@@ -527,6 +529,7 @@ mod tests {
             current_leader_epoch: 1,
             last_fetched_epoch: -1,
             replica_epoch: -1,
+            log_start_offset: -1,
         };
         assert_eq!(f.on_consumer_fetch(&req, log(&c, 9)).unwrap().read_to, 4);
         let stale = FetchPartition {

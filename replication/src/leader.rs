@@ -117,6 +117,8 @@ struct FollowerProgress {
     last_fetch_time_ms: i64,
     /// The broker epoch its last fetch carried, -1 until then.
     broker_epoch: i64,
+    /// Its log start offset, from its last fetch; -1 until then.
+    log_start_offset: i64,
 }
 
 /// The leader's state for one partition. Sans-IO: the log is the caller's; it reports the
@@ -178,6 +180,7 @@ impl LeaderState {
                     last_fetch_leader_log_end_offset: if in_sync { log_end_offset } else { -1 },
                     last_fetch_time_ms: if in_sync { now_ms } else { 0 },
                     broker_epoch: -1,
+                    log_start_offset: -1,
                 };
                 (r, progress)
             })
@@ -279,6 +282,7 @@ impl LeaderState {
                             last_fetch_leader_log_end_offset: -1,
                             last_fetch_time_ms: 0,
                             broker_epoch: -1,
+                            log_start_offset: -1,
                         },
                     );
                 }
@@ -413,7 +417,7 @@ impl LeaderState {
             },
         )?;
         if req.is_from_follower() && answer.diverging_epoch.is_none() {
-            self.update_follower(req.replica_id, req.fetch_offset, req.replica_epoch, now_ms);
+            self.update_follower(req, now_ms);
             self.maybe_expand_isr(req.replica_id);
             self.maybe_increment_high_watermark(now_ms);
             answer.high_watermark = self.high_watermark;
@@ -445,7 +449,8 @@ impl LeaderState {
     /// Kafka's `Replica.updateFetchStateOrThrow`: a follower fetching at or past the leader's
     /// log end is caught up now; one that reached what the leader's end was at its previous
     /// fetch was caught up at that previous fetch.
-    fn update_follower(&mut self, id: i32, fetch_offset: i64, broker_epoch: i64, now_ms: i64) {
+    fn update_follower(&mut self, req: &FetchPartition, now_ms: i64) {
+        let (id, fetch_offset) = (req.replica_id, req.fetch_offset);
         let leader_end = self.log_end_offset;
         let Some(f) = self.followers.get_mut(&id) else {
             return;
@@ -458,7 +463,8 @@ impl LeaderState {
         f.log_end_offset = fetch_offset;
         f.last_fetch_leader_log_end_offset = leader_end;
         f.last_fetch_time_ms = now_ms;
-        f.broker_epoch = broker_epoch;
+        f.broker_epoch = req.replica_epoch;
+        f.log_start_offset = req.log_start_offset;
     }
 
     /// Kafka's `isCaughtUp`: at the leader's end, or caught up within the lag time.
@@ -598,8 +604,8 @@ impl LeaderState {
     }
 
     /// KIP-392: the replica a consumer in `client_rack` should fetch `fetch_offset` from,
-    /// with Kafka's `RackAwareReplicaSelector` over the leader and the ISR followers that hold
-    /// the offset. `None` means the leader (the field is then left out of the response).
+    /// with Kafka's `RackAwareReplicaSelector` over the leader and the ISR followers whose
+    /// logs hold the offset (between their log start and end). `None` means the leader (the field is then left out of the response).
     pub fn preferred_read_replica(
         &self,
         client_rack: Option<&str>,
@@ -616,7 +622,11 @@ impl LeaderState {
         let candidates: Vec<ReplicaView> = self
             .followers
             .iter()
-            .filter(|(id, f)| self.isr.contains(id) && f.log_end_offset >= fetch_offset)
+            .filter(|(id, f)| {
+                self.isr.contains(id)
+                    && f.log_start_offset <= fetch_offset
+                    && f.log_end_offset >= fetch_offset
+            })
             .map(|(&id, f)| ReplicaView {
                 node: id,
                 rack: rack_of(id),

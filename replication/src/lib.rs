@@ -36,9 +36,9 @@
 //! and fetch handlers; the metadata listener that calls [`LeaderState::become_leader`] and
 //! [`LeaderState::on_partition_change`]; the AlterPartition sender and its retries; the
 //! `Log`'s use of the epoch cache and its checkpoint (assign on append, truncate with the
-//! log). Also left out: the last stable offset for `read_committed`, followers' log start
-//! offsets (KIP-392's choice only checks their log end), the check that a member is not
-//! fenced or shutting down before it is proposed, and KIP-966's eligible leader replicas.
+//! log). Also left out: the last stable offset for `read_committed`, the check that a member
+//! is not fenced or shutting down before it is proposed, and KIP-966's eligible leader
+//! replicas.
 
 pub mod error;
 pub mod fetch;

@@ -42,6 +42,7 @@ fn fetch(l: &mut LeaderState, id: i32, offset: i64, now: i64) -> FetchAnswer {
         current_leader_epoch: 5,
         last_fetched_epoch: -1,
         replica_epoch: 100 + id as i64,
+        log_start_offset: 0,
     };
     l.on_fetch(&req, 0, &epochs(10), now).unwrap()
 }
@@ -254,6 +255,7 @@ fn fetch_epoch_checks_and_divergence_leave_the_state_alone() {
         current_leader_epoch: 4,
         last_fetched_epoch: -1,
         replica_epoch: -1,
+        log_start_offset: 0,
     };
     assert!(matches!(
         l.on_fetch(&req, 0, &epochs(10), T0),
@@ -334,4 +336,23 @@ fn proposals_carry_the_broker_epochs_the_followers_fetched_with() {
             },
         ]
     );
+}
+
+#[test]
+fn preferred_read_replica_must_still_hold_the_offset() {
+    let mut l = leader(&[1, 2, 3], 10, 10, 1);
+    fetch(&mut l, 3, 10, T0);
+    // Follower 2 has deleted its records below 6.
+    let req = FetchPartition {
+        replica_id: 2,
+        fetch_offset: 10,
+        current_leader_epoch: 5,
+        last_fetched_epoch: -1,
+        replica_epoch: 102,
+        log_start_offset: 6,
+    };
+    l.on_fetch(&req, 0, &epochs(10), T0).unwrap();
+    let rack = |id: i32| Some(["x", "a", "b", "c"][id as usize].to_string());
+    assert_eq!(l.preferred_read_replica(Some("b"), 5, &rack, T0), None);
+    assert_eq!(l.preferred_read_replica(Some("b"), 6, &rack, T0), Some(2));
 }

@@ -613,6 +613,7 @@ impl Sim {
             current_leader_epoch: NO_EPOCH,
             last_fetched_epoch: NO_EPOCH,
             replica_epoch: -1,
+            log_start_offset: -1,
         };
         let answer = l
             .on_fetch(&req, 0, &node.epochs, self.now)
