@@ -482,9 +482,15 @@ impl LeaderState {
         let Some(f) = self.followers.get(&id) else {
             return;
         };
-        if f.log_end_offset >= self.high_watermark
-            && f.log_end_offset >= self.leader_epoch_start_offset
-        {
+        #[cfg(test)]
+        let epoch_start = if self.fault == Some(crate::simulation::Fault::ExpandBelowEpochStart) {
+            0
+        } else {
+            self.leader_epoch_start_offset
+        };
+        #[cfg(not(test))]
+        let epoch_start = self.leader_epoch_start_offset;
+        if f.log_end_offset >= self.high_watermark && f.log_end_offset >= epoch_start {
             let mut new_isr = self.isr.clone();
             new_isr.push(id);
             self.propose(new_isr.clone(), new_isr);
@@ -587,12 +593,19 @@ impl LeaderState {
         }
         let mut new_hw = self.log_end_offset;
         #[cfg(test)]
-        let leader_only = self.fault == Some(crate::simulation::Fault::HwFromLeaderOnly);
+        let (leader_only, committed_only) = (
+            self.fault == Some(crate::simulation::Fault::HwFromLeaderOnly),
+            self.fault == Some(crate::simulation::Fault::HwOverCommittedIsr),
+        );
         #[cfg(not(test))]
-        let leader_only = false;
+        let (leader_only, committed_only) = (false, false);
         if !leader_only {
             for (id, f) in &self.followers {
-                let waits = self.maximal_isr().contains(id) || self.is_caught_up(f, now_ms);
+                let waits = if committed_only {
+                    self.isr.contains(id)
+                } else {
+                    self.maximal_isr().contains(id) || self.is_caught_up(f, now_ms)
+                };
                 if waits && f.log_end_offset < new_hw {
                     new_hw = f.log_end_offset;
                 }

@@ -38,6 +38,10 @@ pub(crate) enum Fault {
     SkipTruncation,
     /// The leader shrinks its ISR before the controller commits it (against KIP-497).
     ShrinkBeforeCommit,
+    /// The high watermark waits for the committed ISR only, not a member being added.
+    HwOverCommittedIsr,
+    /// A follower joins the ISR without holding the start of the leader's epoch.
+    ExpandBelowEpochStart,
 }
 
 /// splitmix64: small, seeded, and the same everywhere.
@@ -125,7 +129,7 @@ fn replication_holds_its_invariants_under_faults() {
 }
 
 fn caught(fault: Fault) -> Option<String> {
-    (0..500).find_map(|seed| run(seed, Some(fault)).err())
+    (0..5_000).find_map(|seed| run(seed, Some(fault)).err())
 }
 
 #[test]
@@ -143,5 +147,17 @@ fn a_follower_that_skips_truncation_is_caught() {
 #[test]
 fn an_isr_shrunk_before_the_controller_commits_is_caught() {
     let failure = caught(Fault::ShrinkBeforeCommit).expect("the fault went unnoticed");
+    eprintln!("{failure}");
+}
+
+#[test]
+fn a_high_watermark_ignoring_a_joining_member_is_caught() {
+    let failure = caught(Fault::HwOverCommittedIsr).expect("the fault went unnoticed");
+    eprintln!("{failure}");
+}
+
+#[test]
+fn a_member_joining_below_the_epoch_start_is_caught() {
+    let failure = caught(Fault::ExpandBelowEpochStart).expect("the fault went unnoticed");
     eprintln!("{failure}");
 }
