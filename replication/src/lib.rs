@@ -17,7 +17,8 @@
 //! - [`selector`]: Kafka's `RackAwareReplicaSelector`.
 //! - [`error`]: [`ReplicationError`], one variant per Kafka error code returned.
 //! - `simulation` (tests only): a seeded simulation of a leader, followers and a controller
-//!   stand-in with crashes, disk loss, cut links and leader changes.
+//!   stand-in with crashes, power and disk loss, cut links, zombie leaders cut off from the
+//!   controller and leader changes; `REPL_SIM_SEED=<n>` replays one seed.
 //!
 //! # Invariants
 //!
