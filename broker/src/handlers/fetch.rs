@@ -21,7 +21,7 @@ use strata_storage::FileRegion;
 use tokio::time::Instant;
 
 use super::RequestContext;
-use crate::error::log_error_code;
+use crate::error::{log_error_code, partition_unavailable_code};
 use crate::partition::Partition;
 
 /// KIP-447: read_committed. With no transactions yet, the last stable offset is the high
@@ -79,8 +79,8 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Fetched {
                 None => Err(ResponseError::UnknownTopicId.code()),
                 Some(n) => ctx
                     .broker
-                    .partition(n, p.partition)
-                    .ok_or(ResponseError::UnknownTopicOrPartition.code()),
+                    .hosted_partition(n, p.partition)
+                    .map_err(partition_unavailable_code),
             };
             wanted.push(Wanted {
                 topic_slot: slot,

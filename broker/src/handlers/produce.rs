@@ -12,7 +12,7 @@ use strata_protocol::messages::{ProduceRequest, ProduceResponse};
 use strata_protocol::record_batch::{BATCH_HEADER_LEN, Compression, RecordBatchView};
 
 use super::RequestContext;
-use crate::error::log_error_code;
+use crate::error::{log_error_code, partition_unavailable_code};
 use crate::partition::FlushWait;
 
 /// What a produce comes to once its records are appended.
@@ -85,14 +85,18 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Produced {
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
-            let partition = if known {
-                ctx.broker.partition(&name, pd.index)
-            } else {
-                None
+            // An offline partition (its log could not be opened) answers KAFKA_STORAGE_ERROR,
+            // as Kafka's ReplicaManager does for a replica in a failed log directory.
+            let (partition, unavailable) = match known {
+                true => match ctx.broker.hosted_partition(&name, pd.index) {
+                    Ok(p) => (Some(p), 0),
+                    Err(e) => (None, partition_unavailable_code(e)),
+                },
+                false => (None, ResponseError::UnknownTopicOrPartition.code()),
             };
             let outcome = match (valid_acks, partition, pd.records) {
                 (false, _, _) => Err((ResponseError::InvalidRequiredAcks.code(), None)),
-                (true, None, _) => Err((ResponseError::UnknownTopicOrPartition.code(), None)),
+                (true, None, _) => Err((unavailable, None)),
                 (true, Some(_), None) => Err((
                     ResponseError::InvalidRecord.code(),
                     Some("null records".to_owned()),
