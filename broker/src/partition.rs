@@ -98,6 +98,11 @@ impl Partition {
     ) -> Result<(AppendInfo, Option<FlushWait>), LogError> {
         let mut log = self.log();
         let info = log.append_unflushed(records, 0, now_ms)?;
+        // A roll sealed a segment: its fsync runs on the group-commit thread, off this path
+        // and outside this lock (Kafka's roll schedules `flush-log` the same way), and the
+        // recovery point moves once it is done. A group commit requested below takes the
+        // sealed segment along.
+        let rolled = log.take_roll_flush_request();
         let leo = log.log_end_offset();
         let mut marks = self.marks();
         if log.flush_messages_due() || marks.pending() {
@@ -112,12 +117,28 @@ impl Partition {
             marks.flushed = marks.flushed.max(leo);
         }
         drop(marks);
+        if rolled {
+            self.queue_roll_flush(&mut log)?;
+        }
         // `flush.ms`: an fsync that gates nothing, made here as before (and by housekeeping).
         let flushed = log.maybe_flush(now_ms);
         drop(log);
         self.advance_high_watermark(leo);
         flushed?;
         Ok((info, None))
+    }
+
+    /// Queues the fsync of the segments a roll sealed (no one waits for it); fsyncs here if
+    /// there is no group-commit thread. Call with the log locked.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] from that fallback fsync.
+    pub fn queue_roll_flush(self: &Arc<Self>, log: &mut Log) -> Result<(), LogError> {
+        if group_commit::request(self.clone()).is_none() {
+            log.flush()?;
+        }
+        Ok(())
     }
 
     /// Moves the high watermark up to `offset` (never down: concurrent appends may publish
@@ -132,8 +153,10 @@ impl Partition {
         });
     }
 
-    /// A group commit fsynced everything below `end_offset`: those records may be read.
+    /// A group commit fsynced everything below `end_offset`: those records may be read, and
+    /// the recovery point moves there.
     fn flushed(&self, end_offset: i64) {
+        self.log().complete_flush(end_offset);
         {
             let mut marks = self.marks();
             marks.flushed = marks.flushed.max(end_offset);
@@ -249,6 +272,44 @@ mod tests {
             assert_eq!(p.high_watermark(), 10);
             assert!(!p.marks().pending());
         }
+    }
+
+    /// A roll does not fsync in the append: the sealed segment's fsync is queued to the
+    /// group commit, nothing waits for it, and the recovery point moves once it is done.
+    #[tokio::test]
+    async fn a_roll_fsyncs_the_sealed_segment_off_the_append_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 1000,
+            ..LogConfig::default()
+        };
+        let log = Log::open_with(&dir.path().join("t-0"), config, 0, false).unwrap();
+        let p = Partition::new("t".to_owned(), Uuid::nil(), 0, log);
+        let mut i = 0;
+        while p.log().segment_count() < 3 {
+            let (_, wait) = p.append(&mut records(5), 0).unwrap();
+            assert!(wait.is_none(), "nothing waits for a roll's fsync");
+            i += 1;
+            assert!(i < 1000, "the log never rolled");
+        }
+        let sealed_end = p.high_watermark();
+        for _ in 0..500 {
+            if p.log().recovery_point() >= sealed_end - 5 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        // The last append rolled first, at the log end before it.
+        let rp = p.log().recovery_point();
+        assert!(
+            rp >= sealed_end - 5 && rp <= sealed_end,
+            "recovery point {rp}, log end {sealed_end}"
+        );
+        assert_eq!(
+            p.log().begin_flush(0).unwrap().files.len(),
+            1,
+            "nothing sealed waits"
+        );
     }
 
     /// While a group commit is pending, a refresh (retention) does not expose the records.

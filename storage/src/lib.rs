@@ -27,6 +27,8 @@
 //! - [`sendfile`]: `sendfile(2)` of a [`FileRegion`] to a socket, for the zero-copy Fetch.
 //! - [`producer_state`]: idempotent producers' sequence checks (KIP-98) and their
 //!   `<20-digit offset>.snapshot` files, written on roll and clean close, rebuilt on open.
+//! - [`checkpoint`]: Kafka's offset checkpoint files (`recovery-point-offset-checkpoint`),
+//!   replaced atomically.
 //! - [`error`]: the error enum, [`LogError`].
 //!
 //! # Invariants
@@ -39,16 +41,24 @@
 //!
 //! # Crash policy
 //!
-//! Nothing past the last batch that checks out is trusted (Kafka's recovery). On open, the
-//! active segment is rescanned batch by batch, checking the length against the file and the
-//! CRC32C, and the file is truncated at the first torn or corrupt batch; its indexes are
-//! rebuilt from the surviving batches. Sealed segments were fsynced when they rolled, so only
-//! their indexes are checked (entry size multiple, monotonic, within the log, and agreeing with
-//! the batch headers after the last entry) and rebuilt, with a full rescan, if they fail. Files
+//! Nothing past the last batch that checks out is trusted (Kafka's recovery). A roll does not
+//! fsync: the sealed segment's files wait for the next flush, which the broker queues at once
+//! and runs off the append path, and the log's *recovery point* (Kafka's `recoveryPoint`)
+//! moves up when a flush that covered every segment below it completes. The broker persists
+//! recovery points in each log directory's `recovery-point-offset-checkpoint`
+//! ([`checkpoint`]). After a crash, every segment holding offsets at or above the recovery
+//! point (all of them if it is unknown) is rescanned batch by batch, checking the length
+//! against the file and the CRC32C, and truncated at the first torn or corrupt batch, its
+//! indexes rebuilt; a sealed segment cut that way becomes the active one and the segments
+//! after it are deleted. Segments below the recovery point, and all of them after a clean
+//! shutdown, are trusted: only their indexes are checked (entry size multiple, monotonic,
+//! within the log, and agreeing with the batch headers after the last entry) and rebuilt,
+//! with a full rescan, if they fail. Files
 //! left by interrupted deletions (`.deleted`, `.cleaned`, `.swap`) and indexes without a
 //! `.log` are removed. Data reaches disk according to `flush.messages` / `flush.ms`; by default
 //! that is left to the OS, as in Kafka, with durability coming from replication.
 
+pub mod checkpoint;
 pub mod config;
 pub mod error;
 mod index;

@@ -39,6 +39,26 @@ pub struct Log {
     last_flush_ms: i64,
     /// Idempotent producers' sequence state (KIP-98) and its `.snapshot` files.
     producer_state: ProducerState,
+    /// Every offset below this is on disk (Kafka's `recoveryPoint`): an unclean start trusts
+    /// the segments that end at or below it and recovers the rest. Advanced when an fsync that
+    /// covered every segment below it completes; persisted by the broker in the log
+    /// directory's `recovery-point-offset-checkpoint`.
+    recovery_point: i64,
+    /// Segments sealed by a roll whose fsync has not completed yet, oldest first: a roll
+    /// leaves the fsync to the caller, off the append path, and any flush takes these along.
+    unflushed_sealed: Vec<SealedFlush>,
+    /// A roll happened since [`Log::take_roll_flush_request`] last said so.
+    roll_flush_wanted: bool,
+}
+
+/// A sealed segment's files waiting for their fsync, and where that leaves the log.
+#[derive(Debug)]
+struct SealedFlush {
+    /// The segment's end (the next segment's base offset): the recovery point once this and
+    /// every earlier segment are on disk.
+    end_offset: i64,
+    /// `.log`, `.index`, `.timeindex`, and the directory (the new segment's name).
+    files: Vec<Arc<fs::File>>,
 }
 
 impl Log {
@@ -49,14 +69,25 @@ impl Log {
     ///
     /// # Errors
     /// [`LogError::Io`] when the directory or a segment cannot be read or written.
+    /// This is for logs whose rolls fsync before they return (every caller that appends
+    /// through [`Log::append`] and rolls through [`Log::roll_if_not_empty`]), so sealed
+    /// segments are trusted. The broker's partitions, whose rolls leave the fsync for later,
+    /// open through [`Log::open_with`].
     pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<Log, LogError> {
-        Self::open_with(dir, config, now_ms, false)
+        Self::open_recovering_from(dir, config, now_ms, false, i64::MAX)
     }
 
-    /// [`Log::open`] after a clean shutdown (`clean`: the broker's marker was there, so every
-    /// log was closed by [`Log::prepare_clean_shutdown`]): the active segment's indexes are
-    /// loaded and its tail checked, as a sealed segment's are, instead of rescanning the whole
-    /// segment. If they do not match the log the segment is recovered as after a crash.
+    /// Opens a broker partition's log. After a clean shutdown (`clean`: the broker's marker
+    /// was there, so every log was closed by [`Log::prepare_clean_shutdown`]) every segment's
+    /// indexes are loaded and its tail checked, the active one's CRC-checked, instead of
+    /// rescanning; if they do not match the log the segment is recovered as after a crash.
+    ///
+    /// After an unclean shutdown the log's recovery point is read from its log directory's
+    /// `recovery-point-offset-checkpoint` (0, recover everything, when missing, as in Kafka)
+    /// and every segment holding offsets at or above it is recovered, not only the active
+    /// one: a roll's fsync runs after the roll, so a sealed segment above the recovery point
+    /// may have lost its tail. A recovered segment that was cut short becomes the active one
+    /// and every later segment is deleted, as Kafka's recovery does.
     ///
     /// # Errors
     /// As [`Log::open`].
@@ -65,6 +96,17 @@ impl Log {
         config: LogConfig,
         now_ms: i64,
         clean: bool,
+    ) -> Result<Log, LogError> {
+        Self::open_recovering_from(dir, config, now_ms, clean, -1)
+    }
+
+    /// `recovery_point`: -1 to read it from the checkpoint file when unclean.
+    fn open_recovering_from(
+        dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+        clean: bool,
+        recovery_point: i64,
     ) -> Result<Log, LogError> {
         fs::create_dir_all(dir).at(dir)?;
         let mut logs = Vec::new();
@@ -105,12 +147,56 @@ impl Log {
             }
         }
         let interval = u64::from(config.index_interval_bytes);
+        // Only a log with sealed segments has anything to look up.
+        let recovery_point = if clean || logs.len() < 2 {
+            i64::MAX
+        } else if recovery_point < 0 {
+            crate::checkpoint::recovery_point_of(dir)
+        } else {
+            recovery_point
+        };
         let mut segments = Vec::with_capacity(logs.len().max(1));
+        let mut recovered = Vec::with_capacity(logs.len());
         for (i, &base) in logs.iter().enumerate() {
             let active = i + 1 == logs.len();
-            segments.push(LogSegment::open(
-                dir, base, active, clean, interval, now_ms,
-            )?);
+            // A sealed segment is below the recovery point when the next one starts at or
+            // below it (Kafka recovers the segments holding offsets >= the recovery point).
+            let trust = clean || (!active && logs[i + 1] <= recovery_point);
+            let (mut seg, cut) = LogSegment::open(dir, base, active, trust, interval, now_ms)?;
+            recovered.push(!trust);
+            // Below the recovery point a cut is damage to fsynced data, not a lost tail: the
+            // later segments are durable and stay.
+            if cut > 0 && !active && !trust {
+                tracing::warn!(dir = %dir.display(), base_offset = base, next_offset = seg.next_offset,
+                    later_segments = logs.len() - i - 1,
+                    "sealed segment above the recovery point was torn; deleting the segments after it");
+                for &later in &logs[i + 1..] {
+                    for suffix in ["log", "index", "timeindex"] {
+                        let p = dir.join(segment::file_name(later, suffix));
+                        match fs::remove_file(&p) {
+                            Ok(()) => {}
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                            Err(e) => return Err(e).at(&p),
+                        }
+                    }
+                }
+                sync_dir(dir)?;
+                seg.reactivate()?;
+                segments.push(seg);
+                break;
+            }
+            segments.push(seg);
+        }
+        // Recovered sealed segments were read from the page cache, which a process crash
+        // leaves unwritten: make them durable before they count as below the recovery point.
+        let sealed = segments.len().saturating_sub(1);
+        for (seg, _) in segments[..sealed]
+            .iter_mut()
+            .zip(&recovered)
+            .filter(|(_, r)| **r)
+        {
+            seg.flush()?;
+            seg.release_log();
         }
         if segments.is_empty() {
             segments.push(LogSegment::create(dir, 0)?);
@@ -125,6 +211,16 @@ impl Log {
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             producer_state: ProducerState::placeholder(dir),
+            recovery_point: 0,
+            unflushed_sealed: Vec::new(),
+            roll_flush_wanted: false,
+        };
+        // Everything sealed is on disk now (trusted or flushed above); the active segment is
+        // too after a clean shutdown, and after a crash counts from its base.
+        log.recovery_point = if clean {
+            log.log_end_offset()
+        } else {
+            log.active().base_offset
         };
         log.producer_state = ProducerState::load(&log, now_ms)?;
         Ok(log)
@@ -163,6 +259,9 @@ impl Log {
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
         let info = self.append_unflushed(records, leader_epoch, now_ms)?;
+        // This path has nobody to hand a roll's fsync to: make it here, as a roll used to.
+        self.roll_flush_wanted = false;
+        self.flush_sealed()?;
         self.maybe_flush(now_ms)?;
         Ok(info)
     }
@@ -293,16 +392,27 @@ impl Log {
         full || aged || indexes_full || offset_overflow
     }
 
-    /// Seals the active segment (final time index entry, fsync) and starts a new one at the
-    /// log end offset.
+    /// Seals the active segment (final time index entry, indexes written) and starts a new
+    /// one at the log end offset. Nothing is fsynced here: as Kafka's roll schedules
+    /// `flush-log` up to the new segment's base offset, the sealed segment's files (and the
+    /// directory, for the new name) wait in `unflushed_sealed` for the next flush, and
+    /// [`Log::take_roll_flush_request`] tells the caller to arrange one.
     fn roll(&mut self) -> Result<(), LogError> {
         let next = self.log_end_offset();
         let sealed_base = self.active().base_offset;
-        self.active_mut().seal()?;
+        let mut files = self.active_mut().seal()?;
         let seg = LogSegment::create(&self.dir, next)?;
-        sync_dir(&self.dir)?;
-        // Kafka snapshots producer state on roll and keeps the latest two snapshots.
-        self.producer_state.take_snapshot()?;
+        // Kafka snapshots producer state on roll and keeps the latest two snapshots; the
+        // snapshot's fsync goes with the segment's.
+        if let Some(snapshot) = self.producer_state.take_snapshot_unsynced()? {
+            files.push(Arc::new(snapshot));
+        }
+        files.push(Arc::new(fs::File::open(&self.dir).at(&self.dir)?));
+        self.unflushed_sealed.push(SealedFlush {
+            end_offset: next,
+            files,
+        });
+        self.roll_flush_wanted = true;
         self.producer_state.delete_snapshots_before(sealed_base)?;
         tracing::debug!(dir = %self.dir.display(), base_offset = next, "rolled segment");
         self.segments.push(seg);
@@ -496,7 +606,11 @@ impl Log {
         if self.active().size() == 0 {
             return Ok(());
         }
-        self.roll()
+        self.roll()?;
+        // The coordinator relies on the sealed segment being durable, as it was before rolls
+        // left their fsync for later.
+        self.roll_flush_wanted = false;
+        self.flush_sealed()
     }
 
     /// Deletes every segment all of whose offsets are below `offset` (a segment goes when
@@ -554,11 +668,12 @@ impl Log {
             && self.unflushed_messages >= self.config.flush_interval_messages
     }
 
-    /// Starts an fsync that runs outside the log's lock: takes the active segment's `.log`
-    /// handle and the log end offset, and counts everything appended so far as flushed. Once
-    /// [`PendingFlush::file`] is fsynced (`fdatasync`), every offset below
-    /// [`PendingFlush::end_offset`] is on disk: sealed segments were fsynced when they
-    /// rolled, and a roll after this call fsyncs the segment again before it seals.
+    /// Starts an fsync that runs outside the log's lock: takes the files of the segments
+    /// sealed since the last flush, the active segment's `.log` handle and the log end offset,
+    /// and counts everything appended so far as flushed. Once every one of
+    /// [`PendingFlush::files`] is fsynced (`fdatasync`), every offset below
+    /// [`PendingFlush::end_offset`] is on disk. A roll after this call seals the very file
+    /// being fsynced and queues it again, with its indexes, for the next flush.
     ///
     /// The indexes are not written: the active segment's are rebuilt from the `.log` after a
     /// crash (see the crate's crash policy), and a seal or clean shutdown writes them out.
@@ -566,15 +681,61 @@ impl Log {
     /// # Errors
     /// [`LogError::Io`] when the `.log` cannot be reopened for writing.
     pub fn begin_flush(&mut self, now_ms: i64) -> Result<PendingFlush, LogError> {
-        let file = self.active_mut().writable_log()?;
+        let mut files: Vec<Arc<fs::File>> = self
+            .unflushed_sealed
+            .iter()
+            .flat_map(|s| s.files.iter().cloned())
+            .collect();
+        files.push(self.active_mut().writable_log()?);
         let end_offset = self.log_end_offset();
         self.unflushed_messages = 0;
         self.last_flush_ms = now_ms;
         Ok(PendingFlush {
-            file,
+            files,
             path: self.active().log_path().to_path_buf(),
             end_offset,
         })
+    }
+
+    /// Every file of a [`PendingFlush`] that ended at `end_offset` was fsynced: the sealed
+    /// segments it took along are done, and the recovery point moves up to `end_offset`.
+    pub fn complete_flush(&mut self, end_offset: i64) {
+        // `>=`: a segment sealed after the flush began, with no append in between, ends at
+        // `end_offset` too, and its indexes and the new segment's name were not in the flush.
+        self.unflushed_sealed.retain(|s| s.end_offset >= end_offset);
+        let end = end_offset.min(self.log_end_offset());
+        if end > self.recovery_point {
+            self.recovery_point = end;
+        }
+    }
+
+    /// Whether a roll sealed a segment since the last call: the caller then queues a flush
+    /// ([`Log::begin_flush`]) to make it durable off the append path. Answers true once per
+    /// roll, however many later appends ask.
+    pub fn take_roll_flush_request(&mut self) -> bool {
+        std::mem::take(&mut self.roll_flush_wanted)
+    }
+
+    /// Every offset below this is on disk (Kafka's `recoveryPoint`); see [`Log::open_with`].
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    /// fsyncs the sealed segments whose fsync is still waiting, here and now.
+    fn flush_sealed(&mut self) -> Result<(), LogError> {
+        let Some(last) = self.unflushed_sealed.last() else {
+            return Ok(());
+        };
+        let end_offset = last.end_offset;
+        let files: Vec<&fs::File> = self
+            .unflushed_sealed
+            .iter()
+            .flat_map(|s| s.files.iter().map(|f| &**f))
+            .collect();
+        crate::io::sync_data_all(&files).at(&self.dir)?;
+        self.unflushed_sealed.clear();
+        self.recovery_point = self.recovery_point.max(end_offset);
+        Ok(())
     }
 
     /// The last writes before a clean shutdown: records the active segment's largest timestamp
@@ -588,13 +749,16 @@ impl Log {
         self.flush()
     }
 
-    /// fsyncs the active segment (sealed segments were fsynced when they rolled).
+    /// fsyncs the sealed segments still waiting for their fsync, then the active segment,
+    /// and moves the recovery point to the log end.
     ///
     /// # Errors
     /// [`LogError::Io`].
     pub fn flush(&mut self) -> Result<(), LogError> {
+        self.flush_sealed()?;
         self.active_mut().flush()?;
         self.unflushed_messages = 0;
+        self.recovery_point = self.log_end_offset();
         Ok(())
     }
 
@@ -617,6 +781,8 @@ impl Log {
             sync_dir(&self.dir)?;
             self.log_start_offset = offset;
             self.unflushed_messages = 0;
+            self.unflushed_sealed.clear();
+            self.recovery_point = offset;
             self.producer_state.delete_snapshots_before(i64::MAX)?;
             self.producer_state = ProducerState::load(self, 0)?;
             return Ok(());
@@ -625,10 +791,8 @@ impl Log {
         for seg in self.segments.drain(keep..) {
             seg.delete_files()?;
         }
-        let seg = self.active_mut();
-        seg.truncate_to(offset)?;
-        seg.flush()?;
-        self.unflushed_messages = 0;
+        self.active_mut().truncate_to(offset)?;
+        self.flush()?;
         // Kafka's truncateAndReload: drop snapshots past the new end and rebuild.
         // Expiration is retention's job (it has the clock), so time 0 expires nothing here.
         self.producer_state = ProducerState::load(self, 0)?;
@@ -672,15 +836,13 @@ impl Log {
         self.segments.len()
     }
 
-    /// fsyncs the active segment (sealed ones were fsynced when they were sealed), snapshots
-    /// the producer state and closes the files.
+    /// fsyncs what is not yet on disk, snapshots the producer state and closes the files.
     ///
     /// # Errors
     /// [`LogError::Io`].
     pub fn close(mut self) -> Result<(), LogError> {
-        self.active_mut().flush()?;
+        self.flush()?;
         self.producer_state.take_snapshot()?;
-        self.unflushed_messages = 0;
         Ok(())
     }
 
@@ -695,14 +857,16 @@ impl Log {
     }
 }
 
-/// An fsync of a log's active `.log` that the caller runs outside the log's lock
-/// ([`Log::begin_flush`]); many of them go to the disk in one batch through
-/// [`crate::io::sync_data_many`].
+/// An fsync of a log's active `.log`, and of the segments sealed since the last flush, that
+/// the caller runs outside the log's lock ([`Log::begin_flush`]); many of them go to the disk
+/// in one batch through [`crate::io::sync_data_many`]. Report success with
+/// [`Log::complete_flush`].
 #[derive(Debug, Clone)]
 pub struct PendingFlush {
-    /// The active segment's `.log` when the flush began.
-    pub file: Arc<fs::File>,
-    /// Its path, for errors.
+    /// The sealed segments' `.log`, indexes and directory, then the active segment's `.log`
+    /// when the flush began.
+    pub files: Vec<Arc<fs::File>>,
+    /// The active `.log`'s path, for errors.
     pub path: PathBuf,
     /// Every offset below this is durable once `file` is fsynced.
     pub end_offset: i64,

@@ -629,22 +629,36 @@ impl ProducerState {
     /// # Errors
     /// [`LogError::Io`].
     pub(crate) fn take_snapshot(&mut self) -> Result<(), LogError> {
+        if let Some(f) = self.take_snapshot_unsynced()? {
+            f.sync_all().at(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// [`ProducerState::take_snapshot`] without the fsync, which the caller makes later (a
+    /// roll's flush, as Kafka's roll defers `flushProducerStateSnapshot`); returns the file
+    /// to fsync, `None` if no snapshot was written. Until then a crash may leave the file
+    /// short or empty: its CRC then fails and [`ProducerState::load`] deletes it and falls
+    /// back on an older snapshot and a longer scan of the log.
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub(crate) fn take_snapshot_unsynced(&mut self) -> Result<Option<fs::File>, LogError> {
         let offset = self.table.map_end_offset();
         // Kafka: "If not a new offset, then it is not worth taking another snapshot".
         if offset <= self.last_snap_offset {
-            return Ok(());
+            return Ok(None);
         }
         let path = self.dir.join(snapshot_file_name(offset));
         let tmp = self.dir.join(format!("{}.tmp", snapshot_file_name(offset)));
         let bytes = self.table.encode_snapshot();
         let mut f = fs::File::create(&tmp).at(&tmp)?;
         f.write_all(&bytes).at(&tmp)?;
-        f.sync_all().at(&tmp)?;
         fs::rename(&tmp, &path).at(&path)?;
         tracing::debug!(file = %path.display(), producers = self.table.producers.len(), "wrote producer snapshot");
         self.snapshots.insert(offset);
         self.last_snap_offset = offset;
-        Ok(())
+        Ok(Some(f))
     }
 
     /// Deletes the snapshots below `offset` (retention, and keeping only recent ones).

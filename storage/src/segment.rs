@@ -167,23 +167,25 @@ impl LogSegment {
         })
     }
 
-    /// Opens the existing segment `base_offset`. A sealed segment (`active == false`) trusts
-    /// its `.log` and loads its indexes, rebuilding them (with a full recovery) when missing or
-    /// inconsistent; the active segment is always recovered.
-    /// `clean`: the log was closed cleanly, so an active segment's indexes are trusted (and
-    /// checked) like a sealed one's.
+    /// Opens the existing segment `base_offset`. With `trust` (a sealed segment below the
+    /// log's recovery point, or any segment after a clean shutdown) the `.log` is trusted and
+    /// the indexes loaded, rebuilt (with a full recovery) when missing or inconsistent; an
+    /// active one also gets the batches after its last index entry CRC-checked. Without
+    /// `trust` the segment is recovered: rescanned and truncated at the first torn or corrupt
+    /// batch. Returns the segment and the bytes recovery cut off.
     pub fn open(
         dir: &Path,
         base_offset: i64,
         active: bool,
-        clean: bool,
+        trust: bool,
         index_interval: u64,
         now_ms: i64,
-    ) -> Result<Self, LogError> {
-        let mut seg = Self::open_inner(dir, base_offset, active, clean, index_interval, now_ms)?;
+    ) -> Result<(Self, u64), LogError> {
+        let (mut seg, cut) =
+            Self::open_inner(dir, base_offset, active, trust, index_interval, now_ms)?;
         if !active {
             seg.log.release();
-        } else if clean && seg.size > 0 && seg.roll_base_ms.is_none() {
+        } else if trust && seg.size > 0 && seg.roll_base_ms.is_none() {
             // What recovery would have found: the first batch's timestamp, capped at now.
             let mut b = [0u8; TIMESTAMP_PREFIX_LEN];
             seg.read_prefix(0, &mut b)?;
@@ -194,17 +196,29 @@ impl LogSegment {
             let last_indexed = seg.offset_index.last().map_or(0, |e| u64::from(e.position));
             seg.bytes_since_last_index = seg.size - last_indexed;
         }
-        Ok(seg)
+        Ok((seg, cut))
+    }
+
+    /// Makes this (sealed, recovered) segment the active one again: recovery cut it short, so
+    /// the segments after it are gone and appends continue here.
+    pub fn reactivate(&mut self) -> Result<(), LogError> {
+        self.log.writable()?;
+        let last_indexed = self
+            .offset_index
+            .last()
+            .map_or(0, |e| u64::from(e.position));
+        self.bytes_since_last_index = self.size - last_indexed;
+        Ok(())
     }
 
     fn open_inner(
         dir: &Path,
         base_offset: i64,
         active: bool,
-        clean: bool,
+        trust: bool,
         index_interval: u64,
         now_ms: i64,
-    ) -> Result<Self, LogError> {
+    ) -> Result<(Self, u64), LogError> {
         let log_path = dir.join(file_name(base_offset, "log"));
         let log = OpenOptions::new()
             .read(true)
@@ -214,7 +228,7 @@ impl LogSegment {
         let size = log.metadata().at(&log_path)?.len();
         let index_path = dir.join(file_name(base_offset, "index"));
         let time_path = dir.join(file_name(base_offset, "timeindex"));
-        if !active || clean {
+        if trust {
             let offset_index = OffsetIndex::load(&index_path, |e| u64::from(e.position) < size)?;
             let time_index = TimeIndex::load(&time_path, |_| true)?;
             if let (Some(offset_index), Some(time_index)) = (offset_index, time_index) {
@@ -231,11 +245,11 @@ impl LogSegment {
                     roll_base_ms: None,
                 };
                 if seg.load_sealed_tail(active)? {
-                    return Ok(seg);
+                    return Ok((seg, 0));
                 }
                 tracing::warn!(segment = %seg.log_path.display(), "index inconsistent with log; rebuilding");
-                seg.recover(index_interval, now_ms)?;
-                return Ok(seg);
+                let cut = seg.recover(index_interval, now_ms)?;
+                return Ok((seg, cut));
             }
             tracing::warn!(segment = %log_path.display(), "index missing or corrupt; rebuilding");
         }
@@ -251,8 +265,8 @@ impl LogSegment {
             max_timestamp: None,
             roll_base_ms: None,
         };
-        seg.recover(index_interval, now_ms)?;
-        Ok(seg)
+        let cut = seg.recover(index_interval, now_ms)?;
+        Ok((seg, cut))
     }
 
     /// For a sealed segment with loaded indexes: finds `next_offset` by walking the headers
@@ -679,12 +693,16 @@ impl LogSegment {
     }
 
     /// Called when the segment stops being the active one: records its final largest
-    /// timestamp in `.timeindex` (so reopening can trust the last entry) and fsyncs.
-    pub fn seal(&mut self) -> Result<(), LogError> {
+    /// timestamp in `.timeindex` (so reopening can trust the last entry) and writes both
+    /// indexes, without fsyncing anything. Returns the `.log` and index handles for the fsync
+    /// the caller makes later, off the append path (Kafka's roll schedules `flush-log`).
+    pub fn seal(&mut self) -> Result<Vec<Arc<File>>, LogError> {
         self.maybe_append_time_entry();
-        self.flush()?;
+        let offsets = self.offset_index.write_out()?;
+        let times = self.time_index.write_out()?;
+        let log = self.log.writable()?;
         self.log.release();
-        Ok(())
+        Ok(vec![log, Arc::new(offsets), Arc::new(times)])
     }
 
     /// fsyncs the log and both indexes (in parallel where io_uring is in use).
@@ -692,6 +710,11 @@ impl LogSegment {
         let offsets = self.offset_index.write_out()?;
         let times = self.time_index.write_out()?;
         crate::io::sync_data_all(&[&*self.log.writable()?, &offsets, &times]).at(&self.log_path)
+    }
+
+    /// Lets a sealed segment's writable `.log` handle go (readers open their own).
+    pub fn release_log(&mut self) {
+        self.log.release();
     }
 
     /// The `.log`'s writable handle, for an fsync outside the log's lock.

@@ -827,18 +827,154 @@ fn append_unflushed_leaves_the_fsync_to_begin_flush() {
             !log.flush_messages_due(),
             "begin_flush counts everything as flushed"
         );
-        // Appends after begin_flush are not covered by it; a roll in between fsyncs the old
-        // segment, and the handle still names a file holding everything below end_offset.
+        assert_eq!(
+            a.files.len(),
+            1,
+            "nothing sealed yet: the active .log alone"
+        );
+        // Appends after begin_flush are not covered by it. The rolls in between leave their
+        // fsyncs to the next flush, which takes every sealed segment's files along.
         for i in 0..30 {
             log.append_unflushed(&mut batch(&[i], 60), 0, 0).unwrap();
         }
         let b = log.begin_flush(0).unwrap();
         assert_eq!(b.end_offset, 33);
-        assert!(segment_logs(dir.path()).len() > 1, "the log rolled");
-        let results = io::sync_data_many(&[&*a.file, &*b.file]);
-        assert_eq!(results.len(), 2);
+        let segments = segment_logs(dir.path()).len();
+        assert!(segments > 1, "the log rolled");
+        // .log, .index, .timeindex and the directory per sealed segment, plus the active .log.
+        assert!(
+            b.files.len() > 4 * (segments - 1),
+            "{} files",
+            b.files.len()
+        );
+        let files: Vec<&fs::File> = a.files.iter().chain(&b.files).map(|f| &**f).collect();
+        let results = io::sync_data_many(&files);
+        assert_eq!(results.len(), files.len());
         assert!(results.iter().all(Result::is_ok), "{results:?}");
         assert!(b.path.ends_with(segment_logs(dir.path()).last().unwrap()));
+        assert!(log.recovery_point() < 33);
+        log.complete_flush(b.end_offset);
+        assert_eq!(log.recovery_point(), 33);
+        // Everything sealed was in that flush: the next one is the active .log alone.
+        assert_eq!(log.begin_flush(0).unwrap().files.len(), 1);
         io::set_thread_backend(None);
     }
+}
+
+/// A broker partition's log, `<dir>/t-0`, with three-batch segments (60-byte records), built
+/// through `append_unflushed` as the broker appends: rolls leave their fsync for later.
+/// Returns the log directory and each segment's base offset.
+fn rolled_partition_log(root: &Path, batches: i64) -> (std::path::PathBuf, Vec<i64>) {
+    let path = root.join("t-0");
+    let mut log = Log::open_with(&path, small_config(), 0, false).unwrap();
+    for i in 0..batches {
+        log.append_unflushed(&mut batch(&[i, i], 60), 0, 0).unwrap();
+    }
+    assert!(log.take_roll_flush_request(), "the log rolled");
+    assert_eq!(log.recovery_point(), 0, "no roll fsynced anything");
+    drop(log); // a crash: no close, no flush
+    let bases = segment_logs(&path)
+        .iter()
+        .map(|n| n.trim_end_matches(".log").parse().unwrap())
+        .collect();
+    (path, bases)
+}
+
+fn write_recovery_point(root: &Path, offset: i64) {
+    strata_storage::checkpoint::write_offsets(
+        &root.join(strata_storage::checkpoint::RECOVERY_POINT_CHECKPOINT),
+        &[("t".to_owned(), 0, offset)],
+    )
+    .unwrap();
+}
+
+/// Kafka's recovery after a crash: a sealed segment above the recovery point that lost its
+/// tail (its fsync was still queued) is truncated at the last whole batch, becomes the
+/// active segment, and the segments after it are deleted.
+#[test]
+fn a_torn_sealed_segment_above_the_recovery_point_is_truncated_and_later_ones_removed() {
+    let root = tempfile::tempdir().unwrap();
+    let (path, bases) = rolled_partition_log(root.path(), 20);
+    assert!(bases.len() >= 4, "{bases:?}");
+    // No checkpoint file: the recovery point is 0 and every segment is recovered.
+    let torn = path.join(segment_logs(&path)[1].clone());
+    let len = fs::metadata(&torn).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&torn)
+        .unwrap()
+        .set_len(len - 7)
+        .unwrap();
+    let mut log = Log::open_with(&path, small_config(), 0, false).unwrap();
+    // Segment 1 held offsets bases[1]..bases[2]; its last batch (2 records) is gone.
+    assert_eq!(log.log_end_offset(), bases[2] - 2);
+    assert_eq!(log.segment_count(), 2);
+    assert_eq!(segment_logs(&path).len(), 2, "later segments deleted");
+    let records = read_all(&log, 0);
+    assert_eq!(records.len() as i64, bases[2] - 2);
+    assert!(records.iter().enumerate().all(|(i, r)| r.0 == i as i64));
+    // Appends continue in the cut segment, at the new end.
+    let info = log.append(&mut batch(&[7], 10), 0, 0).unwrap();
+    assert_eq!(info.base_offset, bases[2] - 2);
+    assert_eq!(read_all(&log, 0).len() as i64, bases[2] - 1);
+    drop(log);
+    // And the result reopens as it was.
+    let log = Log::open_with(&path, small_config(), 0, false).unwrap();
+    assert_eq!(log.log_end_offset(), bases[2] - 1);
+}
+
+/// A sealed segment below the recovery point is trusted: damage inside it that only a CRC
+/// check sees is not looked for (Kafka does not rescan it either), whereas the same damage
+/// above the recovery point truncates the log there.
+#[test]
+fn a_sealed_segment_below_the_recovery_point_is_trusted() {
+    for (recovery_point_segment, expect_trusted) in [(2, true), (1, false)] {
+        let root = tempfile::tempdir().unwrap();
+        let (path, bases) = rolled_partition_log(root.path(), 20);
+        let leo = 40; // 20 batches of 2 records
+        // Flip a CRC-covered byte in segment 1's first batch.
+        let seg1 = path.join(segment_logs(&path)[1].clone());
+        let mut bytes = fs::read(&seg1).unwrap();
+        bytes[70] ^= 0x55;
+        fs::write(&seg1, &bytes).unwrap();
+        write_recovery_point(root.path(), bases[recovery_point_segment]);
+        let log = Log::open_with(&path, small_config(), 0, false).unwrap();
+        if expect_trusted {
+            assert_eq!(log.log_end_offset(), leo);
+            assert_eq!(log.segment_count(), bases.len());
+        } else {
+            assert_eq!(
+                log.log_end_offset(),
+                bases[1],
+                "truncated at the damaged batch"
+            );
+            assert_eq!(log.segment_count(), 2);
+        }
+    }
+}
+
+/// The recovery point moves when a flush that covered every sealed segment completes, and a
+/// clean shutdown's flush takes it to the log end; a clean open starts there.
+#[test]
+fn the_recovery_point_follows_completed_flushes() {
+    let root = tempfile::tempdir().unwrap();
+    let path = root.path().join("t-0");
+    let mut log = Log::open_with(&path, small_config(), 0, false).unwrap();
+    assert_eq!(log.recovery_point(), 0);
+    for i in 0..10 {
+        log.append_unflushed(&mut batch(&[i], 60), 0, 0).unwrap();
+    }
+    let flush = log.begin_flush(0).unwrap();
+    for i in 0..10 {
+        log.append_unflushed(&mut batch(&[i], 60), 0, 0).unwrap();
+    }
+    let files: Vec<&fs::File> = flush.files.iter().map(|f| &**f).collect();
+    assert!(io::sync_data_many(&files).iter().all(Result::is_ok));
+    log.complete_flush(flush.end_offset);
+    assert_eq!(log.recovery_point(), 10);
+    log.prepare_clean_shutdown().unwrap();
+    assert_eq!(log.recovery_point(), 20);
+    drop(log);
+    let log = Log::open_with(&path, small_config(), 0, true).unwrap();
+    assert_eq!(log.recovery_point(), 20);
 }

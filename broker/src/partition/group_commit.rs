@@ -92,9 +92,10 @@ fn queue() -> Option<&'static Queue> {
     })
 }
 
-/// Queues an fsync of `partition`'s log up to its current end. Call with the partition's log
-/// locked, right after the append, so the batch that serves the request sees the append.
-/// `None` when there is no group-commit thread: the caller fsyncs by itself.
+/// Queues an fsync of `partition`'s log up to its current end, with the segments a roll
+/// sealed. Call with the partition's log locked, right after the append, so the batch that
+/// serves the request sees the append. `None` when there is no group-commit thread: the
+/// caller fsyncs by itself. A roll's fsync drops the [`FlushWait`]: nothing waits on it.
 pub(super) fn request(partition: Arc<Partition>) -> Option<FlushWait> {
     let q = queue()?;
     let (done, rx) = oneshot::channel();
@@ -153,9 +154,12 @@ fn commit(batch: &mut Vec<Request>) {
                 .map_err(|e| (log_error_code(&e), e.to_string()))
         })
         .collect();
+    // A partition's own files (segments sealed by a roll, then the active `.log`) are
+    // consecutive, and its flush counts only if every one of them was fsynced.
     let files: Vec<&std::fs::File> = begun
         .iter()
-        .filter_map(|b| b.as_ref().ok().map(|f| &*f.file))
+        .filter_map(|b| b.as_ref().ok())
+        .flat_map(|f| f.files.iter().map(|f| &**f))
         .collect();
     let mut synced = strata_storage::io::sync_data_many(&files).into_iter();
     BATCHES.fetch_add(1, Ordering::Relaxed);
@@ -165,7 +169,18 @@ fn commit(batch: &mut Vec<Request>) {
         .zip(begun)
         .map(|(p, b)| {
             let flush = b?;
-            match synced.next() {
+            let mut outcome = Some(Ok(()));
+            for _ in 0..flush.files.len() {
+                match synced.next() {
+                    Some(Ok(())) => {}
+                    failed => {
+                        if matches!(outcome, Some(Ok(()))) {
+                            outcome = failed;
+                        }
+                    }
+                }
+            }
+            match outcome {
                 Some(Ok(())) => {
                     p.flushed(flush.end_offset);
                     Ok(())
