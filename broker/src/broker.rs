@@ -472,6 +472,13 @@ impl Broker {
             if let Err(e) = log.maybe_flush(now_ms) {
                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
             }
+            // Retention rolls when it deletes the active segment; its fsync goes the way an
+            // append's roll does.
+            if log.take_roll_flush_request()
+                && let Err(e) = p.queue_roll_flush(&mut log)
+            {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
+            }
         }
         // Offset expiry keeps its own interval (`offsets.retention.check.interval.ms`).
         let expirable = |group: &str, topic: &str| {
@@ -553,11 +560,42 @@ impl Broker {
             }
             work();
         });
+        // After the final flushes every recovery point is its log's end, so a crash before
+        // the marker is written recovers nothing needlessly.
+        if let Err(e) = self.checkpoint_recovery_points() {
+            tracing::warn!(error = %e, "cannot write the recovery point checkpoint");
+            failed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let all_ok = !failed.load(std::sync::atomic::Ordering::Relaxed);
         // Only a shutdown that closed every log cleanly lets the next start skip recovery.
         if all_ok && let Err(e) = write_clean_shutdown_marker(&self.config.log_dir) {
             tracing::warn!(error = %e, "cannot write the clean shutdown marker");
         }
+    }
+
+    /// Writes every partition's recovery point to `recovery-point-offset-checkpoint` in the
+    /// log directory (Kafka's `LogManager.checkpointLogRecoveryOffsets`), replacing the file
+    /// atomically. Housekeeping calls it every [`RECOVERY_POINT_CHECKPOINT_INTERVAL_MS`], and
+    /// the clean shutdown after its final flushes. An unclean start recovers each log from
+    /// the point recorded here. Each log's lock is held only to read the value.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] when the file cannot be written.
+    pub fn checkpoint_recovery_points(&self) -> Result<(), LogError> {
+        let mut entries: Vec<(String, i32, i64)> = self
+            .all_partitions()
+            .iter()
+            .map(|p| (p.topic.clone(), p.index, p.log().recovery_point()))
+            .collect();
+        entries.sort();
+        strata_storage::checkpoint::write_offsets(
+            &self
+                .config
+                .log_dir
+                .join(strata_storage::checkpoint::RECOVERY_POINT_CHECKPOINT),
+            &entries,
+        )
     }
 
     /// The effective log configuration of a topic: its overrides, else the broker's `log.*`
@@ -635,6 +673,10 @@ pub enum PartitionUnavailable {
     /// Its log could not be opened at start (Kafka: in an offline log directory).
     Offline,
 }
+
+/// How often housekeeping writes the recovery points: Kafka's
+/// `log.flush.offset.checkpoint.interval.ms` default.
+pub const RECOVERY_POINT_CHECKPOINT_INTERVAL_MS: u64 = 60_000;
 
 /// Threads that flush partitions at once on clean shutdown ([`Broker::flush_all`]).
 const SHUTDOWN_FLUSH_THREADS: usize = 16;

@@ -1,14 +1,16 @@
-//! The periodic task that applies retention (`log.retention.check.interval.ms`) and the
-//! time-based flush policy (`log.flush.interval.ms`).
+//! The periodic tasks: retention (`log.retention.check.interval.ms`) and the time-based flush
+//! policy (`log.flush.interval.ms`); and, on a timer of its own, the recovery point
+//! checkpoint (`log.flush.offset.checkpoint.interval.ms`, Kafka's 60 s default).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::broker::Broker;
+use crate::broker::{Broker, RECOVERY_POINT_CHECKPOINT_INTERVAL_MS};
 
 /// Runs housekeeping forever. Retention deletes whole segments and may block on the disk, so
 /// each pass runs on the blocking pool, away from the connection tasks.
 pub async fn run(broker: Arc<Broker>) {
+    tokio::spawn(checkpoint_recovery_points(broker.clone()));
     let mut period = broker.config.log_retention_check_interval_ms;
     period = period.min(broker.config.offsets_retention_check_interval_ms);
     if let Some(flush_ms) = broker.config.log_flush_interval_ms {
@@ -21,6 +23,23 @@ pub async fn run(broker: Arc<Broker>) {
         let b = broker.clone();
         if let Err(e) = tokio::task::spawn_blocking(move || b.housekeeping(crate::now_ms())).await {
             tracing::error!(error = %e, "housekeeping pass failed");
+        }
+    }
+}
+
+/// Writes the recovery points every [`RECOVERY_POINT_CHECKPOINT_INTERVAL_MS`], on the
+/// blocking pool (the file is fsynced).
+async fn checkpoint_recovery_points(broker: Arc<Broker>) {
+    let period = Duration::from_millis(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS);
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let b = broker.clone();
+        match tokio::task::spawn_blocking(move || b.checkpoint_recovery_points()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot write the recovery point checkpoint"),
+            Err(e) => tracing::error!(error = %e, "recovery point checkpoint failed"),
         }
     }
 }
