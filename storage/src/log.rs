@@ -155,6 +155,15 @@ impl Log {
         } else {
             recovery_point
         };
+        let above = logs
+            .windows(2)
+            .filter(|w| !clean && w[1] > recovery_point)
+            .count();
+        if above > 0 {
+            // Kafka: "Recovering unflushed segment".
+            tracing::info!(dir = %dir.display(), recovery_point, sealed_segments = above,
+                "recovering sealed segments above the recovery point");
+        }
         let mut segments = Vec::with_capacity(logs.len().max(1));
         let mut recovered = Vec::with_capacity(logs.len());
         for (i, &base) in logs.iter().enumerate() {
