@@ -1,5 +1,6 @@
 //! One log segment: a `.log` file of record batches plus its two sparse indexes.
 
+use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -44,11 +45,30 @@ pub(crate) fn file_name(base_offset: i64, suffix: &str) -> String {
     format!("{base_offset:020}.{suffix}")
 }
 
+/// How many sealed `.log` handles the process keeps open after their last reader let go
+/// ([`RECENT_READERS`]).
+const RECENT_READERS_MAX: usize = 64;
+
+/// The sealed `.log` handles opened most recently, oldest first, kept open so that a consumer
+/// reading a sealed segment (one behind the active segment, after a roll) does not reopen it
+/// on every fetch. Process-wide and bounded, so the descriptors at rest stay one per
+/// partition plus at most [`RECENT_READERS_MAX`]. A segment's handle leaves the cache when
+/// the segment is dropped (retention, truncation, topic deletion), so an unlinked file's
+/// space is not held.
+static RECENT_READERS: Mutex<VecDeque<Arc<File>>> = Mutex::new(VecDeque::new());
+
+fn recent_readers() -> std::sync::MutexGuard<'static, VecDeque<Arc<File>>> {
+    RECENT_READERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A segment's `.log` handle. The active segment holds it open for writing. A sealed segment
-/// holds nothing: a reader opens the file read-only and shares that handle with whoever
-/// reads at the same time (a [`Weak`] remembers it), and the descriptor closes when the last
-/// [`crate::FileRegion`] using it is dropped. So a partition keeps one descriptor open at rest
-/// however many segments it has. A handle outlives retention's unlink (unix semantics).
+/// holds nothing itself: a reader opens the file read-only and shares that handle with
+/// whoever reads at the same time (a [`Weak`] remembers it), and [`RECENT_READERS`] keeps the
+/// most recently opened ones open a while longer; otherwise the descriptor closes when the
+/// last [`crate::FileRegion`] using it is dropped. So a partition keeps one descriptor open at
+/// rest however many segments it has. A handle outlives retention's unlink (unix semantics).
 #[derive(Debug)]
 struct LogFile {
     path: PathBuf,
@@ -79,6 +99,11 @@ impl LogFile {
         }
         let f = Arc::new(File::open(&self.path).at(&self.path)?);
         *reader = Arc::downgrade(&f);
+        let mut recent = recent_readers();
+        recent.push_back(f.clone());
+        if recent.len() > RECENT_READERS_MAX {
+            recent.pop_front();
+        }
         Ok(f)
     }
 
@@ -102,6 +127,20 @@ impl LogFile {
     /// Lets the writable handle go (readers keep theirs).
     fn release(&mut self) {
         self.writable = None;
+    }
+}
+
+impl Drop for LogFile {
+    /// The segment is gone (deleted, truncated away, or its log closed): its cached reader
+    /// goes too, so an unlinked file's space is freed once the last region is dropped.
+    fn drop(&mut self) {
+        let reader = self
+            .reader
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(f) = reader.upgrade() {
+            recent_readers().retain(|r| !Arc::ptr_eq(r, &f));
+        }
     }
 }
 

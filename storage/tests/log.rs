@@ -978,3 +978,30 @@ fn the_recovery_point_follows_completed_flushes() {
     let log = Log::open_with(&path, small_config(), 0, true).unwrap();
     assert_eq!(log.recovery_point(), 20);
 }
+
+/// A fetch from a sealed segment does not reopen its `.log` each time: the handle a read
+/// opened stays open after the read's regions are dropped, and the next read uses it. It is
+/// let go when the segment is deleted.
+#[test]
+fn a_sealed_segments_reader_is_kept_open_between_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_config(), 0).unwrap();
+    for i in 0..20 {
+        log.append(&mut batch(&[i], 60), 0, 0).unwrap();
+    }
+    assert!(log.segment_count() > 2);
+    let first = log.read(0, 100, i64::MAX, true).unwrap();
+    let handle = std::sync::Arc::downgrade(&first.regions[0].file);
+    drop(first);
+    let kept = handle
+        .upgrade()
+        .expect("the sealed segment's handle was closed");
+    let second = log.read(0, 100, i64::MAX, true).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&kept, &second.regions[0].file));
+    drop((kept, second));
+    log.delete_segments_before(log.log_end_offset()).unwrap();
+    assert!(
+        handle.upgrade().is_none(),
+        "a deleted segment's handle stays open"
+    );
+}
