@@ -566,7 +566,10 @@ impl Broker {
             tracing::warn!(error = %e, "cannot write the recovery point checkpoint");
             failed.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        let all_ok = !failed.load(std::sync::atomic::Ordering::Relaxed);
+        // An offline partition was not closed cleanly (it was never opened): once repaired, it
+        // must be recovered, so no marker may vouch for it.
+        let all_ok = !failed.load(std::sync::atomic::Ordering::Relaxed)
+            && self.offline_partitions().is_empty();
         // Only a shutdown that closed every log cleanly lets the next start skip recovery.
         if all_ok && let Err(e) = write_clean_shutdown_marker(&self.config.log_dir) {
             tracing::warn!(error = %e, "cannot write the clean shutdown marker");

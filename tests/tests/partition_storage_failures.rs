@@ -506,6 +506,12 @@ fn a_partition_that_cannot_be_opened_is_offline_and_the_rest_is_served() {
 
         // A clean restart with the partition still broken changes nothing either.
         ensure!(b.stop()?.success(), "clean stop with an offline partition");
+        // No clean-shutdown marker may vouch for a log that was never opened: once repaired,
+        // it must be recovered.
+        ensure!(
+            !data.join(".kafka_cleanshutdown").exists(),
+            "a clean stop with an offline partition wrote the clean-shutdown marker"
+        );
         b.restart()?;
         ensure!(
             snapshot(&dir)? == before,
