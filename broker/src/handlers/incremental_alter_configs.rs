@@ -1,8 +1,11 @@
 //! IncrementalAlterConfigs (key 44, KIP-339): SET, DELETE, APPEND and SUBTRACT on topic config
 //! overrides, written through the metadata log as `ConfigRecord`s. Broker resources are
 //! refused: Strata has no dynamic broker configs yet.
+//!
+//! The legacy AlterConfigs (`alter_configs.rs`) shares this file's resource types, its
+//! answer to broker resources and its write path ([`write_topic_configs`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use strata_kraft::topic_config_default;
 use strata_protocol::ResponseError;
@@ -15,9 +18,9 @@ use super::RequestContext;
 use crate::error::metadata_error_code;
 
 /// Kafka's ConfigResource types.
-const RESOURCE_TOPIC: i8 = 2;
-const RESOURCE_BROKER: i8 = 4;
-const RESOURCE_BROKER_LOGGER: i8 = 8;
+pub(super) const RESOURCE_TOPIC: i8 = 2;
+pub(super) const RESOURCE_BROKER: i8 = 4;
+pub(super) const RESOURCE_BROKER_LOGGER: i8 = 8;
 
 /// Kafka's AlterConfigOp types.
 const OP_SET: i8 = 0;
@@ -32,7 +35,57 @@ const LIST_CONFIGS: &[&str] = &[
     "follower.replication.throttled.replicas",
 ];
 
-type Failure = (i16, String);
+/// A resource's error code and message.
+pub(super) type Failure = (i16, String);
+
+/// The answer to a broker resource: there are no dynamic broker configs to alter.
+pub(super) fn broker_resource_refused() -> Failure {
+    (
+        ResponseError::InvalidRequest.code(),
+        "dynamic broker configs are not supported".to_owned(),
+    )
+}
+
+/// A topic's current overrides.
+///
+/// # Errors
+///
+/// UNKNOWN_TOPIC_OR_PARTITION when the topic does not exist.
+pub(super) fn topic_overrides(
+    ctx: &RequestContext,
+    topic: &str,
+) -> Result<BTreeMap<String, String>, Failure> {
+    ctx.broker
+        .image()
+        .topics
+        .get(topic)
+        .map(|t| t.configs.clone())
+        .ok_or_else(|| {
+            (
+                ResponseError::UnknownTopicOrPartition.code(),
+                format!("topic {topic} does not exist"),
+            )
+        })
+}
+
+/// Validates and (unless `validate_only`) writes a topic's override changes, `None`
+/// removing an override, through the metadata log.
+///
+/// # Errors
+///
+/// The metadata error's Kafka code and message (an unknown key or a bad value is
+/// INVALID_CONFIG).
+pub(super) fn write_topic_configs(
+    ctx: &RequestContext,
+    topic: &str,
+    changes: &[(String, Option<String>)],
+    validate_only: bool,
+    now_ms: i64,
+) -> Result<(), Failure> {
+    ctx.broker
+        .alter_topic_configs(topic, changes, validate_only, now_ms)
+        .map_err(|e| (metadata_error_code(&e), e.to_string()))
+}
 
 /// Applies each resource's changes independently and answers one result per resource.
 #[must_use]
@@ -47,10 +100,7 @@ pub fn handle(
         .map(|res| {
             let outcome = match res.resource_type {
                 RESOURCE_TOPIC => alter_topic(ctx, &res, req.validate_only, now),
-                RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => Err((
-                    ResponseError::InvalidRequest.code(),
-                    "dynamic broker configs are not supported".to_owned(),
-                )),
+                RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => Err(broker_resource_refused()),
                 other => Err((
                     ResponseError::InvalidRequest.code(),
                     format!("unknown resource type {other}"),
@@ -77,13 +127,7 @@ fn alter_topic(
     now_ms: i64,
 ) -> Result<(), Failure> {
     let topic = res.resource_name.to_string();
-    let image = ctx.broker.image();
-    let Some(current) = image.topics.get(&topic) else {
-        return Err((
-            ResponseError::UnknownTopicOrPartition.code(),
-            format!("topic {topic} does not exist"),
-        ));
-    };
+    let current = topic_overrides(ctx, &topic)?;
     let mut seen = BTreeSet::new();
     let mut changes = Vec::with_capacity(res.configs.len());
     for c in &res.configs {
@@ -115,7 +159,6 @@ fn alter_topic(
                 }
                 // Kafka's base is the override, else the topic-level default (not the broker's).
                 let base = current
-                    .configs
                     .get(&key)
                     .map(String::as_str)
                     .or_else(|| topic_config_default(&key))
@@ -142,9 +185,7 @@ fn alter_topic(
         };
         changes.push((key, new_value));
     }
-    ctx.broker
-        .alter_topic_configs(&topic, &changes, validate_only, now_ms)
-        .map_err(|e| (metadata_error_code(&e), e.to_string()))
+    write_topic_configs(ctx, &topic, &changes, validate_only, now_ms)
 }
 
 fn split_list(s: &str) -> Vec<String> {
