@@ -271,6 +271,40 @@ const INCREMENTAL_ALTER_CONFIGS: Schema = Schema {
     flexible_from: 1,
 };
 
+const ALTER_CONFIGS: Schema = Schema {
+    fields: &[
+        f(
+            T::Array(&[
+                f(T::I8, 0, ALL),                                             // resource_type
+                f(T::Str, 0, ALL),                                            // resource_name
+                f(T::Array(&[f(T::Str, 0, ALL), f(T::Str, 0, ALL)]), 0, ALL), // configs: name, value
+            ]),
+            0,
+            ALL,
+        ),
+        f(T::I8, 0, ALL), // validate_only
+    ],
+    flexible_from: 2,
+};
+
+const DESCRIBE_LOG_DIRS: Schema = Schema {
+    fields: &[f(
+        T::Array(&[f(T::Str, 0, ALL), f(T::ArrayI32, 0, ALL)]), // topics (nullable): topic, partitions
+        0,
+        ALL,
+    )],
+    flexible_from: 2,
+};
+
+const DESCRIBE_CLUSTER: Schema = Schema {
+    fields: &[
+        f(T::I8, 0, ALL), // include_cluster_authorized_operations
+        f(T::I8, 1, ALL), // endpoint_type
+        f(T::I8, 2, ALL), // include_fenced_brokers
+    ],
+    flexible_from: 0,
+};
+
 // Classic consumer-group APIs (JoinGroup..DeleteGroups). Protocol metadata and assignments
 // are opaque byte blobs here; the coordinator never decodes them on the request path.
 
@@ -479,6 +513,9 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::CreateTopics => &CREATE_TOPICS,
         ApiKey::DeleteTopics => &DELETE_TOPICS,
         ApiKey::DescribeConfigs => &DESCRIBE_CONFIGS,
+        ApiKey::AlterConfigs => &ALTER_CONFIGS,
+        ApiKey::DescribeLogDirs => &DESCRIBE_LOG_DIRS,
+        ApiKey::DescribeCluster => &DESCRIBE_CLUSTER,
         ApiKey::CreatePartitions => &CREATE_PARTITIONS,
         ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
         ApiKey::DeleteGroups => &DELETE_GROUPS,

@@ -34,7 +34,9 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - InitProducerId serves the idempotent producer only; a transactional id is answered
 ///   COORDINATOR_NOT_AVAILABLE (transactions are not supported, so their APIs are not listed).
 /// - JoinGroup starts at v2: Kafka 4.0 removed v0 and v1 (KIP-896).
-/// - IncrementalAlterConfigs serves topic resources only (no dynamic broker configs).
+/// - IncrementalAlterConfigs and AlterConfigs serve topic resources only (no dynamic broker
+///   configs).
+/// - DescribeLogDirs starts at v1: Kafka 4.0 removed v0 (KIP-896).
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::Produce, 3, 11),
     api(ApiKey::Fetch, 4, 16),
@@ -54,10 +56,13 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DeleteTopics, 1, 6),
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::AlterConfigs, 0, 2),
+    api(ApiKey::DescribeLogDirs, 1, 4),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::OffsetDelete, 0, 0),
+    api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
@@ -166,6 +171,9 @@ mod tests {
                 ApiKey::CreateTopics => CreateTopicsRequest::VERSIONS,
                 ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
                 ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
+                ApiKey::AlterConfigs => AlterConfigsRequest::VERSIONS,
+                ApiKey::DescribeLogDirs => DescribeLogDirsRequest::VERSIONS,
+                ApiKey::DescribeCluster => DescribeClusterRequest::VERSIONS,
                 ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
                 ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
                 ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,

@@ -11,6 +11,7 @@ use strata_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind
 use crate::broker::Broker;
 use crate::connection::Slot;
 
+pub mod alter_configs;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -18,8 +19,10 @@ pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
+pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod fetch;
 pub mod find_coordinator;
@@ -138,6 +141,13 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(&ctx, r))
+        }
+        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(alter_configs::handle(&ctx, r)),
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(&ctx, r))
+        }
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(describe_cluster::handle(&ctx, r))
         }
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(&ctx, r))

@@ -211,6 +211,42 @@ mod round_trip {
                         .with_resource_name(StrBytes::from_string(s.topic.clone())),
                 ]),
             ),
+            ApiKey::AlterConfigs => RequestKind::AlterConfigs(
+                AlterConfigsRequest::default()
+                    .with_resources(vec![
+                        alter_configs_request::AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_string(s.topic.clone()))
+                            .with_configs(vec![
+                                alter_configs_request::AlterableConfig::default()
+                                    .with_name(StrBytes::from_static_str("retention.ms"))
+                                    .with_value(Some(StrBytes::from_string(s.offset.to_string()))),
+                            ]),
+                    ])
+                    .with_validate_only(s.partition % 2 == 0),
+            ),
+            ApiKey::DescribeLogDirs => RequestKind::DescribeLogDirs(
+                DescribeLogDirsRequest::default().with_topics(if s.partition % 2 == 0 {
+                    None
+                } else {
+                    Some(vec![
+                        describe_log_dirs_request::DescribableLogDirTopic::default()
+                            .with_topic(name(s))
+                            .with_partitions(vec![s.partition, 0]),
+                    ])
+                }),
+            ),
+            ApiKey::DescribeCluster => {
+                let mut r = DescribeClusterRequest::default()
+                    .with_include_cluster_authorized_operations(s.partition % 2 == 0);
+                if v >= 1 {
+                    r = r.with_endpoint_type(2);
+                }
+                if v >= 2 {
+                    r = r.with_include_fenced_brokers(true);
+                }
+                RequestKind::DescribeCluster(r)
+            }
             ApiKey::IncrementalAlterConfigs => RequestKind::IncrementalAlterConfigs(
                 IncrementalAlterConfigsRequest::default()
                     .with_resources(vec![
@@ -577,6 +613,57 @@ mod round_trip {
                         .with_resource_name(StrBytes::from_string(s.topic.clone())),
                 ]),
             ),
+            ApiKey::AlterConfigs => {
+                ResponseKind::AlterConfigs(AlterConfigsResponse::default().with_responses(vec![
+                    alter_configs_response::AlterConfigsResourceResponse::default()
+                        .with_error_code(40)
+                        .with_error_message(Some(StrBytes::from_static_str("bad")))
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_string(s.topic.clone())),
+                ]))
+            }
+            ApiKey::DescribeLogDirs => {
+                let mut dir = describe_log_dirs_response::DescribeLogDirsResult::default()
+                    .with_log_dir(StrBytes::from_static_str("/var/lib/strata"))
+                    .with_topics(vec![
+                        describe_log_dirs_response::DescribeLogDirsTopic::default()
+                            .with_name(name(s))
+                            .with_partitions(vec![
+                                describe_log_dirs_response::DescribeLogDirsPartition::default()
+                                    .with_partition_index(s.partition)
+                                    .with_partition_size(s.offset),
+                            ]),
+                    ]);
+                if v >= 4 {
+                    dir = dir
+                        .with_total_bytes(s.offset)
+                        .with_usable_bytes(s.offset / 2);
+                }
+                let mut r = DescribeLogDirsResponse::default().with_results(vec![dir]);
+                if v >= 3 {
+                    r = r.with_error_code(31);
+                }
+                ResponseKind::DescribeLogDirs(r)
+            }
+            ApiKey::DescribeCluster => {
+                let mut broker = describe_cluster_response::DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(s.partition))
+                    .with_host(StrBytes::from_static_str("127.0.0.1"))
+                    .with_port(9092)
+                    .with_rack(Some(StrBytes::from_static_str("r1")));
+                if v >= 2 {
+                    broker = broker.with_is_fenced(true);
+                }
+                let mut r = DescribeClusterResponse::default()
+                    .with_cluster_id(StrBytes::from_static_str("MkU3OEVBNTcwNTJENDM2Qg"))
+                    .with_controller_id(BrokerId(s.partition))
+                    .with_cluster_authorized_operations(i32::MIN)
+                    .with_brokers(vec![broker]);
+                if v >= 1 {
+                    r = r.with_endpoint_type(2);
+                }
+                ResponseKind::DescribeCluster(r)
+            }
             ApiKey::IncrementalAlterConfigs => ResponseKind::IncrementalAlterConfigs(
                 IncrementalAlterConfigsResponse::default().with_responses(vec![
                     incremental_alter_configs_response::AlterConfigsResourceResponse::default()
