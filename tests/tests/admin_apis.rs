@@ -171,6 +171,23 @@ fn alter_configs_error_codes() {
     );
     // An empty set on a topic without overrides is a success that changes nothing.
     assert_eq!(alter_raw(&b, vec![(2, "t", vec![])]), vec![(0, None)]);
+
+    // Only the final set must keep max.compaction.lag.ms >= min.compaction.lag.ms (KIP-354),
+    // not each step towards it: raising both past the old maximum is accepted.
+    let lags = |min: &'static str, max: &'static str| {
+        vec![(
+            2,
+            "t",
+            vec![
+                ("min.compaction.lag.ms", Some(min)),
+                ("max.compaction.lag.ms", Some(max)),
+            ],
+        )]
+    };
+    assert_eq!(codes(alter_raw(&b, lags("100", "200"))), vec![0]);
+    assert_eq!(codes(alter_raw(&b, lags("1000", "2000"))), vec![0]);
+    assert_eq!(codes(alter_raw(&b, lags("3000", "2500"))), vec![40]);
+    assert_eq!(codes(alter_raw(&b, lags("10", "20"))), vec![0]);
 }
 
 #[test]

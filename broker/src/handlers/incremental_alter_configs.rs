@@ -7,7 +7,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use strata_kraft::topic_config_default;
+use strata_kraft::{
+    MetadataError, topic_config_default, validate_topic_config, validate_topic_configs,
+};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
@@ -71,6 +73,13 @@ pub(super) fn topic_overrides(
 /// Validates and (unless `validate_only`) writes a topic's override changes, `None`
 /// removing an override, through the metadata log.
 ///
+/// Kafka validates each key and value, then the resulting set as a whole
+/// (`LogConfig.validateValues`): a rule that spans two keys (KIP-354's
+/// `max.compaction.lag.ms >= min.compaction.lag.ms`) applies to the final set only. The
+/// metadata log takes one `ConfigRecord` at a time and checks the set after each, so the
+/// changes are written in an order whose every step is valid ([`write_order`]), one at a
+/// time.
+///
 /// # Errors
 ///
 /// The metadata error's Kafka code and message (an unknown key or a bad value is
@@ -82,9 +91,68 @@ pub(super) fn write_topic_configs(
     validate_only: bool,
     now_ms: i64,
 ) -> Result<(), Failure> {
-    ctx.broker
-        .alter_topic_configs(topic, changes, validate_only, now_ms)
-        .map_err(|e| (metadata_error_code(&e), e.to_string()))
+    let failure = |e: MetadataError| (metadata_error_code(&e), e.to_string());
+    let current = topic_overrides(ctx, topic)?;
+    let ordered = write_order(&current, changes).map_err(failure)?;
+    if validate_only {
+        // The topic exists and every step is valid: all the metadata log would check.
+        return Ok(());
+    }
+    for change in ordered {
+        ctx.broker
+            .alter_topic_configs(topic, std::slice::from_ref(change), false, now_ms)
+            .map_err(failure)?;
+    }
+    Ok(())
+}
+
+/// The changes in an order that keeps the overrides valid after each one, found greedily
+/// (each step takes the first change, in request order, that keeps the set valid).
+///
+/// # Errors
+///
+/// When no such order exists: the first key or value in request order that is invalid on
+/// its own, else what is wrong with the final set, as Kafka reports them.
+fn write_order<'a>(
+    current: &BTreeMap<String, String>,
+    changes: &'a [(String, Option<String>)],
+) -> Result<Vec<&'a (String, Option<String>)>, MetadataError> {
+    fn apply(configs: &mut BTreeMap<String, String>, (key, value): &(String, Option<String>)) {
+        match value {
+            Some(v) => configs.insert(key.clone(), v.clone()),
+            None => configs.remove(key),
+        };
+    }
+    let fits = |configs: &BTreeMap<String, String>, change: &(String, Option<String>)| {
+        let mut next = configs.clone();
+        apply(&mut next, change);
+        validate_topic_config(&change.0, change.1.as_deref()).is_ok()
+            && validate_topic_configs(&next).is_ok()
+    };
+    let mut configs = current.clone();
+    let mut rest: Vec<&(String, Option<String>)> = changes.iter().collect();
+    let mut ordered = Vec::with_capacity(rest.len());
+    while !rest.is_empty() {
+        let Some(i) = rest.iter().position(|c| fits(&configs, c)) else {
+            for (key, value) in &rest {
+                validate_topic_config(key, value.as_deref())?;
+            }
+            for c in &rest {
+                apply(&mut configs, c);
+            }
+            validate_topic_configs(&configs)?;
+            // Every key is valid and so is the final set, yet no step fits. With valid
+            // current overrides an order always exists (one cross-key rule, two keys); this
+            // is a current set that is already invalid. Write in request order and let the
+            // metadata log's own check answer.
+            ordered.append(&mut rest);
+            break;
+        };
+        let change = rest.remove(i);
+        apply(&mut configs, change);
+        ordered.push(change);
+    }
+    Ok(ordered)
 }
 
 /// Applies each resource's changes independently and answers one result per resource.
@@ -194,4 +262,69 @@ fn split_list(s: &str) -> Vec<String> {
         .filter(|v| !v.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(k: &str, v: Option<&str>) -> (String, Option<String>) {
+        (k.to_owned(), v.map(str::to_owned))
+    }
+
+    fn keys(order: &[&(String, Option<String>)]) -> Vec<String> {
+        order.iter().map(|(k, _)| k.clone()).collect()
+    }
+
+    #[test]
+    fn write_order_keeps_every_step_valid() {
+        let current: BTreeMap<String, String> = [
+            ("min.compaction.lag.ms", "100"),
+            ("max.compaction.lag.ms", "200"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        // Raising both past the old maximum: the maximum first.
+        let up = [
+            change("min.compaction.lag.ms", Some("1000")),
+            change("max.compaction.lag.ms", Some("2000")),
+        ];
+        let order = write_order(&current, &up).unwrap();
+        assert_eq!(
+            keys(&order),
+            ["max.compaction.lag.ms", "min.compaction.lag.ms"]
+        );
+        // Lowering both below the old minimum: the minimum first (request order kept).
+        let down = [
+            change("max.compaction.lag.ms", Some("20")),
+            change("min.compaction.lag.ms", Some("10")),
+        ];
+        let order = write_order(&current, &down).unwrap();
+        assert_eq!(
+            keys(&order),
+            ["min.compaction.lag.ms", "max.compaction.lag.ms"]
+        );
+        // A final set that breaks the rule, and a bad value, are refused.
+        let bad_final = [
+            change("min.compaction.lag.ms", Some("3000")),
+            change("max.compaction.lag.ms", Some("2500")),
+        ];
+        assert!(matches!(
+            write_order(&current, &bad_final),
+            Err(MetadataError::InvalidConfig { .. })
+        ));
+        let bad_value = [
+            change("retention.ms", Some("1")),
+            change("segment.ms", Some("soon")),
+        ];
+        match write_order(&current, &bad_value) {
+            Err(MetadataError::InvalidConfig { key, .. }) => assert_eq!(key, "segment.ms"),
+            other => panic!("unexpected {other:?}"),
+        }
+        // Removing the minimum's override (default 0) is always a valid step.
+        let remove = [change("min.compaction.lag.ms", None)];
+        let order = write_order(&current, &remove).unwrap();
+        assert_eq!(keys(&order), ["min.compaction.lag.ms"]);
+    }
 }
