@@ -25,6 +25,11 @@ from kafka.protocol.types import Array, Int32, Schema, String
 
 TIMEOUT_S = 60
 
+# The legacy AlterConfigs is what these tests are about; confluent-kafka warns on each use.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:alter_configs has been deprecated:DeprecationWarning"
+)
+
 
 class DescribeLogDirsResponse_v1(DescribeLogDirsResponse_v0):
     API_VERSION = 1
