@@ -1,10 +1,12 @@
 """DescribeCluster, DescribeLogDirs and the legacy AlterConfigs against the real broker.
 
-DescribeCluster and AlterConfigs go through confluent-kafka's and kafka-python's admin
-clients. No client here speaks DescribeLogDirs v1+ (kafka-python's admin sends only v0,
-which Kafka 4.0 removed and Strata does not serve), so that test declares v1 with
-kafka-python's own protocol classes: v1 has v0's fields, only throttling changed (and
-kafka-python's v0 request schema has `partitions` as one int32 instead of an array).
+AlterConfigs goes through confluent-kafka's and kafka-python's admin clients. Neither
+client's admin sends DescribeCluster (both answer describe_cluster from a Metadata request)
+nor DescribeLogDirs v1+ (kafka-python's admin sends only v0, which Kafka 4.0 removed and
+Strata does not serve), so those requests are declared with kafka-python's own protocol
+classes and sent through its admin client's connection. DescribeLogDirs v1 has v0's fields
+(only throttling changed; kafka-python's v0 request schema has `partitions` as one int32
+instead of an array). DescribeCluster v1 is flexible, with KIP-919's endpoint type.
 """
 
 import time
@@ -20,8 +22,19 @@ from confluent_kafka.admin import (
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.protocol.admin import DescribeLogDirsResponse_v0
-from kafka.protocol.api import Request
-from kafka.protocol.types import Array, Int32, Schema, String
+from kafka.protocol.api import Request, Response
+from kafka.protocol.types import (
+    Array,
+    Boolean,
+    CompactArray,
+    CompactString,
+    Int8,
+    Int16,
+    Int32,
+    Schema,
+    String,
+    TaggedFields,
+)
 
 TIMEOUT_S = 60
 
@@ -42,6 +55,50 @@ class DescribeLogDirsRequest_v1(Request):
     SCHEMA = Schema(
         ("topics", Array(("topic", String("utf-8")), ("partitions", Array(Int32)))),
     )
+
+
+class DescribeClusterResponse_v1(Response):
+    API_KEY = 60
+    API_VERSION = 1
+    FLEXIBLE_VERSION = True
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        ("error_code", Int16),
+        ("error_message", CompactString("utf-8")),
+        ("endpoint_type", Int8),
+        ("cluster_id", CompactString("utf-8")),
+        ("controller_id", Int32),
+        (
+            "brokers",
+            CompactArray(
+                ("broker_id", Int32),
+                ("host", CompactString("utf-8")),
+                ("port", Int32),
+                ("rack", CompactString("utf-8")),
+                ("_tagged_fields", TaggedFields),
+            ),
+        ),
+        ("cluster_authorized_operations", Int32),
+        ("_tagged_fields", TaggedFields),
+    )
+
+
+class DescribeClusterRequest_v1(Request):
+    API_KEY = 60
+    API_VERSION = 1
+    RESPONSE_TYPE = DescribeClusterResponse_v1
+    FLEXIBLE_VERSION = True
+    SCHEMA = Schema(
+        ("include_cluster_authorized_operations", Boolean),
+        ("endpoint_type", Int8),
+        ("_tagged_fields", TaggedFields),
+    )
+
+
+# KIP-430 bits of the cluster operations Kafka reports without an authorizer: CREATE(5)
+# ALTER(7) DESCRIBE(8) CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11)
+# IDEMPOTENT_WRITE(12).
+CLUSTER_OPS = sum(1 << b for b in (5, 7, 8, 9, 10, 11, 12))
 
 
 def create_topic(admin: AdminClient, name: str, partitions: int, config=None) -> None:
@@ -68,24 +125,47 @@ def produce(bootstrap: str, topic: str, partition: int, n: int, size: int) -> No
     assert failed == []
 
 
+def describe_cluster(kp: KafkaAdminClient, ops: bool, endpoint_type: int = 1):
+    resp = kp.send_request(DescribeClusterRequest_v1(ops, endpoint_type, {}))
+    assert resp.API_VERSION == 1
+    return resp
+
+
+@pytest.mark.parametrize("broker", [{"broker.rack": "rack-a"}], indirect=True)
 def test_describe_cluster(broker):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     md = admin.list_topics(timeout=TIMEOUT_S)
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30_000)
+    try:
+        r = describe_cluster(kp, ops=False)
+        assert (r.error_code, r.error_message, r.endpoint_type) == (0, None, 1)
+        assert r.cluster_id == md.cluster_id and len(r.cluster_id) == 22
+        # Single node: this broker, which Metadata also names as the controller.
+        assert r.controller_id == md.controller_id
+        assert [tuple(b[:4]) for b in r.brokers] == [
+            (md.controller_id, "127.0.0.1", broker.port, "rack-a")
+        ]
+        assert r.cluster_authorized_operations == -(2**31)  # not requested
 
-    desc = admin.describe_cluster(request_timeout=30).result(timeout=TIMEOUT_S)
-    assert desc.cluster_id == md.cluster_id
-    assert len(desc.cluster_id) == 22
-    assert [(n.id, n.host, n.port, n.rack) for n in desc.nodes] == [
-        (md.controller_id, "127.0.0.1", broker.port, None)
-    ]
-    assert desc.controller is not None and desc.controller.id == md.controller_id
-    # Not requested: the client reports none.
-    assert not desc.authorized_operations
+        r = describe_cluster(kp, ops=True)
+        # No authorizer: every operation that applies to the cluster, as Kafka reports it.
+        assert r.cluster_authorized_operations == CLUSTER_OPS
 
+        # A broker serves only the BROKER endpoint type (KIP-919).
+        r = describe_cluster(kp, ops=False, endpoint_type=2)
+        assert r.error_code == 114  # MISMATCHED_ENDPOINT_TYPE
+        assert r.brokers == []
+    finally:
+        kp.close()
+
+    # librdkafka answers describe_cluster from Metadata; it must agree with the above.
     desc = admin.describe_cluster(
         include_authorized_operations=True, request_timeout=30
     ).result(timeout=TIMEOUT_S)
-    # No authorizer: every operation that applies to the cluster, as Kafka reports it.
+    assert desc.cluster_id == md.cluster_id
+    assert [(n.id, n.port, n.rack) for n in desc.nodes] == [
+        (md.controller_id, broker.port, "rack-a")
+    ]
     assert set(desc.authorized_operations) == {
         AclOperation.CREATE,
         AclOperation.ALTER,
@@ -95,13 +175,6 @@ def test_describe_cluster(broker):
         AclOperation.ALTER_CONFIGS,
         AclOperation.IDEMPOTENT_WRITE,
     }
-
-
-@pytest.mark.parametrize("broker", [{"broker.rack": "rack-a"}], indirect=True)
-def test_describe_cluster_reports_the_rack(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    desc = admin.describe_cluster(request_timeout=30).result(timeout=TIMEOUT_S)
-    assert [n.rack for n in desc.nodes] == ["rack-a"]
 
 
 def describe_log_dirs(kp: KafkaAdminClient, topics=None):
