@@ -23,6 +23,10 @@ use partition_logs::remove_partition_logs;
 /// The directory (under `log.dirs`) of the metadata log. It is not a user topic.
 pub const METADATA_DIR: &str = "__cluster_metadata-0";
 
+/// Where a node of a multi-voter quorum keeps its node-local metadata log while
+/// `MetadataStore` does not yet write through the quorum.
+pub const LOCAL_METADATA_DIR: &str = "strata-local-metadata";
+
 /// A failure while opening the node at startup.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -85,7 +89,20 @@ impl Broker {
             dir: dir.clone(),
             source,
         })?;
-        let mut metadata = MetadataStore::open(&dir, config.node_id, now_ms)?;
+        // A multi-voter node's `__cluster_metadata-0` holds the quorum's Raft log (see
+        // `crate::quorum`); until the store proposes through the quorum, its own log lives
+        // beside it (a name without a partition suffix, so no sweep takes it for a topic).
+        let mut metadata = if config.quorum_voters.len() > 1 {
+            MetadataStore::open_in(
+                &dir,
+                LOCAL_METADATA_DIR,
+                config.node_id,
+                strata_kraft::ControllerConfig::default(),
+                now_ms,
+            )?
+        } else {
+            MetadataStore::open(&dir, config.node_id, now_ms)?
+        };
         metadata.register_broker(
             config.node_id,
             &config.advertised_host,

@@ -588,10 +588,14 @@ impl BrokerConfig {
                 ),
             });
         }
-        if self.quorum_voters.len() > 1 {
+        // Several voters run through the quorum driver (`crate::quorum`). Their nodes must
+        // share one cluster id from the start (Kafka formats each with the same one); a
+        // node that made up its own would refuse its peers' requests, and they its.
+        if self.quorum_voters.len() > 1 && self.cluster_id.is_none() {
             return Err(ConfigError::NotYetSupported {
                 what: format!(
-                    "controller.quorum.voters with {} voters: a quorum of more than one controller",
+                    "controller.quorum.voters with {} voters and no cluster.id: every voter \
+                     must be given the same cluster.id",
                     self.quorum_voters.len()
                 ),
             });

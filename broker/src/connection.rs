@@ -57,6 +57,7 @@ use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
 use crate::handlers::{self, RequestContext};
+use crate::quorum::QuorumHandle;
 
 /// Requests one connection may have in flight before the broker stops reading from it. This
 /// bounds the responses one client can pin (see the module docs); librdkafka pipelines at
@@ -251,18 +252,20 @@ impl Drop for LeasedFrame {
 /// Serves one client connection until the client closes it or sends a frame that cannot be
 /// answered.
 pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
-    serve_on(broker, stream, peer, ListenerType::Broker).await;
+    serve_on(broker, stream, peer, ListenerType::Broker, None).await;
 }
 
 /// Serves one connection accepted on a listener of type `listener`. A connection on a
 /// controller listener (`controller.listener.names`) is decoded against the controller's
-/// API table and answered by [`controller_slot`]; one on a client listener, against the
-/// clients' table and by the handlers.
+/// API table and answered by [`controller_slot`] (the quorum RPCs by `quorum`, when this
+/// node runs a multi-voter quorum); one on a client listener, against the clients' table
+/// and by the handlers.
 pub async fn serve_on(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
     listener: ListenerType,
+    quorum: Option<QuorumHandle>,
 ) {
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
@@ -272,7 +275,7 @@ pub async fn serve_on(
     while let Some((body, lease)) = read_frame(&broker, &mut rd, &mut buf, peer).await {
         let slot = match codec::decode_request_on(listener, body) {
             Ok(Decoded::Request(req)) if listener == ListenerType::Controller => {
-                controller_slot(&req, peer)
+                controller_slot(*req, peer, quorum.as_ref())
             }
             Ok(Decoded::Request(req)) => {
                 let ctx = RequestContext::new(broker.clone(), &req.header, req.api_key, Some(peer));
@@ -309,29 +312,56 @@ pub async fn serve_on(
 }
 
 /// Answers a request decoded on a controller listener. ApiVersions lists the controller's
-/// APIs (`versions::CONTROLLER_APIS`), as Kafka's controller does on its listener. The
-/// quorum and controller RPCs decode but have no handler yet, so their connection is closed,
-/// which is what a Kafka node does with a request it does not serve on a listener (its
-/// `SocketServer` refuses the header and closes the connection); client APIs never get this
-/// far (the decoder refuses them).
-fn controller_slot(req: &codec::Request, peer: SocketAddr) -> Slot {
+/// APIs (`versions::CONTROLLER_APIS`), as Kafka's controller does on its listener. With a
+/// multi-voter quorum running, Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch go to its
+/// driver, which answers with the core's response (or closes the connection when the core
+/// gives none), and DescribeQuorum is answered from the core. The other controller RPCs,
+/// and the quorum RPCs on a node without a quorum driver, decode but have no handler yet,
+/// so their connection is closed, which is what a Kafka node does with a request it does
+/// not serve on a listener (its `SocketServer` refuses the header and closes the
+/// connection); client APIs never get this far (the decoder refuses them).
+fn controller_slot(req: codec::Request, peer: SocketAddr, quorum: Option<&QuorumHandle>) -> Slot {
     let version = req.header.request_api_version;
     let correlation_id = req.header.correlation_id;
-    match req.api_key {
-        ApiKey::ApiVersions => {
+    let api_key = req.api_key;
+    let encode = move |body: &ResponseKind| match codec::encode_response(
+        api_key,
+        version,
+        correlation_id,
+        body,
+    ) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            tracing::error!(%peer, error = %e, "response encoding failed");
+            None
+        }
+    };
+    match (api_key, quorum) {
+        (ApiKey::ApiVersions, _) => {
             let body = ResponseKind::ApiVersions(codec::api_versions_body_for(
                 ListenerType::Controller,
                 0,
             ));
-            match codec::encode_response(ApiKey::ApiVersions, version, correlation_id, &body) {
-                Ok(b) => Slot::Ready(b),
-                Err(e) => {
-                    tracing::error!(%peer, error = %e, "response encoding failed");
-                    Slot::Close
-                }
-            }
+            encode(&body).map_or(Slot::Close, Slot::Ready)
         }
-        other => {
+        (
+            ApiKey::Vote | ApiKey::BeginQuorumEpoch | ApiKey::EndQuorumEpoch | ApiKey::Fetch,
+            Some(quorum),
+        ) => {
+            let quorum = quorum.clone();
+            Slot::Pending(tokio::spawn(async move {
+                let body = quorum.request(&req.body).await?;
+                encode(&body)
+            }))
+        }
+        (ApiKey::DescribeQuorum, Some(quorum)) => {
+            let quorum = quorum.clone();
+            Slot::Pending(tokio::spawn(async move {
+                let body = quorum.describe().await;
+                encode(&body)
+            }))
+        }
+        (other, _) => {
             tracing::warn!(%peer, api = ?other, version, "closing controller connection: the controller quorum does not serve this API yet");
             Slot::Close
         }

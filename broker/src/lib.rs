@@ -40,6 +40,7 @@ pub mod handlers;
 pub mod housekeeping;
 pub mod offsets;
 pub mod partition;
+pub mod quorum;
 
 /// Milliseconds since the Unix epoch: the clock the storage and metadata cores are given.
 #[must_use]

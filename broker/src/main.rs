@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use strata_broker::broker::Broker;
 use strata_broker::config::BrokerConfig;
+use strata_broker::quorum::{self, QuorumHandle};
 use strata_broker::{connection, housekeeping, now_ms};
 use strata_protocol::versions::ListenerType;
 use tokio::net::TcpListener;
@@ -100,8 +101,9 @@ async fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<Vec<BoundListen
     Ok(bound)
 }
 
-/// Accepts connections on one listener until the process stops.
-async fn accept_loop(broker: Arc<Broker>, listener: BoundListener) {
+/// Accepts connections on one listener until the process stops. Controller-listener
+/// connections hand the quorum RPCs to `quorum`, when this node runs one.
+async fn accept_loop(broker: Arc<Broker>, listener: BoundListener, quorum: Option<QuorumHandle>) {
     loop {
         match listener.socket.accept().await {
             Ok((stream, peer)) => {
@@ -110,6 +112,7 @@ async fn accept_loop(broker: Arc<Broker>, listener: BoundListener) {
                     stream,
                     peer,
                     listener.kind,
+                    quorum.clone(),
                 ));
             }
             Err(e) => {
@@ -164,11 +167,18 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         cluster_id = %broker.image().cluster_id,
         "strata started"
     );
+    // A multi-voter quorum runs its Raft driver; a single voter is the store alone.
+    let quorum = if broker.config.quorum_voters.len() > 1 {
+        let cluster_id = broker.image().cluster_id.clone();
+        Some(quorum::start(&broker.config, &cluster_id)?)
+    } else {
+        None
+    };
     tokio::spawn(housekeeping::run(broker.clone()));
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let accepting: Vec<_> = listeners
         .into_iter()
-        .map(|l| tokio::spawn(accept_loop(broker.clone(), l)))
+        .map(|l| tokio::spawn(accept_loop(broker.clone(), l, quorum.clone())))
         .collect();
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

@@ -119,7 +119,26 @@ impl MetadataStore {
         config: ControllerConfig,
         now_ms: i64,
     ) -> Result<Self, MetadataError> {
-        let metadata_dir = log_dir.join(METADATA_LOG_DIR);
+        Self::open_in(log_dir, METADATA_LOG_DIR, node_id, config, now_ms)
+    }
+
+    /// [`MetadataStore::open_with_config`] with the log in `<log_dir>/<metadata_dir>`
+    /// instead of `__cluster_metadata-0`. A node of a multi-voter quorum keeps its Raft log
+    /// in `__cluster_metadata-0`; until this store proposes through that quorum, its own
+    /// single-node log lives beside it under another name, so neither writes the other's
+    /// directory.
+    ///
+    /// # Errors
+    ///
+    /// See [`MetadataStore::open_with_config`].
+    pub fn open_in(
+        log_dir: &Path,
+        metadata_dir: &str,
+        node_id: i32,
+        config: ControllerConfig,
+        now_ms: i64,
+    ) -> Result<Self, MetadataError> {
+        let metadata_dir = log_dir.join(metadata_dir);
         let meta_path = log_dir.join(META_PROPERTIES_FILE);
         if !meta_path.exists() && dir_has_entries(&metadata_dir) {
             return Err(MetadataError::InvalidMetaProperties {

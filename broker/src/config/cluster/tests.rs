@@ -198,11 +198,17 @@ fn a_three_voter_combined_node_parses() {
         ("127.0.0.1", 19092)
     );
     assert_eq!(c.advertised_port, 19092);
-    // Valid, but the quorum is not there yet to run it.
+    // Valid, but the voters need one cluster id to recognise each other's requests.
     assert!(matches!(
         c.check_runnable(),
         Err(ConfigError::NotYetSupported { .. })
     ));
+    let c = cfg(&with(
+        COMBINED_3,
+        &[("cluster.id", "MkU3OEVBNTcwNTJENDM2Qg")],
+    ))
+    .unwrap();
+    assert!(c.check_runnable().is_ok());
 }
 
 #[test]

@@ -1,0 +1,377 @@
+//! The Raft log on disk: `<log_dir>/__cluster_metadata-0`, through `strata_storage::Log`.
+//!
+//! Each core [`Entry`] is one record batch of one record, stamped with the entry's epoch as
+//! its partition leader epoch, so the epoch cache (`leader-epoch-checkpoint`) and the
+//! diverging-epoch lookup work on the file as they do in Kafka:
+//!
+//! - `Payload::Data(bytes)`: a plain batch whose one record's value is `bytes`.
+//! - `Payload::LeaderChange`: a control batch (attribute bit 5) whose record key is
+//!   Kafka's control key (version 0, type 2, `LEADER_CHANGE`) and whose value is
+//!   `LeaderChangeMessage` v0 (flexible): `i16 version`, `i32 leader_id`, an empty compact
+//!   `Voters` array, an empty compact `GrantingVoters` array, no tagged fields.
+//! - `Payload::Voters`: a control batch with key type 6 (`KRAFT_VOTERS`) and value
+//!   `VotersRecord` v0: `i16 version`, a compact array of `{i32 id, uuid directory_id,
+//!   empty compact endpoints array, {i16 min 0, i16 max 1, no tags}, no tags}`, no tags.
+//!
+//! Crash policy: every append and truncation is fsynced before the driver carries out the
+//! next action. A torn final batch is cut by storage recovery on the next open, and the
+//! core then learns the log end from what [`RaftDisk::open`] reads back.
+
+use std::path::Path;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use strata_kraft::Uuid;
+use strata_kraft::raft::{Entry, NodeId, Payload, ReplicaKey};
+use strata_protocol::record_batch::{
+    RecordBatchView, SimpleRecord, encode_batch, peek_total_len, write_crc,
+};
+use strata_storage::{Log, LogConfig, LogError};
+
+/// Byte position of the batch attributes in a v2 batch header.
+const ATTRIBUTES_AT: usize = 21;
+/// The control-batch attribute bit.
+const CONTROL_BIT: i16 = 0x20;
+/// Kafka's `ControlRecordType` codes.
+const LEADER_CHANGE: i16 = 2;
+const KRAFT_VOTERS: i16 = 6;
+/// KafkaRaftClient's `MAX_BATCH_SIZE_BYTES`.
+const MAX_BATCH_BYTES: u32 = 8 * 1024 * 1024;
+/// How much one recovery read asks for.
+const READ_BYTES: u32 = 16 * 1024 * 1024;
+
+/// Why the Raft log could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskError {
+    /// The storage layer refused.
+    #[error(transparent)]
+    Storage(#[from] LogError),
+    /// A batch of the metadata log does not parse as an entry.
+    #[error("metadata log batch at offset {offset} is not a Raft entry")]
+    Corrupt {
+        /// Where.
+        offset: i64,
+    },
+    /// The core asked to append somewhere other than the log end.
+    #[error("append at {base_offset}, but the log ends at {log_end}")]
+    Misplaced {
+        /// Where the core wanted the entries.
+        base_offset: i64,
+        /// Where the log ends.
+        log_end: i64,
+    },
+}
+
+/// The durable copy of the core's log.
+#[derive(Debug)]
+pub struct RaftDisk {
+    /// `__cluster_metadata-0`.
+    log: Log,
+}
+
+impl RaftDisk {
+    /// Opens (and recovers) the log in `dir`, returning it with the entries it holds.
+    ///
+    /// # Errors
+    ///
+    /// [`DiskError`] when the log cannot be opened or a batch is not an entry.
+    pub fn open(dir: &Path, now_ms: i64) -> Result<(Self, Vec<Entry>), DiskError> {
+        let config = LogConfig {
+            retention_ms: -1,
+            retention_bytes: -1,
+            max_message_bytes: MAX_BATCH_BYTES,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir, config, now_ms)?;
+        let disk = RaftDisk { log };
+        let entries = disk.read_entries(disk.log.log_start_offset(), disk.log.log_end_offset())?;
+        Ok((disk, entries))
+    }
+
+    /// The log end offset.
+    pub fn log_end_offset(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+
+    /// Appends `entries` at `base_offset` (the log end) and fsyncs them.
+    ///
+    /// # Errors
+    ///
+    /// [`DiskError::Misplaced`] if `base_offset` is not the log end; storage errors.
+    pub fn append(
+        &mut self,
+        base_offset: i64,
+        entries: &[Entry],
+        now_ms: i64,
+    ) -> Result<(), DiskError> {
+        let log_end = self.log.log_end_offset();
+        if base_offset != log_end {
+            return Err(DiskError::Misplaced {
+                base_offset,
+                log_end,
+            });
+        }
+        for entry in entries {
+            let mut batch = encode_entry(entry, now_ms);
+            self.log.append_unflushed(&mut batch, entry.epoch, now_ms)?;
+        }
+        self.log.flush()?;
+        Ok(())
+    }
+
+    /// Removes every entry at `end_offset` and after, durably.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    pub fn truncate(&mut self, end_offset: i64) -> Result<(), DiskError> {
+        self.log.truncate_to(end_offset)?;
+        self.log.flush()?;
+        Ok(())
+    }
+
+    /// Flushes and closes the log.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    pub fn close(self) -> Result<(), DiskError> {
+        self.log.close()?;
+        Ok(())
+    }
+
+    /// The entries in `[from, to)`.
+    fn read_entries(&self, from: i64, to: i64) -> Result<Vec<Entry>, DiskError> {
+        let mut entries = Vec::new();
+        let mut offset = from;
+        let mut buf = Vec::new();
+        while offset < to {
+            let read = self.log.read(offset, READ_BYTES, to, true)?;
+            buf.clear();
+            for region in &read.regions {
+                region.read_into(&mut buf).map_err(|source| LogError::Io {
+                    path: self.log.dir().to_owned(),
+                    source,
+                })?;
+            }
+            let start = offset;
+            let mut rest = buf.as_slice();
+            while !rest.is_empty() {
+                let complete = peek_total_len(rest).is_ok_and(|len| len <= rest.len());
+                if !complete && offset > start {
+                    break;
+                }
+                let batch =
+                    RecordBatchView::parse(rest).map_err(|_| DiskError::Corrupt { offset })?;
+                rest = &rest[batch.total_len()..];
+                entries.push(decode_entry(&batch).ok_or(DiskError::Corrupt { offset })?);
+                offset = offset.max(batch.last_offset() + 1);
+            }
+            if offset == start {
+                return Err(DiskError::Corrupt { offset });
+            }
+        }
+        Ok(entries)
+    }
+}
+
+/// One entry as one batch (see the module doc), base offset 0 (the log assigns it).
+pub fn encode_entry(entry: &Entry, now_ms: i64) -> Vec<u8> {
+    let (control, key, value) = match &entry.payload {
+        Payload::Data(data) => (false, None, data.clone()),
+        Payload::LeaderChange { leader } => {
+            let mut v = BytesMut::new();
+            v.put_i16(0);
+            v.put_i32(leader.0);
+            v.put_u8(1); // Voters: empty compact array
+            v.put_u8(1); // GrantingVoters: empty compact array
+            v.put_u8(0); // no tagged fields
+            (true, Some(control_key(LEADER_CHANGE)), v.freeze())
+        }
+        Payload::Voters(voters) => {
+            let mut v = BytesMut::new();
+            v.put_i16(0);
+            put_uvarint(&mut v, voters.len() as u64 + 1);
+            for voter in voters {
+                v.put_i32(voter.id.0);
+                v.put_slice(voter.directory_id.as_bytes());
+                v.put_u8(1); // Endpoints: empty
+                v.put_i16(0); // KRaftVersionFeature.MinSupportedVersion
+                v.put_i16(1); // KRaftVersionFeature.MaxSupportedVersion
+                v.put_u8(0);
+                v.put_u8(0);
+            }
+            v.put_u8(0);
+            (true, Some(control_key(KRAFT_VOTERS)), v.freeze())
+        }
+    };
+    let record = SimpleRecord {
+        key,
+        value: Some(value),
+        timestamp: now_ms,
+        headers: Vec::new(),
+    };
+    let mut batch = encode_batch(0, &[record]).to_vec();
+    if control {
+        let attributes =
+            i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]) | CONTROL_BIT;
+        batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+        write_crc(&mut batch);
+    }
+    batch
+}
+
+/// The entries of a record set received from the leader (one batch per entry).
+pub fn decode_entries(records: &[u8]) -> Option<Vec<Entry>> {
+    let mut out = Vec::new();
+    let mut rest = records;
+    while !rest.is_empty() {
+        let batch = RecordBatchView::parse(rest).ok()?;
+        batch.verify_crc().ok()?;
+        rest = &rest[batch.total_len()..];
+        out.push(decode_entry(&batch)?);
+    }
+    Some(out)
+}
+
+/// One batch back to its entry; `None` if it is not one this module wrote.
+pub fn decode_entry(batch: &RecordBatchView<'_>) -> Option<Entry> {
+    let epoch = batch.partition_leader_epoch();
+    let mut records = batch.records().ok()?;
+    let record = records.next()?.ok()?;
+    let value = record.value?;
+    let payload = if batch.is_control() {
+        let key = record.key?;
+        if key.len() != 4 {
+            return None;
+        }
+        let kind = i16::from_be_bytes([key[2], key[3]]);
+        match kind {
+            LEADER_CHANGE => {
+                if value.len() < 6 {
+                    return None;
+                }
+                let leader = i32::from_be_bytes([value[2], value[3], value[4], value[5]]);
+                Payload::LeaderChange {
+                    leader: NodeId(leader),
+                }
+            }
+            KRAFT_VOTERS => Payload::Voters(decode_voters(value)?),
+            _ => return None,
+        }
+    } else {
+        Payload::Data(Bytes::copy_from_slice(value))
+    };
+    Some(Entry { epoch, payload })
+}
+
+fn decode_voters(value: &[u8]) -> Option<Vec<ReplicaKey>> {
+    let mut pos = 2; // version
+    let (n, used) = get_uvarint(value.get(pos..)?)?;
+    pos += used;
+    let count = usize::try_from(n.checked_sub(1)?).ok()?;
+    let mut voters = Vec::with_capacity(count.min(value.len() / 28));
+    for _ in 0..count {
+        let id = i32::from_be_bytes(value.get(pos..pos + 4)?.try_into().ok()?);
+        let dir = Uuid::from_slice(value.get(pos + 4..pos + 20)?).ok()?;
+        pos += 20;
+        // Endpoints (written empty by us), the feature range and tagged fields.
+        if value.get(pos..pos + 7)? != [1, 0, 0, 0, 1, 0, 0] {
+            return None;
+        }
+        pos += 7;
+        voters.push(ReplicaKey {
+            id: NodeId(id),
+            directory_id: dir,
+        });
+    }
+    Some(voters)
+}
+
+fn control_key(kind: i16) -> Bytes {
+    let mut k = BytesMut::with_capacity(4);
+    k.put_i16(0);
+    k.put_i16(kind);
+    k.freeze()
+}
+
+fn put_uvarint(out: &mut BytesMut, mut v: u64) {
+    while v >= 0x80 {
+        out.put_u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.put_u8(v as u8);
+}
+
+fn get_uvarint(buf: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, b) in buf.iter().enumerate().take(10) {
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_survive_the_disk_and_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("__cluster_metadata-0");
+        let key = ReplicaKey {
+            id: NodeId(2),
+            directory_id: Uuid::from_u128(7),
+        };
+        let entries = vec![
+            Entry {
+                epoch: 1,
+                payload: Payload::LeaderChange { leader: NodeId(1) },
+            },
+            Entry {
+                epoch: 1,
+                payload: Payload::Data(Bytes::from_static(b"abc")),
+            },
+            Entry {
+                epoch: 2,
+                payload: Payload::Voters(vec![key]),
+            },
+        ];
+        let (mut disk, got) = RaftDisk::open(&path, 0).unwrap();
+        assert!(got.is_empty());
+        disk.append(0, &entries, 0).unwrap();
+        assert!(disk.append(0, &entries, 0).is_err());
+        disk.close().unwrap();
+        let (mut disk, got) = RaftDisk::open(&path, 0).unwrap();
+        assert_eq!(got, entries);
+        disk.truncate(1).unwrap();
+        disk.close().unwrap();
+        let (_, got) = RaftDisk::open(&path, 0).unwrap();
+        assert_eq!(got, entries[..1]);
+    }
+
+    #[test]
+    fn a_record_set_decodes_to_its_entries() {
+        let entries = vec![
+            Entry {
+                epoch: 3,
+                payload: Payload::LeaderChange { leader: NodeId(3) },
+            },
+            Entry {
+                epoch: 3,
+                payload: Payload::Data(Bytes::from_static(b"x")),
+            },
+        ];
+        let mut set = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            let mut b = encode_entry(e, 5);
+            strata_protocol::record_batch::set_base_offset(&mut b, i as i64);
+            strata_protocol::record_batch::set_partition_leader_epoch(&mut b, e.epoch);
+            set.extend_from_slice(&b);
+        }
+        assert_eq!(decode_entries(&set).unwrap(), entries);
+        assert!(decode_entries(&set[..set.len() - 1]).is_none());
+    }
+}

@@ -1,0 +1,392 @@
+//! The tokio driver of the Raft core (`strata_kraft::raft::RaftNode`): the metadata quorum
+//! over the network.
+//!
+//! One task owns the core and everything durable it asks for: the `quorum-state` file and
+//! the Raft log in `<log_dir>/__cluster_metadata-0`. It feeds the core inputs one at a
+//! time and carries out each step's actions in order, every storage action durable (written
+//! and fsynced) before the next action runs, so a vote or a Fetch offset never leaves this
+//! node before what it promises is on disk.
+//!
+//! - **Timers**: the task sleeps until the core's `next_deadline()` or the next input,
+//!   whichever comes first, and ticks the core. `now` is milliseconds since the driver
+//!   started (a monotonic clock); the election-timer seed comes from the OS.
+//! - **Outbound**: one task per other voter ([`peer`]) keeps one connection to its
+//!   controller listener, sends the core's requests in order, waits a bounded time for each
+//!   answer, hands the answer back to the core, and reconnects with a backoff when the
+//!   connection fails. A request that fails is dropped; the core retries on its timers.
+//! - **Inbound**: a controller-listener connection hands Vote, BeginQuorumEpoch,
+//!   EndQuorumEpoch and Fetch to the driver ([`QuorumHandle::request`]) and writes back the
+//!   response the core sends to that node in the same step. DescribeQuorum is answered from
+//!   the core's `describe_quorum` on the leader.
+//!
+//! # Layout
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `mod.rs` | [`QuorumHandle`], [`QuorumStatus`], the driver task and its action loop |
+//! | `disk.rs` | [`disk::RaftDisk`]: entries as record batches in `__cluster_metadata-0` |
+//! | `wire.rs` | core messages to and from Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, DescribeQuorum |
+//! | `peer.rs` | one outbound connection per voter |
+//!
+//! Not carried out yet: the snapshot actions (the driver never hands the core a snapshot, so
+//! the core never asks to persist, install or serve one), FetchSnapshot, and the metadata
+//! records themselves (`MetadataStore` does not propose through the quorum yet).
+
+pub mod disk;
+mod peer;
+pub mod wire;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use strata_kraft::Uuid;
+use strata_kraft::quorum_state::QuorumStateStore;
+use strata_kraft::raft::{
+    Action, Input, Message, NodeId, QuorumDescription, RaftConfig, RaftLog, RaftNode, ReplicaKey,
+    RoleKind,
+};
+use strata_protocol::messages::{RequestKind, ResponseKind};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::BrokerConfig;
+
+/// The metadata log's directory inside `log.dirs`, as in Kafka.
+pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+
+/// How many inputs may wait for the driver.
+const COMMAND_QUEUE: usize = 1024;
+
+/// Why the driver could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum QuorumError {
+    /// The quorum-state file.
+    #[error(transparent)]
+    QuorumState(#[from] strata_kraft::quorum_state::QuorumStateError),
+    /// The Raft log.
+    #[error(transparent)]
+    Disk(#[from] disk::DiskError),
+    /// A directory could not be created.
+    #[error("cannot create {path}: {source}")]
+    Io {
+        /// Which.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// What the quorum looks like from this node, updated after every step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuorumStatus {
+    /// This node's role.
+    pub role: RoleKind,
+    /// Its epoch.
+    pub epoch: i32,
+    /// The leader it knows, if any.
+    pub leader: Option<NodeId>,
+    /// Its high watermark.
+    pub high_watermark: i64,
+    /// Its log end offset.
+    pub log_end_offset: i64,
+}
+
+/// What the driver is asked from outside its task.
+enum Command {
+    /// An inbound RPC from a peer; the reply goes back on the connection it came from.
+    Request {
+        from: NodeId,
+        msg: Message,
+        reply: oneshot::Sender<Message>,
+    },
+    /// A peer's answer to a request of ours.
+    Response { from: NodeId, msg: Message },
+    /// DescribeQuorum.
+    Describe {
+        reply: oneshot::Sender<Option<QuorumDescription>>,
+    },
+}
+
+/// A cheap, cloneable handle to the running driver.
+#[derive(Debug, Clone)]
+pub struct QuorumHandle {
+    /// Into the driver task.
+    tx: mpsc::Sender<Command>,
+    /// The latest status, readable without waiting for the driver.
+    status: Arc<RwLock<QuorumStatus>>,
+    /// The cluster id every request must carry.
+    cluster_id: Arc<str>,
+}
+
+impl QuorumHandle {
+    /// The latest status.
+    pub fn status(&self) -> QuorumStatus {
+        *self.status.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands an inbound quorum RPC to the core and returns the body of its answer, or
+    /// `None` when the request is not for this quorum or the core did not answer it (the
+    /// connection is then closed, and the sender retries).
+    pub async fn request(&self, body: &RequestKind) -> Option<ResponseKind> {
+        let (from, msg) = match wire::request_from_wire(body, &self.cluster_id) {
+            Ok(x) => x,
+            Err(refused) => {
+                tracing::warn!(?refused, "quorum request refused");
+                return None;
+            }
+        };
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Request { from, msg, reply })
+            .await
+            .ok()?;
+        let answer = rx.await.ok()?;
+        wire::response_to_wire(&answer, crate::now_ms())
+    }
+
+    /// DescribeQuorum's answer body.
+    pub async fn describe(&self) -> ResponseKind {
+        let (reply, rx) = oneshot::channel();
+        let description = match self.tx.send(Command::Describe { reply }).await {
+            Ok(()) => rx.await.ok().flatten(),
+            Err(_) => None,
+        };
+        let s = self.status();
+        wire::describe_quorum_response(description.as_ref(), s.leader, s.epoch, s.high_watermark)
+    }
+}
+
+/// Starts the driver for `config`'s static voter set, with this node's Raft state in
+/// `<log_dir>/__cluster_metadata-0`.
+///
+/// # Errors
+///
+/// [`QuorumError`] when the quorum state or the log cannot be read.
+pub fn start(config: &BrokerConfig, cluster_id: &str) -> Result<QuorumHandle, QuorumError> {
+    let dir = config.log_dir.join(METADATA_LOG_DIR);
+    std::fs::create_dir_all(&dir).map_err(|source| QuorumError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    let state_store = QuorumStateStore::new(&dir);
+    let quorum = state_store.read()?.map(Into::into).unwrap_or_default();
+    let (raft_disk, entries) = disk::RaftDisk::open(&dir, crate::now_ms())?;
+    let voter_key = |id: i32| ReplicaKey {
+        id: NodeId(id),
+        directory_id: Uuid::nil(),
+    };
+    let mut raft_config = RaftConfig::new(
+        config
+            .quorum_voters
+            .iter()
+            .map(|v| voter_key(v.id))
+            .collect(),
+    );
+    let t = config.quorum;
+    raft_config.election_timeout_ms = u64::try_from(t.election_timeout_ms).unwrap_or(1000);
+    raft_config.fetch_timeout_ms = u64::try_from(t.fetch_timeout_ms).unwrap_or(2000);
+    raft_config.election_backoff_max_ms = u64::try_from(t.election_backoff_max_ms).unwrap_or(1000);
+    raft_config.request_timeout_ms = u64::try_from(t.request_timeout_ms).unwrap_or(2000);
+    let request_timeout = Duration::from_millis(raft_config.request_timeout_ms);
+    let retry_backoff =
+        Duration::from_millis(u64::try_from(t.retry_backoff_ms).unwrap_or(20).max(20));
+    let me = voter_key(config.node_id);
+    let seed = Uuid::new_v4().as_u64_pair().0;
+    let node = RaftNode::new(
+        raft_config,
+        me,
+        quorum,
+        RaftLog::from_entries(entries),
+        0,
+        seed,
+    );
+    tracing::info!(
+        node_id = config.node_id,
+        epoch = node.epoch(),
+        log_end_offset = raft_disk.log_end_offset(),
+        voters = config.quorum_voters.len(),
+        "metadata quorum starting"
+    );
+    let status = Arc::new(RwLock::new(QuorumStatus {
+        role: node.role(),
+        epoch: node.epoch(),
+        leader: node.leader(),
+        high_watermark: node.high_watermark(),
+        log_end_offset: raft_disk.log_end_offset(),
+    }));
+    let cluster_id: Arc<str> = Arc::from(cluster_id);
+    let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+    let mut peers = HashMap::new();
+    for v in &config.quorum_voters {
+        if v.id == config.node_id {
+            continue;
+        }
+        peers.insert(
+            NodeId(v.id),
+            peer::spawn(
+                NodeId(v.id),
+                format!("{}:{}", v.host, v.port),
+                config.node_id,
+                Arc::clone(&cluster_id),
+                tx.clone(),
+                request_timeout,
+                retry_backoff,
+            ),
+        );
+    }
+    let driver = Driver {
+        node,
+        state_store,
+        disk: raft_disk,
+        peers,
+        status: Arc::clone(&status),
+        started: Instant::now(),
+    };
+    tokio::spawn(driver.run(rx));
+    Ok(QuorumHandle {
+        tx,
+        status,
+        cluster_id,
+    })
+}
+
+/// The task that owns the core.
+struct Driver {
+    /// The core.
+    node: RaftNode,
+    /// `quorum-state`, written before anything that depends on it.
+    state_store: QuorumStateStore,
+    /// The durable log the core mirrors.
+    disk: disk::RaftDisk,
+    /// Outbound queues, one per other voter.
+    peers: HashMap<NodeId, mpsc::Sender<Message>>,
+    /// Shared with the handles.
+    status: Arc<RwLock<QuorumStatus>>,
+    /// The origin of the core's clock.
+    started: Instant,
+}
+
+impl Driver {
+    fn now(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        loop {
+            let deadline = self.started + Duration::from_millis(self.node.next_deadline());
+            let command = tokio::select! {
+                c = rx.recv() => match c {
+                    Some(c) => Some(c),
+                    None => return,
+                },
+                () = tokio::time::sleep_until(deadline.into()) => None,
+            };
+            let result = match command {
+                None => self.step(Input::Tick, None),
+                Some(Command::Request { from, msg, reply }) => {
+                    self.step(Input::Message { from, msg }, Some((from, reply)))
+                }
+                Some(Command::Response { from, msg }) => {
+                    self.step(Input::Message { from, msg }, None)
+                }
+                Some(Command::Describe { reply }) => {
+                    let _ = reply.send(self.node.describe_quorum(self.now()));
+                    Ok(())
+                }
+            };
+            if let Err(e) = result {
+                // A write that failed leaves the disk and the core apart: stop taking part
+                // rather than vote or acknowledge on a promise the disk does not keep.
+                tracing::error!(error = %e, "metadata quorum stopped: the disk failed");
+                return;
+            }
+        }
+    }
+
+    /// One step of the core, its actions carried out in order.
+    fn step(
+        &mut self,
+        input: Input,
+        mut reply: Option<(NodeId, oneshot::Sender<Message>)>,
+    ) -> Result<(), QuorumError> {
+        let now = self.now();
+        let actions = self.node.step(now, input);
+        for action in actions {
+            self.carry_out(action, &mut reply)?;
+        }
+        let mut status = self.status.write().unwrap_or_else(|e| e.into_inner());
+        *status = QuorumStatus {
+            role: self.node.role(),
+            epoch: self.node.epoch(),
+            leader: self.node.leader(),
+            high_watermark: self.node.high_watermark(),
+            log_end_offset: self.disk.log_end_offset(),
+        };
+        Ok(())
+    }
+
+    fn carry_out(
+        &mut self,
+        action: Action,
+        reply: &mut Option<(NodeId, oneshot::Sender<Message>)>,
+    ) -> Result<(), QuorumError> {
+        match action {
+            Action::PersistQuorumState(q) => {
+                let file: strata_kraft::quorum_state::QuorumState = (&q).into();
+                tokio::task::block_in_place(|| self.state_store.write(&file))?;
+            }
+            Action::AppendToLog {
+                base_offset,
+                entries,
+            } => {
+                let now_ms = crate::now_ms();
+                tokio::task::block_in_place(|| self.disk.append(base_offset, &entries, now_ms))?;
+            }
+            Action::TruncateLog { end_offset } => {
+                tokio::task::block_in_place(|| self.disk.truncate(end_offset))?;
+            }
+            Action::Send { to, msg } => {
+                if wire::request_api(&msg).is_none() {
+                    // A response: it answers the request this step was fed, if any.
+                    match reply.take() {
+                        Some((from, tx)) if from == to => {
+                            let _ = tx.send(msg);
+                        }
+                        other => {
+                            *reply = other;
+                            tracing::debug!(to = to.0, "dropping an unsolicited response");
+                        }
+                    }
+                } else if let Some(peer) = self.peers.get(&to) {
+                    // A full queue means the peer is unreachable; the core retries.
+                    let _ = peer.try_send(msg);
+                }
+            }
+            Action::CommitTo { high_watermark } => {
+                tracing::debug!(high_watermark, "metadata committed");
+            }
+            Action::RoleChanged {
+                role,
+                epoch,
+                leader,
+            } => {
+                tracing::info!(
+                    ?role,
+                    epoch,
+                    leader = leader.map(|l| l.0),
+                    "metadata quorum role changed"
+                );
+            }
+            Action::PersistSnapshot(_)
+            | Action::DeleteLogBefore { .. }
+            | Action::InstallSnapshot(_) => {
+                // The driver never feeds a snapshot and no leader serves one, so the core
+                // does not ask for these; see the module doc.
+                tracing::warn!("metadata quorum: snapshots are not supported by this driver");
+            }
+            Action::Proposed { .. } | Action::NotLeader { .. } | Action::VoterChangeRejected(_) => {
+            }
+        }
+        Ok(())
+    }
+}
