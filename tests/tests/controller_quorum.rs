@@ -1,0 +1,357 @@
+//! A three-voter controller quorum of real `strata` processes on 127.0.0.1, each started
+//! from its own `server.properties` file (`process.roles=broker,controller`, a CONTROLLER
+//! listener, `controller.quorum.voters` naming all three, its own `log.dirs`):
+//!
+//! - all three report the same leader and epoch through DescribeQuorum on their
+//!   controller listeners, and the leader lists the three voters;
+//! - the leader killed with SIGKILL, the two survivors elect a new leader in a higher epoch;
+//! - the killed node restarted, it follows the new leader and its log end offset reaches
+//!   the high watermark.
+//!
+//! DescribeQuorum v0 in raw frames, independent of Strata's codec. Every wait is bounded.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use strata_tests::{free_port, read_tail, strata_bin};
+
+/// The most any one wait of this test takes.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// One node of the cluster: its config file, ports and process.
+struct Node {
+    id: i32,
+    config: PathBuf,
+    controller: u16,
+    stderr: PathBuf,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn spawn(&mut self) {
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.stderr)
+            .unwrap();
+        let child = Command::new(strata_bin())
+            .arg(&self.config)
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("spawn strata (build it with `cargo build --release -p strata-broker`)");
+        self.child = Some(child);
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn log(&self) -> String {
+        read_tail(&self.stderr, 6 * 1024)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// The cluster; prints every node's log when a test fails.
+struct Cluster {
+    nodes: Vec<Node>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<(u16, u16)> = (0..3)
+            .map(|_| (free_port().unwrap(), free_port().unwrap()))
+            .collect();
+        let voters = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::new();
+        for (i, (plain, ctrl)) in ports.iter().enumerate() {
+            let id = i as i32 + 1;
+            let config = dir.path().join(format!("node{id}.properties"));
+            let data = dir.path().join(format!("node{id}"));
+            let mut f = File::create(&config).unwrap();
+            writeln!(
+                f,
+                "process.roles=broker,controller\n\
+                 node.id={id}\n\
+                 cluster.id=MkU3OEVBNTcwNTJENDM2Qg\n\
+                 listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{ctrl}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{plain}\n\
+                 controller.listener.names=CONTROLLER\n\
+                 controller.quorum.voters={voters}\n\
+                 log.dirs={}",
+                data.display()
+            )
+            .unwrap();
+            nodes.push(Node {
+                id,
+                config,
+                controller: *ctrl,
+                stderr: dir.path().join(format!("node{id}.log")),
+                child: None,
+            });
+        }
+        for n in &mut nodes {
+            n.spawn();
+        }
+        Cluster { nodes, _dir: dir }
+    }
+
+    fn node(&mut self, id: i32) -> &mut Node {
+        self.nodes.iter_mut().find(|n| n.id == id).unwrap()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for n in &self.nodes {
+                eprintln!("--- node {} ---\n{}", n.id, n.log());
+            }
+        }
+    }
+}
+
+/// One node's DescribeQuorum answer for `__cluster_metadata-0`.
+#[derive(Debug, Clone, PartialEq)]
+struct Quorum {
+    error: i16,
+    leader: i32,
+    epoch: i32,
+    high_watermark: i64,
+    /// `(replica id, log end offset)` of each voter (the leader's answer only).
+    voters: Vec<(i32, i64)>,
+}
+
+fn uvarint(b: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*pos)?;
+        *pos += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn take<const N: usize>(b: &[u8], pos: &mut usize) -> Option<[u8; N]> {
+    let v = b.get(*pos..*pos + N)?.try_into().ok()?;
+    *pos += N;
+    Some(v)
+}
+
+fn skip_tags(b: &[u8], pos: &mut usize) -> Option<()> {
+    for _ in 0..uvarint(b, pos)? {
+        uvarint(b, pos)?;
+        let len = usize::try_from(uvarint(b, pos)?).ok()?;
+        *pos += len;
+    }
+    Some(())
+}
+
+/// DescribeQuorum v0 (flexible; request header v2) to `port`; `None` if the node does not
+/// answer.
+fn describe_quorum(port: u16, corr: i32) -> Option<Quorum> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut req = Vec::new();
+    req.extend_from_slice(&55i16.to_be_bytes());
+    req.extend_from_slice(&0i16.to_be_bytes());
+    req.extend_from_slice(&corr.to_be_bytes());
+    req.extend_from_slice(&4i16.to_be_bytes());
+    req.extend_from_slice(b"test");
+    req.push(0); // header tags
+    req.push(2); // one topic
+    req.push(19); // "__cluster_metadata", 18 bytes
+    req.extend_from_slice(b"__cluster_metadata");
+    req.push(2); // one partition
+    req.extend_from_slice(&0i32.to_be_bytes());
+    req.push(0); // partition tags
+    req.push(0); // topic tags
+    req.push(0); // request tags
+    let mut frame = (req.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&req);
+    s.write_all(&frame).ok()?;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut b = vec![0u8; usize::try_from(i32::from_be_bytes(len)).ok()?];
+    s.read_exact(&mut b).ok()?;
+    let mut pos = 0;
+    assert_eq!(i32::from_be_bytes(take(&b, &mut pos)?), corr);
+    skip_tags(&b, &mut pos)?;
+    let top_error = i16::from_be_bytes(take(&b, &mut pos)?);
+    assert_eq!(top_error, 0, "top-level error");
+    assert_eq!(uvarint(&b, &mut pos)?, 2, "one topic");
+    let name_len = usize::try_from(uvarint(&b, &mut pos)?).ok()? - 1;
+    assert_eq!(&b[pos..pos + name_len], b"__cluster_metadata");
+    pos += name_len;
+    assert_eq!(uvarint(&b, &mut pos)?, 2, "one partition");
+    assert_eq!(i32::from_be_bytes(take(&b, &mut pos)?), 0);
+    let error = i16::from_be_bytes(take(&b, &mut pos)?);
+    let leader = i32::from_be_bytes(take(&b, &mut pos)?);
+    let epoch = i32::from_be_bytes(take(&b, &mut pos)?);
+    let high_watermark = i64::from_be_bytes(take(&b, &mut pos)?);
+    let mut voters = Vec::new();
+    for _ in 1..uvarint(&b, &mut pos)? {
+        let id = i32::from_be_bytes(take(&b, &mut pos)?);
+        let leo = i64::from_be_bytes(take(&b, &mut pos)?);
+        skip_tags(&b, &mut pos)?;
+        voters.push((id, leo));
+    }
+    Some(Quorum {
+        error,
+        leader,
+        epoch,
+        high_watermark,
+        voters,
+    })
+}
+
+/// Polls until every node in `ids` names the same leader (one of `ids`) in the same epoch,
+/// the leader answering without error and the others with NOT_LEADER_OR_FOLLOWER (6);
+/// returns the leader's answer.
+fn agreed_leader(c: &mut Cluster, ids: &[i32], what: &str) -> Quorum {
+    let deadline = Instant::now() + WAIT;
+    let mut corr = 0;
+    let mut last = Vec::new();
+    loop {
+        last.clear();
+        for &id in ids {
+            corr += 1;
+            last.push((id, describe_quorum(c.node(id).controller, corr)));
+        }
+        let leader = last.iter().find_map(|(id, q)| match q {
+            Some(q) if q.error == 0 && q.leader == *id => Some(q.clone()),
+            _ => None,
+        });
+        if let Some(l) = leader {
+            let all = last.iter().all(|(id, q)| {
+                q.as_ref().is_some_and(|q| {
+                    q.leader == l.leader
+                        && q.epoch == l.epoch
+                        && (q.error == 0) == (*id == l.leader)
+                        && (q.error == 0 || q.error == 6)
+                })
+            });
+            if all {
+                return l;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: no agreed leader within {WAIT:?}; last answers {last:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Polls the leader named by the nodes in `ids` until `cond` holds for its answer.
+fn wait_leader(c: &mut Cluster, ids: &[i32], what: &str, cond: impl Fn(&Quorum) -> bool) -> Quorum {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let q = agreed_leader(c, ids, what);
+        if cond(&q) {
+            return q;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not reached within {WAIT:?}; last leader answer {q:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn caught_up(q: &Quorum, id: i32) -> bool {
+    q.voters
+        .iter()
+        .any(|&(v, leo)| v == id && leo >= q.high_watermark)
+}
+
+#[test]
+fn three_voters_elect_fail_over_and_catch_up() {
+    assert!(Path::new(&strata_bin()).is_file(), "build strata first");
+    let mut c = Cluster::start();
+    let all = [1, 2, 3];
+
+    // One leader, reported by all three in one epoch; the leader's LeaderChange commits and
+    // every voter fetches up to the high watermark.
+    let first = wait_leader(&mut c, &all, "first election", |q| {
+        q.high_watermark > 0 && all.iter().all(|&id| caught_up(q, id))
+    });
+    let mut ids: Vec<i32> = first.voters.iter().map(|v| v.0).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, all, "the leader lists the three voters: {first:?}");
+    assert!(first.epoch >= 1);
+
+    // kill -9 the leader: the two survivors elect one of themselves in a higher epoch.
+    let old = first.leader;
+    c.node(old).kill9();
+    let survivors: Vec<i32> = all.iter().copied().filter(|&i| i != old).collect();
+    let second = wait_leader(
+        &mut c,
+        &survivors,
+        "election after the leader's kill",
+        |q| q.high_watermark >= first.high_watermark,
+    );
+    assert_ne!(second.leader, old);
+    assert!(
+        second.epoch > first.epoch,
+        "new epoch {} after {}",
+        second.epoch,
+        first.epoch
+    );
+
+    // The old leader comes back as a follower and catches up to the high watermark.
+    c.node(old).spawn();
+    let third = wait_leader(&mut c, &all, "the restarted node rejoins", |q| {
+        caught_up(q, old) && q.high_watermark >= second.high_watermark
+    });
+    eprintln!("first {first:?}\nsecond {second:?}\nthird {third:?}");
+    assert_ne!(
+        third.leader, old,
+        "leadership moves only if the leader fails"
+    );
+    assert!(third.epoch >= second.epoch);
+
+    // Its Raft state is on its own disk, in Kafka's layout.
+    let dir = c
+        .node(old)
+        .config
+        .parent()
+        .unwrap()
+        .join(format!("node{old}"));
+    let metadata = dir.join("__cluster_metadata-0");
+    assert!(metadata.join("quorum-state").is_file());
+    assert!(
+        fs::read_dir(&metadata)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".log")),
+        "a metadata log segment in {}",
+        metadata.display()
+    );
+}
