@@ -121,8 +121,8 @@ async fn run(mut peer: Peer) {
             }
         };
         backoff = peer.retry_backoff;
-        if let Some(reply) = wire::response_from_wire(response.body, &msg) {
-            if peer
+        if let Some(reply) = wire::response_from_wire(response.body, &msg)
+            && peer
                 .driver
                 .send(Command::Response {
                     from: peer.to,
@@ -130,9 +130,8 @@ async fn run(mut peer: Peer) {
                 })
                 .await
                 .is_err()
-            {
-                return; // the driver stopped
-            }
+        {
+            return; // the driver stopped
         }
     }
 }

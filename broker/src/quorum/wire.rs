@@ -313,11 +313,11 @@ pub fn request_from_wire(
 }
 
 /// The only partition of a request, which must be `__cluster_metadata-0`.
-fn single<'a, T, P: PartitionIndex>(
-    topics: &'a [T],
+fn single<T, P: PartitionIndex>(
+    topics: &[T],
     name: impl Fn(&T) -> &TopicName,
     partitions: impl Fn(&T) -> &Vec<P>,
-) -> Result<&'a P, Refused> {
+) -> Result<&P, Refused> {
     let [t] = topics else {
         return Err(Refused::NotQuorum);
     };
