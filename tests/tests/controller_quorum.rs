@@ -355,3 +355,36 @@ fn three_voters_elect_fail_over_and_catch_up() {
         metadata.display()
     );
 }
+
+#[test]
+fn a_lone_voter_cannot_lead_until_a_majority_is_back() {
+    assert!(Path::new(&strata_bin()).is_file(), "build strata first");
+    let mut c = Cluster::start();
+    let all = [1, 2, 3];
+    let first = wait_leader(&mut c, &all, "first election", |q| q.high_watermark > 0);
+
+    // Kill the leader and one follower: the last voter is a minority.
+    let lone = *all.iter().find(|&&i| i != first.leader).unwrap();
+    let dead: Vec<i32> = all.iter().copied().filter(|&i| i != lone).collect();
+    for &id in &dead {
+        c.node(id).kill9();
+    }
+    // Several election timeouts (1-2 s each): it must never lead alone.
+    let until = Instant::now() + Duration::from_secs(6);
+    let mut corr = 1000;
+    while Instant::now() < until {
+        corr += 1;
+        if let Some(q) = describe_quorum(c.node(lone).controller, corr) {
+            assert_ne!(q.error, 0, "node {lone} leads without a majority: {q:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // One voter back: the two form a majority and elect a leader in a later epoch.
+    c.node(dead[0]).spawn();
+    let pair = [lone.min(dead[0]), lone.max(dead[0])];
+    let second = wait_leader(&mut c, &pair, "election once a majority is back", |q| {
+        q.high_watermark > first.high_watermark
+    });
+    assert!(second.epoch > first.epoch, "{second:?} after {first:?}");
+}
