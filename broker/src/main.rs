@@ -188,6 +188,10 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     for task in &accepting {
         task.abort();
     }
+    if let Some(quorum) = &quorum {
+        // A leader hands over before it goes, so the quorum does not wait out a timeout.
+        quorum.resign(std::time::Duration::from_millis(200)).await;
+    }
     tracing::info!("shutting down: flushing logs");
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.flush_all()).await?;

@@ -57,6 +57,27 @@ impl Node {
         }
     }
 
+    /// SIGTERM, then waits (bounded) for the exit; whether it exited cleanly.
+    fn stop(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else {
+            return false;
+        };
+        let sent = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        let deadline = Instant::now() + WAIT;
+        while sent && Instant::now() < deadline {
+            if let Ok(Some(status)) = c.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        false
+    }
+
     fn log(&self) -> String {
         read_tail(&self.stderr, 6 * 1024)
     }
@@ -330,12 +351,25 @@ fn three_voters_elect_fail_over_and_catch_up() {
     let third = wait_leader(&mut c, &all, "the restarted node rejoins", |q| {
         caught_up(q, old) && q.high_watermark >= second.high_watermark
     });
-    eprintln!("first {first:?}\nsecond {second:?}\nthird {third:?}");
     assert_ne!(
         third.leader, old,
         "leadership moves only if the leader fails"
     );
     assert!(third.epoch >= second.epoch);
+
+    // A clean stop of the leader: it resigns (EndQuorumEpoch) before it exits, and the
+    // other two elect a leader in a later epoch.
+    let leader = third.leader;
+    assert!(c.node(leader).stop(), "the leader exits cleanly on SIGTERM");
+    assert!(
+        c.node(leader).log().contains("role=Resigned"),
+        "the leader resigned before exiting"
+    );
+    let rest: Vec<i32> = all.iter().copied().filter(|&i| i != leader).collect();
+    let fourth = wait_leader(&mut c, &rest, "election after a clean stop", |q| {
+        q.high_watermark > third.high_watermark
+    });
+    assert!(fourth.epoch > third.epoch, "{fourth:?} after {third:?}");
 
     // Its Raft state is on its own disk, in Kafka's layout.
     let dir = c

@@ -105,6 +105,9 @@ enum Command {
     Describe {
         reply: oneshot::Sender<Option<QuorumDescription>>,
     },
+    /// A clean shutdown: a leader resigns (EndQuorumEpoch), so the others need not wait
+    /// for the fetch timeout.
+    Resign { done: oneshot::Sender<()> },
 }
 
 /// A cheap, cloneable handle to the running driver.
@@ -142,6 +145,21 @@ impl QuorumHandle {
             .ok()?;
         let answer = rx.await.ok()?;
         wire::response_to_wire(&answer, crate::now_ms())
+    }
+
+    /// Resigns leadership for a clean shutdown (KIP-595's EndQuorumEpoch to the other
+    /// voters, most caught-up first), then gives the outbound connections up to `grace` to
+    /// send it. Does nothing on a node that does not lead.
+    pub async fn resign(&self, grace: Duration) {
+        if self.status().role != RoleKind::Leader {
+            return;
+        }
+        let (done, rx) = oneshot::channel();
+        if self.tx.send(Command::Resign { done }).await.is_ok() {
+            let _ = tokio::time::timeout(grace, rx).await;
+            // The EndQuorumEpoch requests are queued now; let them go out.
+            tokio::time::sleep(grace).await;
+        }
     }
 
     /// DescribeQuorum's answer body.
@@ -293,6 +311,11 @@ impl Driver {
                     let _ = reply.send(self.node.describe_quorum(self.now()));
                     Ok(())
                 }
+                Some(Command::Resign { done }) => {
+                    let result = self.step(Input::Resign, None);
+                    let _ = done.send(());
+                    result
+                }
             };
             if let Err(e) = result {
                 // A write that failed leaves the disk and the core apart: stop taking part
@@ -333,17 +356,17 @@ impl Driver {
         match action {
             Action::PersistQuorumState(q) => {
                 let file: strata_kraft::quorum_state::QuorumState = (&q).into();
-                tokio::task::block_in_place(|| self.state_store.write(&file))?;
+                durable(|| self.state_store.write(&file))?;
             }
             Action::AppendToLog {
                 base_offset,
                 entries,
             } => {
                 let now_ms = crate::now_ms();
-                tokio::task::block_in_place(|| self.disk.append(base_offset, &entries, now_ms))?;
+                durable(|| self.disk.append(base_offset, &entries, now_ms))?;
             }
             Action::TruncateLog { end_offset } => {
-                tokio::task::block_in_place(|| self.disk.truncate(end_offset))?;
+                durable(|| self.disk.truncate(end_offset))?;
             }
             Action::Send { to, msg } => {
                 if wire::request_api(&msg).is_none() {
@@ -388,5 +411,15 @@ impl Driver {
             }
         }
         Ok(())
+    }
+}
+
+/// Runs a blocking write (a write and an fsync) on the driver's task. On a multi-threaded
+/// runtime the worker is handed over to the other tasks meanwhile; a current-thread runtime
+/// (tests) just runs it.
+fn durable<T>(write: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(write),
+        _ => write(),
     }
 }
