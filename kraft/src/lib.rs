@@ -3,9 +3,10 @@
 //! The metadata quorum. Every change to cluster state (a broker registered, a topic
 //! created or deleted, a config set) is a record in the metadata log
 //! `__cluster_metadata-0`, and brokers serve from a [`MetadataImage`] built only by
-//! applying those records. Today the quorum is a single voter; a KIP-595 Raft quorum will
-//! replace the write path of [`MetadataStore`] without touching records, image or
-//! controller.
+//! applying those records. [`MetadataStore`] is still a single voter's write path; with
+//! several voters the broker's quorum driver (`strata_broker::quorum`) runs [`raft::RaftNode`]
+//! over the network, and proposing the store's records through it will replace that write
+//! path without touching records, image or controller.
 //!
 //! # Layout
 //!
@@ -22,7 +23,7 @@
 //! | `meta_properties.rs` | `meta.properties` (cluster id, node id) and Kafka's UUID strings |
 //! | `quorum_state.rs` | the `quorum-state` file (epoch, vote, leader) in Kafka's JSON format, replaced atomically |
 //! | `store.rs` | [`MetadataStore`]: persists operations through `strata_storage::Log`, replays on open |
-//! | `raft/` | [`raft::RaftNode`]: the sans-IO KIP-595 Raft core (not yet wired to the store) and, in tests, its deterministic simulator |
+//! | `raft/` | [`raft::RaftNode`]: the sans-IO KIP-595 Raft core (driven over the network by the broker's `quorum` module; not yet wired to the store) and, in tests, its deterministic simulator |
 //! | `error.rs` | [`MetadataError`], [`ClusterControlError`] and the per-partition election and AlterPartition errors |
 //!
 //! # Invariants
