@@ -268,6 +268,14 @@ pub fn start(config: &BrokerConfig, cluster_id: &str) -> Result<QuorumHandle, Qu
     })
 }
 
+/// The inbound request a step answers: its sender, its API (and version), and where the
+/// answer goes.
+type Awaiting = (
+    NodeId,
+    Option<(strata_protocol::messages::ApiKey, i16)>,
+    oneshot::Sender<Message>,
+);
+
 /// The task that owns the core.
 struct Driver {
     /// The core.
@@ -302,7 +310,8 @@ impl Driver {
             let result = match command {
                 None => self.step(Input::Tick, None),
                 Some(Command::Request { from, msg, reply }) => {
-                    self.step(Input::Message { from, msg }, Some((from, reply)))
+                    let api = wire::request_api(&msg);
+                    self.step(Input::Message { from, msg }, Some((from, api, reply)))
                 }
                 Some(Command::Response { from, msg }) => {
                     self.step(Input::Message { from, msg }, None)
@@ -327,11 +336,7 @@ impl Driver {
     }
 
     /// One step of the core, its actions carried out in order.
-    fn step(
-        &mut self,
-        input: Input,
-        mut reply: Option<(NodeId, oneshot::Sender<Message>)>,
-    ) -> Result<(), QuorumError> {
+    fn step(&mut self, input: Input, mut reply: Option<Awaiting>) -> Result<(), QuorumError> {
         let now = self.now();
         let actions = self.node.step(now, input);
         for action in actions {
@@ -351,7 +356,7 @@ impl Driver {
     fn carry_out(
         &mut self,
         action: Action,
-        reply: &mut Option<(NodeId, oneshot::Sender<Message>)>,
+        reply: &mut Option<Awaiting>,
     ) -> Result<(), QuorumError> {
         match action {
             Action::PersistQuorumState(q) => {
@@ -372,7 +377,7 @@ impl Driver {
                 if wire::request_api(&msg).is_none() {
                     // A response: it answers the request this step was fed, if any.
                     match reply.take() {
-                        Some((from, tx)) if from == to => {
+                        Some((from, api, tx)) if from == to && wire::response_api(&msg) == api => {
                             let _ = tx.send(msg);
                         }
                         other => {

@@ -80,6 +80,22 @@ pub fn request_api(msg: &Message) -> Option<(ApiKey, i16)> {
     }
 }
 
+/// The API a response message answers, in [`request_api`]'s terms; `None` for requests
+/// and FetchSnapshot.
+pub fn response_api(msg: &Message) -> Option<(ApiKey, i16)> {
+    match msg {
+        Message::VoteResponse { .. } => Some((ApiKey::Vote, VOTE_VERSION)),
+        Message::BeginQuorumEpochResponse { .. } => {
+            Some((ApiKey::BeginQuorumEpoch, BEGIN_QUORUM_EPOCH_VERSION))
+        }
+        Message::EndQuorumEpochResponse { .. } => {
+            Some((ApiKey::EndQuorumEpoch, END_QUORUM_EPOCH_VERSION))
+        }
+        Message::FetchResponse { .. } => Some((ApiKey::Fetch, FETCH_VERSION)),
+        _ => None,
+    }
+}
+
 /// A request of the core as a wire body addressed to `to`.
 pub fn request_to_wire(msg: &Message, to: NodeId, cluster_id: &str) -> Option<RequestKind> {
     let cluster = Some(StrBytes::from_string(cluster_id.to_owned()));
