@@ -2,11 +2,10 @@
 //! acknowledged write is lost, each sits at the offset its acknowledgement gave, offsets stay
 //! contiguous with no duplicates, and the same producer carries on after the restart.
 
-use std::collections::HashMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure};
+use anyhow::ensure;
 use rdkafka::topic_partition_list::Offset;
 use strata_tests::with_broker;
 
@@ -110,36 +109,7 @@ fn kill9_during_acks_all_produce() {
             PHASE_TIMEOUT,
         )?;
         check_contiguous(&records, &(0..partitions).map(|p| (p, 0)).collect())?;
-        let mut found: HashMap<usize, (i32, i64)> = HashMap::new();
-        for r in &records {
-            let m = r.seq()?;
-            ensure!(m < sent, "unknown message {m}");
-            ensure!(
-                r.value.as_deref() == Some(&value(m)[..]),
-                "message {m}: wrong payload"
-            );
-            if let Some(prev) = found.insert(m, (r.partition, r.offset)) {
-                bail!(
-                    "message {m} stored twice: at {prev:?} and {}-{}",
-                    r.partition,
-                    r.offset
-                );
-            }
-        }
-        let mut lost = Vec::new();
-        for (m, at) in &acked {
-            match found.get(m) {
-                Some(f) if f == at => {}
-                other => lost.push((*m, *at, other.copied())),
-            }
-        }
-        lost.sort();
-        ensure!(
-            lost.is_empty(),
-            "{} acknowledged messages lost or moved (message, acked at, found at), first: {:?}",
-            lost.len(),
-            &lost[..lost.len().min(5)]
-        );
+        check_acknowledged(&records, sent, value, &acked)?;
         Ok(())
     });
 }

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use rdkafka::topic_partition_list::Offset;
 use strata_tests::{Broker, with_broker};
 
@@ -179,34 +179,7 @@ fn kill9_with_frequent_rolls_keeps_every_acknowledged_message() {
         )?;
         ensure!(records.len() == total, "read {} of {total}", records.len());
         check_contiguous(&records, &(0..PARTITIONS).map(|p| (p, 0)).collect())?;
-        let mut found: HashMap<usize, (i32, i64)> = HashMap::new();
-        for r in &records {
-            let m = r.seq()?;
-            ensure!(m < sent, "unknown message {m}");
-            ensure!(
-                r.value.as_deref() == Some(&value(m)[..]),
-                "message {m}: wrong payload"
-            );
-            if let Some(prev) = found.insert(m, (r.partition, r.offset)) {
-                bail!(
-                    "message {m} stored twice: at {prev:?} and {}-{}",
-                    r.partition,
-                    r.offset
-                );
-            }
-        }
-        let mut lost: Vec<_> = acked
-            .iter()
-            .filter(|(m, at)| found.get(m) != Some(at))
-            .map(|(m, at)| (*m, *at, found.get(m).copied()))
-            .collect();
-        lost.sort();
-        ensure!(
-            lost.is_empty(),
-            "{} acknowledged messages lost or moved (message, acked at, found at), first: {:?}",
-            lost.len(),
-            &lost[..lost.len().min(5)]
-        );
+        check_acknowledged(&records, sent, value, &acked)?;
         Ok(())
     });
 }

@@ -453,3 +453,43 @@ pub fn check_contiguous(records: &[Consumed], first: &BTreeMap<i32, i64>) -> any
     }
     Ok(())
 }
+
+/// Checks a read-back of numbered messages (a `seq` header, payload `value(seq)`): every record
+/// is one that was sent (`seq < sent`) with its own payload, no message is stored twice, and
+/// every acknowledged message sits at the partition and offset its delivery report named.
+pub fn check_acknowledged(
+    records: &[Consumed],
+    sent: usize,
+    value: impl Fn(usize) -> Vec<u8>,
+    acked: &HashMap<usize, (i32, i64)>,
+) -> anyhow::Result<()> {
+    let mut found: HashMap<usize, (i32, i64)> = HashMap::new();
+    for r in records {
+        let m = r.seq()?;
+        ensure!(m < sent, "unknown message {m}");
+        ensure!(
+            r.value.as_deref() == Some(&value(m)[..]),
+            "message {m}: wrong payload"
+        );
+        if let Some(prev) = found.insert(m, (r.partition, r.offset)) {
+            bail!(
+                "message {m} stored twice: at {prev:?} and {}-{}",
+                r.partition,
+                r.offset
+            );
+        }
+    }
+    let mut lost: Vec<_> = acked
+        .iter()
+        .filter(|(m, at)| found.get(m) != Some(at))
+        .map(|(m, at)| (*m, *at, found.get(m).copied()))
+        .collect();
+    lost.sort_unstable();
+    ensure!(
+        lost.is_empty(),
+        "{} acknowledged messages lost or moved (message, acked at, found at), first: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+    Ok(())
+}
