@@ -12,7 +12,6 @@ use rdkafka::admin::{
     AdminClient, AdminOptions, AlterConfig, NewTopic, ResourceSpecifier, TopicReplication,
 };
 use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::types::RDKafkaErrorCode;
 use strata_protocol::StrBytes;
 use strata_protocol::codec::encode_request;
@@ -25,32 +24,14 @@ use strata_protocol::record_batch::{SimpleRecord, encode_batch};
 use strata_tests::Broker;
 use strata_tests::wire::{self, recv, send};
 
+mod admin_client;
+use admin_client::{admin, admin_opts, block};
+
 const TIMEOUT: Duration = Duration::from_secs(15);
-
-fn admin(b: &Broker) -> AdminClient<DefaultClientContext> {
-    ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .create()
-        .expect("admin client")
-}
-
-fn opts() -> AdminOptions {
-    AdminOptions::new()
-        .operation_timeout(Some(TIMEOUT))
-        .request_timeout(Some(TIMEOUT))
-}
-
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
 
 /// A topic's (value, source) for each key, as DescribeConfigs reports them.
 fn topic_config(a: &AdminClient<DefaultClientContext>, topic: &str, key: &str) -> (String, String) {
-    let r = block(a.describe_configs(&[ResourceSpecifier::Topic(topic)], &opts()))
+    let r = block(a.describe_configs(&[ResourceSpecifier::Topic(topic)], &admin_opts(TIMEOUT)))
         .expect("DescribeConfigs");
     let res = r.into_iter().next().unwrap().expect("resource");
     let e = res
@@ -197,7 +178,7 @@ fn alter_configs_replaces_a_topics_overrides() {
     let t = NewTopic::new("legacy", 2, TopicReplication::Fixed(1))
         .set("retention.ms", "12345")
         .set("segment.bytes", "1048576");
-    let created = block(a.create_topics(&[t], &opts())).expect("CreateTopics");
+    let created = block(a.create_topics(&[t], &admin_opts(TIMEOUT))).expect("CreateTopics");
     assert!(created[0].is_ok(), "{created:?}");
     assert_eq!(
         topic_config(&a, "legacy", "retention.ms"),
@@ -207,7 +188,10 @@ fn alter_configs_replaces_a_topics_overrides() {
     // validate_only: checked, nothing written.
     let change =
         AlterConfig::new(ResourceSpecifier::Topic("legacy")).set("max.message.bytes", "2000");
-    assert_eq!(alter(&a, &change, &opts().validate_only(true)), Ok(()));
+    assert_eq!(
+        alter(&a, &change, &admin_opts(TIMEOUT).validate_only(true)),
+        Ok(())
+    );
     assert_eq!(topic_config(&a, "legacy", "max.message.bytes").1, "Default");
     assert_eq!(topic_config(&a, "legacy", "retention.ms").0, "12345");
 
@@ -215,7 +199,7 @@ fn alter_configs_replaces_a_topics_overrides() {
     // per-resource error codes of AlterConfigs; the raw test below checks them.)
     for (k, v) in [("retention.ms", "forever"), ("no.such.config", "1")] {
         let bad = AlterConfig::new(ResourceSpecifier::Topic("legacy")).set(k, v);
-        assert_eq!(alter(&a, &bad, &opts()), Ok(()), "{k}={v}");
+        assert_eq!(alter(&a, &bad, &admin_opts(TIMEOUT)), Ok(()), "{k}={v}");
     }
     assert_eq!(topic_config(&a, "legacy", "retention.ms").0, "12345");
 
@@ -224,7 +208,7 @@ fn alter_configs_replaces_a_topics_overrides() {
     let change = AlterConfig::new(ResourceSpecifier::Topic("legacy"))
         .set("max.message.bytes", "2000")
         .set("segment.bytes", "1048576");
-    assert_eq!(alter(&a, &change, &opts()), Ok(()));
+    assert_eq!(alter(&a, &change, &admin_opts(TIMEOUT)), Ok(()));
     assert_eq!(
         topic_config(&a, "legacy", "max.message.bytes"),
         ("2000".to_owned(), "DynamicTopic".to_owned())
@@ -239,7 +223,7 @@ fn alter_configs_replaces_a_topics_overrides() {
 
     // An empty set removes every override.
     let clear = AlterConfig::new(ResourceSpecifier::Topic("legacy"));
-    assert_eq!(alter(&a, &clear, &opts()), Ok(()));
+    assert_eq!(alter(&a, &clear, &admin_opts(TIMEOUT)), Ok(()));
     for key in ["max.message.bytes", "segment.bytes", "retention.ms"] {
         assert_ne!(topic_config(&a, "legacy", key).1, "DynamicTopic", "{key}");
     }

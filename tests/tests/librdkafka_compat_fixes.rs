@@ -11,7 +11,7 @@
 use std::net::TcpStream;
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::admin::{AdminClient, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::KafkaError;
@@ -20,35 +20,17 @@ use rdkafka::types::RDKafkaErrorCode;
 use strata_tests::Broker;
 use strata_tests::wire;
 
+mod admin_client;
+use admin_client::{admin, admin_opts, block};
+
 const TIMEOUT: Duration = Duration::from_secs(15);
 
 const OP_SET: i8 = 0;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
-
-fn opts() -> AdminOptions {
-    AdminOptions::new()
-        .operation_timeout(Some(TIMEOUT))
-        .request_timeout(Some(TIMEOUT))
-}
-
-fn admin(b: &Broker) -> AdminClient<DefaultClientContext> {
-    ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .create()
-        .expect("admin client")
-}
-
 fn cleanup_policy(a: &AdminClient<DefaultClientContext>, topic: &str) -> String {
-    let r = block(a.describe_configs(&[ResourceSpecifier::Topic(topic)], &opts()))
+    let r = block(a.describe_configs(&[ResourceSpecifier::Topic(topic)], &admin_opts(TIMEOUT)))
         .expect("DescribeConfigs");
     let res = r.into_iter().next().unwrap().expect("resource");
     res.get("cleanup.policy")
@@ -137,7 +119,7 @@ fn incremental_alter_configs_and_compacted_topic_rejects_keyless_records() {
     let topic = "compacting";
     let r = block(a.create_topics(
         &[NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
-        &opts(),
+        &admin_opts(TIMEOUT),
     ))
     .expect("CreateTopics");
     assert!(r[0].is_ok(), "{r:?}");

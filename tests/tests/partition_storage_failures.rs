@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use bytes::Bytes;
-use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use rdkafka::admin::{NewPartitions, NewTopic, TopicReplication};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -28,6 +27,9 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
 use strata_protocol::record_batch::{SimpleRecord, encode_batch};
 use strata_tests::{Broker, wire, with_broker};
+
+mod admin_client;
+use admin_client::{admin, admin_opts, block};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 /// Kafka's error codes, as they go over the wire.
@@ -39,37 +41,17 @@ const NODE: i32 = 1;
 /// checks is absent.
 const OVERRIDES: &[(&str, &str)] = &[("auto.create.topics.enable", "false")];
 
-fn admin(b: &Broker) -> anyhow::Result<AdminClient<DefaultClientContext>> {
-    Ok(ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .create()?)
-}
-
-fn opts() -> AdminOptions {
-    AdminOptions::new()
-        .operation_timeout(Some(TIMEOUT))
-        .request_timeout(Some(TIMEOUT))
-}
-
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
-
 /// Creates topics of `(name, partitions)` in one CreateTopics request; the result per name.
 fn create_topics(
     b: &Broker,
     topics: &[(&str, i32)],
 ) -> anyhow::Result<BTreeMap<String, Result<(), RDKafkaErrorCode>>> {
-    let a = admin(b)?;
+    let a = admin(b);
     let new: Vec<NewTopic<'_>> = topics
         .iter()
         .map(|(name, n)| NewTopic::new(name, *n, TopicReplication::Fixed(1)))
         .collect();
-    let results = block(a.create_topics(&new, &opts()))?;
+    let results = block(a.create_topics(&new, &admin_opts(TIMEOUT)))?;
     Ok(results
         .into_iter()
         .map(|r| match r {
@@ -85,8 +67,9 @@ fn create_partitions(
     topic: &str,
     count: usize,
 ) -> anyhow::Result<Result<(), RDKafkaErrorCode>> {
-    let a = admin(b)?;
-    let mut r = block(a.create_partitions(&[NewPartitions::new(topic, count)], &opts()))?;
+    let a = admin(b);
+    let mut r =
+        block(a.create_partitions(&[NewPartitions::new(topic, count)], &admin_opts(TIMEOUT)))?;
     Ok(r.remove(0).map(drop).map_err(|(_, code)| code))
 }
 
@@ -486,8 +469,8 @@ fn a_partition_that_cannot_be_opened_is_offline_and_the_rest_is_served() {
             metadata_v5(b, "doomed")?[0].error == LEADER_NOT_AVAILABLE,
             "doomed offline"
         );
-        let a = admin(b)?;
-        let deleted = block(a.delete_topics(&["doomed"], &opts()))?;
+        let a = admin(b);
+        let deleted = block(a.delete_topics(&["doomed"], &admin_opts(TIMEOUT)))?;
         ensure!(
             deleted.iter().all(Result::is_ok),
             "DeleteTopics: {deleted:?}"

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::admin::{AdminClient, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -14,34 +14,17 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaErrorCode;
 use strata_tests::Broker;
 
+mod admin_client;
+use admin_client::{admin, admin_opts, block};
+
 const TIMEOUT: Duration = Duration::from_secs(15);
-
-fn admin(b: &Broker) -> AdminClient<DefaultClientContext> {
-    ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .create()
-        .expect("admin client")
-}
-
-fn opts() -> AdminOptions {
-    AdminOptions::new()
-        .operation_timeout(Some(TIMEOUT))
-        .request_timeout(Some(TIMEOUT))
-}
-
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
 
 fn create(
     a: &AdminClient<DefaultClientContext>,
     topic: NewTopic<'_>,
 ) -> Result<String, RDKafkaErrorCode> {
-    let mut r = block(a.create_topics(&[topic], &opts())).expect("CreateTopics request");
+    let mut r =
+        block(a.create_topics(&[topic], &admin_opts(TIMEOUT))).expect("CreateTopics request");
     r.remove(0).map_err(|(_, code)| code)
 }
 
@@ -60,7 +43,7 @@ fn partitions_of(b: &Broker, topic: &str) -> Option<usize> {
 
 /// The value and the source (as `ConfigSource`'s Debug name, since it is neither Clone nor PartialEq).
 fn topic_config(a: &AdminClient<DefaultClientContext>, topic: &str, key: &str) -> (String, String) {
-    let r = block(a.describe_configs(&[ResourceSpecifier::Topic(topic)], &opts()))
+    let r = block(a.describe_configs(&[ResourceSpecifier::Topic(topic)], &admin_opts(TIMEOUT)))
         .expect("DescribeConfigs");
     let res = r.into_iter().next().unwrap().expect("resource");
     let e = res
@@ -127,7 +110,7 @@ fn create_describe_delete_and_restart() {
     // validate_only creates nothing.
     let r = block(a.create_topics(
         &[NewTopic::new("dry-run", 2, TopicReplication::Fixed(1))],
-        &opts().validate_only(true),
+        &admin_opts(TIMEOUT).validate_only(true),
     ))
     .unwrap();
     assert!(r[0].is_ok(), "{r:?}");
@@ -163,9 +146,9 @@ fn create_describe_delete_and_restart() {
     );
 
     // Delete, and the deletion survives a restart too; the data directory goes with it.
-    let r = block(a.delete_topics(&["orders"], &opts())).unwrap();
+    let r = block(a.delete_topics(&["orders"], &admin_opts(TIMEOUT))).unwrap();
     assert!(r[0].is_ok(), "{r:?}");
-    let r = block(a.delete_topics(&["orders"], &opts())).unwrap();
+    let r = block(a.delete_topics(&["orders"], &admin_opts(TIMEOUT))).unwrap();
     assert_eq!(
         r[0].as_ref().map_err(|(_, c)| *c),
         Err(RDKafkaErrorCode::UnknownTopicOrPartition)
@@ -255,7 +238,7 @@ fn grow(
     p: &rdkafka::admin::NewPartitions<'_>,
     validate_only: bool,
 ) -> Result<String, RDKafkaErrorCode> {
-    let mut r = block(a.create_partitions([p], &opts().validate_only(validate_only)))
+    let mut r = block(a.create_partitions([p], &admin_opts(TIMEOUT).validate_only(validate_only)))
         .expect("CreatePartitions request");
     r.remove(0).map_err(|(_, code)| code)
 }

@@ -36,15 +36,10 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use strata_tests::{Broker, wire, with_broker};
 
-const TIMEOUT: Duration = Duration::from_secs(30);
+mod admin_client;
+use admin_client::block;
 
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
+const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn create_topic(b: &Broker, name: &str, partitions: i32) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
