@@ -127,16 +127,22 @@ pub(crate) fn recovery_point_of(dir: &Path) -> i64 {
     let Ok(partition) = partition.parse::<i32>() else {
         return 0;
     };
-    match read_offsets(&parent.join(RECOVERY_POINT_CHECKPOINT)) {
-        Ok(map) => map
-            .get(&(topic.to_owned(), partition))
-            .copied()
-            .unwrap_or(0),
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot read the recovery points; recovering every segment");
-            0
-        }
-    }
+    recovery_points(parent)
+        .get(&(topic.to_owned(), partition))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Every partition's recovery point recorded in `log_dir`'s
+/// `recovery-point-offset-checkpoint`. A partition that is absent, or a file that cannot be
+/// read, means 0: recover everything (with a warning for the unreadable file). A broker
+/// opening many partitions reads this once rather than once per partition.
+#[must_use]
+pub fn recovery_points(log_dir: &Path) -> HashMap<(String, i32), i64> {
+    read_offsets(&log_dir.join(RECOVERY_POINT_CHECKPOINT)).unwrap_or_else(|e| {
+        tracing::warn!(dir = %log_dir.display(), error = %e, "cannot read the recovery points; recovering every segment");
+        HashMap::new()
+    })
 }
 
 #[cfg(test)]

@@ -100,6 +100,22 @@ impl Log {
         Self::open_recovering_from(dir, config, now_ms, clean, -1)
     }
 
+    /// As [`Log::open_with`], with the recovery point given by the caller instead of read
+    /// from the checkpoint file (0 recovers every segment): a broker opening many partitions
+    /// reads the file once ([`crate::checkpoint::recovery_points`]).
+    ///
+    /// # Errors
+    /// As [`Log::open`].
+    pub fn open_with_recovery_point(
+        dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+        clean: bool,
+        recovery_point: i64,
+    ) -> Result<Log, LogError> {
+        Self::open_recovering_from(dir, config, now_ms, clean, recovery_point.max(0))
+    }
+
     /// `recovery_point`: -1 to read it from the checkpoint file when unclean.
     fn open_recovering_from(
         dir: &Path,

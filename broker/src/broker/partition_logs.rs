@@ -37,6 +37,13 @@ impl Broker {
                 }
             }
         }
+        // After a crash each log recovers from its recovery point; the checkpoint is read once
+        // here, not once per partition.
+        let recovery_points = if clean {
+            HashMap::new()
+        } else {
+            strata_storage::checkpoint::recovery_points(&self.config.log_dir)
+        };
         // Workers take the next partition from a shared counter, so one partition with a long
         // recovery does not hold back a fixed share of the others.
         let next = AtomicUsize::new(0);
@@ -44,7 +51,12 @@ impl Broker {
             let mut results = Vec::new();
             while let Some((topic, index, cfg)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
                 let dir = self.partition_dir(&topic.name, *index);
-                let log = Log::open_with(&dir, cfg.clone(), now_ms, clean);
+                let recovery_point = recovery_points
+                    .get(&(topic.name.clone(), *index))
+                    .copied()
+                    .unwrap_or(0);
+                let log =
+                    Log::open_with_recovery_point(&dir, cfg.clone(), now_ms, clean, recovery_point);
                 results.push((*topic, *index, dir, log));
             }
             results
