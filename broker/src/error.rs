@@ -58,6 +58,9 @@ pub fn metadata_error_code(e: &MetadataError) -> i16 {
         | MetadataError::Io { .. }
         | MetadataError::Storage(_)
         | MetadataError::LogFailed => ResponseError::KafkaStorageError.code(),
+        MetadataError::NotController => ResponseError::NotController.code(),
+        MetadataError::Timeout => ResponseError::RequestTimedOut.code(),
+        MetadataError::CorruptEntry(_) => ResponseError::UnknownServerError.code(),
     }
 }
 

@@ -38,6 +38,7 @@ pub mod error;
 pub mod group;
 pub mod handlers;
 pub mod housekeeping;
+pub mod lifecycle;
 pub mod offsets;
 pub mod partition;
 pub mod quorum;
