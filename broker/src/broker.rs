@@ -79,6 +79,8 @@ pub struct Broker {
     pub zero_copy_bytes: AtomicU64,
     /// Fetched record bytes sent by reading and writing (where `sendfile` is unsupported).
     pub copied_bytes: AtomicU64,
+    /// The follower replicas' fetchers (a node of a cluster).
+    pub fetchers: crate::replica::Fetchers,
     /// The budget for request bytes read from sockets (`queued.max.request.bytes`), shared by
     /// every connection: a connection stops reading while it is exhausted (back-pressure).
     pub request_memory: RequestMemory,
@@ -192,6 +194,7 @@ impl Broker {
             offsets,
             groups,
             consumer_groups,
+            fetchers: crate::replica::Fetchers::default(),
             zero_copy_bytes: AtomicU64::new(0),
             copied_bytes: AtomicU64::new(0),
             request_memory,

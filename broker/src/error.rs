@@ -23,6 +23,7 @@ pub fn log_error_code(e: &LogError) -> i16 {
         LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
         LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
         LogError::InvalidProducerSequence { .. } => ResponseError::InvalidRecord.code(),
+        LogError::UnexpectedOffset { .. } => ResponseError::UnknownServerError.code(),
         LogError::CorruptSegment { .. } | LogError::Decompress { .. } | LogError::Io { .. } => {
             ResponseError::KafkaStorageError.code()
         }

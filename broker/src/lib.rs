@@ -42,6 +42,7 @@ pub mod lifecycle;
 pub mod offsets;
 pub mod partition;
 pub mod quorum;
+pub mod replica;
 
 /// Milliseconds since the Unix epoch: the clock the storage and metadata cores are given.
 #[must_use]

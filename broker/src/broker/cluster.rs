@@ -404,7 +404,7 @@ impl Broker {
 
     /// Makes a committed image the one this node serves: logs for the partitions it
     /// replicates, deleted topics' data removed, configs applied; then publishes it.
-    pub fn apply_image(&self, new: Arc<MetadataImage>) {
+    pub fn apply_image(self: &Arc<Self>, new: Arc<MetadataImage>) {
         let Some(cluster) = self.cluster() else {
             return;
         };
@@ -413,6 +413,9 @@ impl Broker {
         let now_ms = crate::now_ms();
         for t in old.topics.values() {
             if new.topics.get(&t.name).map(|n| n.topic_id) != Some(t.topic_id) {
+                for p in &t.partitions {
+                    self.fetchers.unfollow(&t.name, p.partition);
+                }
                 self.remove_topic_data(&t.name, now_ms);
             }
         }
@@ -426,6 +429,7 @@ impl Broker {
                 let hosted = self.partition(&t.name, p.partition);
                 if !p.replicas.contains(&me) {
                     if hosted.is_some() {
+                        self.fetchers.unfollow(&t.name, p.partition);
                         self.remove_partition_data(&t.name, p.partition);
                     }
                     continue;
@@ -434,6 +438,7 @@ impl Broker {
                     if configs_changed {
                         hosted.log().set_config(cfg.clone());
                     }
+                    self.follow_leader(hosted, p.leader, p.leader_epoch);
                     continue;
                 }
                 if self.is_offline(&t.name, p.partition) {
@@ -457,7 +462,8 @@ impl Broker {
                         self.partitions
                             .write()
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .insert((t.name.clone(), p.partition), part);
+                            .insert((t.name.clone(), p.partition), part.clone());
+                        self.follow_leader(part, p.leader, p.leader_epoch);
                     }
                     Err(e) => {
                         tracing::error!(topic = %t.name, partition = p.partition, dir = %dir.display(), error = %e,
@@ -474,6 +480,16 @@ impl Broker {
             .image
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = new;
+    }
+
+    /// Follows the partition's leader when another node leads it; stops following when
+    /// this node leads it or no node does.
+    fn follow_leader(self: &Arc<Self>, partition: Arc<Partition>, leader: i32, leader_epoch: i32) {
+        if leader >= 0 && leader != self.config.node_id {
+            self.fetchers.follow(self, partition, leader, leader_epoch);
+        } else {
+            self.fetchers.unfollow(&partition.topic, partition.index);
+        }
     }
 
     /// Closes and removes one partition replica this node no longer holds.
