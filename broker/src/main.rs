@@ -1,6 +1,9 @@
 //! `strata [server.properties] [--override key=value]...`
 //!
 //! Starts one broker node. With no arguments it serves `localhost:9092` with data in `./data`.
+//! `strata healthcheck ...` asks a running node instead (see `healthcheck.rs`).
+
+mod healthcheck;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,6 +17,9 @@ use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("healthcheck") {
+        return healthcheck::main(&std::env::args().skip(2).collect::<Vec<_>>());
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
