@@ -750,6 +750,12 @@ impl Log {
         self.log_start_offset
     }
 
+    /// The base offset of the oldest segment: where the log would start after a restart if
+    /// nothing recorded a later start.
+    pub fn first_segment_base_offset(&self) -> i64 {
+        self.segments[0].base_offset
+    }
+
     /// One past the last offset appended.
     pub fn log_end_offset(&self) -> i64 {
         self.active().next_offset
