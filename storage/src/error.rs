@@ -18,7 +18,9 @@ pub enum LogError {
     },
     /// OFFSET_OUT_OF_RANGE from DeleteRecords: the log start offset cannot move past the
     /// high watermark (Kafka's `UnifiedLog.maybeIncrementLogStartOffset`).
-    #[error("cannot move the log start offset to {requested}: above the high watermark {high_watermark}")]
+    #[error(
+        "cannot move the log start offset to {requested}: above the high watermark {high_watermark}"
+    )]
     LogStartAboveHighWatermark { requested: i64, high_watermark: i64 },
     /// CORRUPT_MESSAGE: a produced batch failed its CRC or its lengths lie
     /// (Kafka's `CorruptRecordException`). Nothing of the request was written.

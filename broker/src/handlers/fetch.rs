@@ -109,6 +109,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Fetched {
             // `wanted` runs topic by topic in slot order, so pushing in its order keeps the
             // region lists in response order.
             for (w, (pd, regions)) in wanted.iter().zip(parts) {
+                crate::metrics::record_fetch(w.partition.as_ref().ok(), &regions);
                 topics[w.topic_slot].partitions.push(pd);
                 records.push(regions);
             }
@@ -119,6 +120,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Fetched {
                 records,
             };
         }
+        let _parked = crate::metrics::fetch_parked();
         let changed = watchers
             .iter_mut()
             .map(|w| Box::pin(w.changed()))

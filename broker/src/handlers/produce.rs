@@ -127,6 +127,7 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Produced {
                     let mut buf = BytesMut::from(&records[..]);
                     match p.append(&mut buf, now) {
                         Ok((info, wait)) => {
+                            crate::metrics::record_produce(&p, buf.len(), info.record_count);
                             if let Some(wait) = wait {
                                 waits.push((responses.len(), partition_responses.len(), wait));
                             }
