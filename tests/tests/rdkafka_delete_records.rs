@@ -6,6 +6,9 @@
 //!   answers them, the segments below go, a consumer from the beginning starts at the new
 //!   start, one assigned below it resets (`earliest`) or gets OFFSET_OUT_OF_RANGE (`error`),
 //!   and the start survives a clean restart and a kill -9 (`log-start-offset-checkpoint`).
+//! - `an_offline_partition_keeps_its_log_start`: a partition whose log cannot be opened keeps
+//!   its checkpointed start while DeleteRecords on another partition rewrites the file, so
+//!   the deleted records stay deleted once it is repaired.
 //! - `delete_records_refuses_bad_input`: an offset above the high watermark is
 //!   OFFSET_OUT_OF_RANGE and changes nothing; over raw v0 and v2 frames, unknown topics and
 //!   partitions are UNKNOWN_TOPIC_OR_PARTITION and the internal offsets topic is
@@ -397,6 +400,59 @@ fn delete_records_refuses_bad_input() {
                 2 + i64::from(version)
             );
         }
+        Ok(())
+    });
+}
+
+#[test]
+fn an_offline_partition_keeps_its_log_start() {
+    with_broker(&[], |b| {
+        let (broken, healthy) = ("dr-broken", "dr-healthy");
+        create_topic(b, broken, 1)?;
+        create_topic(b, healthy, 1)?;
+        let (producer, deliveries) = producer(b, &[])?;
+        for i in 0..20 {
+            let topic = if i < 10 { broken } else { healthy };
+            send_to_partition(&producer, topic, 0, i, &value_of("dr", i))?;
+        }
+        await_reports(&producer, &deliveries, 20, PHASE_TIMEOUT)?;
+        drop(producer);
+        for topic in [broken, healthy] {
+            let got = delete_records(b, topic, &[(0, Offset::Offset(5))])?;
+            ensure!(matches!(got.get(&0), Some(Ok(5))), "{topic}: {got:?}");
+        }
+        ensure!(b.stop()?.success(), "clean stop");
+
+        // The segment becomes a directory of the same name: the log cannot be opened.
+        let segment = b
+            .data_dir()
+            .join(format!("{broken}-0"))
+            .join("00000000000000000000.log");
+        let saved = b.data_dir().join("saved.log.bak");
+        std::fs::rename(&segment, &saved)?;
+        std::fs::create_dir(&segment)?;
+        b.restart()?;
+        let got = delete_records(b, healthy, &[(0, Offset::Offset(7))])?;
+        ensure!(matches!(got.get(&0), Some(Ok(7))), "{healthy}: {got:?}");
+        let checkpoint = std::fs::read_to_string(b.data_dir().join("log-start-offset-checkpoint"))?;
+        ensure!(
+            checkpoint == format!("0\n2\n{broken} 0 5\n{healthy} 0 7\n"),
+            "checkpoint with {broken} offline: {checkpoint:?}"
+        );
+
+        ensure!(b.stop()?.success(), "clean stop");
+        std::fs::remove_dir(&segment)?;
+        std::fs::rename(&saved, &segment)?;
+        b.restart()?;
+        let c = consumer(b, &[])?;
+        ensure!(
+            watermarks(&c, broken, 0)? == (5, 10),
+            "{broken} after the repair"
+        );
+        ensure!(
+            watermarks(&c, healthy, 0)? == (7, 10),
+            "{healthy} after the restart"
+        );
         Ok(())
     });
 }

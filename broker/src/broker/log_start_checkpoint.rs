@@ -17,12 +17,13 @@
 //! before the rename leaves the old starts: the deletion was not acknowledged, and the
 //! records below the requested offset stay readable. A crash after it and before the
 //! segments are deleted leaves segments below the start, which the restore at the next start
-//! deletes. Only partitions whose start lies above their first segment's base are listed.
+//! deletes. Only partitions whose start lies above their first segment's base are listed,
+//! and offline partitions (never opened) keep the entry they had.
 
 use std::sync::Mutex;
 
 use strata_storage::LogError;
-use strata_storage::checkpoint::{LOG_START_OFFSET_CHECKPOINT, write_offsets};
+use strata_storage::checkpoint::{LOG_START_OFFSET_CHECKPOINT, read_offsets, write_offsets};
 
 use super::Broker;
 
@@ -30,11 +31,13 @@ use super::Broker;
 static WRITER: Mutex<()> = Mutex::new(());
 
 impl Broker {
-    /// Rewrites `log-start-offset-checkpoint` from every hosted partition's log start offset.
+    /// Rewrites `log-start-offset-checkpoint` from every hosted partition's log start offset,
+    /// keeping the entries of offline partitions.
     ///
     /// # Errors
     ///
-    /// [`LogError::Io`] when the file cannot be written.
+    /// [`LogError::Io`] when the file cannot be written, or read while a partition is
+    /// offline.
     pub fn checkpoint_log_start_offsets(&self) -> Result<(), LogError> {
         let _writer = WRITER
             .lock()
@@ -48,6 +51,18 @@ impl Broker {
                 (start > log.first_segment_base_offset()).then(|| (p.topic.clone(), p.index, start))
             })
             .collect();
+        // An offline partition's log was never opened: keep its entry from the file as it
+        // was, or a repair would bring back the records DeleteRecords removed.
+        let offline = self.offline_partitions();
+        if !offline.is_empty() {
+            let path = self.config.log_dir.join(LOG_START_OFFSET_CHECKPOINT);
+            entries.extend(
+                read_offsets(&path)?
+                    .into_iter()
+                    .filter(|(key, _)| offline.contains(key))
+                    .map(|((topic, partition), offset)| (topic, partition, offset)),
+            );
+        }
         entries.sort();
         write_offsets(
             &self.config.log_dir.join(LOG_START_OFFSET_CHECKPOINT),
