@@ -136,7 +136,7 @@ pub fn render(broker: &Broker) -> String {
         (
             "kafka_server_socket_server_metrics_connection_count",
             "gauge",
-            "Open client connections (Kafka's connection-count).",
+            "Open connections on every listener, controller listeners included (Kafka's connection-count).",
             CONNECTIONS.load(Ordering::Relaxed),
         ),
         (
