@@ -10,7 +10,8 @@
 //! - controller death (SIGKILL): a new controller is elected, CreateTopics succeeds, and the
 //!   dead node's leaderships move after the session timeout;
 //! - restart: a killed node registers again, is unfenced, and new topics place replicas on it;
-//! - controlled shutdown (SIGTERM): the broker's leaderships move before it exits 0;
+//! - controlled shutdown (SIGTERM): the broker's leaderships move before it exits 0, and the
+//!   active controller's too, which also hands the quorum over before it goes;
 //! - CreateTopics sent to a node that is not the controller is NOT_CONTROLLER.
 //!
 //! The tests run one at a time (each starts three processes, and the measured times mean
@@ -132,6 +133,25 @@ fn all_led(m: &Metadata, topic: &str, partitions: i32) -> bool {
     let p = m.partitions(topic);
     p.len() == usize::try_from(partitions).unwrap()
         && p.values().all(|p| p.error == 0 && p.leader >= 0)
+}
+
+/// Checks that `gone` leads nothing and is in no ISR in `after`, and that every leader
+/// in `after` was in the partition's ISR in `before`.
+fn check_moved_within_isr(before: &Metadata, after: &Metadata, topic: &str, gone: i32) {
+    for (id, p) in after.partitions(topic) {
+        let old = &before.partitions(topic)[&id];
+        assert!(
+            old.isr.contains(&p.leader),
+            "partition {id}: new leader {} from the old ISR {:?}",
+            p.leader,
+            old.isr
+        );
+        assert!(
+            p.leader != gone && !p.isr.contains(&gone),
+            "partition {id} without {gone}: {p:?}"
+        );
+        assert!(p.isr.contains(&p.leader), "partition {id}: {p:?}");
+    }
 }
 
 /// Waits until every node in `ids` lists every partition of `topic` with a leader, all in
@@ -362,17 +382,7 @@ fn a_killed_broker_s_partitions_get_new_leaders_from_their_isr_and_producers_car
          were all acknowledged {during_ms} ms after the kill",
         SESSION_TIMEOUT.as_millis()
     );
-    for (id, p) in after.partitions(topic) {
-        let old = &before.partitions(topic)[&id];
-        assert!(
-            old.isr.contains(&p.leader),
-            "partition {id}: new leader {} from the old ISR {:?}",
-            p.leader,
-            old.isr
-        );
-        assert!(!p.isr.contains(&victim), "partition {id}: {p:?}");
-        assert!(p.isr.contains(&p.leader), "partition {id}: {p:?}");
-    }
+    check_moved_within_isr(&before, &after, topic, victim);
     // Every surviving node sees the same.
     c.wait_brokers(&[controller, survivor], &[controller, survivor], MARGIN)
         .unwrap_or_else(|e| panic!("{e:?}"));
@@ -420,18 +430,20 @@ fn a_killed_controller_is_replaced_and_its_leaderships_move() {
     // dead node's session expires it still counts as live and may get replicas here.
     wait_topic(&c, &survivors, "after", 3);
 
-    c.wait_metadata(
-        next,
-        "the killed controller's partitions moved",
-        SESSION_TIMEOUT + MARGIN,
-        |m| {
-            m.led_by("before", controller).is_empty()
-                && all_led(m, "before", PARTITIONS)
-                && !m.brokers().contains(&controller)
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e:?}"));
+    let after = c
+        .wait_metadata(
+            next,
+            "the killed controller's partitions moved",
+            SESSION_TIMEOUT + MARGIN,
+            |m| {
+                m.led_by("before", controller).is_empty()
+                    && all_led(m, "before", PARTITIONS)
+                    && !m.brokers().contains(&controller)
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
     let moved_ms = t0.elapsed().as_millis();
+    check_moved_within_isr(&before, &after, "before", controller);
     println!(
         "measured: controller {controller} killed; node {next} elected controller after \
          {elected_ms} ms, CreateTopics through it done after {created_ms} ms, partitions \
@@ -521,17 +533,58 @@ fn controlled_shutdown_moves_leaderships_before_the_broker_exits() {
         m.led_by(topic, victim).is_empty() && all_led(&m, topic, PARTITIONS),
         "no partition led by {victim} once it exited: {m:#?}"
     );
-    for (id, p) in m.partitions(topic) {
-        assert!(
-            before.partitions(topic)[&id].isr.contains(&p.leader),
-            "partition {id}: new leader from the ISR: {p:?}"
-        );
-        assert!(!p.isr.contains(&victim), "partition {id}: {p:?}");
-    }
+    check_moved_within_isr(&before, &m, topic, victim);
     assert!(
         !m.brokers().contains(&victim),
         "a broker that shut down is fenced: {m:#?}"
     );
+}
+
+#[test]
+fn the_controller_s_controlled_shutdown_hands_over_quorum_and_leaderships() {
+    let _serial = serial();
+    let (mut c, controller) = start_cluster();
+    let all = c.ids();
+    let topic = "handover";
+    create_topic(&c.bootstrap(&all), topic, PARTITIONS, 3).expect("CreateTopics");
+    let before = wait_topic(&c, &all, topic, PARTITIONS);
+    let led = before.led_by(topic, controller);
+    assert!(
+        !led.is_empty(),
+        "the controller leads partitions: {before:#?}"
+    );
+    let survivors: Vec<i32> = all.iter().copied().filter(|&i| i != controller).collect();
+
+    let (status, took) = c
+        .node(controller)
+        .stop(Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(status.success(), "exit status {status}");
+    let t0 = Instant::now();
+    let next = c
+        .wait_controller(&survivors, ELECTION)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let elected_ms = t0.elapsed().as_millis();
+    // The leaderships moved while the old controller was still the controller, so the new
+    // one's image has them moved at once, without waiting out a session.
+    let m = c.metadata(next).expect("the new controller's Metadata");
+    println!(
+        "measured: controller {controller} leading {led:?} exited 0 {} ms after SIGTERM; \
+         node {next} named controller by both survivors {elected_ms} ms after the exit",
+        took.as_millis()
+    );
+    assert!(
+        took < SESSION_TIMEOUT,
+        "it took {took:?}, longer than a session timeout"
+    );
+    assert!(
+        m.led_by(topic, controller).is_empty() && all_led(&m, topic, PARTITIONS),
+        "no partition led by {controller} once it exited: {m:#?}"
+    );
+    check_moved_within_isr(&before, &m, topic, controller);
+    create_topic(&c.bootstrap(&survivors), "after-handover", 2, 2)
+        .expect("CreateTopics through the new controller");
+    wait_topic(&c, &survivors, "after-handover", 2);
 }
 
 #[test]
