@@ -8,8 +8,11 @@
 //!   session timeout, it leaves Metadata's brokers and the ISRs, and a producer bootstrapped
 //!   on a survivor keeps delivering to every partition, read back by a consumer;
 //! - controller death (SIGKILL): a new controller is elected, CreateTopics succeeds, and the
-//!   dead node's leaderships move after the session timeout;
+//!   dead node's leaderships move after the session timeout; restarted, it follows the new
+//!   controller and is a live broker again;
 //! - restart: a killed node registers again, is unfenced, and new topics place replicas on it;
+//!   restarted before its session ended, it registers again once the old registration is
+//!   taken out of service, and leads none of its old partitions;
 //! - controlled shutdown (SIGTERM): the broker's leaderships move before it exits 0, and the
 //!   active controller's too, which also hands the quorum over before it goes;
 //! - CreateTopics sent to a node that is not the controller is NOT_CONTROLLER.
@@ -448,6 +451,7 @@ fn a_killed_controller_is_replaced_and_its_leaderships_move() {
         .unwrap_or_else(|e| panic!("{e:?}"));
     let moved_ms = t0.elapsed().as_millis();
     check_moved_within_isr(&before, &after, "before", controller);
+
     println!(
         "measured: controller {controller} killed; node {next} elected controller after \
          {elected_ms} ms, CreateTopics through it done after {created_ms} ms, partitions \
@@ -455,6 +459,63 @@ fn a_killed_controller_is_replaced_and_its_leaderships_move() {
         before.led_by("before", controller),
         SESSION_TIMEOUT.as_millis()
     );
+
+    // Restarted, the old controller follows the quorum and registers with the new one.
+    c.node(controller).restart();
+    let t1 = Instant::now();
+    c.wait_brokers(&all, &all, ELECTION)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        c.wait_controller(&all, ELECTION)
+            .unwrap_or_else(|e| panic!("{e:?}")),
+        next,
+        "leadership stays with the new controller"
+    );
+    println!(
+        "measured: the old controller {controller}, restarted, was listed by every node after {} ms",
+        t1.elapsed().as_millis()
+    );
+}
+
+#[test]
+fn a_broker_restarted_within_its_session_registers_again_without_its_leaderships() {
+    let _serial = serial();
+    let (mut c, controller) = start_cluster();
+    let all = c.ids();
+    let topic = "bounce";
+    create_topic(&c.bootstrap(&all), topic, PARTITIONS, 3).expect("CreateTopics");
+    let before = wait_topic(&c, &all, topic, PARTITIONS);
+    let victim = *all
+        .iter()
+        .find(|&&i| i != controller && !before.led_by(topic, i).is_empty())
+        .expect("a non-controller broker leading partitions");
+    let led = before.led_by(topic, victim);
+
+    // Back before the controller noticed: the new incarnation's registration is refused
+    // while the old one's session lives, then accepted, taking the old one out of the ISRs.
+    c.node(victim).restart();
+    let t0 = Instant::now();
+    let m = c
+        .wait_metadata(
+            controller,
+            "the restarted broker listed, leading none of its old partitions",
+            SESSION_TIMEOUT + MARGIN,
+            |m| {
+                m.brokers() == all
+                    && all_led(m, topic, PARTITIONS)
+                    && led.iter().all(|p| m.partitions(topic)[p].leader != victim)
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    println!(
+        "measured: broker {victim} restarted at once; listed again, its partitions {led:?} \
+         re-led by others, after {} ms (session timeout {} ms)",
+        t0.elapsed().as_millis(),
+        SESSION_TIMEOUT.as_millis()
+    );
+    check_moved_within_isr(&before, &m, topic, victim);
+    c.wait_brokers(&all, &all, MARGIN)
+        .unwrap_or_else(|e| panic!("{e:?}"));
 }
 
 #[test]
