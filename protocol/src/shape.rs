@@ -552,6 +552,7 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::FetchSnapshot => &FETCH_SNAPSHOT,
         ApiKey::BrokerRegistration => &BROKER_REGISTRATION,
         ApiKey::BrokerHeartbeat => &BROKER_HEARTBEAT,
+        ApiKey::AllocateProducerIds => &ALLOCATE_PRODUCER_IDS,
         ApiKey::AddRaftVoter => &ADD_RAFT_VOTER,
         ApiKey::RemoveRaftVoter => &REMOVE_RAFT_VOTER,
         ApiKey::UpdateRaftVoter => &UPDATE_RAFT_VOTER,

@@ -70,8 +70,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ];
 
 /// The APIs of the controller listener (`controller.listener.names`): the KRaft quorum's
-/// own RPCs (KIP-595, KIP-853) and the broker-to-controller RPCs (KIP-631, KIP-497), as
-/// Kafka's controller exposes them. They are never advertised to clients: a connection on
+/// own RPCs (KIP-595, KIP-853) and the broker-to-controller RPCs (KIP-631, KIP-497,
+/// KIP-730), as Kafka's controller exposes them. They are never advertised to clients: a connection on
 /// a client listener sees [`SUPPORTED_APIS`] only, and one on the controller listener sees
 /// this table only, as Kafka's `ApiVersionManager` does for its two listener types.
 ///
@@ -94,6 +94,7 @@ pub const CONTROLLER_APIS: &[SupportedApi] = &[
     api(ApiKey::FetchSnapshot, 0, 1),
     api(ApiKey::BrokerRegistration, 0, 4),
     api(ApiKey::BrokerHeartbeat, 0, 1),
+    api(ApiKey::AllocateProducerIds, 0, 0),
     api(ApiKey::AddRaftVoter, 0, 0),
     api(ApiKey::RemoveRaftVoter, 0, 0),
     api(ApiKey::UpdateRaftVoter, 0, 0),
@@ -192,6 +193,7 @@ mod tests {
                 ApiKey::FetchSnapshot => FetchSnapshotRequest::VERSIONS,
                 ApiKey::BrokerRegistration => BrokerRegistrationRequest::VERSIONS,
                 ApiKey::BrokerHeartbeat => BrokerHeartbeatRequest::VERSIONS,
+                ApiKey::AllocateProducerIds => AllocateProducerIdsRequest::VERSIONS,
                 ApiKey::AddRaftVoter => AddRaftVoterRequest::VERSIONS,
                 ApiKey::RemoveRaftVoter => RemoveRaftVoterRequest::VERSIONS,
                 ApiKey::UpdateRaftVoter => UpdateRaftVoterRequest::VERSIONS,
@@ -230,6 +232,7 @@ mod tests {
             ApiKey::Vote,
             ApiKey::BrokerHeartbeat,
             ApiKey::AlterPartition,
+            ApiKey::AllocateProducerIds,
         ] {
             assert!(!is_supported(key, 0));
             assert!(ListenerType::Controller.supported(key).is_some());
