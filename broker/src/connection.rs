@@ -376,6 +376,18 @@ fn controller_slot(
                 encode(&body)
             }))
         }
+        (ApiKey::AllocateProducerIds, Some(_)) => {
+            // The active controller answers once the ProducerIdsRecord has committed.
+            let broker = broker.clone();
+            Slot::Pending(tokio::task::spawn_blocking(move || {
+                let RequestKind::AllocateProducerIds(r) = &req.body else {
+                    return None;
+                };
+                encode(&ResponseKind::AllocateProducerIds(
+                    crate::lifecycle::answer_allocate_producer_ids(&broker, r),
+                ))
+            }))
+        }
         (ApiKey::DescribeQuorum, Some(quorum)) => {
             let quorum = quorum.clone();
             Slot::Pending(tokio::spawn(async move {
