@@ -10,7 +10,9 @@
 //!   ids (DescribeProducers), none of them one handed out before;
 //! - AllocateProducerIds on a controller listener answers NOT_CONTROLLER on the two nodes
 //!   that are not the active controller, and STALE_BROKER_EPOCH on the one that is for an
-//!   epoch that is not the broker's registration (or a broker that never registered).
+//!   epoch that is not the broker's registration (or a broker that never registered);
+//! - after the active controller is killed (-9) and restarted, the new controller goes on
+//!   from the last committed block: the restarted node's first id starts the next block.
 //!
 //! Raw frames for InitProducerId, DescribeProducers and AllocateProducerIds, independent of
 //! Strata's codec. Every wait is bounded.
@@ -18,6 +20,7 @@
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::Write;
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,13 +48,43 @@ const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const NOT_CONTROLLER: i16 = 41;
 const STALE_BROKER_EPOCH: i16 = 77;
 
-/// One node: its listeners and process.
+/// One node: its config, listeners and process.
 struct Node {
     id: i32,
+    config: PathBuf,
     plaintext: u16,
     controller: u16,
     stderr: PathBuf,
-    child: Child,
+    /// `None` while killed.
+    child: Option<Child>,
+}
+
+impl Node {
+    /// Starts the process (again), its output appended to `stderr`.
+    fn spawn(&mut self) {
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.stderr)
+            .unwrap();
+        let child = Command::new(strata_bin())
+            .arg(&self.config)
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("spawn strata (build it with `cargo build --release --bin strata`)");
+        self.child = Some(child);
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 /// Three combined nodes; killed on drop, their logs printed when a test fails.
@@ -89,24 +122,16 @@ impl Cluster {
                 dir.path().join(format!("node{id}")).display()
             )
             .unwrap();
-            let stderr = dir.path().join(format!("node{id}.log"));
-            let out = File::create(&stderr).unwrap();
-            let child = Command::new(strata_bin())
-                .arg(&config)
-                .env("NO_COLOR", "1")
-                .env("RUST_LOG", "info")
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .spawn()
-                .expect("spawn strata (build it with `cargo build --release --bin strata`)");
-            nodes.push(Node {
+            let mut node = Node {
                 id,
+                config,
                 plaintext,
                 controller,
-                stderr,
-                child,
-            });
+                stderr: dir.path().join(format!("node{id}.log")),
+                child: None,
+            };
+            node.spawn();
+            nodes.push(node);
         }
         Cluster { nodes, _dir: dir }
     }
@@ -123,8 +148,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         for n in &mut self.nodes {
-            let _ = n.child.kill();
-            let _ = n.child.wait();
+            n.kill9();
         }
         if std::thread::panicking() {
             for n in &self.nodes {
@@ -210,9 +234,11 @@ fn leader_of<'a>(c: &'a Cluster, topic: &str) -> &'a Node {
         .unwrap_or_else(|| panic!("leader {leader} is not a node"))
 }
 
-/// One request on a fresh connection to `port`; the node must answer.
+/// One request on a fresh connection to `port` (refused while the node starts); the node
+/// must answer.
 fn roundtrip(port: u16, frame: &[u8]) -> anyhow::Result<Vec<u8>> {
-    let mut s = wire::connect(port);
+    let mut s = TcpStream::connect(("127.0.0.1", port)).context("connect")?;
+    s.set_read_timeout(Some(REQUEST))?;
     send(&mut s, frame);
     recv(&mut s).context("the node closed the connection instead of answering")
 }
@@ -299,23 +325,27 @@ fn describe_producers(port: u16, topic: &str) -> anyhow::Result<(i16, Vec<i64>)>
 
 /// AllocateProducerIds v0 (flexible; request header v2) on a node's controller listener:
 /// (error code, producer id start, producer id length).
-fn allocate_producer_ids(port: u16, broker_id: i32, broker_epoch: i64) -> (i16, i64, i32) {
+fn allocate_producer_ids(
+    port: u16,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> anyhow::Result<(i16, i64, i32)> {
     let mut frame = header(67, 0, 21);
     frame.push(0); // header tags
     frame.extend_from_slice(&broker_id.to_be_bytes());
     frame.extend_from_slice(&broker_epoch.to_be_bytes());
     frame.push(0); // body tags
-    let r = roundtrip(port, &frame).expect("AllocateProducerIds is answered");
+    let r = roundtrip(port, &frame)?;
     let mut c = Cursor(&r);
-    assert_eq!(i32::from_be_bytes(c.take().unwrap()), 21, "correlation id");
-    c.tagged().unwrap(); // response header v1
-    c.take::<4>().unwrap(); // throttle
-    let code = i16::from_be_bytes(c.take().unwrap());
-    let start = i64::from_be_bytes(c.take().unwrap());
-    let len = i32::from_be_bytes(c.take().unwrap());
-    c.tagged().unwrap();
-    assert!(c.0.is_empty(), "trailing bytes");
-    (code, start, len)
+    ensure!(i32::from_be_bytes(c.take()?) == 21, "correlation id");
+    c.tagged()?; // response header v1
+    c.take::<4>()?; // throttle
+    let code = i16::from_be_bytes(c.take()?);
+    let start = i64::from_be_bytes(c.take()?);
+    let len = i32::from_be_bytes(c.take()?);
+    c.tagged()?;
+    ensure!(c.0.is_empty(), "trailing bytes");
+    Ok((code, start, len))
 }
 
 #[test]
@@ -394,23 +424,19 @@ fn every_node_hands_out_producer_ids_from_a_block_of_its_own() {
     );
 }
 
-#[test]
-fn allocate_producer_ids_answers_not_controller_off_the_active_controller() {
-    let c = Cluster::start();
-    // Once the cluster serves a topic the quorum has a leader and it stays put: the one
-    // controller refuses an epoch that is not the broker's registration (Kafka's
-    // checkBrokerEpoch), the other two are not the controller.
-    create_replicated_topic(&c, "settled");
-    let answers = poll("one active controller", || {
-        let answers: Vec<(i32, i16, i16)> = c
-            .nodes
-            .iter()
-            .map(|n| {
-                let (stale, ..) = allocate_producer_ids(n.controller, 1, -5);
-                let (unknown, ..) = allocate_producer_ids(n.controller, 99, 0);
-                (n.id, stale, unknown)
-            })
-            .collect();
+/// Probes AllocateProducerIds on every controller listener until exactly one node is the
+/// active controller: it answers STALE_BROKER_EPOCH for an epoch that is not the broker's
+/// registration and for a broker that never registered (Kafka's checkBrokerEpoch), the
+/// others NOT_CONTROLLER. Any other answer fails the test. Returns that node's id.
+fn active_controller(c: &Cluster) -> i32 {
+    poll("one active controller", || {
+        let mut answers: Vec<(i32, i16, i16)> = Vec::new();
+        for n in c.nodes.iter().filter(|n| n.child.is_some()) {
+            // No answer yet (a node still starting) is waited for, never a pass.
+            let stale = allocate_producer_ids(n.controller, 1, -5).map_err(|e| e.to_string())?;
+            let unknown = allocate_producer_ids(n.controller, 99, 0).map_err(|e| e.to_string())?;
+            answers.push((n.id, stale.0, unknown.0));
+        }
         for &(id, stale, unknown) in &answers {
             assert!(
                 [stale, unknown]
@@ -419,24 +445,72 @@ fn allocate_producer_ids_answers_not_controller_off_the_active_controller() {
                 "node {id}: {answers:?}"
             );
         }
-        let controllers = answers
+        let controllers: Vec<i32> = answers
             .iter()
             .filter(|a| a.1 == STALE_BROKER_EPOCH && a.2 == STALE_BROKER_EPOCH)
-            .count();
+            .map(|a| a.0)
+            .collect();
         let others = answers
             .iter()
             .filter(|a| a.1 == NOT_CONTROLLER && a.2 == NOT_CONTROLLER)
             .count();
-        if (controllers, others) == (1, 2) {
-            Ok(answers)
-        } else {
-            Err(answers)
+        match controllers[..] {
+            [id] if others + 1 == answers.len() => Ok(id),
+            _ => Err(format!("{answers:?}")),
         }
-    });
+    })
+}
+
+#[test]
+fn allocate_producer_ids_answers_not_controller_off_the_active_controller() {
+    let c = Cluster::start();
+    // Once the cluster serves a topic the quorum has a leader and it stays put.
+    create_replicated_topic(&c, "settled");
+    let controller = active_controller(&c);
     // A refusal hands out nothing.
     for n in &c.nodes {
-        let (code, start, len) = allocate_producer_ids(n.controller, 99, 0);
-        assert_ne!(code, 0, "{answers:?}");
+        let (code, start, len) =
+            allocate_producer_ids(n.controller, 99, 0).expect("AllocateProducerIds is answered");
+        let expected = if n.id == controller {
+            STALE_BROKER_EPOCH
+        } else {
+            NOT_CONTROLLER
+        };
+        assert_eq!(code, expected, "node {}", n.id);
         assert_eq!((start, len), (0, 0), "node {}", n.id);
+    }
+}
+
+#[test]
+fn blocks_continue_after_the_controller_fails_over() {
+    let mut c = Cluster::start();
+    let mut first = BTreeSet::new();
+    for n in &c.nodes {
+        first.insert(init_producer_id(n).0);
+    }
+    assert_eq!(
+        first.iter().copied().collect::<Vec<_>>(),
+        [0, 1000, 2000],
+        "three blocks"
+    );
+
+    // kill -9 the active controller and start it again: a new process has no block, and
+    // the controller the survivors elect continues after the last committed block.
+    let old = active_controller(&c);
+    let node = c.nodes.iter_mut().find(|n| n.id == old).unwrap();
+    node.kill9();
+    node.spawn();
+    let node = c.nodes.iter().find(|n| n.id == old).unwrap();
+    let (id, epoch) = init_producer_id(node);
+    assert_eq!(epoch, 0);
+    assert_eq!(id, 3000, "node {old} after its restart: the next block");
+    // The two that kept running still hand out from their own blocks.
+    for n in c.nodes.iter().filter(|n| n.id != old) {
+        let (id, _) = init_producer_id(n);
+        assert!(
+            first.iter().any(|&b| b < id && id < b + 1000),
+            "node {}: {id} continues its block {first:?}",
+            n.id
+        );
     }
 }
