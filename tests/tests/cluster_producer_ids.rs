@@ -370,7 +370,10 @@ fn every_node_hands_out_producer_ids_from_a_block_of_its_own() {
         assert!(raw.insert(id), "node {} repeats id {id}: {raw:?}", n.id);
     }
 
-    // An idempotent librdkafka producer bootstrapped at each node alone.
+    // An idempotent librdkafka producer bootstrapped at each node alone. librdkafka sends
+    // InitProducerId to any broker it is connected to, not necessarily the bootstrap one,
+    // so which node serves it is up to the client: the raw requests above are what pin
+    // each node.
     for n in &c.nodes {
         let producer: FutureProducer = ClientConfig::new()
             .set("bootstrap.servers", format!("127.0.0.1:{}", n.plaintext))
