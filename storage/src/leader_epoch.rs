@@ -120,6 +120,16 @@ impl LeaderEpochCache {
             .map(|e| e.start_offset)
     }
 
+    /// The epoch of the record at `offset`: the newest entry starting at or below it (Kafka's
+    /// `epochForOffset`). `None` below the first entry or in an empty cache.
+    pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|e| e.start_offset <= offset)
+            .map(|e| e.epoch)
+    }
+
     /// Records that `epoch` starts at `start_offset` (Kafka's `LeaderEpochFileCache.assign`).
     ///
     /// Nothing changes when the newest entry already has this epoch at the same or a lower
@@ -417,6 +427,17 @@ mod tests {
         assert_eq!(c.end_offset_for(8, leo), (-1, -1));
         // An empty cache knows nothing.
         assert_eq!(LeaderEpochCache::new().end_offset_for(0, leo), (-1, -1));
+    }
+
+    #[test]
+    fn epoch_for_offset_is_the_covering_entry() {
+        let c = cache(&[(2, 10), (4, 20)]);
+        assert_eq!(c.epoch_for_offset(9), None);
+        assert_eq!(c.epoch_for_offset(10), Some(2));
+        assert_eq!(c.epoch_for_offset(19), Some(2));
+        assert_eq!(c.epoch_for_offset(20), Some(4));
+        assert_eq!(c.epoch_for_offset(1000), Some(4));
+        assert_eq!(LeaderEpochCache::new().epoch_for_offset(0), None);
     }
 
     #[test]

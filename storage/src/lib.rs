@@ -13,9 +13,12 @@
 //! - `00000000000000000000.timeindex`: sparse time index, 12-byte entries
 //!   (timestamp i64, relative offset u32), added when the segment's max timestamp grows.
 //!
+//! - `leader-epoch-checkpoint`: the first offset of each leader epoch (KIP-101), Kafka's text
+//!   format (see [`leader_epoch`]), written before the first batch of a new epoch.
+//! - `<20-digit offset>.snapshot`: producer state (see [`producer_state`]).
+//!
 //! Index files are written compactly (no preallocation, no mmap) and mirrored in memory.
-//! Later work adds `leader-epoch-checkpoint` (KIP-101), `log-start-offset-checkpoint` and
-//! producer `.snapshot` files beside them.
+//! Later work adds `log-start-offset-checkpoint`.
 //!
 //! In code:
 //!
@@ -27,6 +30,8 @@
 //! - [`sendfile`]: `sendfile(2)` of a [`FileRegion`] to a socket, for the zero-copy Fetch.
 //! - [`producer_state`]: idempotent producers' sequence checks (KIP-98) and their
 //!   `<20-digit offset>.snapshot` files, written on roll and clean close, rebuilt on open.
+//! - [`leader_epoch`]: the leader epoch cache and its checkpoint; [`Log`] keeps one, assigns
+//!   epochs on append, truncates it with the log and reconciles it with the log at open.
 //! - [`checkpoint`]: Kafka's offset checkpoint files (`recovery-point-offset-checkpoint`),
 //!   replaced atomically.
 //! - [`error`]: the error enum, [`LogError`].

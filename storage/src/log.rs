@@ -7,6 +7,7 @@ use std::sync::Arc;
 use strata_protocol::record_batch::{self, TimestampType};
 
 use crate::error::{IoContext, LogError};
+use crate::leader_epoch::{self, LeaderEpochCache, LeaderEpochCheckpointError};
 use crate::producer_state::{AppendPlan, DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerState};
 use crate::region::{AppendInfo, FileRegion, ReadResult, TimestampOffset};
 use crate::segment::LogSegment;
@@ -22,9 +23,9 @@ const LEFTOVER_SUFFIXES: [&str; 3] = [".deleted", ".cleaned", ".swap"];
 /// Not internally synchronised: the broker holds it behind a mutex. `read` and the other
 /// `&self` methods only do positional reads of a few header bytes per batch.
 ///
-/// The log start offset is not persisted (Kafka's `log-start-offset-checkpoint`), nor is the
-/// leader epoch cache (`leader-epoch-checkpoint`, KIP-101); both are later work. After a
-/// restart the log starts at the first segment's base offset.
+/// The log start offset is not persisted (Kafka's `log-start-offset-checkpoint`, later
+/// work): after a restart the log starts at the first segment's base offset. The leader
+/// epoch cache is (`leader-epoch-checkpoint`, KIP-101; see [`Log::leader_epochs`]).
 #[derive(Debug)]
 pub struct Log {
     dir: PathBuf,
@@ -49,6 +50,11 @@ pub struct Log {
     unflushed_sealed: Vec<SealedFlush>,
     /// A roll happened since [`Log::take_roll_flush_request`] last said so.
     roll_flush_wanted: bool,
+    /// KIP-101: the first offset of each leader epoch in this log, mirrored in
+    /// `leader-epoch-checkpoint`. The file is written (and fsynced) before the first batch of
+    /// a new epoch, so after a crash it never lacks an epoch the log holds; entries past the
+    /// recovered log end are dropped at open.
+    leader_epochs: LeaderEpochCache,
 }
 
 /// A sealed segment's files waiting for their fsync, and where that leaves the log.
@@ -239,6 +245,7 @@ impl Log {
             recovery_point: 0,
             unflushed_sealed: Vec::new(),
             roll_flush_wanted: false,
+            leader_epochs: LeaderEpochCache::new(),
         };
         // Everything sealed is on disk now (trusted or flushed above); the active segment is
         // too after a clean shutdown, and after a crash counts from its base.
@@ -248,7 +255,112 @@ impl Log {
             log.active().base_offset
         };
         log.producer_state = ProducerState::load(&log, now_ms)?;
+        log.load_leader_epochs()?;
         Ok(log)
+    }
+
+    /// Loads `leader-epoch-checkpoint` and makes it agree with the recovered log (Kafka's
+    /// `LogLoader`: `truncateFromEnd(logEndOffset)`, `truncateFromStart(logStartOffset)`). A
+    /// log with records but no checkpoint (written before the cache existed) or with one that
+    /// does not parse gets its cache rebuilt from the batch headers, as Kafka's segment
+    /// recovery assigns each batch's epoch; the file is rewritten when anything changed.
+    fn load_leader_epochs(&mut self) -> Result<(), LogError> {
+        let path = self.dir.join(leader_epoch::LEADER_EPOCH_CHECKPOINT_FILE);
+        let exists = fs::symlink_metadata(&path).is_ok();
+        let has_records = self.log_end_offset() > self.log_start_offset;
+        let (mut cache, mut changed) = match leader_epoch::read_checkpoint(&self.dir) {
+            Ok(cache) if exists || !has_records => (cache, false),
+            Ok(_) => (self.scan_leader_epochs()?, true),
+            Err(LeaderEpochCheckpointError::Corrupt { line, reason, .. }) => {
+                tracing::warn!(dir = %self.dir.display(), line, reason,
+                    "corrupt leader epoch checkpoint; rebuilding it from the log");
+                (self.scan_leader_epochs()?, true)
+            }
+            Err(LeaderEpochCheckpointError::Io { path, source }) => {
+                return Err(LogError::Io { path, source });
+            }
+        };
+        changed |= cache.truncate_from_end(self.log_end_offset());
+        changed |= cache.truncate_from_start(self.log_start_offset);
+        if changed {
+            self.write_leader_epochs(&cache)?;
+        }
+        self.leader_epochs = cache;
+        Ok(())
+    }
+
+    /// The epoch cache the batch headers imply: each batch whose epoch is newer than every
+    /// epoch before it starts that epoch (Kafka's `LogSegment.recover`).
+    fn scan_leader_epochs(&self) -> Result<LeaderEpochCache, LogError> {
+        let mut cache = LeaderEpochCache::new();
+        for seg in &self.segments {
+            let mut pos = 0;
+            while let Some(h) = seg.header_at(pos)? {
+                if cache.latest_epoch().is_none_or(|e| h.leader_epoch > e) {
+                    cache.assign(h.leader_epoch, h.base_offset.max(self.log_start_offset));
+                }
+                pos += h.len;
+            }
+        }
+        Ok(cache)
+    }
+
+    /// Writes `cache` to `leader-epoch-checkpoint` (atomically, fsynced).
+    fn write_leader_epochs(&self, cache: &LeaderEpochCache) -> Result<(), LogError> {
+        leader_epoch::write_checkpoint(&self.dir, cache).map_err(|e| match e {
+            LeaderEpochCheckpointError::Io { path, source } => LogError::Io { path, source },
+            LeaderEpochCheckpointError::Corrupt { path, reason, .. } => LogError::Io {
+                path,
+                source: std::io::Error::new(std::io::ErrorKind::InvalidData, reason),
+            },
+        })
+    }
+
+    /// Applies a change to the epoch cache and persists it. The cache takes the change only
+    /// once the file holds it, so it never claims what the checkpoint does not.
+    fn change_leader_epochs(
+        &mut self,
+        change: impl FnOnce(&mut LeaderEpochCache) -> bool,
+    ) -> Result<bool, LogError> {
+        let mut next = self.leader_epochs.clone();
+        if !change(&mut next) {
+            return Ok(false);
+        }
+        self.write_leader_epochs(&next)?;
+        self.leader_epochs = next;
+        Ok(true)
+    }
+
+    /// The leader epoch cache (KIP-101): the first offset of each epoch in this log.
+    pub fn leader_epochs(&self) -> &LeaderEpochCache {
+        &self.leader_epochs
+    }
+
+    /// OffsetForLeaderEpoch's answer for `epoch`: `(epoch, end offset)` as Kafka's
+    /// `LeaderEpochFileCache.endOffsetFor` gives it, the newest epoch ending at the log end;
+    /// `(-1, -1)` when the cache cannot place it.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.leader_epochs
+            .end_offset_for(epoch, self.log_end_offset())
+    }
+
+    /// Starts `epoch` at the log end if it is newer than every epoch in the cache: what
+    /// Kafka's `Partition.makeLeader` does on becoming leader, so OffsetForLeaderEpoch for
+    /// the leader's own epoch answers the log end before anything is written in it. Returns
+    /// whether the cache changed.
+    ///
+    /// # Errors
+    /// [`LogError::Io`] when the checkpoint cannot be written (the cache is then unchanged).
+    pub fn maybe_assign_leader_epoch(&mut self, epoch: i32) -> Result<bool, LogError> {
+        if self
+            .leader_epochs
+            .latest_epoch()
+            .is_some_and(|e| e >= epoch)
+        {
+            return Ok(false);
+        }
+        let start = self.log_end_offset();
+        self.change_leader_epochs(|c| c.assign(epoch, start))
     }
 
     fn active(&self) -> &LogSegment {
@@ -361,6 +473,11 @@ impl Log {
         };
         if self.needs_roll(records.len() as u64, last_offset, now_ms) {
             self.roll()?;
+        }
+        // KIP-101 (Kafka's `maybeAssignEpochStartOffset`): a new epoch's first offset is in
+        // the checkpoint before any of its batches is written.
+        if self.leader_epochs.latest_epoch() != Some(leader_epoch) {
+            self.change_leader_epochs(|c| c.assign(leader_epoch, base_offset))?;
         }
         let mut next = base_offset;
         let mut placed = Vec::with_capacity(summaries.len());
@@ -613,6 +730,8 @@ impl Log {
         self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset);
         self.producer_state
             .delete_snapshots_before(self.log_start_offset)?;
+        let start = self.log_start_offset;
+        self.change_leader_epochs(|c| c.truncate_from_start(start))?;
         for seg in &gone {
             tracing::info!(dir = %self.dir.display(), base_offset = seg.base_offset, "deleting segment by retention");
             seg.delete_files()?;
@@ -658,6 +777,8 @@ impl Log {
         self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset);
         self.producer_state
             .delete_snapshots_before(self.log_start_offset)?;
+        let start = self.log_start_offset;
+        self.change_leader_epochs(|c| c.truncate_from_start(start))?;
         for seg in &gone {
             tracing::debug!(dir = %self.dir.display(), base_offset = seg.base_offset, "deleting segment below {offset}");
             seg.delete_files()?;
@@ -810,6 +931,8 @@ impl Log {
             self.recovery_point = offset;
             self.producer_state.delete_snapshots_before(i64::MAX)?;
             self.producer_state = ProducerState::load(self, 0)?;
+            // Kafka's `truncateFullyAndStartAt` clears the cache.
+            self.change_leader_epochs(LeaderEpochCache::clear)?;
             return Ok(());
         }
         let keep = self.segment_index_for(offset) + 1;
@@ -818,6 +941,9 @@ impl Log {
         }
         self.active_mut().truncate_to(offset)?;
         self.flush()?;
+        // KIP-101: epochs that started in the removed records go with them.
+        let end = self.log_end_offset();
+        self.change_leader_epochs(|c| c.truncate_from_end(end))?;
         // Kafka's truncateAndReload: drop snapshots past the new end and rebuild.
         // Expiration is retention's job (it has the clock), so time 0 expires nothing here.
         self.producer_state = ProducerState::load(self, 0)?;

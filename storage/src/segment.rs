@@ -37,6 +37,8 @@ pub(crate) struct BatchHeader {
     pub last_offset: i64,
     /// `12 + batchLength`.
     pub len: u64,
+    /// The partition leader epoch the leader stamped on the batch (KIP-101).
+    pub leader_epoch: i32,
 }
 
 /// The file name of a segment file: the base offset zero-padded to 20 digits, as Kafka names
@@ -563,11 +565,13 @@ impl LogSegment {
         }
         let base_offset = i64::from_be_bytes(b[0..8].try_into().unwrap_or_default());
         let delta = i32::from_be_bytes(b[23..27].try_into().unwrap_or_default());
+        let leader_epoch = i32::from_be_bytes(b[12..16].try_into().unwrap_or_default());
         Ok(BatchHeader {
             position,
             base_offset,
             last_offset: base_offset.saturating_add(i64::from(delta)),
             len,
+            leader_epoch,
         })
     }
 

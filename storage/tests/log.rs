@@ -338,7 +338,8 @@ fn leftovers_orphans_and_empty_dirs() {
         [
             "00000000000000000000.index",
             "00000000000000000000.log",
-            "00000000000000000000.timeindex"
+            "00000000000000000000.timeindex",
+            "leader-epoch-checkpoint"
         ]
     );
     log.delete().unwrap();
