@@ -212,8 +212,14 @@ fn offset_for_leader_epoch_answers_from_the_checkpoint_across_a_kill_9() {
     produce(&b, "ofle", 3);
     for version in 2..=4 {
         // The current (and only) epoch ends at the log end.
-        assert_eq!(offset_for_leader_epoch(&b, version, "ofle", 0, 0), (0, 0, 9));
-        assert_eq!(offset_for_leader_epoch(&b, version, "ofle", -1, 0), (0, 0, 9));
+        assert_eq!(
+            offset_for_leader_epoch(&b, version, "ofle", 0, 0),
+            (0, 0, 9)
+        );
+        assert_eq!(
+            offset_for_leader_epoch(&b, version, "ofle", -1, 0),
+            (0, 0, 9)
+        );
         // An epoch newer than any: nothing known (Kafka answers so, with no error).
         assert_eq!(
             offset_for_leader_epoch(&b, version, "ofle", 0, 1),
