@@ -476,6 +476,13 @@ impl Log {
         }
         // KIP-101 (Kafka's `maybeAssignEpochStartOffset`): a new epoch's first offset is in
         // the checkpoint before any of its batches is written.
+        if let Some(latest) = self.leader_epochs.latest_epoch()
+            && leader_epoch < latest
+        {
+            // Kafka's `assign` warns alike: the newer epochs are dropped from the cache.
+            tracing::warn!(dir = %self.dir.display(), leader_epoch, latest_epoch = latest,
+                base_offset, "append in a leader epoch older than the newest in the epoch cache");
+        }
         if self.leader_epochs.latest_epoch() != Some(leader_epoch) {
             self.change_leader_epochs(|c| c.assign(leader_epoch, base_offset))?;
         }
