@@ -354,4 +354,47 @@ mod tests {
         let v9 = fixture::ctx(&broker, ApiKey::Fetch, 9);
         assert_eq!(fetch(&v9, &here, 4).await, (74, none, vec![]));
     }
+
+    /// The redirect survives the zero-copy encoder: what goes on the wire decodes to the
+    /// current leader and its endpoint.
+    #[tokio::test]
+    async fn the_v16_redirect_is_on_the_wire() {
+        use bytes::Buf;
+        use strata_protocol::fetch_plan::Piece;
+        use strata_protocol::messages::ResponseKind;
+
+        let dir = tempfile::tempdir().unwrap();
+        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let elsewhere = fixture::led_by(&broker, "t", OTHER, 5);
+        let ctx = fixture::ctx(&broker, ApiKey::Fetch, 16);
+        let fetched = answer(&ctx, &elsewhere, request(&elsewhere, 16, 5)).await;
+        let plan = encode(&ctx, fetched).expect("encodes");
+        let mut wire = Vec::new();
+        for piece in plan.pieces {
+            match piece {
+                Piece::Bytes(b) => wire.extend_from_slice(&b),
+                Piece::Region(_) => panic!("an error answer has no records"),
+            }
+        }
+        // Size, correlation id, the response header's empty tagged fields, then the body.
+        let mut body = bytes::Bytes::from(wire);
+        assert_eq!(usize::try_from(body.get_i32()).unwrap(), body.len());
+        assert_eq!(body.get_i32(), ctx.correlation_id);
+        assert_eq!(body.get_u8(), 0);
+        let ResponseKind::Fetch(r) = ResponseKind::decode(ApiKey::Fetch, &mut body, 16).unwrap()
+        else {
+            panic!("not a fetch response");
+        };
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, ResponseError::NotLeaderOrFollower.code());
+        assert_eq!(
+            (p.current_leader.leader_id, p.current_leader.leader_epoch),
+            (BrokerId(OTHER), 5)
+        );
+        let e = &r.node_endpoints[0];
+        assert_eq!(
+            (e.node_id, e.host.as_str(), e.port, e.rack.as_deref()),
+            (BrokerId(OTHER), "127.0.0.1", 9093, Some("r2"))
+        );
+    }
 }
