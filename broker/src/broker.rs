@@ -16,16 +16,23 @@ use crate::group::{GroupConfig, GroupCoordinator};
 use crate::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetStoreError, OffsetsConfig};
 use crate::partition::Partition;
 
+mod cluster;
 mod partition_logs;
 
+pub use cluster::{ControllerError, follow_images};
 use partition_logs::remove_partition_logs;
 
 /// The directory (under `log.dirs`) of the metadata log. It is not a user topic.
 pub const METADATA_DIR: &str = "__cluster_metadata-0";
 
-/// Where a node of a multi-voter quorum keeps its node-local metadata log while
-/// `MetadataStore` does not yet write through the quorum.
-pub const LOCAL_METADATA_DIR: &str = "strata-local-metadata";
+/// Where the metadata comes from and goes to.
+enum Metadata {
+    /// A single voter: the node's own metadata log and controller. Writes are serialised
+    /// by the lock.
+    Local(Mutex<MetadataStore>),
+    /// A node of a multi-voter quorum (see `cluster.rs`).
+    Quorum(cluster::ClusterMetadata),
+}
 
 /// A failure while opening the node at startup.
 #[derive(Debug, thiserror::Error)]
@@ -45,8 +52,8 @@ pub enum StartupError {
 pub struct Broker {
     /// Static configuration.
     pub config: BrokerConfig,
-    /// The metadata log and its controller (a single voter). Writes are serialised here.
-    metadata: Mutex<MetadataStore>,
+    /// The metadata log and its controller.
+    metadata: Metadata,
     /// The latest applied image. Readers clone the `Arc` and never wait on the controller.
     image: RwLock<Arc<MetadataImage>>,
     /// Open partitions by (topic, index).
@@ -72,6 +79,8 @@ pub struct Broker {
     pub zero_copy_bytes: AtomicU64,
     /// Fetched record bytes sent by reading and writing (where `sendfile` is unsupported).
     pub copied_bytes: AtomicU64,
+    /// The follower replicas' fetchers (a node of a cluster).
+    pub fetchers: crate::replica::Fetchers,
     /// The budget for request bytes read from sockets (`queued.max.request.bytes`), shared by
     /// every connection: a connection stops reading while it is exhausted (back-pressure).
     pub request_memory: RequestMemory,
@@ -84,33 +93,57 @@ impl Broker {
     ///
     /// [`StartupError`] when the data directory or a log cannot be opened.
     pub fn open(config: BrokerConfig, now_ms: i64) -> Result<Arc<Self>, StartupError> {
+        Self::open_with(config, None, now_ms)
+    }
+
+    /// [`Broker::open`]; with `images`, a node of a multi-voter quorum: its metadata is
+    /// the committed image the quorum driver publishes there, and its partitions' logs open
+    /// as that image names them ([`Broker::apply_image`]) instead of at start.
+    ///
+    /// # Errors
+    ///
+    /// [`StartupError`] when the data directory or a log cannot be opened.
+    pub fn open_with(
+        config: BrokerConfig,
+        images: Option<tokio::sync::watch::Receiver<Arc<MetadataImage>>>,
+        now_ms: i64,
+    ) -> Result<Arc<Self>, StartupError> {
         let dir = config.log_dir.clone();
         std::fs::create_dir_all(&dir).map_err(|source| StartupError::LogDir {
             dir: dir.clone(),
             source,
         })?;
         // A multi-voter node's `__cluster_metadata-0` holds the quorum's Raft log (see
-        // `crate::quorum`); until the store proposes through the quorum, its own log lives
-        // beside it (a name without a partition suffix, so no sweep takes it for a topic).
-        let mut metadata = if config.quorum_voters.len() > 1 {
-            MetadataStore::open_in(
-                &dir,
-                LOCAL_METADATA_DIR,
-                config.node_id,
-                strata_kraft::ControllerConfig::default(),
-                now_ms,
-            )?
-        } else {
-            MetadataStore::open(&dir, config.node_id, now_ms)?
+        // `crate::quorum`), which the driver owns; its image starts empty and follows the
+        // commits. A single voter replays its own log and registers itself.
+        // Kafka's `.kafka_cleanshutdown`: present only if every log was closed by a clean
+        // shutdown. It goes before any log is opened, so a crash from here on means a full
+        // recovery next time.
+        let clean = take_clean_shutdown_marker(&dir);
+        if clean {
+            tracing::info!("clean shutdown marker found: active segments are not rescanned");
+        }
+        let (metadata, image) = match images {
+            Some(rx) => {
+                let image = rx.borrow().clone();
+                (
+                    Metadata::Quorum(cluster::ClusterMetadata::new(&config, rx, clean)),
+                    image,
+                )
+            }
+            None => {
+                let mut store = MetadataStore::open(&dir, config.node_id, now_ms)?;
+                store.register_broker(
+                    config.node_id,
+                    &config.advertised_host,
+                    config.advertised_port,
+                    config.rack.clone(),
+                    now_ms,
+                )?;
+                let image = store.image();
+                (Metadata::Local(Mutex::new(store)), image)
+            }
         };
-        metadata.register_broker(
-            config.node_id,
-            &config.advertised_host,
-            config.advertised_port,
-            config.rack.clone(),
-            now_ms,
-        )?;
-        let image = metadata.image();
         let offsets = Arc::new(OffsetStore::open(
             &dir,
             OffsetsConfig {
@@ -153,7 +186,7 @@ impl Broker {
         );
         let broker = Arc::new(Broker {
             config,
-            metadata: Mutex::new(metadata),
+            metadata,
             image: RwLock::new(image.clone()),
             partitions: RwLock::new(HashMap::new()),
             offline: RwLock::new(HashSet::new()),
@@ -161,19 +194,15 @@ impl Broker {
             offsets,
             groups,
             consumer_groups,
+            fetchers: crate::replica::Fetchers::default(),
             zero_copy_bytes: AtomicU64::new(0),
             copied_bytes: AtomicU64::new(0),
             request_memory,
         });
-        // Kafka's `.kafka_cleanshutdown`: present only if every log was closed by a clean
-        // shutdown. It goes before any log is opened, so a crash from here on means a full
-        // recovery next time.
-        let clean = take_clean_shutdown_marker(&dir);
-        if clean {
-            tracing::info!("clean shutdown marker found: active segments are not rescanned");
+        if !broker.is_clustered() {
+            broker.open_partitions_at_start(&image, clean, now_ms);
+            broker.remove_orphan_dirs(&image);
         }
-        broker.open_partitions_at_start(&image, clean, now_ms);
-        broker.remove_orphan_dirs(&image);
         Ok(broker)
     }
 
@@ -186,6 +215,18 @@ impl Broker {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
         image
+    }
+
+    /// The single voter's store, locked; `None` on a node of a multi-voter quorum.
+    fn local_store(&self) -> Option<std::sync::MutexGuard<'_, MetadataStore>> {
+        match &self.metadata {
+            Metadata::Local(store) => Some(
+                store
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            ),
+            Metadata::Quorum(_) => None,
+        }
     }
 
     /// The current metadata image.
@@ -292,10 +333,9 @@ impl Broker {
         }
         let validate_only = req.validate_only;
         let name = req.name.clone();
-        let mut store = self
-            .metadata
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(mut store) = self.local_store() else {
+            return self.cluster_create_topic(req);
+        };
         let mut created = Vec::new();
         let result =
             store.create_topic_prepared(req, now_ms, |next| match next.topics.get(&name) {
@@ -333,10 +373,11 @@ impl Broker {
         validate_only: bool,
         now_ms: i64,
     ) -> Result<(), CreateTopicError> {
-        let mut store = self
-            .metadata
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(mut store) = self.local_store() else {
+            return self
+                .cluster_create_partitions(topic, count, assignments, validate_only)
+                .map_err(CreateTopicError::Metadata);
+        };
         let (topic_id, existing) = store
             .image()
             .topics
@@ -372,13 +413,19 @@ impl Broker {
     ///
     /// [`MetadataError::UnknownTopic`] and storage failures.
     pub fn delete_topic(&self, topic_id: Uuid, now_ms: i64) -> Result<String, MetadataError> {
-        let mut store = self
-            .metadata
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(mut store) = self.local_store() else {
+            // Every node removes the data as it applies the deletion.
+            return self.cluster_delete_topic(topic_id);
+        };
         let name = store.delete_topic(topic_id, now_ms)?;
         self.publish_image(&store);
         drop(store);
+        self.remove_topic_data(&name, now_ms);
+        Ok(name)
+    }
+
+    /// Removes a deleted topic's partitions, their data and its committed offsets.
+    fn remove_topic_data(&self, name: &str, now_ms: i64) {
         let removed: Vec<Arc<Partition>> = {
             let mut parts = self
                 .partitions
@@ -406,7 +453,7 @@ impl Broker {
         };
         // Kafka's `onPartitionsDeleted`: every group's offsets of the topic go too, so a topic
         // created again under the name starts without them.
-        match self.offsets.delete_topic_offsets(&name, now_ms) {
+        match self.offsets.delete_topic_offsets(name, now_ms) {
             Ok(0) => {}
             Ok(n) => {
                 tracing::info!(topic = %name, offsets = n, "deleted committed offsets of deleted topic")
@@ -417,13 +464,12 @@ impl Broker {
         }
         let indexes = removed.iter().map(|p| p.index).chain(offline);
         for index in indexes {
-            let dir = self.partition_dir(&name, index);
+            let dir = self.partition_dir(name, index);
             // In-flight readers keep their file handles; the directory goes now.
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot remove deleted partition");
             }
         }
-        Ok(name)
     }
 
     /// Sets (`Some`) or removes (`None`) config overrides of one topic through the metadata
@@ -441,10 +487,10 @@ impl Broker {
         validate_only: bool,
         now_ms: i64,
     ) -> Result<(), MetadataError> {
-        let mut store = self
-            .metadata
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(mut store) = self.local_store() else {
+            // Every node gives its logs the new config as it applies the change.
+            return self.cluster_alter_topic_configs(topic, changes, validate_only);
+        };
         let before = store.image();
         for (key, value) in changes {
             strata_kraft::set_topic_config_records(&before, topic, key, value.as_deref())?;
@@ -528,12 +574,14 @@ impl Broker {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if ids.is_empty() {
-            let mut store = self
-                .metadata
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let block = store.allocate_producer_ids(self.config.node_id, now_ms)?;
-            self.publish_image(&store);
+            let block = match self.local_store() {
+                Some(mut store) => {
+                    let block = store.allocate_producer_ids(self.config.node_id, now_ms)?;
+                    self.publish_image(&store);
+                    block
+                }
+                None => self.cluster_allocate_producer_ids()?,
+            };
             *ids = block.first_producer_id..block.next_block_first_id();
         }
         let id = ids.start;

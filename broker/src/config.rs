@@ -1,8 +1,8 @@
 //! Broker configuration, read the way Kafka reads it.
 //!
 //! Sources, later ones winning: built-in defaults (Kafka's), a `server.properties` file,
-//! `KAFKA_*` / `STRATA_*` environment variables (underscores become dots, as in the Apache
-//! Kafka container image), and `--override key=value` arguments. Unknown keys are logged and
+//! `KAFKA_*` / `STRATA_*` environment variables (the Apache Kafka container image's rule, see
+//! [`env`]), and `--override key=value` arguments. Unknown keys are logged and
 //! ignored; a value that does not parse stops the broker with an error naming the key.
 
 use std::collections::BTreeMap;
@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 pub mod cluster;
+pub mod env;
 
 pub use cluster::{Endpoint, ProcessRoles, QuorumVoter, SecurityProtocol};
 
@@ -271,13 +272,8 @@ impl BrokerConfig {
                 return Err(ConfigError::BadArgument { arg: arg.clone() });
             }
         }
-        // Environment sits between the file and the overrides. Unrelated variables share the
-        // prefixes (KAFKA_HOME, KAFKA_OPTS, STRATA_BIN in the tests), so the environment only
-        // supplies keys Strata knows, without warnings.
-        let env_pairs = env
-            .iter()
-            .filter_map(|(k, v)| env_key(k).map(|key| (key, v.clone())))
-            .filter(|(key, _)| BROKER_DEFAULTS.iter().any(|(known, _)| known == key));
+        // Environment sits between the file and the overrides, as in the Kafka image.
+        let env_pairs = env::properties(env);
         let raw: Vec<(String, String)> = file_pairs
             .into_iter()
             .chain(env_pairs)
@@ -654,23 +650,6 @@ fn is_kafka_uuid(s: &str) -> bool {
             .is_some_and(|sextet| sextet & 0x0f == 0)
 }
 
-/// `KAFKA_LOG_RETENTION_MS` → `log.retention.ms`; `STRATA_` works the same way. Kafka's image
-/// spells a literal underscore as `__` (a double underscore), e.g. `KAFKA_LISTENER_SECURITY__...`.
-fn env_key(name: &str) -> Option<String> {
-    let rest = name
-        .strip_prefix("KAFKA_")
-        .or_else(|| name.strip_prefix("STRATA_"))?;
-    if rest.is_empty() {
-        return None;
-    }
-    Some(
-        rest.to_ascii_lowercase()
-            .replace("__", "\u{0}")
-            .replace('_', ".")
-            .replace('\u{0}', "_"),
-    )
-}
-
 /// Parses Java-properties text: `key=value` or `key: value`, `#`/`!` comments, blank lines.
 fn parse_properties(
     text: &str,
@@ -811,15 +790,5 @@ mod tests {
             BrokerConfig::from_args(&args(&["--override", "listeners=PLAINTEXT://h:99999"]), &[])
                 .unwrap_err();
         assert!(err.to_string().contains("listeners"), "{err}");
-    }
-
-    #[test]
-    fn env_names_map_to_kafka_keys() {
-        assert_eq!(
-            env_key("KAFKA_LOG_RETENTION_MS").as_deref(),
-            Some("log.retention.ms")
-        );
-        assert_eq!(env_key("STRATA_NODE_ID").as_deref(), Some("node.id"));
-        assert_eq!(env_key("HOME"), None);
     }
 }

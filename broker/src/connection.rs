@@ -46,7 +46,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use strata_protocol::codec::{self, Decoded};
 use strata_protocol::fetch_plan::{Piece, ResponsePlan};
 use strata_protocol::frame;
-use strata_protocol::messages::{ApiKey, ResponseKind};
+use strata_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use strata_protocol::versions::ListenerType;
 use strata_storage::{FileRegion, sendfile};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
@@ -275,7 +275,7 @@ pub async fn serve_on(
     while let Some((body, lease)) = read_frame(&broker, &mut rd, &mut buf, peer).await {
         let slot = match codec::decode_request_on(listener, body) {
             Ok(Decoded::Request(req)) if listener == ListenerType::Controller => {
-                controller_slot(*req, peer, quorum.as_ref())
+                controller_slot(&broker, *req, peer, quorum.as_ref())
             }
             Ok(Decoded::Request(req)) => {
                 let ctx = RequestContext::new(broker.clone(), &req.header, req.api_key, Some(peer));
@@ -320,7 +320,12 @@ pub async fn serve_on(
 /// so their connection is closed, which is what a Kafka node does with a request it does
 /// not serve on a listener (its `SocketServer` refuses the header and closes the
 /// connection); client APIs never get this far (the decoder refuses them).
-fn controller_slot(req: codec::Request, peer: SocketAddr, quorum: Option<&QuorumHandle>) -> Slot {
+fn controller_slot(
+    broker: &Arc<Broker>,
+    req: codec::Request,
+    peer: SocketAddr,
+    quorum: Option<&QuorumHandle>,
+) -> Slot {
     let version = req.header.request_api_version;
     let correlation_id = req.header.correlation_id;
     let api_key = req.api_key;
@@ -351,6 +356,22 @@ fn controller_slot(req: codec::Request, peer: SocketAddr, quorum: Option<&Quorum
             let quorum = quorum.clone();
             Slot::Pending(tokio::spawn(async move {
                 let body = quorum.request(&req.body).await?;
+                encode(&body)
+            }))
+        }
+        (ApiKey::BrokerRegistration | ApiKey::BrokerHeartbeat, Some(_)) => {
+            // The active controller's answer waits for its records to commit.
+            let broker = broker.clone();
+            Slot::Pending(tokio::task::spawn_blocking(move || {
+                let body = match &req.body {
+                    RequestKind::BrokerRegistration(r) => ResponseKind::BrokerRegistration(
+                        crate::lifecycle::answer_registration(&broker, r),
+                    ),
+                    RequestKind::BrokerHeartbeat(r) => ResponseKind::BrokerHeartbeat(
+                        crate::lifecycle::answer_heartbeat(&broker, r),
+                    ),
+                    _ => return None,
+                };
                 encode(&body)
             }))
         }

@@ -24,6 +24,7 @@ pub fn log_error_code(e: &LogError) -> i16 {
         LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
         LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
         LogError::InvalidProducerSequence { .. } => ResponseError::InvalidRecord.code(),
+        LogError::UnexpectedOffset { .. } => ResponseError::UnknownServerError.code(),
         LogError::CorruptSegment { .. } | LogError::Decompress { .. } | LogError::Io { .. } => {
             ResponseError::KafkaStorageError.code()
         }
@@ -59,6 +60,9 @@ pub fn metadata_error_code(e: &MetadataError) -> i16 {
         | MetadataError::Io { .. }
         | MetadataError::Storage(_)
         | MetadataError::LogFailed => ResponseError::KafkaStorageError.code(),
+        MetadataError::NotController => ResponseError::NotController.code(),
+        MetadataError::Timeout => ResponseError::RequestTimedOut.code(),
+        MetadataError::CorruptEntry(_) => ResponseError::UnknownServerError.code(),
     }
 }
 

@@ -38,9 +38,11 @@ pub mod error;
 pub mod group;
 pub mod handlers;
 pub mod housekeeping;
+pub mod lifecycle;
 pub mod offsets;
 pub mod partition;
 pub mod quorum;
+pub mod replica;
 
 /// Milliseconds since the Unix epoch: the clock the storage and metadata cores are given.
 #[must_use]

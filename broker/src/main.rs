@@ -1,6 +1,9 @@
 //! `strata [server.properties] [--override key=value]...`
 //!
 //! Starts one broker node. With no arguments it serves `localhost:9092` with data in `./data`.
+//! `strata healthcheck ...` asks a running node instead (see `healthcheck.rs`).
+
+mod healthcheck;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,6 +17,9 @@ use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("healthcheck") {
+        return healthcheck::main(&std::env::args().skip(2).collect::<Vec<_>>());
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -154,9 +160,21 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let data_dir = config.log_dir.clone();
     // Before any log is opened, so that every write knows its path from the start.
     tracing::info!("{}", strata_storage::io::detect());
+    // A multi-voter quorum's driver publishes the committed metadata image; the broker
+    // follows it. A single voter is its own metadata store.
+    let clustered = config.quorum_voters.len() > 1;
+    let (images_tx, images_rx) = if clustered {
+        let cluster_id = config.cluster_id.clone().unwrap_or_default();
+        let (tx, rx) =
+            tokio::sync::watch::channel(Arc::new(strata_kraft::MetadataImage::new(cluster_id, -1)));
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
+    let follow = images_rx.clone();
     let broker = tokio::task::spawn_blocking(move || {
         check_cluster_id(&config)?;
-        Ok::<_, anyhow::Error>(Broker::open(config, now_ms())?)
+        Ok::<_, anyhow::Error>(Broker::open_with(config, follow, now_ms())?)
     })
     .await??;
     tracing::info!(
@@ -168,11 +186,18 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         "strata started"
     );
     // A multi-voter quorum runs its Raft driver; a single voter is the store alone.
-    let quorum = if broker.config.quorum_voters.len() > 1 {
-        let cluster_id = broker.image().cluster_id.clone();
-        Some(quorum::start(&broker.config, &cluster_id)?)
-    } else {
-        None
+    let (quorum, lifecycle) = match (images_tx, images_rx) {
+        (Some(tx), Some(rx)) => {
+            let cluster_id = broker.image().cluster_id.clone();
+            let q = quorum::start(&broker.config, &cluster_id, tx)?;
+            broker.attach_quorum(q.clone());
+            tokio::spawn(strata_broker::broker::follow_images(broker.clone(), rx));
+            (
+                Some(q),
+                Some(strata_broker::lifecycle::start(broker.clone())),
+            )
+        }
+        _ => (None, None),
     };
     tokio::spawn(housekeeping::run(broker.clone()));
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -185,6 +210,13 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         _ = sigterm.recv() => {}
     }
     // No new connections from here on, as before: the listeners close with their tasks.
+    if let Some(lifecycle) = &lifecycle {
+        // Controlled shutdown: the controller moves this broker's leaderships away first.
+        let moved = lifecycle
+            .controlled_shutdown(std::time::Duration::from_secs(10))
+            .await;
+        tracing::info!(moved, "controlled shutdown");
+    }
     for task in &accepting {
         task.abort();
     }

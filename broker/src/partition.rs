@@ -229,6 +229,16 @@ impl Partition {
         self.high_watermark.subscribe()
     }
 
+    /// Sets the high watermark of a follower replica: its leader's, capped at its own log
+    /// end (the replica fetcher computes it).
+    pub fn set_high_watermark(&self, hw: i64) {
+        self.high_watermark.send_if_modified(|cur| {
+            let changed = *cur != hw;
+            *cur = hw;
+            changed
+        });
+    }
+
     /// Called after retention or truncation changes the log outside an append.
     /// Records still waiting for their group commit stay invisible.
     pub fn refresh_high_watermark(&self) {

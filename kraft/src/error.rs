@@ -110,6 +110,18 @@ pub enum MetadataError {
     /// we refuse further writes; a restart replays whatever is on disk.
     #[error("the metadata log failed an earlier write; restart the node to recover")]
     LogFailed,
+    /// This node is not the active controller (the metadata quorum's leader), or stopped
+    /// being it before the write committed: Kafka's NOT_CONTROLLER, on which clients look
+    /// the controller up again and retry.
+    #[error("this node is not the active controller")]
+    NotController,
+    /// The write was proposed but did not commit in time (a quorum without a majority):
+    /// Kafka's REQUEST_TIMED_OUT. It may still commit later.
+    #[error("the metadata write did not commit in time")]
+    Timeout,
+    /// A metadata entry of the quorum could not be decoded.
+    #[error("corrupt metadata entry: {0}")]
+    CorruptEntry(&'static str),
 }
 
 fn fmt_offset(offset: Option<i64>) -> String {

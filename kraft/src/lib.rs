@@ -40,6 +40,7 @@
 
 pub mod cluster_control;
 mod controller;
+pub mod entry;
 mod error;
 mod image;
 mod meta_properties;

@@ -30,6 +30,10 @@ pub enum LogError {
     #[error("invalid record batch at byte {position} of the record set: {source}")]
     InvalidRecord { position: usize, source: BatchError },
     /// MESSAGE_TOO_LARGE: a batch exceeds `max.message.bytes`.
+    /// A follower's fetched batches do not continue its log (Kafka's
+    /// `UnexpectedAppendOffsetException`).
+    #[error("replicated batch starts at offset {found}, the log end is {expected}")]
+    UnexpectedOffset { expected: i64, found: i64 },
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     MessageTooLarge { size: usize, max: usize },
     /// A sealed segment holds bytes that are not a batch where one should start. Recovery only

@@ -4,7 +4,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use strata_protocol::record_batch::{self, TimestampType};
+use strata_protocol::record_batch::{self, RecordBatchView, TimestampType};
 
 use crate::error::{IoContext, LogError};
 use crate::leader_epoch::{self, LeaderEpochCache, LeaderEpochCheckpointError};
@@ -524,6 +524,111 @@ impl Log {
         })
     }
 
+    /// Appends record batches a follower fetched from its partition leader (Kafka's
+    /// `appendAsFollower`): offsets, leader epochs and timestamps stay as the leader wrote
+    /// them, and nothing is fsynced here. Each batch is validated (CRC, counts) as a
+    /// produced one is; batches wholly below the log end are skipped (a fetch answers the
+    /// whole batch holding its offset), and the first kept batch must start exactly at the
+    /// log end, each next one right after the previous one.
+    ///
+    /// # Errors
+    /// [`LogError::CorruptMessage`] and [`LogError::InvalidRecord`] for a batch that does not
+    /// validate, [`LogError::UnexpectedOffset`] for a gap or overlap (nothing written);
+    /// [`LogError::Io`].
+    pub fn append_as_follower(
+        &mut self,
+        records: &mut [u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let end = self.log_end_offset();
+        let mut summaries = Vec::new();
+        let mut pos = 0;
+        let mut start = None;
+        let mut next = end;
+        while pos < records.len() {
+            let rest = &records[pos..];
+            let len =
+                record_batch::peek_total_len(rest).map_err(|e| LogError::from_batch(pos, e))?;
+            if len > rest.len() {
+                // A fetch response may end with a partial batch: it is left for the next fetch.
+                break;
+            }
+            let summary = record_batch::validate_batch(&rest[..len], pos)
+                .map_err(|e| LogError::from_batch(pos, e))?;
+            let view =
+                RecordBatchView::parse(&rest[..len]).map_err(|e| LogError::from_batch(pos, e))?;
+            let base = view.base_offset();
+            let last = base + i64::from(summary.last_offset_delta);
+            pos += summary.len;
+            if last < end {
+                continue;
+            }
+            if base != next {
+                return Err(LogError::UnexpectedOffset {
+                    expected: next,
+                    found: base,
+                });
+            }
+            start.get_or_insert(summary.position);
+            next = last + 1;
+            summaries.push(summary);
+        }
+        let Some(start) = start else {
+            return Ok(AppendInfo {
+                base_offset: -1,
+                last_offset: -1,
+                log_append_time: -1,
+                record_count: 0,
+                log_start_offset: self.log_start_offset,
+            });
+        };
+        let records = &mut records[start..pos];
+        for s in &mut summaries {
+            s.position -= start;
+        }
+        let last_offset = next - 1;
+        let bytes = records.len() as u64;
+        if self.needs_roll(bytes, last_offset, now_ms) {
+            self.roll()?;
+        }
+        let mut placed = Vec::with_capacity(summaries.len());
+        let mut offset = end;
+        for s in &summaries {
+            let batch = &records[s.position..s.position + s.len];
+            let view =
+                RecordBatchView::parse(batch).map_err(|e| LogError::from_batch(s.position, e))?;
+            let epoch = view.partition_leader_epoch();
+            // KIP-101: a batch of a newer epoch starts it in the cache before it is written.
+            if self.leader_epochs.latest_epoch().is_none_or(|e| epoch > e) {
+                self.change_leader_epochs(|c| c.assign(epoch, offset))?;
+            }
+            let last = offset + i64::from(s.last_offset_delta);
+            let max_ts = TimestampOffset {
+                timestamp: view.max_timestamp(),
+                offset: if view.max_timestamp() == s.max_timestamp {
+                    offset + i64::from(s.offset_delta_of_max_timestamp)
+                } else {
+                    last
+                },
+            };
+            placed.push((s.position, s.len, last, max_ts));
+            offset = last + 1;
+        }
+        let interval = u64::from(self.config.index_interval_bytes);
+        self.active_mut()
+            .append(records, &placed, interval, now_ms)?;
+        self.producer_state.replay_replicated(records, &summaries);
+        let record_count = next - end;
+        self.unflushed_messages = self.unflushed_messages.saturating_add(record_count);
+        Ok(AppendInfo {
+            base_offset: end,
+            last_offset,
+            log_append_time: -1,
+            record_count: u32::try_from(record_count).unwrap_or(u32::MAX),
+            log_start_offset: self.log_start_offset,
+        })
+    }
+
     /// Kafka's `LogSegment.shouldRoll`, checked before appending `bytes` ending at
     /// `last_offset`. An empty segment never rolls: anything fits in it.
     fn needs_roll(&self, bytes: u64, last_offset: i64, now_ms: i64) -> bool {
@@ -915,6 +1020,28 @@ impl Log {
         Ok(())
     }
 
+    /// Empties the log and restarts it at `offset` (Kafka's `truncateFullyAndStartAt`): a
+    /// follower whose log ends below its leader's log start.
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        for seg in self.segments.drain(..) {
+            seg.delete_files()?;
+        }
+        self.segments.push(LogSegment::create(&self.dir, offset)?);
+        sync_dir(&self.dir)?;
+        self.log_start_offset = offset;
+        self.unflushed_messages = 0;
+        self.unflushed_sealed.clear();
+        self.recovery_point = offset;
+        self.producer_state.delete_snapshots_before(i64::MAX)?;
+        self.producer_state = ProducerState::load(self, 0)?;
+        // Kafka's `truncateFullyAndStartAt` clears the cache.
+        self.change_leader_epochs(LeaderEpochCache::clear)?;
+        Ok(())
+    }
+
     /// Removes every offset >= `offset` (follower truncation, KIP-101). Later segments are
     /// deleted and the segment holding `offset` is cut at a batch boundary; if `offset` falls
     /// inside a batch the whole batch goes, so the log end may land below `offset`. A target
@@ -927,20 +1054,7 @@ impl Log {
             return Ok(());
         }
         if offset < self.log_start_offset {
-            for seg in self.segments.drain(..) {
-                seg.delete_files()?;
-            }
-            self.segments.push(LogSegment::create(&self.dir, offset)?);
-            sync_dir(&self.dir)?;
-            self.log_start_offset = offset;
-            self.unflushed_messages = 0;
-            self.unflushed_sealed.clear();
-            self.recovery_point = offset;
-            self.producer_state.delete_snapshots_before(i64::MAX)?;
-            self.producer_state = ProducerState::load(self, 0)?;
-            // Kafka's `truncateFullyAndStartAt` clears the cache.
-            self.change_leader_epochs(LeaderEpochCache::clear)?;
-            return Ok(());
+            return self.truncate_fully_and_start_at(offset);
         }
         let keep = self.segment_index_for(offset) + 1;
         for seg in self.segments.drain(keep..) {

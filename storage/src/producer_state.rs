@@ -544,6 +544,17 @@ pub(crate) struct ProducerState {
 }
 
 impl ProducerState {
+    /// Applies batches a follower copied from its leader, offsets as the leader assigned
+    /// them, without sequence checks (Kafka's `AppendOrigin.REPLICATION`).
+    pub(crate) fn replay_replicated(&mut self, records: &[u8], summaries: &[BatchSummary]) {
+        for s in summaries {
+            if let Ok(view) = RecordBatchView::parse(&records[s.position..s.position + s.len]) {
+                let b = ProducerBatch::from_view(&view, view.base_offset(), view.max_timestamp());
+                self.table.replay(&b);
+            }
+        }
+    }
+
     /// Empty state for a log being opened; [`ProducerState::load`] fills it.
     pub(crate) fn placeholder(dir: &Path) -> Self {
         ProducerState {

@@ -44,7 +44,15 @@ pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitProducerI
             .with_producer_epoch(0),
         Err(e) => {
             tracing::warn!(error = %e, "cannot allocate a producer id");
-            error(metadata_error_code(&e))
+            match e {
+                // Only the active controller allocates blocks (forwarding is not built yet):
+                // a retriable error sends the client to try again, possibly elsewhere.
+                strata_kraft::MetadataError::NotController
+                | strata_kraft::MetadataError::Timeout => {
+                    error(ResponseError::CoordinatorNotAvailable.code())
+                }
+                e => error(metadata_error_code(&e)),
+            }
         }
     }
 }

@@ -139,6 +139,8 @@ fn response(
             image
                 .brokers
                 .values()
+                // Kafka's `getAliveBrokerNodes`: a fenced broker is not offered to clients.
+                .filter(|b| !b.fenced)
                 .map(|b| {
                     MetadataResponseBroker::default()
                         .with_node_id(BrokerId(b.node_id))

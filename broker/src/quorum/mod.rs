@@ -40,12 +40,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use strata_kraft::Uuid;
+use strata_kraft::entry::{decode_entry, encode_entry};
 use strata_kraft::quorum_state::QuorumStateStore;
+use strata_kraft::raft::Payload;
 use strata_kraft::raft::{
     Action, Input, Message, NodeId, QuorumDescription, RaftConfig, RaftLog, RaftNode, ReplicaKey,
     RoleKind,
 };
+use strata_kraft::{MetadataError, MetadataImage, MetadataRecord, Uuid};
 use strata_protocol::messages::{RequestKind, ResponseKind};
 use tokio::sync::{mpsc, oneshot};
 
@@ -89,7 +91,17 @@ pub struct QuorumStatus {
     pub high_watermark: i64,
     /// Its log end offset.
     pub log_end_offset: i64,
+    /// Every entry below this offset is applied to the published image.
+    pub applied_offset: i64,
 }
+
+/// How long a proposal may wait to commit: Kafka's default `request.timeout.ms` for the
+/// controller's writes is 30 s, but a client's admin request times out long before that;
+/// 5 s is ample for a quorum with a majority on a LAN.
+const PROPOSAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The answer to a proposal: the entry's offset once it is committed and applied.
+type ProposalReply = std::sync::mpsc::Sender<Result<i64, MetadataError>>;
 
 /// What the driver is asked from outside its task.
 enum Command {
@@ -108,6 +120,11 @@ enum Command {
     /// A clean shutdown: a leader resigns (EndQuorumEpoch), so the others need not wait
     /// for the fetch timeout.
     Resign { done: oneshot::Sender<()> },
+    /// One metadata operation's records, as one entry, from the active controller.
+    Propose {
+        data: bytes::Bytes,
+        reply: ProposalReply,
+    },
 }
 
 /// A cheap, cloneable handle to the running driver.
@@ -162,6 +179,56 @@ impl QuorumHandle {
         }
     }
 
+    /// Proposes one metadata operation's records as one entry and waits, blocking the
+    /// calling thread, until it is committed and applied to the published image. Returns
+    /// the entry's offset. Call only from a thread that may block (a `spawn_blocking`
+    /// thread, or inside `block_in_place`).
+    ///
+    /// # Errors
+    ///
+    /// [`MetadataError::NotController`] when this node does not lead or stops leading
+    /// before the entry commits (the entry may still commit under a later leader, as in
+    /// Kafka, which answers NOT_CONTROLLER then too); [`MetadataError::Timeout`] when it
+    /// does not commit within [`PROPOSAL_TIMEOUT`].
+    pub fn propose_blocking(&self, records: &[MetadataRecord]) -> Result<i64, MetadataError> {
+        let (reply, rx) = std::sync::mpsc::channel();
+        let data = encode_entry(records);
+        self.tx
+            .try_send(Command::Propose { data, reply })
+            .map_err(|_| MetadataError::Timeout)?;
+        match rx.recv_timeout(PROPOSAL_TIMEOUT) {
+            Ok(result) => result,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(MetadataError::Timeout),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err(MetadataError::NotController)
+            }
+        }
+    }
+
+    /// Waits (blocking, bounded by `max`) until this node leads and has applied its whole
+    /// log, so an operation computed from the published image sees every earlier one: a
+    /// new leader first commits its predecessors' entries along with its own LeaderChange.
+    ///
+    /// # Errors
+    ///
+    /// [`MetadataError::NotController`] when this node does not lead, or not in time.
+    pub fn wait_ready_to_lead(&self, max: Duration) -> Result<QuorumStatus, MetadataError> {
+        let deadline = Instant::now() + max;
+        loop {
+            let s = self.status();
+            if s.role != RoleKind::Leader {
+                return Err(MetadataError::NotController);
+            }
+            if s.applied_offset >= s.log_end_offset {
+                return Ok(s);
+            }
+            if Instant::now() >= deadline {
+                return Err(MetadataError::NotController);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// DescribeQuorum's answer body.
     pub async fn describe(&self) -> ResponseKind {
         let (reply, rx) = oneshot::channel();
@@ -180,7 +247,14 @@ impl QuorumHandle {
 /// # Errors
 ///
 /// [`QuorumError`] when the quorum state or the log cannot be read.
-pub fn start(config: &BrokerConfig, cluster_id: &str) -> Result<QuorumHandle, QuorumError> {
+///
+/// Every committed metadata entry is applied, in order, to the image this node publishes
+/// on `images` (its `controller_id` is the quorum's leader as this node knows it).
+pub fn start(
+    config: &BrokerConfig,
+    cluster_id: &str,
+    images: tokio::sync::watch::Sender<Arc<MetadataImage>>,
+) -> Result<QuorumHandle, QuorumError> {
     let dir = config.log_dir.join(METADATA_LOG_DIR);
     std::fs::create_dir_all(&dir).map_err(|source| QuorumError::Io {
         path: dir.clone(),
@@ -231,6 +305,7 @@ pub fn start(config: &BrokerConfig, cluster_id: &str) -> Result<QuorumHandle, Qu
         leader: node.leader(),
         high_watermark: node.high_watermark(),
         log_end_offset: raft_disk.log_end_offset(),
+        applied_offset: 0,
     }));
     let cluster_id: Arc<str> = Arc::from(cluster_id);
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
@@ -259,6 +334,11 @@ pub fn start(config: &BrokerConfig, cluster_id: &str) -> Result<QuorumHandle, Qu
         peers,
         status: Arc::clone(&status),
         started: Instant::now(),
+        image: MetadataImage::new(cluster_id.to_string(), -1),
+        applied: 0,
+        images,
+        pending: std::collections::BTreeMap::new(),
+        proposing: None,
     };
     tokio::spawn(driver.run(rx));
     Ok(QuorumHandle {
@@ -290,6 +370,16 @@ struct Driver {
     status: Arc<RwLock<QuorumStatus>>,
     /// The origin of the core's clock.
     started: Instant,
+    /// The committed metadata, as of `applied`.
+    image: MetadataImage,
+    /// Every entry below this offset is applied to `image`.
+    applied: i64,
+    /// Where `image` is published after each commit.
+    images: tokio::sync::watch::Sender<Arc<MetadataImage>>,
+    /// Proposals waiting to commit: offset → (epoch, answer).
+    pending: std::collections::BTreeMap<i64, (i32, ProposalReply)>,
+    /// The answer to the proposal being stepped, until the core says where it went.
+    proposing: Option<ProposalReply>,
 }
 
 impl Driver {
@@ -325,6 +415,14 @@ impl Driver {
                     let _ = done.send(());
                     result
                 }
+                Some(Command::Propose { data, reply }) => {
+                    self.proposing = Some(reply);
+                    let result = self.step(Input::Propose(vec![data]), None);
+                    if let Some(reply) = self.proposing.take() {
+                        let _ = reply.send(Err(MetadataError::NotController));
+                    }
+                    result
+                }
             };
             if let Err(e) = result {
                 // A write that failed leaves the disk and the core apart: stop taking part
@@ -349,6 +447,7 @@ impl Driver {
             leader: self.node.leader(),
             high_watermark: self.node.high_watermark(),
             log_end_offset: self.disk.log_end_offset(),
+            applied_offset: self.applied,
         };
         Ok(())
     }
@@ -372,6 +471,10 @@ impl Driver {
             }
             Action::TruncateLog { end_offset } => {
                 durable(|| self.disk.truncate(end_offset))?;
+                // Proposals at or past the cut are gone: their leadership ended.
+                for (_, (_, reply)) in self.pending.split_off(&end_offset) {
+                    let _ = reply.send(Err(MetadataError::NotController));
+                }
             }
             Action::Send { to, msg } => {
                 if wire::request_api(&msg).is_none() {
@@ -392,6 +495,7 @@ impl Driver {
             }
             Action::CommitTo { high_watermark } => {
                 tracing::debug!(high_watermark, "metadata committed");
+                self.apply_committed(high_watermark);
             }
             Action::RoleChanged {
                 role,
@@ -404,6 +508,15 @@ impl Driver {
                     leader = leader.map(|l| l.0),
                     "metadata quorum role changed"
                 );
+                if role != RoleKind::Leader {
+                    // Whether they commit is now up to another leader; the callers retry.
+                    for (_, (_, reply)) in std::mem::take(&mut self.pending) {
+                        let _ = reply.send(Err(MetadataError::NotController));
+                    }
+                }
+                // Clients learn the new controller from the image's controller id.
+                self.image.controller_id = leader.map_or(-1, |l| l.0);
+                self.publish();
             }
             Action::PersistSnapshot(_)
             | Action::DeleteLogBefore { .. }
@@ -412,10 +525,74 @@ impl Driver {
                 // does not ask for these; see the module doc.
                 tracing::warn!("metadata quorum: snapshots are not supported by this driver");
             }
-            Action::Proposed { .. } | Action::NotLeader { .. } | Action::VoterChangeRejected(_) => {
+            Action::Proposed {
+                epoch, base_offset, ..
+            } => {
+                if let Some(reply) = self.proposing.take() {
+                    self.pending.insert(base_offset, (epoch, reply));
+                }
             }
+            Action::NotLeader { .. } => {
+                if let Some(reply) = self.proposing.take() {
+                    let _ = reply.send(Err(MetadataError::NotController));
+                }
+            }
+            Action::VoterChangeRejected(_) => {}
         }
         Ok(())
+    }
+}
+
+impl Driver {
+    /// Applies every committed entry not applied yet to the image, publishes it, and
+    /// answers the proposals that committed. An entry that does not decode or apply is
+    /// logged and skipped: every node skips it alike, since they all apply the same bytes.
+    fn apply_committed(&mut self, high_watermark: i64) {
+        let start = self.applied.max(self.node.log().start_offset());
+        if high_watermark <= start {
+            return;
+        }
+        let count = usize::try_from(high_watermark - start).unwrap_or(usize::MAX);
+        let entries = self.node.log().read(start, count);
+        let mut offset = start;
+        let mut epochs = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            if let Payload::Data(data) = &entry.payload {
+                match decode_entry(data) {
+                    Ok(records) => {
+                        for record in &records {
+                            if let Err(e) = self.image.apply(record) {
+                                tracing::error!(offset, error = %e, "cannot apply a committed metadata record");
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(offset, error = %e, "cannot decode a committed metadata entry")
+                    }
+                }
+            }
+            epochs.push((offset, entry.epoch));
+            offset += 1;
+        }
+        self.applied = offset;
+        if let Some(leader) = self.node.leader() {
+            self.image.controller_id = leader.0;
+        }
+        self.publish();
+        for (offset, epoch) in epochs {
+            if let Some((want, reply)) = self.pending.remove(&offset) {
+                let result = if want == epoch {
+                    Ok(offset)
+                } else {
+                    Err(MetadataError::NotController)
+                };
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    fn publish(&self) {
+        self.images.send_replace(Arc::new(self.image.clone()));
     }
 }
 

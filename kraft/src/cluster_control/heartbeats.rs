@@ -122,6 +122,15 @@ impl BrokerHeartbeats {
         self.sessions.remove(&broker_id);
     }
 
+    /// Moves where a broker's controlled shutdown began to `offset`, for a log that gives
+    /// all of one operation's records one offset (the Raft driver writes an operation as
+    /// one entry), where the heartbeat's own per-record count would overshoot.
+    pub fn move_controlled_shutdown_offset(&mut self, broker_id: i32, offset: i64) {
+        if let Some(s) = self.sessions.get_mut(&broker_id) {
+            s.controlled_shutdown_offset = Some(offset);
+        }
+    }
+
     /// Records where controlled shutdown began, unless it already had.
     pub(crate) fn set_controlled_shutdown_offset(&mut self, broker_id: i32, offset: i64) {
         if let Some(s) = self.sessions.get_mut(&broker_id) {

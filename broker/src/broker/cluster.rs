@@ -1,0 +1,541 @@
+//! A node of a multi-voter metadata quorum: metadata written through the quorum's active
+//! controller, and this node's logs following the committed image.
+//!
+//! - **Writes.** Only the quorum's leader writes metadata, one operation at a time under
+//!   `ClusterMetadata::controller`: it waits until it has applied its whole log (a new leader
+//!   first commits its predecessors' entries with its own LeaderChange), computes the
+//!   operation's records from that image with the same controller functions a single node
+//!   uses, proposes them as one entry and waits until the entry is committed and applied.
+//!   On any other node a write is `MetadataError::NotController`: clients look the
+//!   controller up again (Metadata's `controller_id` is the quorum leader) and retry there,
+//!   as they do with a ZooKeeper-mode Kafka controller. Kafka's KRaft brokers would forward
+//!   the request instead (KIP-590); Strata does not forward yet.
+//! - **Broker lifecycle.** The active controller keeps the brokers' sessions
+//!   (`BrokerHeartbeats`, fresh on each new leadership, as Kafka's) and answers
+//!   BrokerRegistration and BrokerHeartbeat (from `crate::lifecycle`, on every node) with
+//!   the cluster-control functions; its periodic tick fences brokers whose session expired,
+//!   which elects new leaders for their partitions, and runs the preferred-leader pass.
+//! - **Reads.** Every node applies committed entries in the quorum driver and publishes the
+//!   image; [`Broker::apply_image`] opens (or creates) the log of every partition whose
+//!   replica set holds this node, removes the data of deleted topics and of replicas moved
+//!   away, gives changed topic configs to the open logs, and only then makes the image the
+//!   one requests see, so a client never learns of a partition here before its log exists.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use strata_kraft::cluster_control::{
+    self, BrokerHeartbeatReply, BrokerHeartbeatRequest, BrokerHeartbeats,
+    BrokerRegistrationRequest, ClusterControlConfig,
+};
+use strata_kraft::{
+    ClusterControlError, ControllerConfig, MetadataError, MetadataImage, MetadataRecord,
+};
+use strata_storage::Log;
+use tokio::sync::watch;
+
+use super::Broker;
+use crate::partition::Partition;
+use crate::quorum::QuorumHandle;
+
+/// How long a write waits for a new leader to apply its predecessors' entries.
+const READY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How many preferred-leader elections one rebalancing pass writes at most (Kafka's
+/// `maxElectionsPerImbalance`).
+const MAX_ELECTIONS_PER_PASS: usize = 1000;
+
+/// The quorum-backed metadata of a node.
+pub(super) struct ClusterMetadata {
+    /// The running quorum driver, set once it has started (after the broker opened).
+    quorum: OnceLock<QuorumHandle>,
+    /// The committed image as the driver publishes it.
+    images: watch::Receiver<Arc<MetadataImage>>,
+    /// The active controller's state; held for the whole of one operation, so operations
+    /// run one at a time, each computed from the image the previous one left.
+    controller: Mutex<ControllerState>,
+    /// Whether this start found the clean-shutdown marker: logs opened for the first time
+    /// since start skip recovery.
+    clean_start: bool,
+    /// The recovery points of an unclean start, read once, used as logs open.
+    recovery_points: HashMap<(String, i32), i64>,
+}
+
+/// What the active controller keeps outside the image.
+struct ControllerState {
+    /// Broker sessions, as of the leadership in `epoch`.
+    heartbeats: BrokerHeartbeats,
+    /// The quorum epoch `heartbeats` was activated in; another epoch starts them afresh.
+    epoch: i32,
+    /// The cluster-control settings.
+    config: ClusterControlConfig,
+    /// The CreateTopics defaults.
+    topics: ControllerConfig,
+}
+
+/// Why a controller operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    #[error(transparent)]
+    Cluster(#[from] ClusterControlError),
+}
+
+impl ClusterMetadata {
+    pub(super) fn new(
+        config: &crate::config::BrokerConfig,
+        images: watch::Receiver<Arc<MetadataImage>>,
+        clean_start: bool,
+    ) -> Self {
+        let recovery_points = if clean_start {
+            HashMap::new()
+        } else {
+            strata_storage::checkpoint::recovery_points(&config.log_dir)
+        };
+        let cc = ClusterControlConfig {
+            broker_session_timeout_ms: config.broker_session_timeout_ms,
+            unclean_leader_election_enable: config.unclean_leader_election_enable,
+            auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
+        };
+        ClusterMetadata {
+            quorum: OnceLock::new(),
+            images,
+            controller: Mutex::new(ControllerState {
+                heartbeats: BrokerHeartbeats::new(cc.broker_session_timeout_ms),
+                epoch: -1,
+                config: cc,
+                topics: ControllerConfig::default(),
+            }),
+            clean_start,
+            recovery_points,
+        }
+    }
+}
+
+impl Broker {
+    fn cluster(&self) -> Option<&ClusterMetadata> {
+        match &self.metadata {
+            super::Metadata::Quorum(c) => Some(c),
+            super::Metadata::Local(_) => None,
+        }
+    }
+
+    /// Hands the started quorum driver to the broker (a node of a multi-voter quorum).
+    pub fn attach_quorum(&self, quorum: QuorumHandle) {
+        if let Some(c) = self.cluster() {
+            let _ = c.quorum.set(quorum);
+        }
+    }
+
+    /// The quorum driver, on a node of a multi-voter quorum once it has started.
+    #[must_use]
+    pub fn quorum(&self) -> Option<&QuorumHandle> {
+        self.cluster().and_then(|c| c.quorum.get())
+    }
+
+    /// Whether this node's metadata comes from a multi-voter quorum.
+    #[must_use]
+    pub fn is_clustered(&self) -> bool {
+        self.cluster().is_some()
+    }
+
+    /// Runs one metadata operation on the active controller: `op` gets the committed image,
+    /// the offset its entry will take and the controller's state, and returns its result
+    /// and records; the records are committed as one entry before this returns. Blocks the
+    /// calling thread (see [`blocking`]).
+    pub(super) fn controller_write<T, E>(
+        &self,
+        op: impl FnOnce(
+            &MetadataImage,
+            i64,
+            &mut ControllerStateRef<'_>,
+        ) -> Result<(T, Vec<MetadataRecord>), E>,
+    ) -> Result<T, E>
+    where
+        E: From<MetadataError>,
+    {
+        let cluster = self.cluster().ok_or(MetadataError::NotController)?;
+        let quorum = cluster.quorum.get().ok_or(MetadataError::NotController)?;
+        let mut state = cluster
+            .controller
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let status = blocking(|| quorum.wait_ready_to_lead(READY_TIMEOUT))?;
+        let image = cluster.images.borrow().clone();
+        let now_ms = crate::now_ms();
+        if state.epoch != status.epoch {
+            // A new leadership: every session starts afresh (Kafka's controller does not
+            // replicate them either).
+            state.heartbeats = BrokerHeartbeats::new(state.config.broker_session_timeout_ms);
+            state.heartbeats.activate(&image, now_ms);
+            state.epoch = status.epoch;
+        }
+        let next_offset = status.log_end_offset;
+        let mut state_ref = ControllerStateRef {
+            state: &mut state,
+            now_ms,
+        };
+        let (result, records) = op(&image, next_offset, &mut state_ref)?;
+        if records.is_empty() {
+            return Ok(result);
+        }
+        let offset = blocking(|| quorum.propose_blocking(&records))?;
+        if offset != next_offset {
+            // Only a leadership change appends in between, and it fails the proposal first;
+            // an offset other than the one the records were computed for is not used.
+            tracing::error!(
+                offset,
+                next_offset,
+                "a metadata entry took an unexpected offset"
+            );
+            return Err(MetadataError::NotController.into());
+        }
+        Ok(result)
+    }
+
+    /// BrokerRegistration on the active controller. Returns the broker epoch: the offset
+    /// of the entry that registers it (KIP-631).
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError`]: not the controller, a duplicate registration, a bad request.
+    pub fn controller_register(
+        &self,
+        req: &BrokerRegistrationRequest,
+    ) -> Result<i64, ControllerError> {
+        self.controller_write(|image, next_offset, st| {
+            let (_, mut records) = cluster_control::register_broker(
+                image,
+                &mut st.state.heartbeats,
+                &st.state.config,
+                req,
+                next_offset,
+                st.now_ms,
+            )?;
+            // The operation's records share one entry, so the epoch is that entry's offset.
+            for r in &mut records {
+                if let MetadataRecord::RegisterBroker(reg) = r {
+                    reg.broker_epoch = next_offset;
+                }
+            }
+            tracing::info!(
+                broker_id = req.broker_id,
+                broker_epoch = next_offset,
+                "registering broker"
+            );
+            Ok((next_offset, records))
+        })
+    }
+
+    /// BrokerHeartbeat on the active controller.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError`]: not the controller, an unknown broker or a stale epoch.
+    pub fn controller_heartbeat(
+        &self,
+        req: &BrokerHeartbeatRequest,
+    ) -> Result<BrokerHeartbeatReply, ControllerError> {
+        self.controller_write(|image, next_offset, st| {
+            let (reply, records) = cluster_control::broker_heartbeat(
+                image,
+                &mut st.state.heartbeats,
+                &st.state.config,
+                req,
+                next_offset,
+                st.now_ms,
+            )?;
+            if reply.in_controlled_shutdown && !records.is_empty() {
+                st.state
+                    .heartbeats
+                    .move_controlled_shutdown_offset(req.broker_id, next_offset);
+            }
+            if !records.is_empty() {
+                tracing::info!(
+                    broker_id = req.broker_id,
+                    ?reply,
+                    records = records.len(),
+                    "broker state changed"
+                );
+            }
+            Ok((reply, records))
+        })
+    }
+
+    /// The active controller's periodic work: fences brokers whose session expired (one
+    /// entry each, with the leader elections it forces) and, when `rebalance` is set,
+    /// moves leadership back to preferred replicas. Does nothing on another node.
+    pub fn controller_tick(&self, rebalance: bool) {
+        if self
+            .quorum()
+            .is_none_or(|q| q.status().role != strata_kraft::raft::RoleKind::Leader)
+        {
+            return;
+        }
+        for _ in 0..64 {
+            let fenced = self.controller_write(|image, _, st| {
+                Ok::<_, MetadataError>(
+                    match cluster_control::fence_stale_broker(
+                        image,
+                        &st.state.heartbeats,
+                        &st.state.config,
+                        st.now_ms,
+                    ) {
+                        Some((id, records)) => {
+                            tracing::warn!(broker_id = id, "fencing broker: its session expired");
+                            (true, records)
+                        }
+                        None => (false, Vec::new()),
+                    },
+                )
+            });
+            match fenced {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, "controller tick");
+                    return;
+                }
+            }
+        }
+        if rebalance {
+            let result = self.controller_write(|image, _, st| {
+                let records = cluster_control::rebalance_leaders_records(
+                    image,
+                    &st.state.config,
+                    MAX_ELECTIONS_PER_PASS,
+                );
+                if !records.is_empty() {
+                    tracing::info!(
+                        elections = records.len(),
+                        "moving leadership back to preferred replicas"
+                    );
+                }
+                Ok::<_, MetadataError>(((), records))
+            });
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "preferred leader election");
+            }
+        }
+    }
+
+    /// CreateTopics on a node of a multi-voter quorum (the active controller): the
+    /// topic's records are committed; every replica creates its log as it applies them.
+    pub(super) fn cluster_create_topic(
+        &self,
+        req: strata_kraft::CreateTopic,
+    ) -> Result<uuid::Uuid, super::CreateTopicError> {
+        self.controller_write(|image, _, st| {
+            let topic_id = loop {
+                let id = uuid::Uuid::new_v4();
+                if strata_kraft::is_assignable_topic_id(image, id) {
+                    break id;
+                }
+            };
+            let records =
+                strata_kraft::create_topic_records(image, &req, &st.state.topics, topic_id)?;
+            if req.validate_only {
+                return Ok((topic_id, Vec::new()));
+            }
+            tracing::info!(topic = %req.name, %topic_id, partitions = req.num_partitions,
+                replication_factor = req.replication_factor, "creating topic");
+            Ok((topic_id, records))
+        })
+    }
+
+    /// CreatePartitions on the active controller.
+    pub(super) fn cluster_create_partitions(
+        &self,
+        topic: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+    ) -> Result<(), MetadataError> {
+        self.controller_write(|image, _, _| {
+            let records =
+                strata_kraft::create_partitions_records(image, topic, count, assignments)?;
+            Ok(((), if validate_only { Vec::new() } else { records }))
+        })
+    }
+
+    /// DeleteTopics on the active controller; returns the topic's name.
+    pub(super) fn cluster_delete_topic(
+        &self,
+        topic_id: uuid::Uuid,
+    ) -> Result<String, MetadataError> {
+        self.controller_write(|image, _, _| {
+            let (name, records) = strata_kraft::delete_topic_records(image, topic_id)?;
+            tracing::info!(topic = %name, %topic_id, "deleting topic");
+            Ok((name, records))
+        })
+    }
+
+    /// IncrementalAlterConfigs of one topic on the active controller. Every change is
+    /// checked against the same image, and all of them commit as one entry.
+    pub(super) fn cluster_alter_topic_configs(
+        &self,
+        topic: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Result<(), MetadataError> {
+        self.controller_write(|image, _, _| {
+            let mut records = Vec::new();
+            for (key, value) in changes {
+                records.extend(strata_kraft::set_topic_config_records(
+                    image,
+                    topic,
+                    key,
+                    value.as_deref(),
+                )?);
+            }
+            Ok(((), if validate_only { Vec::new() } else { records }))
+        })
+    }
+
+    /// The next producer id block for this node, allocated by the active controller.
+    pub(super) fn cluster_allocate_producer_ids(
+        &self,
+    ) -> Result<strata_kraft::record::ProducerIdsBlock, MetadataError> {
+        let node_id = self.config.node_id;
+        self.controller_write(|image, _, _| strata_kraft::producer_ids_records(image, node_id))
+    }
+
+    /// Makes a committed image the one this node serves: logs for the partitions it
+    /// replicates, deleted topics' data removed, configs applied; then publishes it.
+    pub fn apply_image(self: &Arc<Self>, new: Arc<MetadataImage>) {
+        let Some(cluster) = self.cluster() else {
+            return;
+        };
+        let old = self.image();
+        let me = self.config.node_id;
+        let now_ms = crate::now_ms();
+        for t in old.topics.values() {
+            if new.topics.get(&t.name).map(|n| n.topic_id) != Some(t.topic_id) {
+                for p in &t.partitions {
+                    self.fetchers.unfollow(&t.name, p.partition);
+                }
+                self.remove_topic_data(&t.name, now_ms);
+            }
+        }
+        for t in new.topics.values() {
+            let cfg = self.log_config(&t.configs);
+            let configs_changed = old
+                .topics
+                .get(&t.name)
+                .is_some_and(|o| o.topic_id == t.topic_id && o.configs != t.configs);
+            for p in &t.partitions {
+                let hosted = self.partition(&t.name, p.partition);
+                if !p.replicas.contains(&me) {
+                    if hosted.is_some() {
+                        self.fetchers.unfollow(&t.name, p.partition);
+                        self.remove_partition_data(&t.name, p.partition);
+                    }
+                    continue;
+                }
+                if let Some(hosted) = hosted {
+                    if configs_changed {
+                        hosted.log().set_config(cfg.clone());
+                    }
+                    self.follow_leader(hosted, p.leader, p.leader_epoch);
+                    continue;
+                }
+                if self.is_offline(&t.name, p.partition) {
+                    continue;
+                }
+                let dir = self.partition_dir(&t.name, p.partition);
+                let recovery_point = cluster
+                    .recovery_points
+                    .get(&(t.name.clone(), p.partition))
+                    .copied()
+                    .unwrap_or(0);
+                match Log::open_with_recovery_point(
+                    &dir,
+                    cfg.clone(),
+                    now_ms,
+                    cluster.clean_start,
+                    recovery_point,
+                ) {
+                    Ok(log) => {
+                        let part = Partition::new(t.name.clone(), t.topic_id, p.partition, log);
+                        self.partitions
+                            .write()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .insert((t.name.clone(), p.partition), part.clone());
+                        self.follow_leader(part, p.leader, p.leader_epoch);
+                    }
+                    Err(e) => {
+                        tracing::error!(topic = %t.name, partition = p.partition, dir = %dir.display(), error = %e,
+                            "cannot open the log of a replica; the partition is offline here");
+                        self.offline
+                            .write()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .insert((t.name.clone(), p.partition));
+                    }
+                }
+            }
+        }
+        *self
+            .image
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = new;
+    }
+
+    /// Follows the partition's leader when another node leads it; stops following when
+    /// this node leads it or no node does.
+    fn follow_leader(self: &Arc<Self>, partition: Arc<Partition>, leader: i32, leader_epoch: i32) {
+        if leader >= 0 && leader != self.config.node_id {
+            self.fetchers.follow(self, partition, leader, leader_epoch);
+        } else {
+            self.fetchers.unfollow(&partition.topic, partition.index);
+        }
+    }
+
+    /// Closes and removes one partition replica this node no longer holds.
+    fn remove_partition_data(&self, topic: &str, index: i32) {
+        let removed = self
+            .partitions
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&(topic.to_owned(), index));
+        if removed.is_some() {
+            let dir = self.partition_dir(topic, index);
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a replica moved away");
+            }
+        }
+    }
+}
+
+/// The controller's state as an operation sees it.
+pub(super) struct ControllerStateRef<'a> {
+    state: &'a mut ControllerState,
+    /// The operation's time.
+    pub(super) now_ms: i64,
+}
+
+/// Follows the images the quorum driver publishes, applying each in turn (images that
+/// arrive while one is applied are coalesced: the next apply diffs against the last).
+pub async fn follow_images(broker: Arc<Broker>, mut images: watch::Receiver<Arc<MetadataImage>>) {
+    while images.changed().await.is_ok() {
+        let image = images.borrow_and_update().clone();
+        let b = broker.clone();
+        if tokio::task::spawn_blocking(move || b.apply_image(image))
+            .await
+            .is_err()
+        {
+            tracing::error!("applying a metadata image failed");
+        }
+    }
+}
+
+/// Runs `f`, which may block, from any thread: on a multi-threaded runtime's worker the
+/// worker is handed over to the other tasks meanwhile (`block_in_place`); elsewhere it just
+/// runs.
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}

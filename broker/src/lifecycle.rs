@@ -1,0 +1,468 @@
+//! The broker side of a node of a multi-voter quorum: it registers with the active
+//! controller and heartbeats to it (KIP-631), and the node's controller side ticks.
+//!
+//! - **Registration.** BrokerRegistration (v2: listeners, rack, incarnation id, the cluster
+//!   id) to the quorum's leader, on its controller listener (`controller.quorum.voters`
+//!   gives the address); on this node when it leads, in process. The answer's broker epoch
+//!   goes into every heartbeat.
+//! - **Heartbeats.** BrokerHeartbeat every `broker.heartbeat.interval.ms` with the offset
+//!   this node has applied (the last applied entry, as Kafka reports it). A new
+//!   registration starts fenced; the controller unfences it once that offset reaches the
+//!   registration. STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED (a controller that fenced
+//!   or forgot it) registers again; NOT_CONTROLLER or a failed connection asks the leader
+//!   known then, after `controller.quorum.retry.backoff.ms`-like pauses.
+//! - **Controlled shutdown.** On SIGTERM the node heartbeats with `want_shut_down` until the
+//!   controller answers `should_shut_down` (its leaderships moved away) or the bound passes.
+//! - **Controller tick.** Every half second, on the node that leads the quorum, the active
+//!   controller fences brokers whose session expired; every
+//!   `leader.imbalance.check.interval.seconds` it runs the preferred-leader pass.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use strata_kraft::cluster_control::{BrokerHeartbeatRequest, BrokerRegistrationRequest};
+use strata_kraft::raft::RoleKind;
+use strata_kraft::record::BrokerEndpoint;
+use strata_kraft::{ClusterControlError, MetadataError};
+use strata_protocol::ResponseError;
+use strata_protocol::StrBytes;
+use strata_protocol::codec;
+use strata_protocol::messages::broker_registration_request::Listener;
+use strata_protocol::messages::{
+    ApiKey, BrokerHeartbeatRequest as WireHeartbeat, BrokerHeartbeatResponse,
+    BrokerRegistrationRequest as WireRegistration, BrokerRegistrationResponse, RequestKind,
+    ResponseKind,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::broker::{Broker, ControllerError};
+
+/// BrokerRegistration version sent (v2 adds log dirs, which are empty here).
+const REGISTRATION_VERSION: i16 = 2;
+/// BrokerHeartbeat version sent.
+const HEARTBEAT_VERSION: i16 = 1;
+/// The bound on one request to the controller, connecting included.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+/// The pause after a failed attempt.
+const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// The largest response accepted from a controller.
+const MAX_RESPONSE_BYTES: usize = 1 << 20;
+/// How often the controller's tick runs.
+const TICK: Duration = Duration::from_millis(500);
+
+/// The state the broker side shares with the shutdown path.
+#[derive(Debug, Default)]
+pub struct Lifecycle {
+    /// Set on SIGTERM: heartbeats ask to shut down.
+    want_shut_down: AtomicBool,
+    /// Set once the controller answered `should_shut_down`.
+    may_shut_down: AtomicBool,
+}
+
+impl Lifecycle {
+    /// Starts controlled shutdown and waits, at most `max`, until the controller has moved
+    /// this broker's leaderships away. Returns whether it did.
+    pub async fn controlled_shutdown(&self, max: Duration) -> bool {
+        self.want_shut_down.store(true, Ordering::Relaxed);
+        let deadline = Instant::now() + max;
+        while Instant::now() < deadline {
+            if self.may_shut_down.load(Ordering::Relaxed) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+}
+
+/// Starts the broker's registration and heartbeats and the controller's tick.
+pub fn start(broker: Arc<Broker>) -> Arc<Lifecycle> {
+    let lifecycle = Arc::new(Lifecycle::default());
+    tokio::spawn(run(broker.clone(), lifecycle.clone()));
+    tokio::spawn(tick(broker));
+    lifecycle
+}
+
+async fn tick(broker: Arc<Broker>) {
+    let rebalance_every = Duration::from_secs(
+        u64::try_from(broker.config.leader_imbalance_check_interval_seconds).unwrap_or(300),
+    );
+    let mut last_rebalance = Instant::now();
+    loop {
+        tokio::time::sleep(TICK).await;
+        let rebalance = last_rebalance.elapsed() >= rebalance_every;
+        if rebalance {
+            last_rebalance = Instant::now();
+        }
+        let b = broker.clone();
+        let _ = tokio::task::spawn_blocking(move || b.controller_tick(rebalance)).await;
+    }
+}
+
+/// Why one exchange with the controller failed.
+enum Failure {
+    /// Not the controller, unreachable, or a transient error: try again.
+    Retry(String),
+    /// The registration is gone (fenced and forgotten, or stale): register again.
+    Reregister(String),
+}
+
+async fn run(broker: Arc<Broker>, lifecycle: Arc<Lifecycle>) {
+    let incarnation_id = uuid::Uuid::new_v4();
+    let interval = Duration::from_millis(
+        u64::try_from(broker.config.broker_heartbeat_interval_ms).unwrap_or(2000),
+    );
+    let mut client = ControllerClient::default();
+    loop {
+        let epoch = loop {
+            match register(&broker, &mut client, incarnation_id).await {
+                Ok(epoch) => break epoch,
+                Err(Failure::Retry(why) | Failure::Reregister(why)) => {
+                    tracing::debug!(why, "broker registration failed; retrying");
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                }
+            }
+        };
+        tracing::info!(broker_epoch = epoch, "registered with the controller");
+        let mut fenced = true;
+        loop {
+            match heartbeat(&broker, &mut client, &lifecycle, epoch).await {
+                Ok(reply) => {
+                    if fenced != reply.is_fenced {
+                        tracing::info!(fenced = reply.is_fenced, "broker fencing changed");
+                        fenced = reply.is_fenced;
+                    }
+                    if reply.should_shut_down {
+                        lifecycle.may_shut_down.store(true, Ordering::Relaxed);
+                    }
+                    let wait =
+                        if reply.is_fenced || lifecycle.want_shut_down.load(Ordering::Relaxed) {
+                            // Catching up, or shutting down: ask again soon.
+                            Duration::from_millis(100)
+                        } else {
+                            interval
+                        };
+                    tokio::time::sleep(wait).await;
+                }
+                Err(Failure::Retry(why)) => {
+                    tracing::debug!(why, "heartbeat failed; retrying");
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                }
+                Err(Failure::Reregister(why)) => {
+                    tracing::warn!(
+                        why,
+                        "the controller does not know this registration; registering again"
+                    );
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The endpoint clients use, as the registration carries it.
+fn endpoints(broker: &Broker) -> Vec<BrokerEndpoint> {
+    vec![BrokerEndpoint {
+        name: broker.config.inter_broker_listener_name.clone(),
+        host: broker.config.advertised_host.clone(),
+        port: broker.config.advertised_port,
+        security_protocol: 0,
+    }]
+}
+
+async fn register(
+    broker: &Arc<Broker>,
+    client: &mut ControllerClient,
+    incarnation_id: uuid::Uuid,
+) -> Result<i64, Failure> {
+    let req = BrokerRegistrationRequest {
+        broker_id: broker.config.node_id,
+        incarnation_id,
+        listeners: endpoints(broker),
+        rack: broker.config.rack.clone(),
+        features: Vec::new(),
+    };
+    let leader = current_leader(broker)?;
+    if leader == broker.config.node_id {
+        let b = broker.clone();
+        let result = tokio::task::spawn_blocking(move || b.controller_register(&req))
+            .await
+            .map_err(|e| Failure::Retry(e.to_string()))?;
+        return result.map_err(|e| Failure::Retry(e.to_string()));
+    }
+    let body = RequestKind::BrokerRegistration(
+        WireRegistration::default()
+            .with_broker_id(req.broker_id.into())
+            .with_cluster_id(StrBytes::from_string(broker.image().cluster_id.clone()))
+            .with_incarnation_id(incarnation_id)
+            .with_rack(req.rack.clone().map(StrBytes::from_string))
+            .with_listeners(
+                req.listeners
+                    .iter()
+                    .map(|l| {
+                        Listener::default()
+                            .with_name(StrBytes::from_string(l.name.clone()))
+                            .with_host(StrBytes::from_string(l.host.clone()))
+                            .with_port(l.port)
+                            .with_security_protocol(l.security_protocol)
+                    })
+                    .collect(),
+            ),
+    );
+    let answer = client
+        .exchange(
+            broker,
+            leader,
+            ApiKey::BrokerRegistration,
+            REGISTRATION_VERSION,
+            &body,
+        )
+        .await?;
+    let ResponseKind::BrokerRegistration(r) = answer else {
+        return Err(Failure::Retry("unexpected response".into()));
+    };
+    match r.error_code {
+        0 => Ok(r.broker_epoch),
+        code => Err(Failure::Retry(format!("BrokerRegistration error {code}"))),
+    }
+}
+
+async fn heartbeat(
+    broker: &Arc<Broker>,
+    client: &mut ControllerClient,
+    lifecycle: &Lifecycle,
+    broker_epoch: i64,
+) -> Result<strata_kraft::cluster_control::BrokerHeartbeatReply, Failure> {
+    let applied = broker.quorum().map_or(0, |q| q.status().applied_offset);
+    let req = BrokerHeartbeatRequest {
+        broker_id: broker.config.node_id,
+        broker_epoch,
+        // The last entry applied (Kafka's `lastAppliedOffset`), not the next one.
+        current_metadata_offset: applied - 1,
+        want_fence: false,
+        want_shut_down: lifecycle.want_shut_down.load(Ordering::Relaxed),
+    };
+    let leader = current_leader(broker)?;
+    if leader == broker.config.node_id {
+        let b = broker.clone();
+        let result = tokio::task::spawn_blocking(move || b.controller_heartbeat(&req))
+            .await
+            .map_err(|e| Failure::Retry(e.to_string()))?;
+        return result.map_err(|e| match e {
+            ControllerError::Cluster(
+                ClusterControlError::StaleBrokerEpoch { .. }
+                | ClusterControlError::BrokerNotRegistered(_),
+            ) => Failure::Reregister(e.to_string()),
+            other => Failure::Retry(other.to_string()),
+        });
+    }
+    let body = RequestKind::BrokerHeartbeat(
+        WireHeartbeat::default()
+            .with_broker_id(req.broker_id.into())
+            .with_broker_epoch(req.broker_epoch)
+            .with_current_metadata_offset(req.current_metadata_offset)
+            .with_want_fence(req.want_fence)
+            .with_want_shut_down(req.want_shut_down),
+    );
+    let answer = client
+        .exchange(
+            broker,
+            leader,
+            ApiKey::BrokerHeartbeat,
+            HEARTBEAT_VERSION,
+            &body,
+        )
+        .await?;
+    let ResponseKind::BrokerHeartbeat(r) = answer else {
+        return Err(Failure::Retry("unexpected response".into()));
+    };
+    if r.error_code == ResponseError::StaleBrokerEpoch.code()
+        || r.error_code == ResponseError::BrokerIdNotRegistered.code()
+    {
+        return Err(Failure::Reregister(format!(
+            "BrokerHeartbeat error {}",
+            r.error_code
+        )));
+    }
+    if r.error_code != 0 {
+        return Err(Failure::Retry(format!(
+            "BrokerHeartbeat error {}",
+            r.error_code
+        )));
+    }
+    Ok(strata_kraft::cluster_control::BrokerHeartbeatReply {
+        is_caught_up: r.is_caught_up,
+        is_fenced: r.is_fenced,
+        in_controlled_shutdown: false,
+        should_shut_down: r.should_shut_down,
+    })
+}
+
+/// The quorum's leader as this node knows it.
+fn current_leader(broker: &Broker) -> Result<i32, Failure> {
+    let status = broker
+        .quorum()
+        .ok_or_else(|| Failure::Retry("the quorum has not started".into()))?
+        .status();
+    match status.leader {
+        Some(l) if status.role == RoleKind::Leader || l.0 != broker.config.node_id => Ok(l.0),
+        _ => Err(Failure::Retry("no controller known".into())),
+    }
+}
+
+/// One connection to the active controller's listener.
+#[derive(Default)]
+struct ControllerClient {
+    /// The connection and the node it goes to.
+    conn: Option<(i32, TcpStream)>,
+    correlation_id: i32,
+}
+
+impl ControllerClient {
+    async fn exchange(
+        &mut self,
+        broker: &Broker,
+        node: i32,
+        api: ApiKey,
+        version: i16,
+        body: &RequestKind,
+    ) -> Result<ResponseKind, Failure> {
+        let result = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            self.exchange_once(broker, node, api, version, body),
+        )
+        .await
+        .unwrap_or_else(|_| Err("request timed out".into()));
+        result.map_err(|why| {
+            self.conn = None;
+            Failure::Retry(why)
+        })
+    }
+
+    async fn exchange_once(
+        &mut self,
+        broker: &Broker,
+        node: i32,
+        api: ApiKey,
+        version: i16,
+        body: &RequestKind,
+    ) -> Result<ResponseKind, String> {
+        if self.conn.as_ref().is_none_or(|(n, _)| *n != node) {
+            let voter = broker
+                .config
+                .quorum_voters
+                .iter()
+                .find(|v| v.id == node)
+                .ok_or_else(|| format!("node {node} is not a voter"))?;
+            let stream = TcpStream::connect((voter.host.as_str(), voter.port))
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = stream.set_nodelay(true);
+            self.conn = Some((node, stream));
+        }
+        let Some((_, stream)) = self.conn.as_mut() else {
+            return Err("not connected".into());
+        };
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let client_id = format!("strata-broker-{}", broker.config.node_id);
+        let frame = codec::encode_request(api, version, self.correlation_id, &client_id, body)
+            .map_err(|e| e.to_string())?;
+        stream.write_all(&frame).await.map_err(|e| e.to_string())?;
+        let frame = read_frame(stream).await.map_err(|e| e.to_string())?;
+        let response = codec::decode_response(api, version, frame).map_err(|e| e.to_string())?;
+        if response.correlation_id != self.correlation_id {
+            return Err("response out of order".into());
+        }
+        Ok(response.body)
+    }
+}
+
+async fn read_frame(stream: &mut TcpStream) -> std::io::Result<Bytes> {
+    let len = stream.read_i32().await?;
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&l| l <= MAX_RESPONSE_BYTES)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "bad frame size"))?;
+    let mut body = BytesMut::zeroed(len);
+    stream.read_exact(&mut body).await?;
+    Ok(body.freeze())
+}
+
+/// The controller listener's answer to BrokerRegistration.
+#[must_use]
+pub fn answer_registration(broker: &Broker, req: &WireRegistration) -> BrokerRegistrationResponse {
+    let cluster_id = broker.image().cluster_id.clone();
+    if req.cluster_id.as_str() != cluster_id {
+        return BrokerRegistrationResponse::default()
+            .with_error_code(ResponseError::InconsistentClusterId.code())
+            .with_broker_epoch(-1);
+    }
+    let request = BrokerRegistrationRequest {
+        broker_id: req.broker_id.0,
+        incarnation_id: req.incarnation_id,
+        listeners: req
+            .listeners
+            .iter()
+            .map(|l| BrokerEndpoint {
+                name: l.name.to_string(),
+                host: l.host.to_string(),
+                port: l.port,
+                security_protocol: l.security_protocol,
+            })
+            .collect(),
+        rack: req.rack.as_ref().map(ToString::to_string),
+        features: Vec::new(),
+    };
+    match broker.controller_register(&request) {
+        Ok(epoch) => BrokerRegistrationResponse::default().with_broker_epoch(epoch),
+        Err(e) => BrokerRegistrationResponse::default()
+            .with_error_code(controller_error_code(&e))
+            .with_broker_epoch(-1),
+    }
+}
+
+/// The controller listener's answer to BrokerHeartbeat.
+#[must_use]
+pub fn answer_heartbeat(broker: &Broker, req: &WireHeartbeat) -> BrokerHeartbeatResponse {
+    let request = BrokerHeartbeatRequest {
+        broker_id: req.broker_id.0,
+        broker_epoch: req.broker_epoch,
+        current_metadata_offset: req.current_metadata_offset,
+        want_fence: req.want_fence,
+        want_shut_down: req.want_shut_down,
+    };
+    match broker.controller_heartbeat(&request) {
+        Ok(reply) => BrokerHeartbeatResponse::default()
+            .with_is_caught_up(reply.is_caught_up)
+            .with_is_fenced(reply.is_fenced)
+            .with_should_shut_down(reply.should_shut_down),
+        Err(e) => BrokerHeartbeatResponse::default()
+            .with_error_code(controller_error_code(&e))
+            .with_is_fenced(true),
+    }
+}
+
+/// Kafka's error code for a failed controller operation.
+#[must_use]
+pub fn controller_error_code(e: &ControllerError) -> i16 {
+    match e {
+        ControllerError::Metadata(MetadataError::NotController) => {
+            ResponseError::NotController.code()
+        }
+        ControllerError::Metadata(MetadataError::Timeout) => ResponseError::RequestTimedOut.code(),
+        ControllerError::Metadata(_) => ResponseError::UnknownServerError.code(),
+        ControllerError::Cluster(c) => match c {
+            ClusterControlError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch.code(),
+            ClusterControlError::BrokerNotRegistered(_) => {
+                ResponseError::BrokerIdNotRegistered.code()
+            }
+            ClusterControlError::DuplicateBrokerRegistration(_) => {
+                ResponseError::DuplicateBrokerRegistration.code()
+            }
+            ClusterControlError::InvalidRegistration { .. } => ResponseError::InvalidRequest.code(),
+        },
+    }
+}
