@@ -17,6 +17,7 @@ use crate::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetStoreError, OffsetsConfig
 use crate::partition::Partition;
 
 mod cluster;
+mod log_start_checkpoint;
 mod partition_logs;
 
 pub use cluster::{ControllerError, follow_images};
@@ -462,6 +463,7 @@ impl Broker {
                 tracing::warn!(topic = %name, error = %e, "cannot delete committed offsets of deleted topic")
             }
         }
+        self.checkpoint_log_start_offsets_or_warn();
         let indexes = removed.iter().map(|p| p.index).chain(offline);
         for index in indexes {
             let dir = self.partition_dir(name, index);

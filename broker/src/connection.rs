@@ -267,6 +267,7 @@ pub async fn serve_on(
     listener: ListenerType,
     quorum: Option<QuorumHandle>,
 ) {
+    let _open = crate::metrics::connection_opened();
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<(Slot, Lease)>(MAX_IN_FLIGHT);

@@ -17,7 +17,9 @@ use crate::partition::leadership::LeadershipError;
 #[must_use]
 pub fn log_error_code(e: &LogError) -> i16 {
     match e {
-        LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
+        LogError::OffsetOutOfRange { .. } | LogError::LogStartAboveHighWatermark { .. } => {
+            ResponseError::OffsetOutOfRange.code()
+        }
         LogError::CorruptMessage { .. } => ResponseError::CorruptMessage.code(),
         LogError::InvalidRecord { .. } => ResponseError::InvalidRecord.code(),
         LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge.code(),

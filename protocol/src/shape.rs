@@ -221,6 +221,25 @@ const DELETE_TOPICS: Schema = Schema {
     flexible_from: 4,
 };
 
+const DELETE_RECORDS: Schema = Schema {
+    fields: &[
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // name
+                f(
+                    T::Array(&[f(T::I32, 0, ALL), f(T::I64, 0, ALL)]), // partition_index, offset
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ), // topics
+        f(T::I32, 0, ALL), // timeout_ms
+    ],
+    flexible_from: 2,
+};
+
 const CREATE_PARTITIONS: Schema = Schema {
     fields: &[
         f(
@@ -532,6 +551,7 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::ApiVersions => &API_VERSIONS,
         ApiKey::CreateTopics => &CREATE_TOPICS,
         ApiKey::DeleteTopics => &DELETE_TOPICS,
+        ApiKey::DeleteRecords => &DELETE_RECORDS,
         ApiKey::DescribeConfigs => &DESCRIBE_CONFIGS,
         ApiKey::OffsetForLeaderEpoch => &OFFSET_FOR_LEADER_EPOCH,
         ApiKey::AlterConfigs => &ALTER_CONFIGS,

@@ -158,6 +158,7 @@ async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) 
             // `wanted` runs topic by topic in slot order, so pushing in its order keeps the
             // region lists in response order.
             for (w, (pd, regions)) in wanted.iter().zip(parts) {
+                crate::metrics::record_fetch(w.partition.as_ref().ok(), &regions);
                 topics[w.topic_slot].partitions.push(pd);
                 records.push(regions);
             }
@@ -169,6 +170,7 @@ async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) 
                 records,
             };
         }
+        let _parked = crate::metrics::fetch_parked();
         let changed = watchers
             .iter_mut()
             .map(|w| Box::pin(w.changed()))

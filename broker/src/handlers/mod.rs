@@ -18,6 +18,7 @@ pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -100,10 +101,16 @@ impl RequestContext {
     }
 }
 
+/// Runs a request and returns its response slot, timing it for the metrics endpoint.
+pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
+    let (api_key, started) = (ctx.api_key as i16, std::time::Instant::now());
+    crate::metrics::timed(api_key, started, dispatch_api(ctx, body).await)
+}
+
 /// Runs a request and returns its response slot. Requests that may park (Fetch) run in a task
 /// of their own; the others are answered inline, which keeps one connection's appends in the
 /// order the client sent them.
-pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
+async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
     let response = match body {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(&ctx, r)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(&ctx, r)),
@@ -114,6 +121,7 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
             // so the connection's next produce can join the same group commit.
             produce::Produced::AfterFlush(pending) => {
                 return Slot::Pending(tokio::spawn(async move {
+                    let _waiting = crate::metrics::produce_waiting();
                     let resp = pending.wait().await;
                     ctx.encode(&ResponseKind::Produce(resp))
                 }));
@@ -134,6 +142,9 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
         }
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(&ctx, r)),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(&ctx, r)),
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(delete_records::handle(&ctx, r))
+        }
         RequestKind::CreatePartitions(r) => {
             ResponseKind::CreatePartitions(create_partitions::handle(&ctx, r))
         }

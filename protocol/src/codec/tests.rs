@@ -425,6 +425,19 @@ mod round_trip {
                     r
                 })
             }
+            ApiKey::DeleteRecords => RequestKind::DeleteRecords(
+                DeleteRecordsRequest::default()
+                    .with_topics(vec![
+                        delete_records_request::DeleteRecordsTopic::default()
+                            .with_name(name(s))
+                            .with_partitions(vec![
+                                delete_records_request::DeleteRecordsPartition::default()
+                                    .with_partition_index(s.partition)
+                                    .with_offset(s.offset),
+                            ]),
+                    ])
+                    .with_timeout_ms(30_000),
+            ),
             ApiKey::DescribeProducers => RequestKind::DescribeProducers(
                 DescribeProducersRequest::default().with_topics(vec![
                     describe_producers_request::TopicRequest::default()
@@ -884,6 +897,18 @@ mod round_trip {
                     .with_producer_id(ProducerId(s.offset))
                     .with_producer_epoch(0),
             ),
+            ApiKey::DeleteRecords => {
+                ResponseKind::DeleteRecords(DeleteRecordsResponse::default().with_topics(vec![
+                    delete_records_response::DeleteRecordsTopicResult::default()
+                        .with_name(name(s))
+                        .with_partitions(vec![
+                            delete_records_response::DeleteRecordsPartitionResult::default()
+                                .with_partition_index(s.partition)
+                                .with_low_watermark(s.offset)
+                                .with_error_code(1),
+                        ]),
+                ]))
+            }
             ApiKey::DescribeProducers => ResponseKind::DescribeProducers(
                 DescribeProducersResponse::default().with_topics(vec![
                     describe_producers_response::TopicResponse::default()
