@@ -822,6 +822,9 @@ impl Log {
             tracing::info!(dir = %self.dir.display(), from = self.log_start_offset, to = offset,
                 "log start offset incremented (record deletion)");
             self.log_start_offset = offset;
+            // Kafka's `maybeIncrementLogStartOffset`: the epoch covering the new start moves
+            // up to it.
+            self.change_leader_epochs(|c| c.truncate_from_start(offset))?;
         }
         Ok(self.log_start_offset)
     }
@@ -838,6 +841,7 @@ impl Log {
         let start = checkpointed.min(self.log_end_offset());
         if start > self.log_start_offset {
             self.log_start_offset = start;
+            self.change_leader_epochs(|c| c.truncate_from_start(start))?;
             self.delete_segments_below_log_start()?;
         }
         Ok(self.log_start_offset)
