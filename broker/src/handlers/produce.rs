@@ -160,7 +160,11 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                     // KIP-101: every batch carries the epoch of the leader that appended it.
                     match led.partition.append(&mut buf, led.leader_epoch, now) {
                         Ok((info, wait)) => {
-                            crate::metrics::record_produce(&p, buf.len(), info.record_count);
+                            crate::metrics::record_produce(
+                                &led.partition,
+                                buf.len(),
+                                info.record_count,
+                            );
                             if let Some(wait) = wait {
                                 waits.push((responses.len(), partition_responses.len(), wait));
                             }
