@@ -290,6 +290,26 @@ const INCREMENTAL_ALTER_CONFIGS: Schema = Schema {
     flexible_from: 1,
 };
 
+const OFFSET_FOR_LEADER_EPOCH: Schema = Schema {
+    fields: &[
+        f(T::I32, 3, ALL), // replica_id
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // topic
+                f(
+                    // partition, current_leader_epoch, leader_epoch
+                    T::Array(&[f(T::I32, 0, ALL), f(T::I32, 0, ALL), f(T::I32, 0, ALL)]),
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ),
+    ],
+    flexible_from: 4,
+};
+
 const ALTER_CONFIGS: Schema = Schema {
     fields: &[
         f(
@@ -533,6 +553,7 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::DeleteTopics => &DELETE_TOPICS,
         ApiKey::DeleteRecords => &DELETE_RECORDS,
         ApiKey::DescribeConfigs => &DESCRIBE_CONFIGS,
+        ApiKey::OffsetForLeaderEpoch => &OFFSET_FOR_LEADER_EPOCH,
         ApiKey::AlterConfigs => &ALTER_CONFIGS,
         ApiKey::DescribeLogDirs => &DESCRIBE_LOG_DIRS,
         ApiKey::DescribeCluster => &DESCRIBE_CLUSTER,

@@ -37,6 +37,9 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - IncrementalAlterConfigs and AlterConfigs serve topic resources only (no dynamic broker
 ///   configs).
 /// - DescribeLogDirs starts at v1: Kafka 4.0 removed v0 (KIP-896).
+/// - OffsetForLeaderEpoch starts at v2, the first with `current_leader_epoch` (KIP-320),
+///   where Kafka 4.0's codec starts too; consumers use it to validate positions, and a
+///   follower's `replica_id` (v3+) is answered as a consumer's.
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::Produce, 3, 11),
     api(ApiKey::Fetch, 4, 16),
@@ -56,6 +59,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DeleteTopics, 1, 6),
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
+    api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeConfigs, 1, 4),
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::DescribeLogDirs, 1, 4),
@@ -182,6 +186,7 @@ mod tests {
                 ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
                 ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
                 ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
+                ApiKey::OffsetForLeaderEpoch => OffsetForLeaderEpochRequest::VERSIONS,
                 ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
                 ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::VERSIONS,
                 ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::VERSIONS,

@@ -478,6 +478,13 @@ impl Log {
         }
         // KIP-101 (Kafka's `maybeAssignEpochStartOffset`): a new epoch's first offset is in
         // the checkpoint before any of its batches is written.
+        if let Some(latest) = self.leader_epochs.latest_epoch()
+            && leader_epoch < latest
+        {
+            // Kafka's `assign` warns alike: the newer epochs are dropped from the cache.
+            tracing::warn!(dir = %self.dir.display(), leader_epoch, latest_epoch = latest,
+                base_offset, "append in a leader epoch older than the newest in the epoch cache");
+        }
         if self.leader_epochs.latest_epoch() != Some(leader_epoch) {
             self.change_leader_epochs(|c| c.assign(leader_epoch, base_offset))?;
         }
@@ -815,6 +822,9 @@ impl Log {
             tracing::info!(dir = %self.dir.display(), from = self.log_start_offset, to = offset,
                 "log start offset incremented (record deletion)");
             self.log_start_offset = offset;
+            // Kafka's `maybeIncrementLogStartOffset`: the epoch covering the new start moves
+            // up to it.
+            self.change_leader_epochs(|c| c.truncate_from_start(offset))?;
         }
         Ok(self.log_start_offset)
     }
@@ -831,6 +841,7 @@ impl Log {
         let start = checkpointed.min(self.log_end_offset());
         if start > self.log_start_offset {
             self.log_start_offset = start;
+            self.change_leader_epochs(|c| c.truncate_from_start(start))?;
             self.delete_segments_below_log_start()?;
         }
         Ok(self.log_start_offset)

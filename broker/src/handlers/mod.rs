@@ -38,6 +38,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
@@ -136,6 +137,9 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(&ctx, r)),
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(&ctx, r)),
         RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(&ctx, r)),
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(&ctx, r))
+        }
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(&ctx, r)),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(&ctx, r)),
         RequestKind::DeleteRecords(r) => {
