@@ -6,6 +6,12 @@ pub mod leadership;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use strata_replication::ReplicationError;
+use strata_replication::fetch::FetchAnswer;
+use strata_replication::leader::{
+    AlterPartitionOutcome, AlterPartitionProposal, LeaderState, PartitionRegistration,
+    ReplicationConfig,
+};
 use strata_storage::{AppendInfo, Log, LogError, ReadResult};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -38,6 +44,15 @@ pub struct Partition {
     /// without the log's lock that the image's epoch is already recorded
     /// ([`Partition::become_leader`]).
     leader_epoch: AtomicI32,
+    /// On a node of a cluster, while this node leads the partition: the replication state
+    /// (followers' progress, the ISR, the high watermark over it). `None` on a single node,
+    /// where the high watermark is the log end, and on a follower.
+    replica: Mutex<Option<LeaderState>>,
+    /// The log end offset after each append, which parked follower fetches wait on (the
+    /// high watermark only moves once they fetch).
+    log_end: watch::Sender<i64>,
+    /// Whether an AlterPartition for this partition is in flight.
+    alter_in_flight: std::sync::atomic::AtomicBool,
 }
 
 /// Where the partition's group-commit fsyncs stand.
@@ -74,7 +89,165 @@ impl Partition {
                 flushed: hw,
             }),
             leader_epoch: AtomicI32::new(leader_epoch),
+            replica: Mutex::new(None),
+            log_end: watch::Sender::new(hw),
+            alter_in_flight: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    fn replica(&self) -> MutexGuard<'_, Option<LeaderState>> {
+        self.replica
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes or updates the leadership of a replicated partition (Kafka's
+    /// `Partition.makeLeader`): the same leader epoch updates the ISR and partition epoch
+    /// the controller committed; a new one starts the followers' progress afresh.
+    pub fn make_leader(
+        &self,
+        local_id: i32,
+        registration: &PartitionRegistration,
+        config: ReplicationConfig,
+    ) {
+        let now = crate::now_ms();
+        let mut replica = self.replica();
+        if let Some(state) = replica.as_mut()
+            && state.leader_epoch() == registration.leader_epoch
+        {
+            state.on_partition_change(registration, now);
+            let hw = state.high_watermark();
+            drop(replica);
+            self.advance_high_watermark_to(hw);
+            return;
+        }
+        let leo = self.committable_end();
+        let hw = self.high_watermark();
+        let state = LeaderState::become_leader(local_id, registration, config, leo, hw, now);
+        let hw = state.high_watermark();
+        *replica = Some(state);
+        drop(replica);
+        self.alter_in_flight.store(false, Ordering::Release);
+        self.advance_high_watermark_to(hw);
+    }
+
+    /// Gives up the leadership (this node follows, or no longer hosts the partition).
+    pub fn resign(&self) {
+        *self.replica() = None;
+    }
+
+    /// Whether this node leads the partition as a replicated leader.
+    #[must_use]
+    pub fn is_replicated_leader(&self) -> bool {
+        self.replica().is_some()
+    }
+
+    /// The log end offset that counts as written here: the log end, or, while a group
+    /// commit is pending, what it has fsynced.
+    fn committable_end(&self) -> i64 {
+        let log = self.log();
+        let marks = *self.marks();
+        if marks.pending() {
+            marks.flushed
+        } else {
+            log.log_end_offset()
+        }
+    }
+
+    /// acks=all's check before the append: NOT_ENOUGH_REPLICAS while the ISR is below
+    /// `min.insync.replicas`. Always passes on an unreplicated partition.
+    ///
+    /// # Errors
+    ///
+    /// [`ReplicationError::NotEnoughReplicas`].
+    pub fn check_produce(&self, acks: i16) -> Result<(), ReplicationError> {
+        match self.replica().as_ref() {
+            Some(state) => state.check_produce(acks),
+            None => Ok(()),
+        }
+    }
+
+    /// A follower's fetch of this partition, on its leader: checks it (epochs, divergence),
+    /// records the follower's progress, and moves the high watermark. The caller reads the
+    /// records up to the answer's `read_to`.
+    ///
+    /// # Errors
+    ///
+    /// What [`LeaderState::on_fetch`] refuses; NOT_LEADER_OR_FOLLOWER when this node does
+    /// not lead the partition.
+    pub fn follower_fetch(
+        &self,
+        req: &strata_replication::fetch::FetchPartition,
+        local_id: i32,
+    ) -> Result<FetchAnswer, ReplicationError> {
+        let now = crate::now_ms();
+        let log = self.log();
+        let mut replica = self.replica();
+        let Some(state) = replica.as_mut() else {
+            return Err(ReplicationError::NotLeaderOrFollower { node: local_id });
+        };
+        let answer = state.on_fetch(req, log.log_start_offset(), log.leader_epochs(), now)?;
+        let hw = state.high_watermark();
+        drop(replica);
+        drop(log);
+        self.advance_high_watermark_to(hw);
+        Ok(answer)
+    }
+
+    /// Reads from `offset` up to `max_offset` (a follower reads up to the log end).
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::OffsetOutOfRange`] outside the log.
+    pub fn read_up_to(
+        &self,
+        offset: i64,
+        max_bytes: u32,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, LogError> {
+        self.log()
+            .read(offset, max_bytes, max_offset, min_one_batch)
+    }
+
+    /// A receiver that changes whenever an append moves the log end.
+    #[must_use]
+    pub fn subscribe_log_end(&self) -> watch::Receiver<i64> {
+        self.log_end.subscribe()
+    }
+
+    /// The ISR change this leader wants the controller to commit, if any and if none is in
+    /// flight: a shrink of members that stopped catching up within
+    /// `replica.lag.time.max.ms`, or an expansion proposed by a follower's fetch. The caller
+    /// sends it with AlterPartition and hands the answer to
+    /// [`Partition::on_alter_partition`].
+    pub fn isr_proposal(&self, now_ms: i64) -> Option<AlterPartitionProposal> {
+        if self.alter_in_flight.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut replica = self.replica();
+        let state = replica.as_mut()?;
+        let proposal = match state.pending_proposal() {
+            Some(p) => p.clone(),
+            None => state.maybe_shrink_isr(now_ms)?.clone(),
+        };
+        self.alter_in_flight.store(true, Ordering::Release);
+        Some(proposal)
+    }
+
+    /// The controller's answer to the AlterPartition sent for [`Partition::isr_proposal`].
+    pub fn on_alter_partition(&self, outcome: &AlterPartitionOutcome) {
+        let now = crate::now_ms();
+        let mut replica = self.replica();
+        let hw = replica.as_mut().map(|state| {
+            state.on_alter_partition(outcome, now);
+            state.high_watermark()
+        });
+        drop(replica);
+        self.alter_in_flight.store(false, Ordering::Release);
+        if let Some(hw) = hw {
+            self.advance_high_watermark_to(hw);
+        }
     }
 
     /// Records that this node leads the partition in `leader_epoch` (KIP-101): a newer epoch
@@ -173,9 +346,30 @@ impl Partition {
         Ok(())
     }
 
+    /// Records `offset` as written on this node (appended, and fsynced where the flush
+    /// policy asks) and moves the high watermark: to `offset` on an unreplicated partition,
+    /// to the smallest log end over the ISR on a replicated leader.
+    fn advance_high_watermark(&self, offset: i64) {
+        self.log_end.send_if_modified(|end| {
+            let moved = offset > *end;
+            if moved {
+                *end = offset;
+            }
+            moved
+        });
+        let target = match self.replica().as_mut() {
+            Some(state) => {
+                state.on_local_append(offset, crate::now_ms());
+                state.high_watermark()
+            }
+            None => offset,
+        };
+        self.advance_high_watermark_to(target);
+    }
+
     /// Moves the high watermark up to `offset` (never down: concurrent appends may publish
     /// out of order).
-    fn advance_high_watermark(&self, offset: i64) {
+    fn advance_high_watermark_to(&self, offset: i64) {
         self.high_watermark.send_if_modified(|hw| {
             let moved = offset > *hw;
             if moved {
@@ -242,6 +436,10 @@ impl Partition {
     /// Called after retention or truncation changes the log outside an append.
     /// Records still waiting for their group commit stay invisible.
     pub fn refresh_high_watermark(&self) {
+        if self.is_replicated_leader() {
+            // The high watermark is the ISR's, not this log's end.
+            return;
+        }
         let log = self.log();
         let marks = *self.marks();
         let leo = log.log_end_offset();
