@@ -110,6 +110,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("controller.quorum.retry.backoff.ms", "20"),
     ("controller.quorum.append.linger.ms", "25"),
     ("broker.session.timeout.ms", "9000"),
+    ("replica.lag.time.max.ms", "30000"),
     ("broker.heartbeat.interval.ms", "2000"),
     ("metadata.log.max.snapshot.interval.ms", "3600000"),
     (
@@ -166,6 +167,9 @@ pub struct BrokerConfig {
     pub broker_session_timeout_ms: i64,
     /// `broker.heartbeat.interval.ms`: how often a broker heartbeats to the controller.
     pub broker_heartbeat_interval_ms: i64,
+    /// `replica.lag.time.max.ms`: a follower that has not caught up with its leader for
+    /// this long leaves the ISR.
+    pub replica_lag_time_max_ms: i64,
     /// `metadata.log.max.snapshot.interval.ms`: the longest time between metadata snapshots
     /// while records arrive (0 disables the time trigger).
     pub metadata_log_max_snapshot_interval_ms: i64,
@@ -425,6 +429,10 @@ impl BrokerConfig {
             broker_heartbeat_interval_ms: positive(
                 "broker.heartbeat.interval.ms",
                 get("broker.heartbeat.interval.ms"),
+            )?,
+            replica_lag_time_max_ms: positive(
+                "replica.lag.time.max.ms",
+                get("replica.lag.time.max.ms"),
             )?,
             metadata_log_max_snapshot_interval_ms: at_least(
                 "metadata.log.max.snapshot.interval.ms",

@@ -529,7 +529,7 @@ impl Broker {
                     if configs_changed {
                         hosted.log().set_config(cfg.clone());
                     }
-                    self.follow_leader(hosted, p.leader, p.leader_epoch);
+                    self.take_role(hosted, t, p);
                     continue;
                 }
                 if self.is_offline(&t.name, p.partition) {
@@ -554,7 +554,7 @@ impl Broker {
                             .write()
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
                             .insert((t.name.clone(), p.partition), part.clone());
-                        self.follow_leader(part, p.leader, p.leader_epoch);
+                        self.take_role(part, t, p);
                     }
                     Err(e) => {
                         tracing::error!(topic = %t.name, partition = p.partition, dir = %dir.display(), error = %e,
@@ -573,13 +573,49 @@ impl Broker {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = new;
     }
 
-    /// Follows the partition's leader when another node leads it; stops following when
-    /// this node leads it or no node does.
-    fn follow_leader(self: &Arc<Self>, partition: Arc<Partition>, leader: i32, leader_epoch: i32) {
-        if leader >= 0 && leader != self.config.node_id {
-            self.fetchers.follow(self, partition, leader, leader_epoch);
-        } else {
+    /// Takes this node's role for a partition it replicates, as the image gives it:
+    /// leader (Kafka's `makeLeader`: the epoch recorded in the log's cache, then the
+    /// replication state over the image's replicas and ISR), or follower of another node, or
+    /// neither while no node leads.
+    fn take_role(
+        self: &Arc<Self>,
+        partition: Arc<Partition>,
+        topic: &strata_kraft::TopicImage,
+        p: &strata_kraft::PartitionImage,
+    ) {
+        let me = self.config.node_id;
+        if p.leader == me {
             self.fetchers.unfollow(&partition.topic, partition.index);
+            if let Err(e) = partition.become_leader(p.leader_epoch) {
+                tracing::error!(topic = %partition.topic, partition = partition.index, error = %e,
+                    "cannot record the leader epoch; not taking the leadership");
+                partition.resign();
+                return;
+            }
+            let min_isr = topic
+                .configs
+                .get("min.insync.replicas")
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or_else(|| usize::try_from(self.config.min_insync_replicas).unwrap_or(1));
+            let registration = strata_replication::leader::PartitionRegistration {
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+            };
+            let config = strata_replication::leader::ReplicationConfig {
+                replica_lag_time_max_ms: self.config.replica_lag_time_max_ms,
+                min_insync_replicas: min_isr.max(1),
+            };
+            partition.make_leader(me, &registration, config);
+        } else {
+            partition.resign();
+            if p.leader >= 0 {
+                self.fetchers
+                    .follow(self, partition, p.leader, p.leader_epoch);
+            } else {
+                self.fetchers.unfollow(&partition.topic, partition.index);
+            }
         }
     }
 

@@ -67,6 +67,18 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Fetched {
 /// [`handle`] against a given metadata image: who leads each partition, at which epoch.
 async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) -> Fetched {
     let version = ctx.api_version;
+    // A follower replica's fetch (the leader's side of replication) on a replicated leader.
+    let (replica_id, replica_epoch) = if version >= 15 {
+        (
+            req.replica_state.replica_id.0,
+            req.replica_state.replica_epoch,
+        )
+    } else {
+        (req.replica_id.0, -1)
+    };
+    if replica_id >= 0 {
+        return super::replica_fetch::answer(ctx, image, req, replica_id, replica_epoch).await;
+    }
     if version >= 7 && (req.session_id != 0 || req.session_epoch > 0) {
         return Fetched {
             response: FetchResponse::default()

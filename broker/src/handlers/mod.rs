@@ -40,6 +40,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod replica_fetch;
 pub mod sync_group;
 
 /// What a handler knows about the request it serves.

@@ -6,6 +6,7 @@
 //! producer redirects without a metadata round trip.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bytes::BytesMut;
 use strata_kraft::MetadataImage;
@@ -22,8 +23,8 @@ use strata_protocol::record_batch::{BATCH_HEADER_LEN, Compression, RecordBatchVi
 
 use super::RequestContext;
 use crate::error::{leadership_error_code, log_error_code};
-use crate::partition::FlushWait;
 use crate::partition::leadership::{self, LeaderEndpoint, NO_LEADER_EPOCH};
+use crate::partition::{FlushWait, Partition};
 
 /// What a produce comes to once its records are appended.
 pub enum Produced {
@@ -41,6 +42,11 @@ pub struct PendingProduce {
     response: ProduceResponse,
     /// (topic index, partition index in the response, what that partition's append waits on).
     waits: Vec<(usize, usize, FlushWait)>,
+    /// acks=all on replicated leaders: (topic index, partition index, the partition, the
+    /// high watermark that acknowledges the records).
+    replicated: Vec<(usize, usize, Arc<Partition>, i64)>,
+    /// The request's `timeout_ms`: how long acks=all waits for the ISR.
+    timeout_ms: i32,
 }
 
 impl PendingProduce {
@@ -50,6 +56,8 @@ impl PendingProduce {
         let PendingProduce {
             mut response,
             waits,
+            replicated,
+            timeout_ms,
         } = self;
         for (t, p, wait) in waits {
             if let Err((code, message)) = wait.wait().await
@@ -60,6 +68,40 @@ impl PendingProduce {
             {
                 resp.error_code = code;
                 resp.error_message = Some(StrBytes::from_string(message));
+                resp.base_offset = -1;
+                resp.log_append_time_ms = -1;
+            }
+        }
+        // acks=all: the ISR must hold the records (Kafka's DelayedProduce); a leader that
+        // stops leading, or a timeout, answers an error and the producer retries.
+        let deadline = tokio::time::Instant::now()
+            + std::time::Duration::from_millis(u64::try_from(timeout_ms.max(0)).unwrap_or(0));
+        for (t, p, partition, target) in replicated {
+            let mut hw = partition.subscribe();
+            let outcome = loop {
+                if *hw.borrow_and_update() >= target {
+                    break Ok(());
+                }
+                if !partition.is_replicated_leader() {
+                    break Err(ResponseError::NotLeaderOrFollower.code());
+                }
+                tokio::select! {
+                    changed = hw.changed() => if changed.is_err() {
+                        break Err(ResponseError::NotLeaderOrFollower.code());
+                    },
+                    () = tokio::time::sleep_until(deadline) => break Err(ResponseError::RequestTimedOut.code()),
+                    // Leadership can end without the high watermark moving.
+                    () = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+                }
+            };
+            if let Err(code) = outcome
+                && let Some(resp) = response
+                    .responses
+                    .get_mut(t)
+                    .and_then(|topic| topic.partition_responses.get_mut(p))
+                && resp.error_code == 0
+            {
+                resp.error_code = code;
                 resp.base_offset = -1;
                 resp.log_append_time_ms = -1;
             }
@@ -82,6 +124,8 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
     let now = crate::now_ms();
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut waits = Vec::new();
+    let mut replicated = Vec::new();
+    let timeout_ms = req.timeout_ms;
     // KIP-951: the endpoints of the leaders named in `current_leader`, by node id.
     let mut node_endpoints: BTreeMap<i32, LeaderEndpoint> = BTreeMap::new();
     for topic in req.topic_data {
@@ -153,6 +197,11 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                         )),
                     ))
                 }
+                (true, Some(led), Some(_)) if led.partition.check_produce(acks).is_err() => {
+                    // acks=all while the ISR is below min.insync.replicas: refused before the
+                    // append (Kafka's NOT_ENOUGH_REPLICAS).
+                    Err((ResponseError::NotEnoughReplicas.code(), None))
+                }
                 (true, Some(led), Some(records)) => {
                     // The request buffer is shared with the decoded header; the rewrite of base
                     // offsets needs a private copy (one per partition, never per record).
@@ -167,6 +216,19 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                             );
                             if let Some(wait) = wait {
                                 waits.push((responses.len(), partition_responses.len(), wait));
+                            }
+                            // acks=all on a replicated leader: answered once the high
+                            // watermark (the ISR's) passes the records.
+                            if acks == -1
+                                && info.last_offset >= 0
+                                && led.partition.is_replicated_leader()
+                            {
+                                replicated.push((
+                                    responses.len(),
+                                    partition_responses.len(),
+                                    led.partition.clone(),
+                                    info.last_offset + 1,
+                                ));
                             }
                             resp = resp
                                 .with_base_offset(info.base_offset)
@@ -210,10 +272,15 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
         );
     if acks == 0 {
         Produced::NoResponse
-    } else if waits.is_empty() {
+    } else if waits.is_empty() && replicated.is_empty() {
         Produced::Ready(response)
     } else {
-        Produced::AfterFlush(PendingProduce { response, waits })
+        Produced::AfterFlush(PendingProduce {
+            response,
+            waits,
+            replicated,
+            timeout_ms,
+        })
     }
 }
 
