@@ -402,6 +402,8 @@ fn incremental_alter_config(node: &Node, topic: &str, key: &str, value: &str) {
 
 /// Kafka's LEADER_NOT_AVAILABLE.
 const LEADER_NOT_AVAILABLE: i16 = 5;
+/// Kafka's INVALID_TOPIC_EXCEPTION.
+const INVALID_TOPIC_EXCEPTION: i16 = 17;
 
 #[test]
 fn a_producer_bootstrapped_on_a_follower_auto_creates_its_topic() {
@@ -423,6 +425,10 @@ fn a_producer_bootstrapped_on_a_follower_auto_creates_its_topic() {
         log.contains("auto-created topic through the controller"),
         "{log}"
     );
+
+    // A name the controller would refuse is refused at once, not answered "retry".
+    let bad = raw_metadata(follower.port, Some("bad/name")).expect("metadata");
+    assert_eq!(bad.topic_error, Some(INVALID_TOPIC_EXCEPTION), "{bad:?}");
 
     // A producer that knows only the follower; its Metadata requests go to the follower or,
     // once it has learnt them, to any node.

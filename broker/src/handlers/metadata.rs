@@ -93,6 +93,16 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                 ));
                 continue;
             }
+            if let Err(e) = strata_kraft::validate_topic_name(&name) {
+                // Checked here too, since a forwarded creation is not waited for: a name the
+                // controller would refuse must not be answered "retry".
+                topics.push(error_topic(
+                    Some(name),
+                    Uuid::nil(),
+                    crate::error::metadata_error_code(&e),
+                ));
+                continue;
+            }
             if crate::forward::auto_create(ctx, &name) {
                 // KIP-590: created by the controller; until its entry reaches this node's
                 // image the topic has no leader here, which clients retry (Kafka answers the
