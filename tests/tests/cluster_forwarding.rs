@@ -7,7 +7,9 @@
 //!   to the non-controller is applied;
 //! - an rdkafka producer bootstrapped only on the non-controller produces to a topic that
 //!   does not exist yet (auto-created through the controller), and a consumer bootstrapped
-//!   there reads it back.
+//!   there reads it back; an invalid name is refused at once;
+//! - after the controller is killed with SIGKILL, a node that forwarded to it forwards to
+//!   the newly elected controller.
 //!
 //! Without forwarding each of these answers NOT_CONTROLLER. The active controller is found
 //! through Metadata's controller id. Every wait is bounded.
@@ -151,6 +153,35 @@ impl Cluster {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// Waits until every node in `alive` names the same controller, one of them; returns it.
+    fn agreed_controller(&self, alive: &[i32]) -> i32 {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let seen: Vec<Option<i32>> = self
+                .nodes
+                .iter()
+                .filter(|n| alive.contains(&n.id))
+                .map(|n| raw_metadata(n.port, None).ok().map(|m| m.controller))
+                .collect();
+            if let Some(Some(controller)) = seen.first().copied()
+                && alive.contains(&controller)
+                && seen.iter().all(|s| *s == Some(controller))
+            {
+                return controller;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{alive:?} never agreed on a controller among them: {seen:?}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn node(&self, id: i32) -> &Node {
+        self.nodes.iter().find(|n| n.id == id).unwrap()
     }
 
     fn logs(&self) -> String {
@@ -473,4 +504,61 @@ fn a_producer_bootstrapped_on_a_follower_auto_creates_its_topic() {
     }
     let expected: Vec<String> = (0..count).map(|i| format!("value-{i}")).collect();
     assert_eq!(values, expected, "\n{}", cluster.logs());
+}
+
+/// CreateTopics for `topic` through `node` (rdkafka admin, sent to that node); whether it
+/// was created.
+fn create_through(node: &Node, topic: &str) -> Result<(), String> {
+    let admin = admin_at(node);
+    let opts = admin_opts(ADMIN_TIMEOUT).broker_id(node.id);
+    let created = block(admin.create_topics(
+        &[NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
+        &opts,
+    ))
+    .map_err(|e| e.to_string())?;
+    match created.as_slice() {
+        [Ok(t)] if t == topic => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+#[test]
+fn forwarding_follows_a_new_controller() {
+    let mut cluster = Cluster::start();
+    let (controller, _) = cluster.controller_and_follower();
+    let old = controller.id;
+    // Both other nodes forward once, so that each keeps a connection to the controller.
+    let others: Vec<i32> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.id)
+        .filter(|id| *id != old)
+        .collect();
+    for (i, id) in others.iter().enumerate() {
+        let topic = format!("before-{i}");
+        if let Err(e) = create_through(cluster.node(*id), &topic) {
+            panic!("through node {id}: {e}\n{}", cluster.logs());
+        }
+    }
+
+    // SIGKILL the controller; the survivors elect another.
+    let killed = cluster.nodes.iter_mut().find(|n| n.id == old).unwrap();
+    let _ = killed.child.kill();
+    let _ = killed.child.wait();
+    let new = cluster.agreed_controller(&others);
+    assert_ne!(new, old);
+    let survivor = *others.iter().find(|id| **id != new).unwrap();
+
+    // The survivor that is not the controller drops its connection to the dead one and
+    // forwards to the new controller.
+    if let Err(e) = create_through(cluster.node(survivor), "after") {
+        panic!(
+            "through node {survivor} (controller {new}): {e}\n{}",
+            cluster.logs()
+        );
+    }
+    let reader = reader_at(cluster.node(survivor));
+    eventually(&cluster, "the topic created after the failover", || {
+        partitions_seen(&reader, "after") == 1
+    });
 }
