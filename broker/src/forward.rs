@@ -146,7 +146,7 @@ fn controller_of(broker: &Broker) -> Option<Controller> {
 }
 
 /// How long a forwarded request may take: its own `timeout_ms` where it has one, bounded to
-/// [`MIN_WAIT`, `MAX_WAIT`].
+/// `MIN_WAIT` to `MAX_WAIT`.
 #[must_use]
 pub fn deadline(body: &RequestKind) -> Duration {
     let timeout_ms = match body {
