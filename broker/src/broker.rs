@@ -17,6 +17,7 @@ use crate::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetStoreError, OffsetsConfig
 use crate::partition::Partition;
 
 mod cluster;
+mod log_start_checkpoint;
 mod partition_logs;
 
 pub use cluster::{ControllerError, follow_images};
@@ -462,6 +463,7 @@ impl Broker {
                 tracing::warn!(topic = %name, error = %e, "cannot delete committed offsets of deleted topic")
             }
         }
+        self.checkpoint_log_start_offsets_or_warn();
         let indexes = removed.iter().map(|p| p.index).chain(offline);
         for index in indexes {
             let dir = self.partition_dir(name, index);
@@ -563,11 +565,14 @@ impl Broker {
     /// A producer id for InitProducerId, never handed out before. Ids come in blocks that the
     /// controller allocates through the metadata log (`ProducerIdsRecord`, KIP-730), so only
     /// one InitProducerId in 1000 waits for a metadata write, and a restart never reuses an
-    /// id: what was left of the block is skipped, as in Kafka.
+    /// id: what was left of the block is skipped, as in Kafka. On a node of a multi-voter
+    /// quorum the block comes from the active controller, asked with AllocateProducerIds
+    /// when it runs on another node.
     ///
     /// # Errors
     ///
-    /// [`MetadataError`] when a new block cannot be allocated or made durable.
+    /// [`MetadataError`] when a new block cannot be allocated or made durable;
+    /// `NotController` or `Timeout` when the controller gave none.
     pub fn next_producer_id(&self, now_ms: i64) -> Result<i64, MetadataError> {
         let mut ids = self
             .producer_ids
@@ -582,6 +587,16 @@ impl Broker {
                 }
                 None => self.cluster_allocate_producer_ids()?,
             };
+            // Kafka's RPCProducerIdManager: a block below the previous one is refused, so
+            // a confused controller cannot make this broker hand out an id twice.
+            if block.first_producer_id < ids.end {
+                tracing::error!(
+                    first_producer_id = block.first_producer_id,
+                    previous_end = ids.end,
+                    "refusing a producer id block below the previous one"
+                );
+                return Err(MetadataError::NotController);
+            }
             *ids = block.first_producer_id..block.next_block_first_id();
         }
         let id = ids.start;

@@ -120,6 +120,8 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("auto.leader.rebalance.enable", "true"),
     ("leader.imbalance.check.interval.seconds", "300"),
     ("broker.rack", ""),
+    // Strata's own: the Prometheus endpoint, `http://host:port/path`; empty serves none.
+    ("metrics.listener", ""),
 ];
 
 /// Typed broker configuration.
@@ -232,6 +234,9 @@ pub struct BrokerConfig {
     pub offsets_retention_check_interval_ms: u64,
     /// `offset.metadata.max.bytes`: the longest commit metadata string accepted.
     pub offset_metadata_max_bytes: usize,
+    /// `metrics.listener`: where the Prometheus endpoint listens; `None` (the default)
+    /// serves none.
+    pub metrics_listener: Option<crate::metrics::MetricsListener>,
 }
 
 impl BrokerConfig {
@@ -551,6 +556,8 @@ impl BrokerConfig {
                 0,
             )?
             .min(i64::from(i16::MAX)) as usize,
+            metrics_listener: crate::metrics::MetricsListener::parse(get("metrics.listener"))
+                .map_err(|reason| invalid("metrics.listener", get("metrics.listener"), reason))?,
             values,
             explicit,
         };

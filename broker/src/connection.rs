@@ -267,6 +267,7 @@ pub async fn serve_on(
     listener: ListenerType,
     quorum: Option<QuorumHandle>,
 ) {
+    let _open = crate::metrics::connection_opened();
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<(Slot, Lease)>(MAX_IN_FLIGHT);
@@ -373,6 +374,18 @@ fn controller_slot(
                     _ => return None,
                 };
                 encode(&body)
+            }))
+        }
+        (ApiKey::AllocateProducerIds, Some(_)) => {
+            // The active controller answers once the ProducerIdsRecord has committed.
+            let broker = broker.clone();
+            Slot::Pending(tokio::task::spawn_blocking(move || {
+                let RequestKind::AllocateProducerIds(r) = &req.body else {
+                    return None;
+                };
+                encode(&ResponseKind::AllocateProducerIds(
+                    crate::lifecycle::answer_allocate_producer_ids(&broker, r),
+                ))
             }))
         }
         (ApiKey::DescribeQuorum, Some(quorum)) => {

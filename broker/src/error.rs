@@ -11,12 +11,15 @@ use crate::broker::{CreateTopicError, PartitionUnavailable};
 use crate::consumer_group::ConsumerGroupError;
 use crate::group::GroupError;
 use crate::offsets::OffsetStoreError;
+use crate::partition::leadership::LeadershipError;
 
 /// A storage error as a partition-level Kafka error code.
 #[must_use]
 pub fn log_error_code(e: &LogError) -> i16 {
     match e {
-        LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
+        LogError::OffsetOutOfRange { .. } | LogError::LogStartAboveHighWatermark { .. } => {
+            ResponseError::OffsetOutOfRange.code()
+        }
         LogError::CorruptMessage { .. } => ResponseError::CorruptMessage.code(),
         LogError::InvalidRecord { .. } => ResponseError::InvalidRecord.code(),
         LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge.code(),
@@ -83,6 +86,22 @@ pub fn partition_unavailable_code(e: PartitionUnavailable) -> i16 {
     match e {
         PartitionUnavailable::Unknown => ResponseError::UnknownTopicOrPartition.code(),
         PartitionUnavailable::Offline => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+/// Why this node does not serve a partition's data, as the partition-level code of Produce,
+/// Fetch, ListOffsets and OffsetForLeaderEpoch (Kafka's `ReplicaManager` and
+/// `Partition.getLocalLog`). An epoch cache that cannot be written is a storage failure.
+#[must_use]
+pub fn leadership_error_code(e: LeadershipError) -> i16 {
+    match e {
+        LeadershipError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition.code(),
+        LeadershipError::Offline | LeadershipError::Storage => {
+            ResponseError::KafkaStorageError.code()
+        }
+        LeadershipError::NotLeaderOrFollower => ResponseError::NotLeaderOrFollower.code(),
+        LeadershipError::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch.code(),
+        LeadershipError::UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch.code(),
     }
 }
 

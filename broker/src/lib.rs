@@ -24,6 +24,7 @@
 //! - [`consumer_group`]: the KIP-848 consumer-group coordinator (sans-IO core, server-side
 //!   assignors, tokio driver).
 //! - [`housekeeping`]: the periodic retention and flush task.
+//! - [`metrics`]: the Prometheus endpoint (`metrics.listener`) and the counters behind it.
 //! - [`offsets`]: committed offsets in `__consumer_offsets`, Kafka's internal compacted topic.
 //!
 //! # Invariants
@@ -43,6 +44,7 @@ pub mod group;
 pub mod handlers;
 pub mod housekeeping;
 pub mod lifecycle;
+pub mod metrics;
 pub mod offsets;
 pub mod partition;
 pub mod quorum;

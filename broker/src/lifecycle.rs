@@ -13,6 +13,11 @@
 //!   known then, after `controller.quorum.retry.backoff.ms`-like pauses.
 //! - **Controlled shutdown.** On SIGTERM the node heartbeats with `want_shut_down` until the
 //!   controller answers `should_shut_down` (its leaderships moved away) or the bound passes.
+//! - **Producer id blocks.** The broker epoch of the current registration is kept on the
+//!   broker ([`Broker::set_broker_epoch`]); InitProducerId on a node that is not the
+//!   controller gets its next block of producer ids from the controller with
+//!   AllocateProducerIds (KIP-730, [`request_producer_ids`]), which the controller answers
+//!   with [`answer_allocate_producer_ids`].
 //! - **Controller tick.** Every half second, on the node that leads the quorum, the active
 //!   controller fences brokers whose session expired; every
 //!   `leader.imbalance.check.interval.seconds` it runs the preferred-leader pass.
@@ -24,16 +29,17 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use strata_kraft::cluster_control::{BrokerHeartbeatRequest, BrokerRegistrationRequest};
 use strata_kraft::raft::RoleKind;
-use strata_kraft::record::BrokerEndpoint;
+use strata_kraft::record::{BrokerEndpoint, ProducerIdsBlock};
 use strata_kraft::{ClusterControlError, MetadataError};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::codec;
 use strata_protocol::messages::broker_registration_request::Listener;
 use strata_protocol::messages::{
-    ApiKey, BrokerHeartbeatRequest as WireHeartbeat, BrokerHeartbeatResponse,
-    BrokerRegistrationRequest as WireRegistration, BrokerRegistrationResponse, RequestKind,
-    ResponseKind,
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse, ApiKey,
+    BrokerHeartbeatRequest as WireHeartbeat, BrokerHeartbeatResponse,
+    BrokerRegistrationRequest as WireRegistration, BrokerRegistrationResponse, ProducerId,
+    RequestKind, ResponseKind,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -44,6 +50,8 @@ use crate::broker::{Broker, ControllerError};
 const REGISTRATION_VERSION: i16 = 2;
 /// BrokerHeartbeat version sent.
 const HEARTBEAT_VERSION: i16 = 1;
+/// AllocateProducerIds version sent (its only one).
+const ALLOCATE_PRODUCER_IDS_VERSION: i16 = 0;
 /// The bound on one request to the controller, connecting included.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 /// The pause after a failed attempt.
@@ -127,6 +135,7 @@ async fn run(broker: Arc<Broker>, lifecycle: Arc<Lifecycle>) {
             }
         };
         tracing::info!(broker_epoch = epoch, "registered with the controller");
+        broker.set_broker_epoch(epoch);
         let mut fenced = true;
         loop {
             match heartbeat(&broker, &mut client, &lifecycle, epoch).await {
@@ -156,6 +165,7 @@ async fn run(broker: Arc<Broker>, lifecycle: Arc<Lifecycle>) {
                         why,
                         "the controller does not know this registration; registering again"
                     );
+                    broker.set_broker_epoch(-1);
                     break;
                 }
             }
@@ -389,6 +399,129 @@ async fn read_frame(stream: &mut TcpStream) -> std::io::Result<Bytes> {
     let mut body = BytesMut::zeroed(len);
     stream.read_exact(&mut body).await?;
     Ok(body.freeze())
+}
+
+/// Why AllocateProducerIds gave this broker no block.
+#[derive(Debug, thiserror::Error)]
+pub enum AllocateProducerIdsError {
+    /// No answer in time, or the exchange failed (connection, framing, decoding).
+    #[error("no answer from controller {node}: {why}")]
+    Unreachable { node: i32, why: String },
+    /// The controller answered an error (NOT_CONTROLLER, STALE_BROKER_EPOCH, ...).
+    #[error("controller {node} answered error code {code}")]
+    Refused { node: i32, code: i16 },
+    /// The answer is no usable block (Kafka's `RPCProducerIdManager` checks the same).
+    #[error("controller {node} answered an invalid block: start {start}, length {len}")]
+    InvalidBlock { node: i32, start: i64, len: i32 },
+}
+
+impl AllocateProducerIdsError {
+    /// Whether the controller never answered (a timeout or a lost connection), rather
+    /// than refusing.
+    #[must_use]
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, AllocateProducerIdsError::Unreachable { .. })
+    }
+}
+
+/// Asks controller `node` for this broker's next block of producer ids (AllocateProducerIds,
+/// KIP-730), with the epoch of the broker's registration. Blocks the calling thread for at
+/// most the request timeout.
+///
+/// InitProducerId runs in a synchronous handler, so the exchange cannot be awaited there.
+/// It runs instead on a short-lived thread of its own with a current-thread runtime, over a
+/// fresh [`ControllerClient`] connection: that works from any caller (a runtime worker, a
+/// blocking thread, no runtime at all), where entering the caller's runtime would panic on
+/// a current-thread runtime or deadlock a busy one. A block holds 1000 ids, so the thread
+/// and the connection cost nothing measurable per InitProducerId. The caller should wrap
+/// this in `blocking` so a runtime worker hands its other tasks over meanwhile.
+///
+/// # Errors
+///
+/// [`AllocateProducerIdsError`]: unreachable, refused, or an unusable answer.
+pub fn request_producer_ids(
+    broker: &Broker,
+    node: i32,
+    broker_epoch: i64,
+) -> Result<ProducerIdsBlock, AllocateProducerIdsError> {
+    let unreachable = |why: String| AllocateProducerIdsError::Unreachable { node, why };
+    let body = RequestKind::AllocateProducerIds(
+        AllocateProducerIdsRequest::default()
+            .with_broker_id(broker.config.node_id.into())
+            .with_broker_epoch(broker_epoch),
+    );
+    let exchange = || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async {
+            let mut client = ControllerClient::default();
+            match client
+                .exchange(
+                    broker,
+                    node,
+                    ApiKey::AllocateProducerIds,
+                    ALLOCATE_PRODUCER_IDS_VERSION,
+                    &body,
+                )
+                .await
+            {
+                Ok(answer) => Ok(answer),
+                Err(Failure::Retry(why) | Failure::Reregister(why)) => Err(why),
+            }
+        })
+    };
+    let answer = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("producer-ids".into())
+            .spawn_scoped(scope, exchange)
+            .map_err(|e| e.to_string())?
+            .join()
+            .map_err(|_| "the request thread panicked".to_owned())?
+    })
+    .map_err(unreachable)?;
+    let ResponseKind::AllocateProducerIds(r) = answer else {
+        return Err(unreachable("unexpected response".into()));
+    };
+    if r.error_code != 0 {
+        return Err(AllocateProducerIdsError::Refused {
+            node,
+            code: r.error_code,
+        });
+    }
+    let start = r.producer_id_start.0;
+    let len = r.producer_id_len;
+    if start < 0 || len <= 0 || start > i64::MAX - i64::from(len) {
+        return Err(AllocateProducerIdsError::InvalidBlock { node, start, len });
+    }
+    Ok(ProducerIdsBlock {
+        assigned_broker_id: broker.config.node_id,
+        first_producer_id: start,
+        size: i64::from(len),
+    })
+}
+
+/// The controller listener's answer to AllocateProducerIds: a block on the active
+/// controller, NOT_CONTROLLER elsewhere, STALE_BROKER_EPOCH for a broker epoch that is not
+/// the one of the broker's registration.
+#[must_use]
+pub fn answer_allocate_producer_ids(
+    broker: &Broker,
+    req: &AllocateProducerIdsRequest,
+) -> AllocateProducerIdsResponse {
+    match broker.controller_allocate_producer_ids(req.broker_id.0, req.broker_epoch) {
+        Ok(block) => match i32::try_from(block.size) {
+            Ok(len) => AllocateProducerIdsResponse::default()
+                .with_producer_id_start(ProducerId(block.first_producer_id))
+                .with_producer_id_len(len),
+            // The block is PRODUCER_ID_BLOCK_SIZE (1000) ids; the wire length is an int32.
+            Err(_) => AllocateProducerIdsResponse::default()
+                .with_error_code(ResponseError::UnknownServerError.code()),
+        },
+        // Kafka leaves the block's fields at 0 on an error.
+        Err(e) => AllocateProducerIdsResponse::default().with_error_code(controller_error_code(&e)),
+    }
 }
 
 /// The controller listener's answer to BrokerRegistration.

@@ -200,6 +200,7 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         _ => (None, None),
     };
     tokio::spawn(housekeeping::run(broker.clone()));
+    strata_broker::metrics::start(broker.clone()).await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let accepting: Vec<_> = listeners
         .into_iter()

@@ -1,7 +1,9 @@
 //! One partition on this broker.
 
 pub mod group_commit;
+pub mod leadership;
 
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use strata_storage::{AppendInfo, Log, LogError, ReadResult};
@@ -32,6 +34,10 @@ pub struct Partition {
     high_watermark: watch::Sender<i64>,
     /// Group-commit bookkeeping; taken only while `log` is held, or alone.
     flush: Mutex<FlushMarks>,
+    /// The newest leader epoch the log's epoch cache holds, so that the data path can tell
+    /// without the log's lock that the image's epoch is already recorded
+    /// ([`Partition::become_leader`]).
+    leader_epoch: AtomicI32,
 }
 
 /// Where the partition's group-commit fsyncs stand.
@@ -56,6 +62,7 @@ impl Partition {
     #[must_use]
     pub fn new(topic: String, topic_id: Uuid, index: i32, log: Log) -> Arc<Self> {
         let hw = log.log_end_offset();
+        let leader_epoch = log.leader_epochs().latest_epoch().unwrap_or(-1);
         Arc::new(Partition {
             topic,
             topic_id,
@@ -66,7 +73,27 @@ impl Partition {
                 requested: hw,
                 flushed: hw,
             }),
+            leader_epoch: AtomicI32::new(leader_epoch),
         })
+    }
+
+    /// Records that this node leads the partition in `leader_epoch` (KIP-101): a newer epoch
+    /// than the log's cache holds starts at the log end, as Kafka's `Partition.makeLeader`
+    /// assigns it, so OffsetForLeaderEpoch for the current epoch answers the log end before
+    /// any record of it is written. Cheap when the epoch is already recorded.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] when the epoch checkpoint cannot be written.
+    pub fn become_leader(&self, leader_epoch: i32) -> Result<(), LogError> {
+        if self.leader_epoch.load(Ordering::Acquire) >= leader_epoch {
+            return Ok(());
+        }
+        let mut log = self.log();
+        log.maybe_assign_leader_epoch(leader_epoch)?;
+        let latest = log.leader_epochs().latest_epoch().unwrap_or(-1);
+        self.leader_epoch.fetch_max(latest, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Locks the log. A poisoned lock (a panic elsewhere while appending) still yields the log:
@@ -83,10 +110,11 @@ impl Partition {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Appends a record set and advances the high watermark, or, when the flush policy wants
-    /// an fsync first (or an earlier append still waits for one), asks the group commit for
-    /// it and returns what to wait on: the high watermark moves, and the producer may be
-    /// answered, once that resolves.
+    /// Appends a record set, each batch stamped with `leader_epoch` (the image's, KIP-101),
+    /// and advances the high watermark, or, when the flush policy wants an fsync first (or an
+    /// earlier append still waits for one), asks the group commit for it and returns what to
+    /// wait on: the high watermark moves, and the producer may be answered, once that
+    /// resolves.
     ///
     /// # Errors
     ///
@@ -94,10 +122,14 @@ impl Partition {
     pub fn append(
         self: &Arc<Self>,
         records: &mut [u8],
+        leader_epoch: i32,
         now_ms: i64,
     ) -> Result<(AppendInfo, Option<FlushWait>), LogError> {
         let mut log = self.log();
-        let info = log.append_unflushed(records, 0, now_ms)?;
+        let info = log.append_unflushed(records, leader_epoch, now_ms)?;
+        if let Some(latest) = log.leader_epochs().latest_epoch() {
+            self.leader_epoch.fetch_max(latest, Ordering::AcqRel);
+        }
         // A roll sealed a segment: its fsync runs on the group-commit thread, off this path
         // and outside this lock (Kafka's roll schedules `flush-log` the same way), and the
         // recovery point moves once it is done. A group commit requested below takes the
@@ -256,7 +288,7 @@ mod tests {
     async fn without_a_flush_policy_the_append_is_visible_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let p = partition(dir.path(), i64::MAX);
-        let (info, wait) = p.append(&mut records(3), 0).unwrap();
+        let (info, wait) = p.append(&mut records(3), 0, 0).unwrap();
         assert!(wait.is_none());
         assert_eq!((info.base_offset, p.high_watermark()), (0, 3));
     }
@@ -270,7 +302,7 @@ mod tests {
         let mut waits = Vec::new();
         for round in 0..5 {
             for p in &parts {
-                let (info, wait) = p.append(&mut records(2), 0).unwrap();
+                let (info, wait) = p.append(&mut records(2), 0, 0).unwrap();
                 assert_eq!(info.base_offset, round * 2);
                 waits.push(wait.expect("flush.messages=1 waits for an fsync"));
             }
@@ -297,7 +329,7 @@ mod tests {
         let p = Partition::new("t".to_owned(), Uuid::nil(), 0, log);
         let mut i = 0;
         while p.log().segment_count() < 3 {
-            let (_, wait) = p.append(&mut records(5), 0).unwrap();
+            let (_, wait) = p.append(&mut records(5), 0, 0).unwrap();
             assert!(wait.is_none(), "nothing waits for a roll's fsync");
             i += 1;
             assert!(i < 1000, "the log never rolled");
@@ -327,14 +359,14 @@ mod tests {
     fn a_refresh_does_not_expose_records_waiting_for_their_fsync() {
         let dir = tempfile::tempdir().unwrap();
         let p = partition(dir.path(), i64::MAX);
-        p.append(&mut records(1), 0).unwrap();
+        p.append(&mut records(1), 0, 0).unwrap();
         // As if an append had asked for an fsync that has not finished.
         p.log().append_unflushed(&mut records(1), 0, 0).unwrap();
         p.marks().requested = 2;
         p.refresh_high_watermark();
         assert_eq!(p.high_watermark(), 1);
         // A later append joins the pending fsync instead of publishing.
-        let (_, wait) = p.append(&mut records(1), 0).unwrap();
+        let (_, wait) = p.append(&mut records(1), 0, 0).unwrap();
         assert!(wait.is_some());
     }
 }

@@ -221,6 +221,25 @@ const DELETE_TOPICS: Schema = Schema {
     flexible_from: 4,
 };
 
+const DELETE_RECORDS: Schema = Schema {
+    fields: &[
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // name
+                f(
+                    T::Array(&[f(T::I32, 0, ALL), f(T::I64, 0, ALL)]), // partition_index, offset
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ), // topics
+        f(T::I32, 0, ALL), // timeout_ms
+    ],
+    flexible_from: 2,
+};
+
 const CREATE_PARTITIONS: Schema = Schema {
     fields: &[
         f(
@@ -269,6 +288,26 @@ const INCREMENTAL_ALTER_CONFIGS: Schema = Schema {
         f(T::I8, 0, ALL), // validate_only
     ],
     flexible_from: 1,
+};
+
+const OFFSET_FOR_LEADER_EPOCH: Schema = Schema {
+    fields: &[
+        f(T::I32, 3, ALL), // replica_id
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // topic
+                f(
+                    // partition, current_leader_epoch, leader_epoch
+                    T::Array(&[f(T::I32, 0, ALL), f(T::I32, 0, ALL), f(T::I32, 0, ALL)]),
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ),
+    ],
+    flexible_from: 4,
 };
 
 const ALTER_CONFIGS: Schema = Schema {
@@ -512,7 +551,9 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::ApiVersions => &API_VERSIONS,
         ApiKey::CreateTopics => &CREATE_TOPICS,
         ApiKey::DeleteTopics => &DELETE_TOPICS,
+        ApiKey::DeleteRecords => &DELETE_RECORDS,
         ApiKey::DescribeConfigs => &DESCRIBE_CONFIGS,
+        ApiKey::OffsetForLeaderEpoch => &OFFSET_FOR_LEADER_EPOCH,
         ApiKey::AlterConfigs => &ALTER_CONFIGS,
         ApiKey::DescribeLogDirs => &DESCRIBE_LOG_DIRS,
         ApiKey::DescribeCluster => &DESCRIBE_CLUSTER,
@@ -532,6 +573,7 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::FetchSnapshot => &FETCH_SNAPSHOT,
         ApiKey::BrokerRegistration => &BROKER_REGISTRATION,
         ApiKey::BrokerHeartbeat => &BROKER_HEARTBEAT,
+        ApiKey::AllocateProducerIds => &ALLOCATE_PRODUCER_IDS,
         ApiKey::AddRaftVoter => &ADD_RAFT_VOTER,
         ApiKey::RemoveRaftVoter => &REMOVE_RAFT_VOTER,
         ApiKey::UpdateRaftVoter => &UPDATE_RAFT_VOTER,

@@ -37,6 +37,9 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - IncrementalAlterConfigs and AlterConfigs serve topic resources only (no dynamic broker
 ///   configs).
 /// - DescribeLogDirs starts at v1: Kafka 4.0 removed v0 (KIP-896).
+/// - OffsetForLeaderEpoch starts at v2, the first with `current_leader_epoch` (KIP-320),
+///   where Kafka 4.0's codec starts too; consumers use it to validate positions, and a
+///   follower's `replica_id` (v3+) is answered as a consumer's.
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::Produce, 3, 11),
     api(ApiKey::Fetch, 4, 16),
@@ -54,7 +57,9 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
+    api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeConfigs, 1, 4),
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::DescribeLogDirs, 1, 4),
@@ -69,8 +74,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ];
 
 /// The APIs of the controller listener (`controller.listener.names`): the KRaft quorum's
-/// own RPCs (KIP-595, KIP-853) and the broker-to-controller RPCs (KIP-631, KIP-497), as
-/// Kafka's controller exposes them. They are never advertised to clients: a connection on
+/// own RPCs (KIP-595, KIP-853) and the broker-to-controller RPCs (KIP-631, KIP-497,
+/// KIP-730), as Kafka's controller exposes them. They are never advertised to clients: a connection on
 /// a client listener sees [`SUPPORTED_APIS`] only, and one on the controller listener sees
 /// this table only, as Kafka's `ApiVersionManager` does for its two listener types.
 ///
@@ -93,6 +98,7 @@ pub const CONTROLLER_APIS: &[SupportedApi] = &[
     api(ApiKey::FetchSnapshot, 0, 1),
     api(ApiKey::BrokerRegistration, 0, 4),
     api(ApiKey::BrokerHeartbeat, 0, 1),
+    api(ApiKey::AllocateProducerIds, 0, 0),
     api(ApiKey::AddRaftVoter, 0, 0),
     api(ApiKey::RemoveRaftVoter, 0, 0),
     api(ApiKey::UpdateRaftVoter, 0, 0),
@@ -170,6 +176,7 @@ mod tests {
                 ApiKey::ApiVersions => ApiVersionsRequest::VERSIONS,
                 ApiKey::CreateTopics => CreateTopicsRequest::VERSIONS,
                 ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
+                ApiKey::DeleteRecords => DeleteRecordsRequest::VERSIONS,
                 ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
                 ApiKey::AlterConfigs => AlterConfigsRequest::VERSIONS,
                 ApiKey::DescribeLogDirs => DescribeLogDirsRequest::VERSIONS,
@@ -179,6 +186,7 @@ mod tests {
                 ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
                 ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
                 ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
+                ApiKey::OffsetForLeaderEpoch => OffsetForLeaderEpochRequest::VERSIONS,
                 ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
                 ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::VERSIONS,
                 ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::VERSIONS,
@@ -190,6 +198,7 @@ mod tests {
                 ApiKey::FetchSnapshot => FetchSnapshotRequest::VERSIONS,
                 ApiKey::BrokerRegistration => BrokerRegistrationRequest::VERSIONS,
                 ApiKey::BrokerHeartbeat => BrokerHeartbeatRequest::VERSIONS,
+                ApiKey::AllocateProducerIds => AllocateProducerIdsRequest::VERSIONS,
                 ApiKey::AddRaftVoter => AddRaftVoterRequest::VERSIONS,
                 ApiKey::RemoveRaftVoter => RemoveRaftVoterRequest::VERSIONS,
                 ApiKey::UpdateRaftVoter => UpdateRaftVoterRequest::VERSIONS,
@@ -228,6 +237,7 @@ mod tests {
             ApiKey::Vote,
             ApiKey::BrokerHeartbeat,
             ApiKey::AlterPartition,
+            ApiKey::AllocateProducerIds,
         ] {
             assert!(!is_supported(key, 0));
             assert!(ListenerType::Controller.supported(key).is_some());

@@ -1,5 +1,7 @@
-//! Kafka's offset checkpoint files, such as `recovery-point-offset-checkpoint` in each log
-//! directory: the offset below which each partition's log is known to be on disk.
+//! Kafka's offset checkpoint files in each log directory: `recovery-point-offset-checkpoint`
+//! (the offset below which each partition's log is known to be on disk) and
+//! `log-start-offset-checkpoint` (each partition's log start offset where DeleteRecords moved
+//! it above the first segment's base offset).
 //!
 //! # Byte format
 //!
@@ -31,6 +33,9 @@ use crate::error::{IoContext, LogError};
 
 /// The file name Kafka gives the recovery points of one log directory.
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
+
+/// The file name Kafka gives the log start offsets of one log directory.
+pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 
 /// The only version of the format.
 const VERSION: u32 = 0;
@@ -141,6 +146,18 @@ pub(crate) fn recovery_point_of(dir: &Path) -> i64 {
 pub fn recovery_points(log_dir: &Path) -> HashMap<(String, i32), i64> {
     read_offsets(&log_dir.join(RECOVERY_POINT_CHECKPOINT)).unwrap_or_else(|e| {
         tracing::warn!(dir = %log_dir.display(), error = %e, "cannot read the recovery points; recovering every segment");
+        HashMap::new()
+    })
+}
+
+/// Every partition's log start offset recorded in `log_dir`'s
+/// [`LOG_START_OFFSET_CHECKPOINT`]. A partition that is absent starts at its first segment's
+/// base offset; a file that cannot be read counts as empty (with a warning), which can only
+/// expose records below a DeleteRecords offset, never lose one above it.
+#[must_use]
+pub fn log_start_offsets(log_dir: &Path) -> HashMap<(String, i32), i64> {
+    read_offsets(&log_dir.join(LOG_START_OFFSET_CHECKPOINT)).unwrap_or_else(|e| {
+        tracing::warn!(dir = %log_dir.display(), error = %e, "cannot read the log start offsets; logs start at their first segment");
         HashMap::new()
     })
 }

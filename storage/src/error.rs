@@ -16,6 +16,12 @@ pub enum LogError {
         log_start: i64,
         log_end: i64,
     },
+    /// OFFSET_OUT_OF_RANGE from DeleteRecords: the log start offset cannot move past the
+    /// high watermark (Kafka's `UnifiedLog.maybeIncrementLogStartOffset`).
+    #[error(
+        "cannot move the log start offset to {requested}: above the high watermark {high_watermark}"
+    )]
+    LogStartAboveHighWatermark { requested: i64, high_watermark: i64 },
     /// CORRUPT_MESSAGE: a produced batch failed its CRC or its lengths lie
     /// (Kafka's `CorruptRecordException`). Nothing of the request was written.
     #[error("corrupt record batch at byte {position} of the record set: {source}")]

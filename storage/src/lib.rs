@@ -18,7 +18,8 @@
 //! - `<20-digit offset>.snapshot`: producer state (see [`producer_state`]).
 //!
 //! Index files are written compactly (no preallocation, no mmap) and mirrored in memory.
-//! Later work adds `log-start-offset-checkpoint`.
+//! The log directory holds the offset checkpoints (`recovery-point-offset-checkpoint`,
+//! `log-start-offset-checkpoint`).
 //!
 //! In code:
 //!
@@ -32,8 +33,8 @@
 //!   `<20-digit offset>.snapshot` files, written on roll and clean close, rebuilt on open.
 //! - [`leader_epoch`]: the leader epoch cache and its checkpoint; [`Log`] keeps one, assigns
 //!   epochs on append, truncates it with the log and reconciles it with the log at open.
-//! - [`checkpoint`]: Kafka's offset checkpoint files (`recovery-point-offset-checkpoint`),
-//!   replaced atomically.
+//! - [`checkpoint`]: Kafka's offset checkpoint files (`recovery-point-offset-checkpoint`,
+//!   `log-start-offset-checkpoint`), replaced atomically.
 //! - [`error`]: the error enum, [`LogError`].
 //!
 //! # Invariants

@@ -23,9 +23,11 @@ const LEFTOVER_SUFFIXES: [&str; 3] = [".deleted", ".cleaned", ".swap"];
 /// Not internally synchronised: the broker holds it behind a mutex. `read` and the other
 /// `&self` methods only do positional reads of a few header bytes per batch.
 ///
-/// The log start offset is not persisted (Kafka's `log-start-offset-checkpoint`, later
-/// work): after a restart the log starts at the first segment's base offset. The leader
-/// epoch cache is (`leader-epoch-checkpoint`, KIP-101; see [`Log::leader_epochs`]).
+/// The log start offset moves past the first segment's base offset only through
+/// [`Log::increment_log_start_offset`] (DeleteRecords); the broker persists it in the log
+/// directory's `log-start-offset-checkpoint` and gives it back after a restart through
+/// [`Log::restore_log_start_offset`]. The leader epoch cache is persisted too
+/// (`leader-epoch-checkpoint`, KIP-101; see [`Log::leader_epochs`]).
 #[derive(Debug)]
 pub struct Log {
     dir: PathBuf,
@@ -476,6 +478,13 @@ impl Log {
         }
         // KIP-101 (Kafka's `maybeAssignEpochStartOffset`): a new epoch's first offset is in
         // the checkpoint before any of its batches is written.
+        if let Some(latest) = self.leader_epochs.latest_epoch()
+            && leader_epoch < latest
+        {
+            // Kafka's `assign` warns alike: the newer epochs are dropped from the cache.
+            tracing::warn!(dir = %self.dir.display(), leader_epoch, latest_epoch = latest,
+                base_offset, "append in a leader epoch older than the newest in the epoch cache");
+        }
         if self.leader_epochs.latest_epoch() != Some(leader_epoch) {
             self.change_leader_epochs(|c| c.assign(leader_epoch, base_offset))?;
         }
@@ -748,6 +757,12 @@ impl Log {
         self.log_start_offset
     }
 
+    /// The base offset of the oldest segment: where the log would start after a restart if
+    /// nothing recorded a later start.
+    pub fn first_segment_base_offset(&self) -> i64 {
+        self.segments[0].base_offset
+    }
+
     /// One past the last offset appended.
     pub fn log_end_offset(&self) -> i64 {
         self.active().next_offset
@@ -782,6 +797,66 @@ impl Log {
         best
     }
 
+    /// Kafka's `maybeIncrementLogStartOffset` for DeleteRecords: moves the log start offset up
+    /// to `offset`, never down (an offset at or below the current start changes nothing), and
+    /// returns the log start offset after the call. Reads below it fail with
+    /// [`LogError::OffsetOutOfRange`] from now on. Nothing is deleted or written here: the
+    /// caller persists the new start first, then drops the segments wholly below it with
+    /// [`Log::delete_segments_below_log_start`] (retention does too).
+    ///
+    /// # Errors
+    /// [`LogError::LogStartAboveHighWatermark`] when `offset > high_watermark`; the log is
+    /// unchanged.
+    pub fn increment_log_start_offset(
+        &mut self,
+        offset: i64,
+        high_watermark: i64,
+    ) -> Result<i64, LogError> {
+        if offset > high_watermark {
+            return Err(LogError::LogStartAboveHighWatermark {
+                requested: offset,
+                high_watermark,
+            });
+        }
+        if offset > self.log_start_offset {
+            tracing::info!(dir = %self.dir.display(), from = self.log_start_offset, to = offset,
+                "log start offset incremented (record deletion)");
+            self.log_start_offset = offset;
+            // Kafka's `maybeIncrementLogStartOffset`: the epoch covering the new start moves
+            // up to it.
+            self.change_leader_epochs(|c| c.truncate_from_start(offset))?;
+        }
+        Ok(self.log_start_offset)
+    }
+
+    /// Sets the log start offset read back from `log-start-offset-checkpoint` at start,
+    /// bounded by the log: never below the first segment's base offset, never past the log
+    /// end (a crash may have cut the tail the checkpoint was taken over). Segments wholly
+    /// below it are deleted (a crash after the checkpoint and before their deletion leaves
+    /// them behind). Returns the log start offset.
+    ///
+    /// # Errors
+    /// [`LogError::Io`] when a segment cannot be deleted.
+    pub fn restore_log_start_offset(&mut self, checkpointed: i64) -> Result<i64, LogError> {
+        let start = checkpointed.min(self.log_end_offset());
+        if start > self.log_start_offset {
+            self.log_start_offset = start;
+            self.change_leader_epochs(|c| c.truncate_from_start(start))?;
+            self.delete_segments_below_log_start()?;
+        }
+        Ok(self.log_start_offset)
+    }
+
+    /// Deletes every segment whose offsets all lie below the log start offset (Kafka's
+    /// `deleteLogStartOffsetBreachedSegments`: a segment goes when the next one starts at or
+    /// below the log start). The active segment always stays. Returns how many went.
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn delete_segments_below_log_start(&mut self) -> Result<usize, LogError> {
+        self.delete_segments_before(self.log_start_offset)
+    }
+
     /// Deletes the oldest segments that are past `retention.ms` (newest timestamp older than
     /// `now - retention.ms`), then those that `retention.bytes` allows dropping, as Kafka's
     /// `deleteRetentionMsBreachedSegments` / `deleteRetentionSizeBreachedSegments` do. If the
@@ -794,7 +869,8 @@ impl Log {
         self.producer_state
             .table
             .remove_expired(now_ms, DEFAULT_PRODUCER_ID_EXPIRATION_MS);
-        let mut deleted = 0;
+        // Segments left below a log start that DeleteRecords moved go first, as in Kafka.
+        let mut deleted = self.delete_segments_below_log_start()?;
         if self.config.retention_ms >= 0 {
             let mut n = 0;
             for seg in &self.segments {

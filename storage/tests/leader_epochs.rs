@@ -156,6 +156,11 @@ fn truncation_and_retention_truncate_the_cache() {
     assert_eq!(entries(&log), [(1, 3), (2, 6)]);
     assert_eq!(entries(&log), implied(&log));
     assert_eq!(on_disk(dir.path()), entries(&log));
+    // Record deletion (DeleteRecords) moves the covering epoch up to the new log start too.
+    log.increment_log_start_offset(7, log.log_end_offset())
+        .unwrap();
+    assert_eq!(entries(&log), [(2, 7)]);
+    assert_eq!(on_disk(dir.path()), entries(&log));
     // A truncation below the log start empties the log and the cache.
     log.truncate_to(0).unwrap();
     assert!(entries(&log).is_empty());

@@ -1006,3 +1006,70 @@ fn a_sealed_segments_reader_is_kept_open_between_reads() {
         "a deleted segment's handle stays open"
     );
 }
+
+/// DeleteRecords: the log start moves up (never down, never past the high watermark), reads
+/// below it are OFFSET_OUT_OF_RANGE, whole segments below it go, and a reopened log given
+/// the checkpointed start is back where it was, clamped to the log.
+#[test]
+fn incrementing_the_log_start_offset_hides_and_deletes_what_is_below() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    let mut log = Log::open(&path, small_config(), 0).unwrap();
+    // 20 batches of 2 records, ~150 bytes each: several 1000-byte segments.
+    for i in 0..20 {
+        log.append(&mut batch(&[i, i], 50), 0, 0).unwrap();
+    }
+    let end = log.log_end_offset();
+    assert_eq!(end, 40);
+    let segments_before = log.segment_count();
+    assert!(segments_before > 3, "{segments_before}");
+
+    assert!(matches!(
+        log.increment_log_start_offset(end + 1, end),
+        Err(LogError::LogStartAboveHighWatermark {
+            requested: 41,
+            high_watermark: 40
+        })
+    ));
+    assert_eq!(log.log_start_offset(), 0);
+
+    // Offset 25 lies inside the batch 24..=25: the start is the offset itself.
+    assert_eq!(log.increment_log_start_offset(25, end).unwrap(), 25);
+    assert_eq!(log.increment_log_start_offset(10, end).unwrap(), 25);
+    assert!(matches!(
+        log.read(24, u32::MAX, end, true),
+        Err(LogError::OffsetOutOfRange {
+            requested: 24,
+            log_start: 25,
+            ..
+        })
+    ));
+    // The batch holding 25 comes whole; the client skips offset 24.
+    let first = read_all(&log, 25);
+    assert_eq!(first.first().map(|r| r.0), Some(24));
+    assert_eq!(first.last().map(|r| r.0), Some(39));
+
+    let deleted = log.delete_segments_below_log_start().unwrap();
+    assert!(deleted > 0);
+    assert_eq!(log.segment_count(), segments_before - deleted);
+    assert_eq!(log.log_start_offset(), 25);
+    assert_eq!(read_all(&log, 25), first);
+    log.close().unwrap();
+
+    // Reopened, the log starts at its first segment's base until the checkpointed start is
+    // restored; a start past the log end is clamped to it.
+    let mut log = Log::open(&path, small_config(), 0).unwrap();
+    assert!(log.log_start_offset() <= 24);
+    assert_eq!(log.restore_log_start_offset(25).unwrap(), 25);
+    assert_eq!(read_all(&log, 25), first);
+    assert_eq!(log.restore_log_start_offset(3).unwrap(), 25);
+    // -1 (the high watermark) is the caller's to resolve; the whole log can go.
+    assert_eq!(log.increment_log_start_offset(end, end).unwrap(), 40);
+    log.delete_segments_below_log_start().unwrap();
+    assert_eq!(log.segment_count(), 1);
+    assert!(read_all(&log, 40).is_empty());
+    log.close().unwrap();
+    let mut log = Log::open(&path, small_config(), 0).unwrap();
+    assert_eq!(log.restore_log_start_offset(1_000).unwrap(), 40);
+    assert_eq!(log.log_end_offset(), 40);
+}

@@ -30,9 +30,9 @@ use strata_tests::{READY_TIMEOUT, free_port, read_tail, strata_bin};
 
 /// The controller listener's table, as `versions::CONTROLLER_APIS` defines it: Fetch,
 /// ApiVersions, Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum, AlterPartition,
-/// FetchSnapshot, BrokerRegistration, BrokerHeartbeat, AddRaftVoter, RemoveRaftVoter,
-/// UpdateRaftVoter.
-const CONTROLLER_KEYS: &[i16] = &[1, 18, 52, 53, 54, 55, 56, 59, 62, 63, 80, 81, 82];
+/// FetchSnapshot, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds, AddRaftVoter,
+/// RemoveRaftVoter, UpdateRaftVoter.
+const CONTROLLER_KEYS: &[i16] = &[1, 18, 52, 53, 54, 55, 56, 59, 62, 63, 67, 80, 81, 82];
 
 /// A `strata` process with two listeners, killed on drop.
 struct Node {
@@ -169,7 +169,7 @@ fn the_controller_listener_serves_the_controller_api_table() {
         client_keys.contains(&0) && client_keys.contains(&3),
         "{client_keys:?}"
     );
-    for k in [52, 53, 54, 55, 56, 59, 62, 63, 80, 81, 82] {
+    for k in [52, 53, 54, 55, 56, 59, 62, 63, 67, 80, 81, 82] {
         assert!(!client_keys.contains(&k), "client listener advertises {k}");
     }
 

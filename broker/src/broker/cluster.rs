@@ -22,6 +22,7 @@
 //!   one requests see, so a client never learns of a partition here before its log exists.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ use strata_kraft::cluster_control::{
     self, BrokerHeartbeatReply, BrokerHeartbeatRequest, BrokerHeartbeats,
     BrokerRegistrationRequest, ClusterControlConfig,
 };
+use strata_kraft::raft::RoleKind;
+use strata_kraft::record::ProducerIdsBlock;
 use strata_kraft::{
     ClusterControlError, ControllerConfig, MetadataError, MetadataImage, MetadataRecord,
 };
@@ -60,6 +63,10 @@ pub(super) struct ClusterMetadata {
     clean_start: bool,
     /// The recovery points of an unclean start, read once, used as logs open.
     recovery_points: HashMap<(String, i32), i64>,
+    /// This broker's epoch, from its current registration with the controller (KIP-631),
+    /// or -1 while it has none. The lifecycle sets it; AllocateProducerIds sends it, so the
+    /// controller can tell this registration from an older one of the same broker id.
+    broker_epoch: AtomicI64,
 }
 
 /// What the active controller keeps outside the image.
@@ -110,6 +117,7 @@ impl ClusterMetadata {
             }),
             clean_start,
             recovery_points,
+            broker_epoch: AtomicI64::new(-1),
         }
     }
 }
@@ -394,12 +402,95 @@ impl Broker {
         })
     }
 
-    /// The next producer id block for this node, allocated by the active controller.
-    pub(super) fn cluster_allocate_producer_ids(
+    /// Records this broker's epoch from its registration (`-1`: it has none).
+    pub fn set_broker_epoch(&self, epoch: i64) {
+        if let Some(c) = self.cluster() {
+            c.broker_epoch.store(epoch, Ordering::Relaxed);
+        }
+    }
+
+    /// AllocateProducerIds on the active controller (KIP-730): the next block of producer
+    /// ids goes to `broker_id`, recorded by a committed `ProducerIdsRecord`.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError`]: not the controller; STALE_BROKER_EPOCH when `broker_epoch` is not
+    /// the epoch of the broker's registration, or it has none (Kafka's
+    /// `ClusterControlManager.checkBrokerEpoch` answers both the same); the ids exhausted.
+    pub fn controller_allocate_producer_ids(
         &self,
-    ) -> Result<strata_kraft::record::ProducerIdsBlock, MetadataError> {
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<ProducerIdsBlock, ControllerError> {
+        self.controller_write(|image, _, _| {
+            let current = image.brokers.get(&broker_id).map(|b| b.broker_epoch);
+            if current != Some(broker_epoch) {
+                return Err(ClusterControlError::StaleBrokerEpoch {
+                    broker_id,
+                    requested: broker_epoch,
+                    current: current.unwrap_or(-1),
+                }
+                .into());
+            }
+            let (block, records) = strata_kraft::producer_ids_records(image, broker_id)?;
+            tracing::info!(
+                broker_id,
+                first_producer_id = block.first_producer_id,
+                size = block.size,
+                "allocating a producer id block"
+            );
+            Ok((block, records))
+        })
+    }
+
+    /// The next producer id block for this node of a multi-voter quorum. The active
+    /// controller allocates every block; this node asks it with AllocateProducerIds, in
+    /// process when it is the controller, else over the controller listener (bounded by
+    /// the request timeout), with the broker epoch of its registration, as Kafka's
+    /// `RPCProducerIdManager` does.
+    ///
+    /// Every failure (no registration yet, no known controller, a controller that cannot
+    /// be reached or refuses) is logged and comes back as [`MetadataError::NotController`]
+    /// or [`MetadataError::Timeout`]: InitProducerId answers them with a retriable error.
+    pub(super) fn cluster_allocate_producer_ids(&self) -> Result<ProducerIdsBlock, MetadataError> {
+        let cluster = self.cluster().ok_or(MetadataError::NotController)?;
+        let status = cluster
+            .quorum
+            .get()
+            .ok_or(MetadataError::NotController)?
+            .status();
         let node_id = self.config.node_id;
-        self.controller_write(|image, _, _| strata_kraft::producer_ids_records(image, node_id))
+        let broker_epoch = cluster.broker_epoch.load(Ordering::Relaxed);
+        if broker_epoch < 0 {
+            tracing::debug!("no producer id block yet: this broker is not registered");
+            return Err(MetadataError::NotController);
+        }
+        if status.role == RoleKind::Leader {
+            return self
+                .controller_allocate_producer_ids(node_id, broker_epoch)
+                .map_err(|e| match e {
+                    ControllerError::Metadata(m) => m,
+                    ControllerError::Cluster(c) => {
+                        tracing::warn!(error = %c, "cannot allocate a producer id block");
+                        MetadataError::NotController
+                    }
+                });
+        }
+        let leader = match status.leader {
+            // Resigned (or about to): it answers no AllocateProducerIds, not even its own.
+            Some(l) if l.0 != node_id => l.0,
+            _ => return Err(MetadataError::NotController),
+        };
+        blocking(|| crate::lifecycle::request_producer_ids(self, leader, broker_epoch)).map_err(
+            |e| {
+                tracing::warn!(error = %e, "cannot get a producer id block from the controller");
+                if e.is_timeout() {
+                    MetadataError::Timeout
+                } else {
+                    MetadataError::NotController
+                }
+            },
+        )
     }
 
     /// Makes a committed image the one this node serves: logs for the partitions it

@@ -44,6 +44,7 @@ impl Broker {
         } else {
             strata_storage::checkpoint::recovery_points(&self.config.log_dir)
         };
+        let log_starts = strata_storage::checkpoint::log_start_offsets(&self.config.log_dir);
         // Workers take the next partition from a shared counter, so one partition with a long
         // recovery does not hold back a fixed share of the others.
         let next = AtomicUsize::new(0);
@@ -56,7 +57,13 @@ impl Broker {
                     .copied()
                     .unwrap_or(0);
                 let log =
-                    Log::open_with_recovery_point(&dir, cfg.clone(), now_ms, clean, recovery_point);
+                    Log::open_with_recovery_point(&dir, cfg.clone(), now_ms, clean, recovery_point)
+                        .and_then(
+                            |mut log| match log_starts.get(&(topic.name.clone(), *index)) {
+                                Some(&start) => log.restore_log_start_offset(start).map(|_| log),
+                                None => Ok(log),
+                            },
+                        );
                 results.push((*topic, *index, dir, log));
             }
             results

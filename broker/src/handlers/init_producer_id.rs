@@ -45,7 +45,7 @@ pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitProducerI
         Err(e) => {
             tracing::warn!(error = %e, "cannot allocate a producer id");
             match e {
-                // Only the active controller allocates blocks (forwarding is not built yet):
+                // No block from the active controller (not reachable, no registration yet):
                 // a retriable error sends the client to try again, possibly elsewhere.
                 strata_kraft::MetadataError::NotController
                 | strata_kraft::MetadataError::Timeout => {

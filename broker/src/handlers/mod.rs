@@ -19,6 +19,7 @@ pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -38,6 +39,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
@@ -100,10 +102,16 @@ impl RequestContext {
     }
 }
 
+/// Runs a request and returns its response slot, timing it for the metrics endpoint.
+pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
+    let (api_key, started) = (ctx.api_key as i16, std::time::Instant::now());
+    crate::metrics::timed(api_key, started, dispatch_api(ctx, body).await)
+}
+
 /// Runs a request and returns its response slot. Requests that may park (Fetch) run in a task
 /// of their own; the others are answered inline, which keeps one connection's appends in the
 /// order the client sent them.
-pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
+async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
     let response = match body {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(&ctx, r)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(&ctx, r)),
@@ -114,6 +122,7 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
             // so the connection's next produce can join the same group commit.
             produce::Produced::AfterFlush(pending) => {
                 return Slot::Pending(tokio::spawn(async move {
+                    let _waiting = crate::metrics::produce_waiting();
                     let resp = pending.wait().await;
                     ctx.encode(&ResponseKind::Produce(resp))
                 }));
@@ -129,6 +138,9 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(&ctx, r)),
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(&ctx, r)),
         RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(&ctx, r)),
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(&ctx, r))
+        }
         RequestKind::CreateTopics(r) => match forward::route(&ctx) {
             Some(to) => return forwarded(ctx, to, r, create_topics::handle_kind),
             None => create_topics::handle_kind(&ctx, r),
@@ -137,6 +149,9 @@ pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
             Some(to) => return forwarded(ctx, to, r, delete_topics::handle_kind),
             None => delete_topics::handle_kind(&ctx, r),
         },
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(delete_records::handle(&ctx, r))
+        }
         RequestKind::CreatePartitions(r) => match forward::route(&ctx) {
             Some(to) => return forwarded(ctx, to, r, create_partitions::handle_kind),
             None => create_partitions::handle_kind(&ctx, r),

@@ -1,19 +1,29 @@
 //! Produce (key 0): validate each partition's record set, append it as sent (offsets and the
 //! partition leader epoch rewritten in place), and answer per partition.
+//!
+//! Only the partition's leader in the metadata image appends; any other node answers
+//! NOT_LEADER_OR_FOLLOWER, from v10 with the current leader and its endpoint (KIP-951) so the
+//! producer redirects without a metadata round trip.
+
+use std::collections::BTreeMap;
 
 use bytes::BytesMut;
+use strata_kraft::MetadataImage;
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::compression::decompress;
+use strata_protocol::messages::BrokerId;
 use strata_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
 use strata_protocol::messages::{ProduceRequest, ProduceResponse};
 use strata_protocol::record_batch::{BATCH_HEADER_LEN, Compression, RecordBatchView};
 
 use super::RequestContext;
-use crate::error::{log_error_code, partition_unavailable_code};
+use crate::error::{leadership_error_code, log_error_code};
 use crate::partition::FlushWait;
+use crate::partition::leadership::{self, LeaderEndpoint, NO_LEADER_EPOCH};
 
 /// What a produce comes to once its records are appended.
 pub enum Produced {
@@ -62,15 +72,20 @@ impl PendingProduce {
 /// commit.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Produced {
+    answer(ctx, &ctx.broker.image(), req)
+}
+
+/// [`handle`] against a given metadata image: who leads each partition, at which epoch.
+fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> Produced {
     let acks = req.acks;
     let valid_acks = matches!(acks, -1..=1);
-    let image = ctx.broker.image();
     let now = crate::now_ms();
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut waits = Vec::new();
+    // KIP-951: the endpoints of the leaders named in `current_leader`, by node id.
+    let mut node_endpoints: BTreeMap<i32, LeaderEndpoint> = BTreeMap::new();
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
-        let known = image.topics.contains_key(&name);
         let compacted = image.topics.get(&name).is_some_and(|t| {
             t.configs
                 .get("cleanup.policy")
@@ -85,14 +100,31 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Produced {
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
-            // An offline partition (its log could not be opened) answers KAFKA_STORAGE_ERROR,
-            // as Kafka's ReplicaManager does for a replica in a failed log directory.
-            let (partition, unavailable) = match known {
-                true => match ctx.broker.hosted_partition(&name, pd.index) {
-                    Ok(p) => (Some(p), 0),
-                    Err(e) => (None, partition_unavailable_code(e)),
-                },
-                false => (None, ResponseError::UnknownTopicOrPartition.code()),
+            // Only the image's leader appends. An offline partition (its log could not be
+            // opened) answers KAFKA_STORAGE_ERROR, as Kafka's ReplicaManager does for a
+            // replica in a failed log directory.
+            let (partition, unavailable) = match leadership::leader_partition(
+                &ctx.broker,
+                image,
+                &name,
+                pd.index,
+                NO_LEADER_EPOCH,
+            ) {
+                Ok(led) => (Some(led), 0),
+                Err(e) => {
+                    if valid_acks && ctx.api_version >= 10 && leadership::redirects(e, false) {
+                        let leader = leadership::current_leader(image, &name, pd.index);
+                        resp = resp.with_current_leader(
+                            LeaderIdAndEpoch::default()
+                                .with_leader_id(BrokerId(leader.leader_id))
+                                .with_leader_epoch(leader.leader_epoch),
+                        );
+                        if let Some(endpoint) = leader.endpoint {
+                            node_endpoints.insert(endpoint.node_id, endpoint);
+                        }
+                    }
+                    (None, leadership_error_code(e))
+                }
             };
             let outcome = match (valid_acks, partition, pd.records) {
                 (false, _, _) => Err((ResponseError::InvalidRequiredAcks.code(), None)),
@@ -121,12 +153,18 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Produced {
                         )),
                     ))
                 }
-                (true, Some(p), Some(records)) => {
+                (true, Some(led), Some(records)) => {
                     // The request buffer is shared with the decoded header; the rewrite of base
                     // offsets needs a private copy (one per partition, never per record).
                     let mut buf = BytesMut::from(&records[..]);
-                    match p.append(&mut buf, now) {
+                    // KIP-101: every batch carries the epoch of the leader that appended it.
+                    match led.partition.append(&mut buf, led.leader_epoch, now) {
                         Ok((info, wait)) => {
+                            crate::metrics::record_produce(
+                                &led.partition,
+                                buf.len(),
+                                info.record_count,
+                            );
                             if let Some(wait) = wait {
                                 waits.push((responses.len(), partition_responses.len(), wait));
                             }
@@ -156,7 +194,20 @@ pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Produced {
                 .with_partition_responses(partition_responses),
         );
     }
-    let response = ProduceResponse::default().with_responses(responses);
+    let response = ProduceResponse::default()
+        .with_responses(responses)
+        .with_node_endpoints(
+            node_endpoints
+                .into_values()
+                .map(|e| {
+                    NodeEndpoint::default()
+                        .with_node_id(BrokerId(e.node_id))
+                        .with_host(StrBytes::from_string(e.host))
+                        .with_port(e.port)
+                        .with_rack(e.rack.map(StrBytes::from_string))
+                })
+                .collect(),
+        );
     if acks == 0 {
         Produced::NoResponse
     } else if waits.is_empty() {
@@ -212,4 +263,133 @@ fn keyless_records(records: &[u8]) -> Vec<i32> {
         pos += view.total_len();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use strata_protocol::messages::{ApiKey, TopicName};
+    use strata_protocol::record_batch::RecordBatchView;
+
+    use super::*;
+    use crate::partition::leadership::fixture::{self, OTHER};
+
+    fn request(topic: &str, n: usize) -> ProduceRequest {
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(1_000)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(fixture::records(n))),
+                    ]),
+            ])
+    }
+
+    fn ready(p: Produced) -> ProduceResponse {
+        match p {
+            Produced::Ready(r) => r,
+            _ => panic!("expected an immediate response"),
+        }
+    }
+
+    /// A follower (its log is here, the image names another leader) appends nothing and
+    /// sends the producer to the leader: from v10 with KIP-951's current leader and endpoint.
+    #[tokio::test]
+    async fn a_follower_answers_not_leader_with_the_current_leader() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let image = fixture::led_by(&broker, "t", OTHER, 5);
+        let part = broker
+            .partition("t", 0)
+            .expect("the follower's log is open");
+        for version in [3, 9, 10, 11] {
+            let ctx = fixture::ctx(&broker, ApiKey::Produce, version);
+            let resp = ready(answer(&ctx, &image, request("t", 2)));
+            let p = &resp.responses[0].partition_responses[0];
+            assert_eq!(
+                p.error_code,
+                ResponseError::NotLeaderOrFollower.code(),
+                "v{version}"
+            );
+            assert_eq!(p.base_offset, -1);
+            if version >= 10 {
+                assert_eq!(
+                    (p.current_leader.leader_id, p.current_leader.leader_epoch),
+                    (BrokerId(OTHER), 5)
+                );
+                assert_eq!(resp.node_endpoints.len(), 1);
+                let e = &resp.node_endpoints[0];
+                assert_eq!(
+                    (e.node_id, e.host.as_str(), e.port, e.rack.as_deref()),
+                    (BrokerId(OTHER), "127.0.0.1", 9093, Some("r2"))
+                );
+            } else {
+                assert_eq!(p.current_leader, LeaderIdAndEpoch::default());
+                assert!(resp.node_endpoints.is_empty());
+            }
+        }
+        assert_eq!(part.log().log_end_offset(), 0, "nothing was appended");
+        assert!(part.log().leader_epochs().entries().is_empty());
+    }
+
+    /// The leader stamps every batch with the image's leader epoch and starts that epoch in
+    /// its epoch cache.
+    #[tokio::test]
+    async fn the_leader_stamps_the_image_leader_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let ctx = fixture::ctx(&broker, ApiKey::Produce, 11);
+        let node = broker.config.node_id;
+        for (epoch, base) in [(3, 0), (3, 2), (7, 4)] {
+            let image = fixture::led_by(&broker, "t", node, epoch);
+            let resp = ready(answer(&ctx, &image, request("t", 2)));
+            let p = &resp.responses[0].partition_responses[0];
+            assert_eq!((p.error_code, p.base_offset), (0, base));
+            assert!(resp.node_endpoints.is_empty());
+        }
+        let part = broker.partition("t", 0).unwrap();
+        let cache: Vec<(i32, i64)> = part
+            .log()
+            .leader_epochs()
+            .entries()
+            .iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .collect();
+        assert_eq!(cache, [(3, 0), (7, 4)]);
+        let read = part.read(0, u32::MAX, true).unwrap();
+        let mut bytes = Vec::new();
+        for r in &read.regions {
+            r.read_into(&mut bytes).unwrap();
+        }
+        let epochs: Vec<i32> = strata_protocol::record_batch::batches(&bytes)
+            .map(|b| b.unwrap().partition_leader_epoch())
+            .collect();
+        assert_eq!(epochs, [3, 3, 7]);
+        assert!(RecordBatchView::parse(&bytes).unwrap().verify_crc().is_ok());
+    }
+
+    /// A partition this node leads but has no log of (not opened yet) is not served either.
+    #[tokio::test]
+    async fn a_leader_without_its_log_answers_not_leader() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let mut image = (*broker.image()).clone();
+        let mut ghost = image.topics["t"].clone();
+        ghost.name = "ghost".to_owned();
+        image.topics.insert("ghost".to_owned(), ghost);
+        let ctx = fixture::ctx(&broker, ApiKey::Produce, 11);
+        let resp = ready(answer(&ctx, &image, request("ghost", 1)));
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, ResponseError::NotLeaderOrFollower.code());
+        assert_eq!(p.current_leader.leader_id, BrokerId(broker.config.node_id));
+        let resp = ready(answer(&ctx, &image, request("nope", 1)));
+        assert_eq!(
+            resp.responses[0].partition_responses[0].error_code,
+            ResponseError::UnknownTopicOrPartition.code()
+        );
+    }
 }

@@ -199,6 +199,11 @@ fn request(key: ApiKey, v: i16, id: uuid::Uuid, n: i32) -> RequestKind {
             }
             RequestKind::BrokerHeartbeat(r)
         }
+        ApiKey::AllocateProducerIds => RequestKind::AllocateProducerIds(
+            AllocateProducerIdsRequest::default()
+                .with_broker_id(BrokerId(n))
+                .with_broker_epoch(i64::from(n) * 3),
+        ),
         ApiKey::AddRaftVoter => RequestKind::AddRaftVoter(
             AddRaftVoterRequest::default()
                 .with_cluster_id(Some(s("c")))
@@ -363,6 +368,12 @@ fn response(key: ApiKey, v: i16, id: uuid::Uuid, n: i32) -> ResponseKind {
                 .with_is_caught_up(true)
                 .with_is_fenced(false)
                 .with_should_shut_down(n % 2 == 0),
+        ),
+        ApiKey::AllocateProducerIds => ResponseKind::AllocateProducerIds(
+            AllocateProducerIdsResponse::default()
+                .with_error_code(if n % 2 == 0 { 0 } else { 41 })
+                .with_producer_id_start(ProducerId(i64::from(n) * 1000))
+                .with_producer_id_len(1000),
         ),
         ApiKey::AddRaftVoter => ResponseKind::AddRaftVoter(
             AddRaftVoterResponse::default()
@@ -724,4 +735,63 @@ fn a_client_api_on_the_controller_listener_is_refused() {
             correlation_id: 5
         })
     ));
+}
+
+/// AllocateProducerIds v0 byte for byte as Kafka's schema lays it out (flexible from v0):
+/// request `broker_id int32, broker_epoch int64, tags`; response `throttle_time_ms int32,
+/// error_code int16, producer_id_start int64, producer_id_len int32, tags`.
+#[test]
+fn allocate_producer_ids_v0_bytes() {
+    let mut f = Vec::new();
+    f.extend_from_slice(&67i16.to_be_bytes());
+    f.extend_from_slice(&0i16.to_be_bytes());
+    f.extend_from_slice(&8i32.to_be_bytes());
+    f.extend_from_slice(&[0, 1, b'b']); // client id "b" (nullable int16 string)
+    f.push(0); // header tags
+    f.extend_from_slice(&2i32.to_be_bytes());
+    f.extend_from_slice(&77i64.to_be_bytes());
+    f.push(0); // body tags
+    let Ok(Decoded::Request(r)) =
+        decode_request_on(ListenerType::Controller, Bytes::from(f.clone()))
+    else {
+        panic!("AllocateProducerIds v0 decodes on the controller listener");
+    };
+    let RequestKind::AllocateProducerIds(req) = &r.body else {
+        panic!("{:?}", r.body);
+    };
+    assert_eq!((req.broker_id, req.broker_epoch), (BrokerId(2), 77));
+    // Cut anywhere in the body: refused, never a panic.
+    for cut in 9..f.len() {
+        assert!(
+            decode_request_on(ListenerType::Controller, Bytes::from(f[..cut].to_vec())).is_err(),
+            "cut at {cut}"
+        );
+    }
+
+    let body = ResponseKind::AllocateProducerIds(
+        AllocateProducerIdsResponse::default()
+            .with_producer_id_start(ProducerId(3000))
+            .with_producer_id_len(1000),
+    );
+    let sent = encode_response(ApiKey::AllocateProducerIds, 0, 8, &body).unwrap();
+    let mut want = Vec::new();
+    want.extend_from_slice(&24i32.to_be_bytes()); // frame size
+    want.extend_from_slice(&8i32.to_be_bytes()); // correlation id
+    want.push(0); // header tags
+    want.extend_from_slice(&0i32.to_be_bytes());
+    want.extend_from_slice(&0i16.to_be_bytes());
+    want.extend_from_slice(&3000i64.to_be_bytes());
+    want.extend_from_slice(&1000i32.to_be_bytes());
+    want.push(0); // body tags
+    assert_eq!(&sent[..], &want[..]);
+    let got = decode_response(ApiKey::AllocateProducerIds, 0, sent.slice(4..)).unwrap();
+    assert_eq!(got.body, body);
+    assert!(
+        decode_response(
+            ApiKey::AllocateProducerIds,
+            0,
+            sent.slice(4..sent.len() - 3)
+        )
+        .is_err()
+    );
 }

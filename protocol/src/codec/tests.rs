@@ -401,6 +401,21 @@ mod round_trip {
                     }
                 })
             }
+            ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(
+                OffsetForLeaderEpochRequest::default()
+                    .with_replica_id(BrokerId(if v >= 3 { -1 } else { -2 }))
+                    .with_topics(vec![
+                        offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                            .with_topic(name(s))
+                            .with_partitions(vec![
+                                offset_for_leader_epoch_request::OffsetForLeaderPartition::default(
+                                )
+                                .with_partition(s.partition)
+                                .with_current_leader_epoch(s.partition % 7 - 1)
+                                .with_leader_epoch(s.partition % 5),
+                            ]),
+                    ]),
+            ),
             ApiKey::InitProducerId => {
                 let r = InitProducerIdRequest::default().with_transaction_timeout_ms(60_000);
                 RequestKind::InitProducerId(if v >= 3 {
@@ -410,6 +425,19 @@ mod round_trip {
                     r
                 })
             }
+            ApiKey::DeleteRecords => RequestKind::DeleteRecords(
+                DeleteRecordsRequest::default()
+                    .with_topics(vec![
+                        delete_records_request::DeleteRecordsTopic::default()
+                            .with_name(name(s))
+                            .with_partitions(vec![
+                                delete_records_request::DeleteRecordsPartition::default()
+                                    .with_partition_index(s.partition)
+                                    .with_offset(s.offset),
+                            ]),
+                    ])
+                    .with_timeout_ms(30_000),
+            ),
             ApiKey::DescribeProducers => RequestKind::DescribeProducers(
                 DescribeProducersRequest::default().with_topics(vec![
                     describe_producers_request::TopicRequest::default()
@@ -513,7 +541,28 @@ mod round_trip {
     fn response(key: ApiKey, v: i16, s: &Sample) -> ResponseKind {
         match key {
             ApiKey::Produce => {
-                ResponseKind::Produce(ProduceResponse::default().with_responses(vec![
+                let mut redirected = produce_response::PartitionProduceResponse::default()
+                    .with_index(s.partition + 1)
+                    .with_error_code(6)
+                    .with_base_offset(-1)
+                    .with_log_append_time_ms(-1);
+                let mut r = ProduceResponse::default();
+                // KIP-951: the current leader and its endpoint with NOT_LEADER_OR_FOLLOWER.
+                if v >= 10 {
+                    redirected = redirected.with_current_leader(
+                        produce_response::LeaderIdAndEpoch::default()
+                            .with_leader_id(BrokerId(2))
+                            .with_leader_epoch(s.partition),
+                    );
+                    r = r.with_node_endpoints(vec![
+                        produce_response::NodeEndpoint::default()
+                            .with_node_id(BrokerId(2))
+                            .with_host(StrBytes::from_static_str("127.0.0.1"))
+                            .with_port(9093)
+                            .with_rack(Some(StrBytes::from_static_str("r2"))),
+                    ]);
+                }
+                ResponseKind::Produce(r.with_responses(vec![
                     produce_response::TopicProduceResponse::default()
                         .with_name(name(s))
                         .with_partition_responses(vec![
@@ -521,6 +570,7 @@ mod round_trip {
                                 .with_index(s.partition)
                                 .with_base_offset(s.offset)
                                 .with_log_append_time_ms(-1),
+                            redirected,
                         ]),
                 ]))
             }
@@ -538,7 +588,31 @@ mod round_trip {
                 } else {
                     t.with_topic(name(s))
                 };
-                ResponseKind::Fetch(FetchResponse::default().with_responses(vec![t]))
+                let mut r = FetchResponse::default();
+                // KIP-951 (v16): FENCED_LEADER_EPOCH with the current leader and its endpoint.
+                if v >= 16 {
+                    t.partitions.push(
+                        fetch_response::PartitionData::default()
+                            .with_partition_index(s.partition + 1)
+                            .with_error_code(74)
+                            .with_high_watermark(-1)
+                            .with_last_stable_offset(-1)
+                            .with_current_leader(
+                                fetch_response::LeaderIdAndEpoch::default()
+                                    .with_leader_id(BrokerId(2))
+                                    .with_leader_epoch(s.partition),
+                            )
+                            .with_records(Some(Bytes::new())),
+                    );
+                    r = r.with_node_endpoints(vec![
+                        fetch_response::NodeEndpoint::default()
+                            .with_node_id(BrokerId(2))
+                            .with_host(StrBytes::from_static_str("127.0.0.1"))
+                            .with_port(9093)
+                            .with_rack(None),
+                    ]);
+                }
+                ResponseKind::Fetch(r.with_responses(vec![t]))
             }
             ApiKey::ListOffsets => {
                 ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(vec![
@@ -803,11 +877,38 @@ mod round_trip {
                     if v >= 2 { r.with_error_code(69) } else { r }
                 })
             }
+            ApiKey::OffsetForLeaderEpoch => ResponseKind::OffsetForLeaderEpoch(
+                OffsetForLeaderEpochResponse::default().with_topics(vec![
+                    offset_for_leader_epoch_response::OffsetForLeaderTopicResult::default()
+                        .with_topic(name(s))
+                        .with_partitions(vec![
+                            offset_for_leader_epoch_response::EpochEndOffset::default()
+                                .with_partition(s.partition)
+                                .with_leader_epoch(s.partition % 5)
+                                .with_end_offset(s.offset),
+                            offset_for_leader_epoch_response::EpochEndOffset::default()
+                                .with_error_code(74)
+                                .with_partition(s.partition + 1),
+                        ]),
+                ]),
+            ),
             ApiKey::InitProducerId => ResponseKind::InitProducerId(
                 InitProducerIdResponse::default()
                     .with_producer_id(ProducerId(s.offset))
                     .with_producer_epoch(0),
             ),
+            ApiKey::DeleteRecords => {
+                ResponseKind::DeleteRecords(DeleteRecordsResponse::default().with_topics(vec![
+                    delete_records_response::DeleteRecordsTopicResult::default()
+                        .with_name(name(s))
+                        .with_partitions(vec![
+                            delete_records_response::DeleteRecordsPartitionResult::default()
+                                .with_partition_index(s.partition)
+                                .with_low_watermark(s.offset)
+                                .with_error_code(1),
+                        ]),
+                ]))
+            }
             ApiKey::DescribeProducers => ResponseKind::DescribeProducers(
                 DescribeProducersResponse::default().with_topics(vec![
                     describe_producers_response::TopicResponse::default()

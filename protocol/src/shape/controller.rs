@@ -1,6 +1,6 @@
 //! Request schemas of the controller listener's APIs (`versions::CONTROLLER_APIS`): KIP-595
 //! Raft, KIP-853 voter changes, KIP-631 broker registration and heartbeats, KIP-497
-//! AlterPartition. Fetch and ApiVersions share the client APIs' schemas.
+//! AlterPartition, KIP-730 AllocateProducerIds. Fetch and ApiVersions share the client APIs' schemas.
 
 use super::{ALL, F, Schema, T, f};
 
@@ -190,6 +190,14 @@ pub(super) const BROKER_HEARTBEAT: Schema = Schema {
         f(T::I8, 0, ALL),                       // want_fence
         f(T::I8, 0, ALL),                       // want_shut_down
         f(T::Tagged(0, &T::ArrayUuid), 1, ALL), // offline_log_dirs
+    ],
+    flexible_from: 0,
+};
+
+pub(super) const ALLOCATE_PRODUCER_IDS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // broker_id
+        f(T::I64, 0, ALL), // broker_epoch
     ],
     flexible_from: 0,
 };

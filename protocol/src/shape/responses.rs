@@ -198,6 +198,16 @@ const BROKER_HEARTBEAT: Schema = Schema {
     flexible_from: 0,
 };
 
+const ALLOCATE_PRODUCER_IDS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // throttle_time_ms
+        f(T::I16, 0, ALL), // error_code
+        f(T::I64, 0, ALL), // producer_id_start
+        f(T::I32, 0, ALL), // producer_id_len
+    ],
+    flexible_from: 0,
+};
+
 /// AddRaftVoter and RemoveRaftVoter: throttle_time_ms, error_code, error_message.
 const RAFT_VOTER_CHANGE: Schema = Schema {
     fields: &[f(T::I32, 0, ALL), f(T::I16, 0, ALL), f(T::Str, 0, ALL)],
@@ -422,6 +432,7 @@ pub(super) fn response_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::FetchSnapshot => &FETCH_SNAPSHOT,
         ApiKey::BrokerRegistration => &BROKER_REGISTRATION,
         ApiKey::BrokerHeartbeat => &BROKER_HEARTBEAT,
+        ApiKey::AllocateProducerIds => &ALLOCATE_PRODUCER_IDS,
         ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter => &RAFT_VOTER_CHANGE,
         ApiKey::UpdateRaftVoter => &UPDATE_RAFT_VOTER,
         ApiKey::CreateTopics => &CREATE_TOPICS,

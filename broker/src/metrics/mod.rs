@@ -1,0 +1,111 @@
+//! The metrics endpoint (`metrics.listener`): Prometheus text format 0.0.4 over HTTP, with
+//! Kafka's metric names (see [`exposition`] and README's "Metrics").
+//!
+//! # Layout
+//!
+//! - [`registry`]: the counters. Hooks on the request path are relaxed atomic adds; traffic
+//!   is counted per partition in a sharded map (a read lock per partition per request).
+//! - [`exposition`]: renders every metric; per-partition log gauges are read at scrape time.
+//! - [`http`]: the listener, a minimal HTTP/1.1 server.
+//!
+//! The hooks below are what the rest of the broker calls, one line each.
+
+pub mod exposition;
+pub mod http;
+pub mod registry;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+pub use http::MetricsListener;
+use registry::{CONNECTIONS, FETCH_PURGATORY, GaugeGuard, PRODUCE_PURGATORY, traffic};
+use strata_storage::FileRegion;
+
+use crate::broker::Broker;
+use crate::connection::Slot;
+use crate::partition::Partition;
+
+/// Binds `metrics.listener`, when set, and serves it in a task of its own.
+///
+/// # Errors
+///
+/// The bind failure: a configured endpoint that cannot listen stops the node, as a client
+/// listener does.
+pub async fn start(broker: Arc<Broker>) -> std::io::Result<()> {
+    let Some(listener) = broker.config.metrics_listener.clone() else {
+        return Ok(());
+    };
+    let socket = http::bind(&listener).await?;
+    tracing::info!(address = %socket.local_addr()?, path = %listener.path, "metrics listening");
+    tokio::spawn(http::serve(socket, listener.path, broker));
+    Ok(())
+}
+
+/// A produce appended `bytes` of record batches holding `records` records to `partition`.
+pub fn record_produce(partition: &Partition, bytes: usize, records: u32) {
+    let t = traffic().get(&partition.topic, partition.index);
+    t.bytes_in
+        .fetch_add(u64::try_from(bytes).unwrap_or(u64::MAX), Ordering::Relaxed);
+    t.messages_in
+        .fetch_add(u64::from(records), Ordering::Relaxed);
+}
+
+/// A fetch answered `regions` of `partition` (nothing for a partition in error).
+pub fn record_fetch(partition: Option<&Arc<Partition>>, regions: &[FileRegion]) {
+    let Some(p) = partition else { return };
+    let bytes: u64 = regions.iter().map(|r| u64::from(r.len)).sum();
+    if bytes > 0 {
+        traffic()
+            .get(&p.topic, p.index)
+            .bytes_out
+            .fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+/// Counts an open client connection until the guard drops.
+#[must_use]
+pub fn connection_opened() -> GaugeGuard {
+    GaugeGuard::enter(&CONNECTIONS)
+}
+
+/// Counts a parked fetch until the guard drops.
+#[must_use]
+pub fn fetch_parked() -> GaugeGuard {
+    GaugeGuard::enter(&FETCH_PURGATORY)
+}
+
+/// Counts a produce waiting for its group commit until the guard drops.
+#[must_use]
+pub fn produce_waiting() -> GaugeGuard {
+    GaugeGuard::enter(&PRODUCE_PURGATORY)
+}
+
+/// Records the request's latency when its response is ready: now for an inline answer,
+/// when the task ends for one computed in a task (a parked fetch, a join, a produce
+/// waiting for its fsync). A request whose connection closes is counted too.
+#[must_use]
+pub fn timed(api_key: i16, started: Instant, slot: Slot) -> Slot {
+    match slot {
+        Slot::Ready(_) | Slot::NoResponse | Slot::Close => {
+            registry::record_api(api_key, started.elapsed());
+            slot
+        }
+        Slot::Pending(handle) => Slot::Pending(tokio::spawn(async move {
+            let done = handle.await;
+            registry::record_api(api_key, started.elapsed());
+            done.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "request task failed; closing connection");
+                None
+            })
+        })),
+        Slot::PendingPlan(handle) => Slot::PendingPlan(tokio::spawn(async move {
+            let done = handle.await;
+            registry::record_api(api_key, started.elapsed());
+            done.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "request task failed; closing connection");
+                None
+            })
+        })),
+    }
+}

@@ -1,0 +1,579 @@
+//! A cluster of real `strata` processes on 127.0.0.1 for the multi-node tests.
+//!
+//! [`Cluster::start`] writes one `server.properties` per node (`process.roles=broker,controller`,
+//! a PLAINTEXT and a CONTROLLER listener on free ports, `controller.quorum.voters` naming every
+//! node, its own `log.dirs` in the cluster's temporary directory, plus the test's settings) and
+//! spawns the nodes. Each [`Node`] can be killed with SIGKILL, stopped with SIGTERM and
+//! restarted on the same ports and data directory; its stdout and stderr go to a file that the
+//! cluster prints (the tail of each) when a test fails.
+//!
+//! Metadata is read with a hand-built Metadata v1 request ([`metadata`]), independent of
+//! Strata's codec and of librdkafka's cache: brokers, controller id, and each partition's
+//! leader, replicas and ISR. Every wait is bounded ([`strata_tests::wait_until`]).
+//!
+//! A module directory, so that Cargo does not build it as a test binary of its own; each
+//! test file that needs it declares `mod cluster;`.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use strata_tests::{free_port, read_tail, strata_bin, wait_until};
+
+/// The cluster id every node is formatted with.
+pub const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
+
+/// How long [`Node::stop`] waits for the process to exit after SIGTERM.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often the waits poll.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// One node of the cluster: its config file, ports, data directory and process.
+pub struct Node {
+    pub id: i32,
+    pub config: PathBuf,
+    /// The PLAINTEXT (client) listener's port.
+    pub port: u16,
+    /// The CONTROLLER listener's port.
+    pub controller_port: u16,
+    /// `log.dirs`.
+    pub data_dir: PathBuf,
+    /// stdout and stderr of every run, appended.
+    pub stderr: PathBuf,
+    child: Option<Child>,
+}
+
+impl Node {
+    /// Starts the process (appending its output to [`Node::stderr`]).
+    ///
+    /// # Panics
+    ///
+    /// If it is already running or cannot be spawned.
+    pub fn spawn(&mut self) {
+        assert!(self.child.is_none(), "node {} is already running", self.id);
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.stderr)
+            .expect("open the node's log");
+        let child = Command::new(strata_bin())
+            .arg(&self.config)
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("dup the node's log"))
+            .stderr(out)
+            .spawn()
+            .expect("spawn strata (build it with `cargo build --release --bin strata`)");
+        self.child = Some(child);
+    }
+
+    /// SIGKILL and reap; nothing if it is not running.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, then waits at most `bound` for the exit: its status and how long it took, or
+    /// an error (after a SIGKILL) if it did not exit in time.
+    ///
+    /// # Errors
+    ///
+    /// If it is not running, the signal cannot be sent or it does not exit within `bound`.
+    pub fn stop(&mut self, bound: Duration) -> anyhow::Result<(ExitStatus, Duration)> {
+        let Some(mut c) = self.child.take() else {
+            bail!("node {} is not running", self.id);
+        };
+        let start = Instant::now();
+        let sent = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !sent {
+            let _ = c.kill();
+            let _ = c.wait();
+            bail!("could not send SIGTERM to node {}", self.id);
+        }
+        while start.elapsed() < bound {
+            if let Some(status) = c.try_wait()? {
+                return Ok((status, start.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        bail!("node {} did not exit within {bound:?} of SIGTERM", self.id)
+    }
+
+    /// Starts it again after [`Node::kill9`] or [`Node::stop`]: same config, ports and data.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    /// Whether the process is still running (reaps it if it exited).
+    pub fn is_running(&mut self) -> bool {
+        match &mut self.child {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// `127.0.0.1:<client port>`.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The last `max` bytes of its output.
+    pub fn read_tail(&self, max: u64) -> String {
+        read_tail(&self.stderr, max)
+    }
+
+    /// Its Metadata for every topic (see [`metadata`]).
+    ///
+    /// # Errors
+    ///
+    /// If it does not answer or the answer does not parse.
+    pub fn metadata(&self) -> anyhow::Result<Metadata> {
+        metadata(self.port)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// N combined nodes (broker and controller) forming one cluster; prints every node's log
+/// tail when the test panics.
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    /// Holds the config files, data directories and logs.
+    pub dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Writes the config of `n` nodes (ids 1..=n) with `settings` appended to each, and
+    /// starts them all.
+    ///
+    /// # Panics
+    ///
+    /// If a file cannot be written or a process spawned.
+    pub fn start(n: usize, settings: &[(&str, &str)]) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ports: Vec<(u16, u16)> = (0..n)
+            .map(|_| (free_port().unwrap(), free_port().unwrap()))
+            .collect();
+        let voters = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::new();
+        for (i, &(port, controller_port)) in ports.iter().enumerate() {
+            let id = i32::try_from(i).unwrap() + 1;
+            let config = dir.path().join(format!("node{id}.properties"));
+            let data_dir = dir.path().join(format!("node{id}"));
+            let mut text = format!(
+                "process.roles=broker,controller\n\
+                 node.id={id}\n\
+                 cluster.id={CLUSTER_ID}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 controller.listener.names=CONTROLLER\n\
+                 controller.quorum.voters={voters}\n\
+                 log.dirs={}\n",
+                data_dir.display()
+            );
+            for (k, v) in settings {
+                text.push_str(&format!("{k}={v}\n"));
+            }
+            std::fs::write(&config, text).expect("write the node's config");
+            nodes.push(Node {
+                id,
+                config,
+                port,
+                controller_port,
+                data_dir,
+                stderr: dir.path().join(format!("node{id}.log")),
+                child: None,
+            });
+        }
+        for n in &mut nodes {
+            n.spawn();
+        }
+        Cluster { nodes, dir }
+    }
+
+    /// The node with id `id`.
+    ///
+    /// # Panics
+    ///
+    /// If there is none.
+    pub fn node(&mut self, id: i32) -> &mut Node {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.id == id)
+            .unwrap_or_else(|| panic!("no node {id}"))
+    }
+
+    /// The ids of the nodes.
+    pub fn ids(&self) -> Vec<i32> {
+        self.nodes.iter().map(|n| n.id).collect()
+    }
+
+    /// A bootstrap list of the nodes in `ids`.
+    pub fn bootstrap(&self, ids: &[i32]) -> String {
+        self.nodes
+            .iter()
+            .filter(|n| ids.contains(&n.id))
+            .map(Node::bootstrap)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Metadata from node `id`.
+    ///
+    /// # Errors
+    ///
+    /// If it does not answer or the answer does not parse.
+    pub fn metadata(&self, id: i32) -> anyhow::Result<Metadata> {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.id == id)
+            .with_context(|| format!("no node {id}"))?;
+        node.metadata()
+    }
+
+    /// Waits (at most `timeout`) until every node in `ids` names the same controller in its
+    /// Metadata, one of `ids`; returns the controller id.
+    ///
+    /// # Errors
+    ///
+    /// On timeout, with the last answers.
+    pub fn wait_controller(&self, ids: &[i32], timeout: Duration) -> anyhow::Result<i32> {
+        let mut last: Vec<(i32, Option<i32>)> = Vec::new();
+        let r = wait_until("an agreed controller", timeout, POLL, || {
+            last = ids
+                .iter()
+                .map(|&id| (id, self.metadata(id).ok().map(|m| m.controller_id)))
+                .collect();
+            let first = last[0].1;
+            Ok(first.is_some_and(|c| ids.contains(&c)) && last.iter().all(|(_, c)| *c == first))
+        });
+        r.with_context(|| format!("last (node, controller id) answers {last:?}"))?;
+        Ok(last[0].1.expect("agreed"))
+    }
+
+    /// Waits (at most `timeout`) until every node in `ids` lists exactly `brokers` as its live
+    /// brokers.
+    ///
+    /// # Errors
+    ///
+    /// On timeout, with the last answers.
+    pub fn wait_brokers(
+        &self,
+        ids: &[i32],
+        brokers: &[i32],
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let mut want = brokers.to_vec();
+        want.sort_unstable();
+        let mut last: Vec<(i32, Option<Vec<i32>>)> = Vec::new();
+        let r = wait_until("the live brokers", timeout, POLL, || {
+            last = ids
+                .iter()
+                .map(|&id| (id, self.metadata(id).ok().map(|m| m.brokers())))
+                .collect();
+            Ok(last.iter().all(|(_, b)| b.as_ref() == Some(&want)))
+        });
+        r.with_context(|| format!("want {want:?}; last (node, brokers) answers {last:?}"))
+    }
+
+    /// Waits (at most `timeout`) until node `id`'s Metadata satisfies `cond`; returns it.
+    ///
+    /// # Errors
+    ///
+    /// On timeout, with the last answer.
+    pub fn wait_metadata(
+        &self,
+        id: i32,
+        what: &str,
+        timeout: Duration,
+        mut cond: impl FnMut(&Metadata) -> bool,
+    ) -> anyhow::Result<Metadata> {
+        let mut last = None;
+        let r = wait_until(what, timeout, POLL, || {
+            let m = self.metadata(id)?;
+            let ok = cond(&m);
+            last = Some(m);
+            Ok(ok)
+        });
+        r.with_context(|| format!("node {id}'s last Metadata: {last:#?}"))?;
+        Ok(last.expect("set when the condition held"))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for n in &self.nodes {
+                eprintln!(
+                    "--- node {} ({}) ---\n{}",
+                    n.id,
+                    n.stderr.display(),
+                    n.read_tail(8 * 1024)
+                );
+            }
+        }
+    }
+}
+
+/// One partition as Metadata reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    pub error: i16,
+    pub leader: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+/// A Metadata v1 answer: the live brokers, the controller and every topic's partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metadata {
+    /// `(node id, host:port)` of each broker listed.
+    pub brokers: Vec<(i32, String)>,
+    pub controller_id: i32,
+    /// Topic name to `(error code, partition id to partition)`.
+    pub topics: BTreeMap<String, (i16, BTreeMap<i32, PartitionInfo>)>,
+}
+
+impl Metadata {
+    /// The listed broker ids, sorted.
+    pub fn brokers(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self.brokers.iter().map(|b| b.0).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The partitions of `topic` (empty if it is not listed).
+    pub fn partitions(&self, topic: &str) -> BTreeMap<i32, PartitionInfo> {
+        self.topics
+            .get(topic)
+            .map(|(_, p)| p.clone())
+            .unwrap_or_default()
+    }
+
+    /// The partitions of `topic` led by `broker`.
+    pub fn led_by(&self, topic: &str, broker: i32) -> Vec<i32> {
+        self.partitions(topic)
+            .into_iter()
+            .filter(|(_, p)| p.leader == broker)
+            .map(|(id, _)| id)
+            .collect()
+    }
+}
+
+/// A bounded reader over a response frame: every read is checked against the frame.
+struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> anyhow::Result<&[u8]> {
+        let end = self.pos.checked_add(n).context("length overflow")?;
+        let s = self
+            .b
+            .get(self.pos..end)
+            .with_context(|| format!("frame ends at {} before {end}", self.b.len()))?;
+        self.pos = end;
+        Ok(s)
+    }
+    fn i16(&mut self) -> anyhow::Result<i16> {
+        Ok(i16::from_be_bytes(self.take(2)?.try_into()?))
+    }
+    fn i32(&mut self) -> anyhow::Result<i32> {
+        Ok(i32::from_be_bytes(self.take(4)?.try_into()?))
+    }
+    fn u8(&mut self) -> anyhow::Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    /// An array count: -1 (null) reads as 0; at most what the rest of the frame can hold.
+    fn count(&mut self) -> anyhow::Result<usize> {
+        let n = self.i32()?;
+        if n < 0 {
+            return Ok(0);
+        }
+        let n = usize::try_from(n)?;
+        ensure!(
+            n <= self.b.len() - self.pos,
+            "array of {n} in a short frame"
+        );
+        Ok(n)
+    }
+    fn string(&mut self) -> anyhow::Result<String> {
+        let n = self.i16()?;
+        if n < 0 {
+            return Ok(String::new());
+        }
+        Ok(String::from_utf8_lossy(self.take(usize::try_from(n)?)?).into_owned())
+    }
+}
+
+/// Sends one request frame (header included) to 127.0.0.1:`port` and reads the answer,
+/// each step bounded by 5 s.
+///
+/// # Errors
+///
+/// If the node does not accept, answer, or closes the connection.
+pub fn round_trip(port: u16, request: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .with_context(|| format!("connect {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let mut frame = i32::try_from(request.len())?.to_be_bytes().to_vec();
+    frame.extend_from_slice(request);
+    s.write_all(&frame)?;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).context("read the answer's size")?;
+    let len = usize::try_from(i32::from_be_bytes(len))?;
+    ensure!(len <= 64 << 20, "answer of {len} bytes");
+    let mut b = vec![0u8; len];
+    s.read_exact(&mut b).context("read the answer")?;
+    Ok(b)
+}
+
+/// Request header v1: api key, version, correlation id, client id.
+fn header(api: i16, version: i16, corr: i32) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(&api.to_be_bytes());
+    v.extend_from_slice(&version.to_be_bytes());
+    v.extend_from_slice(&corr.to_be_bytes());
+    v.extend_from_slice(&12i16.to_be_bytes());
+    v.extend_from_slice(b"cluster-test");
+    v
+}
+
+/// Metadata v1 for every topic (a null topic array) from the node at `port`.
+///
+/// # Errors
+///
+/// If the node does not answer or the answer does not parse.
+pub fn metadata(port: u16) -> anyhow::Result<Metadata> {
+    const CORR: i32 = 0x3e7a;
+    let mut req = header(3, 1, CORR);
+    req.extend_from_slice(&(-1i32).to_be_bytes());
+    let b = round_trip(port, &req)?;
+    let mut r = Reader { b: &b, pos: 0 };
+    ensure!(r.i32()? == CORR, "correlation id");
+    let mut brokers = Vec::new();
+    for _ in 0..r.count()? {
+        let id = r.i32()?;
+        let host = r.string()?;
+        let port = r.i32()?;
+        let _rack = r.string()?;
+        brokers.push((id, format!("{host}:{port}")));
+    }
+    let controller_id = r.i32()?;
+    let mut topics = BTreeMap::new();
+    for _ in 0..r.count()? {
+        let error = r.i16()?;
+        let name = r.string()?;
+        let _internal = r.u8()?;
+        let mut partitions = BTreeMap::new();
+        for _ in 0..r.count()? {
+            let error = r.i16()?;
+            let id = r.i32()?;
+            let leader = r.i32()?;
+            let replicas = (0..r.count()?)
+                .map(|_| r.i32())
+                .collect::<anyhow::Result<_>>()?;
+            let isr = (0..r.count()?)
+                .map(|_| r.i32())
+                .collect::<anyhow::Result<_>>()?;
+            partitions.insert(
+                id,
+                PartitionInfo {
+                    error,
+                    leader,
+                    replicas,
+                    isr,
+                },
+            );
+        }
+        topics.insert(name, (error, partitions));
+    }
+    ensure!(r.pos == b.len(), "{} bytes left over", b.len() - r.pos);
+    Ok(Metadata {
+        brokers,
+        controller_id,
+        topics,
+    })
+}
+
+/// A raw CreateTopics v2 of one topic to the node at `port`: the topic's error code.
+///
+/// # Errors
+///
+/// If the node does not answer or the answer does not parse.
+pub fn create_topic_raw(
+    port: u16,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i16,
+) -> anyhow::Result<i16> {
+    const CORR: i32 = 0x3e7b;
+    let mut req = header(19, 2, CORR);
+    req.extend_from_slice(&1i32.to_be_bytes());
+    req.extend_from_slice(&i16::try_from(topic.len())?.to_be_bytes());
+    req.extend_from_slice(topic.as_bytes());
+    req.extend_from_slice(&partitions.to_be_bytes());
+    req.extend_from_slice(&replication_factor.to_be_bytes());
+    req.extend_from_slice(&0i32.to_be_bytes()); // no assignments
+    req.extend_from_slice(&0i32.to_be_bytes()); // no configs
+    req.extend_from_slice(&10_000i32.to_be_bytes()); // timeout_ms
+    req.push(0); // validate_only
+    let b = round_trip(port, &req)?;
+    let mut r = Reader { b: &b, pos: 0 };
+    ensure!(r.i32()? == CORR, "correlation id");
+    let _throttle = r.i32()?;
+    ensure!(r.count()? == 1, "one topic in the answer");
+    let name = r.string()?;
+    ensure!(name == topic, "answer for {name}, not {topic}");
+    let error = r.i16()?;
+    let _message = r.string()?;
+    Ok(error)
+}
+
+/// The partition directories (`<topic>-<n>`) of `topic` under `data_dir`, sorted by `n`.
+pub fn partition_dirs(data_dir: &Path, topic: &str) -> Vec<i32> {
+    let prefix = format!("{topic}-");
+    let mut found: Vec<i32> = std::fs::read_dir(data_dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.strip_prefix(&prefix)?.parse().ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort_unstable();
+    found
+}
