@@ -12,7 +12,8 @@
 //!   the newly elected controller.
 //!
 //! Without forwarding each of these answers NOT_CONTROLLER. The active controller is found
-//! through Metadata's controller id. Every wait is bounded.
+//! through Metadata's controller id. The tests run one at a time (nine processes at once on
+//! a small shared machine can miss heartbeats and fence brokers). Every wait is bounded.
 
 mod admin_client;
 
@@ -42,6 +43,15 @@ use strata_protocol::messages::{
     ApiKey, IncrementalAlterConfigsRequest, RequestKind, ResponseKind,
 };
 use strata_tests::{free_port, read_tail, strata_bin};
+
+/// Held by each test for its whole run: one cluster at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The most any one wait of this test takes.
 const WAIT: Duration = Duration::from_secs(60);
@@ -325,6 +335,7 @@ fn reader_at(node: &Node) -> BaseConsumer {
 
 #[test]
 fn admin_requests_sent_to_a_follower_reach_the_controller() {
+    let _serial = serial();
     let cluster = Cluster::start();
     let (controller, follower) = cluster.controller_and_follower();
     let admin = admin_at(follower);
@@ -438,6 +449,7 @@ const INVALID_TOPIC_EXCEPTION: i16 = 17;
 
 #[test]
 fn a_producer_bootstrapped_on_a_follower_auto_creates_its_topic() {
+    let _serial = serial();
     let cluster = Cluster::start();
     let (_, follower) = cluster.controller_and_follower();
 
@@ -524,6 +536,7 @@ fn create_through(node: &Node, topic: &str) -> Result<(), String> {
 
 #[test]
 fn forwarding_follows_a_new_controller() {
+    let _serial = serial();
     let mut cluster = Cluster::start();
     let (controller, _) = cluster.controller_and_follower();
     let old = controller.id;
