@@ -210,22 +210,77 @@ pub struct Response {
 pub fn decode_response(
     api_key: ApiKey,
     version: i16,
-    mut frame: Bytes,
+    frame: Bytes,
 ) -> Result<Response, DecodeError> {
-    let listener = ListenerType::Controller;
-    if listener.supported(api_key).is_none() {
+    check_sent(
+        ListenerType::Controller.supported(api_key),
+        api_key,
+        version,
+    )?;
+    decode_response_body(api_key, version, frame)
+}
+
+/// The client-listener APIs a node that is not the active controller forwards to it whole
+/// (KIP-590), and whose responses it reads back with [`decode_forwarded_response`].
+pub const FORWARDED_APIS: [ApiKey; 5] = [
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
+];
+
+/// Decodes one response frame body (without its size prefix) to a request this node
+/// forwarded to the active controller's client listener at `api_key` and `version` (one of
+/// [`FORWARDED_APIS`], at a version the client listener serves). The same checks as
+/// [`decode_response`] run before the codec allocates.
+///
+/// # Errors
+///
+/// [`DecodeError::UnknownApiKey`] or [`DecodeError::UnsupportedVersion`] when the request
+/// was not a forwarded one; [`DecodeError::Malformed`] when the frame does not parse. The
+/// caller closes the connection to the controller.
+pub fn decode_forwarded_response(
+    api_key: ApiKey,
+    version: i16,
+    frame: Bytes,
+) -> Result<Response, DecodeError> {
+    let served = FORWARDED_APIS
+        .contains(&api_key)
+        .then(|| ListenerType::Broker.supported(api_key))
+        .flatten();
+    check_sent(served, api_key, version)?;
+    decode_response_body(api_key, version, frame)
+}
+
+/// Whether a response to `api_key` at `version` may be read: the API is in the table the
+/// request was sent from (`served`), at a version of its range.
+fn check_sent(
+    served: Option<&crate::versions::SupportedApi>,
+    api_key: ApiKey,
+    version: i16,
+) -> Result<(), DecodeError> {
+    let Some(api) = served else {
         return Err(DecodeError::UnknownApiKey {
             api_key: api_key as i16,
             correlation_id: -1,
         });
-    }
-    if !listener.is_supported(api_key, version) {
+    };
+    if !(api.min..=api.max).contains(&version) {
         return Err(DecodeError::UnsupportedVersion {
             api_key,
             version,
             correlation_id: -1,
         });
     }
+    Ok(())
+}
+
+fn decode_response_body(
+    api_key: ApiKey,
+    version: i16,
+    mut frame: Bytes,
+) -> Result<Response, DecodeError> {
     let malformed = |correlation_id: i32, source: BoxError| DecodeError::Malformed {
         api_key,
         version,
@@ -325,5 +380,7 @@ pub fn encode_api_versions_fallback_for(listener: ListenerType, correlation_id: 
 
 #[cfg(test)]
 mod controller_tests;
+#[cfg(test)]
+mod forward_tests;
 #[cfg(test)]
 mod tests;

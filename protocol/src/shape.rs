@@ -773,6 +773,9 @@ mod tests {
         for a in CONTROLLER_APIS {
             assert!(responses::response_schema(a.key).is_some(), "{:?}", a.key);
         }
+        for key in crate::codec::FORWARDED_APIS {
+            assert!(responses::response_schema(key).is_some(), "{key:?}");
+        }
     }
 
     #[test]

@@ -120,3 +120,13 @@ fn alter(
         )),
     }
 }
+
+/// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
+/// the shape [`crate::forward::relay`] falls back to.
+#[must_use]
+pub fn handle_kind(
+    ctx: &RequestContext,
+    req: AlterConfigsRequest,
+) -> strata_protocol::messages::ResponseKind {
+    strata_protocol::messages::ResponseKind::AlterConfigs(handle(ctx, req))
+}

@@ -55,3 +55,13 @@ pub fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> CreateParti
         .collect();
     CreatePartitionsResponse::default().with_results(results)
 }
+
+/// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
+/// the shape [`crate::forward::relay`] falls back to.
+#[must_use]
+pub fn handle_kind(
+    ctx: &RequestContext,
+    req: CreatePartitionsRequest,
+) -> strata_protocol::messages::ResponseKind {
+    strata_protocol::messages::ResponseKind::CreatePartitions(handle(ctx, req))
+}

@@ -130,3 +130,13 @@ pub fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsRes
             .collect();
     CreateTopicsResponse::default().with_topics(topics)
 }
+
+/// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
+/// the shape [`crate::forward::relay`] falls back to.
+#[must_use]
+pub fn handle_kind(
+    ctx: &RequestContext,
+    req: CreateTopicsRequest,
+) -> strata_protocol::messages::ResponseKind {
+    strata_protocol::messages::ResponseKind::CreateTopics(handle(ctx, req))
+}

@@ -57,3 +57,13 @@ pub fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsRes
         .collect();
     DeleteTopicsResponse::default().with_responses(responses)
 }
+
+/// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
+/// the shape [`crate::forward::relay`] falls back to.
+#[must_use]
+pub fn handle_kind(
+    ctx: &RequestContext,
+    req: DeleteTopicsRequest,
+) -> strata_protocol::messages::ResponseKind {
+    strata_protocol::messages::ResponseKind::DeleteTopics(handle(ctx, req))
+}

@@ -264,6 +264,16 @@ fn split_list(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
+/// the shape [`crate::forward::relay`] falls back to.
+#[must_use]
+pub fn handle_kind(
+    ctx: &RequestContext,
+    req: IncrementalAlterConfigsRequest,
+) -> strata_protocol::messages::ResponseKind {
+    strata_protocol::messages::ResponseKind::IncrementalAlterConfigs(handle(ctx, req))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

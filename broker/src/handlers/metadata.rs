@@ -1,5 +1,7 @@
 //! Metadata (key 3): brokers, the cluster id, the controller, and topics from the metadata
-//! image, with auto-creation when `auto.create.topics.enable` is on.
+//! image, with auto-creation when `auto.create.topics.enable` is on. On a node that is not
+//! the active controller the creation is sent to the controller (`crate::forward`) and the
+//! topic answered LEADER_NOT_AVAILABLE until it reaches this node's image.
 //!
 //! A partition whose log this broker could not open at start is shown as Kafka's KRaft
 //! `MetadataCache` shows a replica in an offline log directory once the controller has moved
@@ -88,6 +90,27 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                     Some(name),
                     Uuid::nil(),
                     ResponseError::UnknownTopicOrPartition.code(),
+                ));
+                continue;
+            }
+            if let Err(e) = strata_kraft::validate_topic_name(&name) {
+                // Checked here too, since a forwarded creation is not waited for: a name the
+                // controller would refuse must not be answered "retry".
+                topics.push(error_topic(
+                    Some(name),
+                    Uuid::nil(),
+                    crate::error::metadata_error_code(&e),
+                ));
+                continue;
+            }
+            if crate::forward::auto_create(ctx, &name) {
+                // KIP-590: created by the controller; until its entry reaches this node's
+                // image the topic has no leader here, which clients retry (Kafka answers the
+                // same right after an auto-creation).
+                topics.push(error_topic(
+                    Some(name),
+                    Uuid::nil(),
+                    ResponseError::LeaderNotAvailable.code(),
                 ));
                 continue;
             }

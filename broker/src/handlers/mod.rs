@@ -10,6 +10,7 @@ use strata_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind
 
 use crate::broker::Broker;
 use crate::connection::Slot;
+use crate::forward;
 
 pub mod alter_configs;
 pub mod api_versions;
@@ -141,14 +142,21 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(&ctx, r))
         }
-        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(&ctx, r)),
-        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(&ctx, r)),
+        RequestKind::CreateTopics(r) => match forward::route(&ctx) {
+            Some(to) => return forwarded(ctx, to, r, create_topics::handle_kind),
+            None => create_topics::handle_kind(&ctx, r),
+        },
+        RequestKind::DeleteTopics(r) => match forward::route(&ctx) {
+            Some(to) => return forwarded(ctx, to, r, delete_topics::handle_kind),
+            None => delete_topics::handle_kind(&ctx, r),
+        },
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(delete_records::handle(&ctx, r))
         }
-        RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(create_partitions::handle(&ctx, r))
-        }
+        RequestKind::CreatePartitions(r) => match forward::route(&ctx) {
+            Some(to) => return forwarded(ctx, to, r, create_partitions::handle_kind),
+            None => create_partitions::handle_kind(&ctx, r),
+        },
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(&ctx, r))
         }
@@ -158,16 +166,20 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(&ctx, r))
         }
-        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(alter_configs::handle(&ctx, r)),
+        RequestKind::AlterConfigs(r) => match forward::route(&ctx) {
+            Some(to) => return forwarded(ctx, to, r, alter_configs::handle_kind),
+            None => alter_configs::handle_kind(&ctx, r),
+        },
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(describe_log_dirs::handle(&ctx, r))
         }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(&ctx, r))
         }
-        RequestKind::IncrementalAlterConfigs(r) => {
-            ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(&ctx, r))
-        }
+        RequestKind::IncrementalAlterConfigs(r) => match forward::route(&ctx) {
+            Some(to) => return forwarded(ctx, to, r, incremental_alter_configs::handle_kind),
+            None => incremental_alter_configs::handle_kind(&ctx, r),
+        },
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(&ctx, r))
         }
@@ -204,4 +216,24 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         }
     };
     ctx.encode(&response).map_or(Slot::Close, Slot::Ready)
+}
+
+/// A controller-bound request on a node that is not the active controller: forwarded to it
+/// in a task of its own, so that the wait for the controller (bounded by the request's
+/// timeout) holds no worker thread and the connection's later requests are not held up
+/// behind it either.
+fn forwarded<R>(
+    ctx: RequestContext,
+    to: forward::Controller,
+    req: R,
+    local: fn(&RequestContext, R) -> ResponseKind,
+) -> Slot
+where
+    R: Clone + Send + 'static,
+    RequestKind: From<R>,
+{
+    Slot::Pending(tokio::spawn(async move {
+        let response = forward::relay(&ctx, to, req, local).await;
+        ctx.encode(&response)
+    }))
 }

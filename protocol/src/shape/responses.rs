@@ -1,6 +1,8 @@
 //! Response schemas of the controller listener's APIs, for the responses a node reads from
-//! its peers (`codec::decode_response`). A peer is no more trusted than a client: its
-//! counts are checked before the codec allocates, exactly as a request's are.
+//! its peers (`codec::decode_response`), and of the client-listener APIs a node forwards to
+//! the active controller (`codec::decode_forwarded_response`). A peer is no more trusted
+//! than a client: its counts are checked before the codec allocates, exactly as a
+//! request's are.
 //!
 //! Tagged fields the codec knows are listed (`T::Tagged`) wherever they hold an array or
 //! sit inside one (see the parent module).
@@ -323,6 +325,101 @@ const API_VERSIONS: Schema = Schema {
 };
 
 /// The response schema of a controller-listener API.
+/// CreateTopics v2-7 (KIP-590 forwarding). `topic_config_error_code` (tag 0, v5+) is a
+/// scalar and is skipped by its size.
+const CREATE_TOPICS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // throttle_time_ms
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL),  // name
+                f(T::Uuid, 7, ALL), // topic_id
+                f(T::I16, 0, ALL),  // error_code
+                f(T::Str, 1, ALL),  // error_message
+                f(T::I32, 5, ALL),  // num_partitions
+                f(T::I16, 5, ALL),  // replication_factor
+                f(
+                    T::Array(&[
+                        f(T::Str, 5, ALL), // name
+                        f(T::Str, 5, ALL), // value
+                        f(T::I8, 5, ALL),  // read_only
+                        f(T::I8, 5, ALL),  // config_source
+                        f(T::I8, 5, ALL),  // is_sensitive
+                    ]),
+                    5,
+                    ALL,
+                ), // configs (nullable)
+            ]),
+            0,
+            ALL,
+        ), // topics
+    ],
+    flexible_from: 5,
+};
+
+/// DeleteTopics v1-6 (KIP-590 forwarding).
+const DELETE_TOPICS: Schema = Schema {
+    fields: &[
+        f(T::I32, 1, ALL), // throttle_time_ms
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL),  // name (nullable from v6)
+                f(T::Uuid, 6, ALL), // topic_id
+                f(T::I16, 0, ALL),  // error_code
+                f(T::Str, 5, ALL),  // error_message
+            ]),
+            0,
+            ALL,
+        ), // responses
+    ],
+    flexible_from: 4,
+};
+
+/// CreatePartitions v0-3 (KIP-590 forwarding).
+const CREATE_PARTITIONS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // throttle_time_ms
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // name
+                f(T::I16, 0, ALL), // error_code
+                f(T::Str, 0, ALL), // error_message
+            ]),
+            0,
+            ALL,
+        ), // results
+    ],
+    flexible_from: 2,
+};
+
+/// AlterConfigs and IncrementalAlterConfigs responses share one shape; only the first
+/// flexible version differs.
+const ALTER_CONFIGS_RESULTS: [F; 2] = [
+    f(T::I32, 0, ALL), // throttle_time_ms
+    f(
+        T::Array(&[
+            f(T::I16, 0, ALL), // error_code
+            f(T::Str, 0, ALL), // error_message
+            f(T::I8, 0, ALL),  // resource_type
+            f(T::Str, 0, ALL), // resource_name
+        ]),
+        0,
+        ALL,
+    ), // responses
+];
+
+/// AlterConfigs v0-2 (KIP-590 forwarding).
+const ALTER_CONFIGS: Schema = Schema {
+    fields: &ALTER_CONFIGS_RESULTS,
+    flexible_from: 2,
+};
+
+/// IncrementalAlterConfigs v0-1 (KIP-590 forwarding).
+const INCREMENTAL_ALTER_CONFIGS: Schema = Schema {
+    fields: &ALTER_CONFIGS_RESULTS,
+    flexible_from: 1,
+};
+
 pub(super) fn response_schema(key: ApiKey) -> Option<&'static Schema> {
     Some(match key {
         ApiKey::Fetch => &FETCH,
@@ -338,6 +435,11 @@ pub(super) fn response_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::AllocateProducerIds => &ALLOCATE_PRODUCER_IDS,
         ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter => &RAFT_VOTER_CHANGE,
         ApiKey::UpdateRaftVoter => &UPDATE_RAFT_VOTER,
+        ApiKey::CreateTopics => &CREATE_TOPICS,
+        ApiKey::DeleteTopics => &DELETE_TOPICS,
+        ApiKey::CreatePartitions => &CREATE_PARTITIONS,
+        ApiKey::AlterConfigs => &ALTER_CONFIGS,
+        ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
         _ => return None,
     })
 }
