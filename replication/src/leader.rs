@@ -269,6 +269,16 @@ impl LeaderState {
             return false;
         }
         if registration.partition_epoch > self.partition_epoch {
+            // A member the controller took out of the ISR (fenced, shut down) no longer
+            // counts as caught up, so the high watermark stops waiting for it at once
+            // instead of for `replica.lag.time.max.ms` (KIP-841: a fenced broker is not
+            // eligible). It counts again once a fetch of its shows it caught up.
+            for (id, f) in &mut self.followers {
+                if self.isr.contains(id) && !registration.isr.contains(id) {
+                    f.last_caught_up_time_ms = 0;
+                    f.last_fetch_leader_log_end_offset = -1;
+                }
+            }
             self.isr = registration.isr.clone();
             self.partition_epoch = registration.partition_epoch;
             self.pending = None;
