@@ -388,6 +388,18 @@ fn controller_slot(
                 ))
             }))
         }
+        (ApiKey::AlterPartition, Some(_)) => {
+            // The active controller answers once the partition changes have committed.
+            let broker = broker.clone();
+            Slot::Pending(tokio::task::spawn_blocking(move || {
+                let RequestKind::AlterPartition(r) = &req.body else {
+                    return None;
+                };
+                encode(&ResponseKind::AlterPartition(
+                    crate::lifecycle::answer_alter_partition(&broker, version, r),
+                ))
+            }))
+        }
         (ApiKey::DescribeQuorum, Some(quorum)) => {
             let quorum = quorum.clone();
             Slot::Pending(tokio::spawn(async move {

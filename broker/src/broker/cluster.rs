@@ -443,6 +443,41 @@ impl Broker {
         })
     }
 
+    /// This broker's epoch from its current registration, or -1 while it has none (or on a
+    /// node without a quorum).
+    #[must_use]
+    pub fn broker_epoch(&self) -> i64 {
+        self.cluster()
+            .map_or(-1, |c| c.broker_epoch.load(Ordering::Relaxed))
+    }
+
+    /// AlterPartition on the active controller (KIP-497): the requesting leader's ISR
+    /// changes, validated and committed as one entry by
+    /// [`cluster_control::alter_partition`]. Returns one result per requested partition,
+    /// each the partition's committed state or its error.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError`]: not the controller; STALE_BROKER_EPOCH or
+    /// BROKER_ID_NOT_REGISTERED for the requester as a whole.
+    pub fn controller_alter_partition(
+        &self,
+        req: &cluster_control::AlterPartitionRequest,
+    ) -> Result<Vec<cluster_control::AlterPartitionResult>, ControllerError> {
+        self.controller_write(|image, _, st| {
+            let (records, results) =
+                cluster_control::alter_partition(image, &st.state.config, req)?;
+            if !records.is_empty() {
+                tracing::info!(
+                    broker_id = req.broker_id,
+                    changes = records.len(),
+                    "committing ISR changes"
+                );
+            }
+            Ok((results, records))
+        })
+    }
+
     /// The next producer id block for this node of a multi-voter quorum. The active
     /// controller allocates every block; this node asks it with AllocateProducerIds, in
     /// process when it is the controller, else over the controller listener (bounded by

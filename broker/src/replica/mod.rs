@@ -5,5 +5,6 @@
 //! I/O around them.
 
 pub mod fetcher;
+pub mod isr;
 
 pub use fetcher::Fetchers;
