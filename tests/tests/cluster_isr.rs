@@ -5,10 +5,11 @@
 //!   epoch that is not the broker's registration;
 //! - a follower killed with SIGKILL leaves the ISR once its session expires (the controller
 //!   fences it), and, restarted, joins it again once it has caught up (the leader's
-//!   AlterPartition expansion);
+//!   AlterPartition expansion; the leader is the active controller, so it goes in process);
 //! - a follower stopped with SIGSTOP for longer than `replica.lag.time.max.ms` (but well
 //!   within its session) leaves the ISR through the leader's AlterPartition shrink, and
-//!   joins it again after SIGCONT.
+//!   joins it again after SIGCONT (the leader is another node, so both go over the
+//!   controller listener).
 //!
 //! The tests run one at a time; each prints what it measured as `measured: ...` lines.
 //! Every wait is bounded.
@@ -59,33 +60,44 @@ fn start_cluster(settings: &[(&str, &str)]) -> (Cluster, i32) {
     (c, controller)
 }
 
-/// Creates `topic` (one partition, RF 3) and waits until it is led with a full ISR; returns
-/// the leader and a follower that is neither the leader nor the controller.
-fn create_replicated(c: &Cluster, controller: i32, topic: &str) -> (i32, i32) {
+/// Creates `topic` (three partitions, RF 3, so each broker leads one) and waits until all
+/// are led with a full ISR; returns a partition whose leader is the controller (its
+/// AlterPartition goes in process) or not (over the controller listener), as asked, that
+/// leader, and a follower of it that is not the controller.
+fn create_replicated(
+    c: &Cluster,
+    controller: i32,
+    topic: &str,
+    led_by_controller: bool,
+) -> (i32, i32, i32) {
     let port = c.nodes.iter().find(|n| n.id == controller).unwrap().port;
     assert_eq!(
-        create_topic_raw(port, topic, 1, 3).expect("CreateTopics"),
+        create_topic_raw(port, topic, 3, 3).expect("CreateTopics"),
         0
     );
     let m = c
         .wait_metadata(controller, "the topic led with 3 in sync", MARGIN, |m| {
-            m.partitions(topic)
-                .get(&0)
-                .is_some_and(|p| p.leader >= 0 && p.isr.len() == 3)
+            let p = m.partitions(topic);
+            p.len() == 3 && p.values().all(|p| p.leader >= 0 && p.isr.len() == 3)
         })
         .unwrap_or_else(|e| panic!("{e:?}"));
-    let leader = m.partitions(topic)[&0].leader;
+    let (&partition, info) = m
+        .partitions(topic)
+        .iter()
+        .find(|(_, p)| (p.leader == controller) == led_by_controller)
+        .map(|(i, p)| (i, p.clone()))
+        .unwrap_or_else(|| panic!("no partition with the wanted leader: {m:?}"));
     let follower = c
         .ids()
         .into_iter()
-        .find(|&id| id != leader && id != controller)
+        .find(|&id| id != info.leader && id != controller)
         .expect("three nodes");
-    (leader, follower)
+    (partition, info.leader, follower)
 }
 
-/// Produces `n` records to partition 0 of `topic` through `bootstrap`, acks=1 (the ISR may
+/// Produces `n` records to `partition` of `topic` through `bootstrap`, acks=1 (the ISR may
 /// be short meanwhile), and waits for their delivery.
-fn produce(bootstrap: &str, topic: &str, n: usize) {
+fn produce(bootstrap: &str, topic: &str, partition: i32, n: usize) {
     let p: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("acks", "1")
@@ -96,7 +108,7 @@ fn produce(bootstrap: &str, topic: &str, n: usize) {
         let payload = format!("record-{i}");
         p.send(
             BaseRecord::<(), _>::to(topic)
-                .partition(0)
+                .partition(partition)
                 .payload(&payload),
         )
         .expect("queue a record");
@@ -104,11 +116,18 @@ fn produce(bootstrap: &str, topic: &str, n: usize) {
     p.flush(Duration::from_secs(20)).expect("records delivered");
 }
 
-/// Waits until node `id` reports `topic`-0's ISR (sorted) as `want`; returns the time taken.
-fn wait_isr(c: &Cluster, id: i32, topic: &str, want: &[i32], bound: Duration) -> Duration {
+/// Waits until node `id` reports the ISR (sorted) of `partition` of `topic` as `want`;
+/// returns the time taken.
+fn wait_isr(
+    c: &Cluster,
+    id: i32,
+    (topic, partition): (&str, i32),
+    want: &[i32],
+    bound: Duration,
+) -> Duration {
     let t0 = Instant::now();
     c.wait_metadata(id, &format!("ISR {want:?}"), bound, |m| {
-        m.partitions(topic).get(&0).is_some_and(|p| {
+        m.partitions(topic).get(&partition).is_some_and(|p| {
             let mut isr = p.isr.clone();
             isr.sort_unstable();
             isr == want
@@ -221,7 +240,9 @@ fn a_killed_follower_leaves_the_isr_and_rejoins_after_its_restart() {
         ("leader.imbalance.check.interval.seconds", "3600"),
     ]);
     let topic = "isr-kill";
-    let (leader, follower) = create_replicated(&c, controller, topic);
+    // The leader is the controller: its AlterPartition goes in process.
+    const LED_BY: bool = true;
+    let (partition, leader, follower) = create_replicated(&c, controller, topic, LED_BY);
     let rest: Vec<i32> = {
         let mut v: Vec<i32> = c.ids().into_iter().filter(|&i| i != follower).collect();
         v.sort_unstable();
@@ -230,16 +251,16 @@ fn a_killed_follower_leaves_the_isr_and_rejoins_after_its_restart() {
 
     c.node(follower).kill9();
     let bootstrap = c.bootstrap(&[leader]);
-    produce(&bootstrap, topic, 100);
-    let shrink = wait_isr(&c, leader, topic, &rest, MARGIN);
+    produce(&bootstrap, topic, partition, 100);
+    let shrink = wait_isr(&c, leader, (topic, partition), &rest, MARGIN);
     println!(
         "measured: node {follower} out of the ISR {} ms after its SIGKILL and 100 records",
         shrink.as_millis()
     );
 
     c.node(follower).restart();
-    produce(&bootstrap, topic, 100);
-    let expand = wait_isr(&c, leader, topic, &[1, 2, 3], REJOIN);
+    produce(&bootstrap, topic, partition, 100);
+    let expand = wait_isr(&c, leader, (topic, partition), &[1, 2, 3], REJOIN);
     println!(
         "measured: node {follower} back in the ISR {} ms after its restart",
         expand.as_millis()
@@ -257,7 +278,9 @@ fn a_stopped_follower_is_shrunk_out_by_its_leader_and_rejoins() {
         ("leader.imbalance.check.interval.seconds", "3600"),
     ]);
     let topic = "isr-stop";
-    let (leader, follower) = create_replicated(&c, controller, topic);
+    // The leader is not the controller: its AlterPartition goes over the controller listener.
+    const LED_BY: bool = false;
+    let (partition, leader, follower) = create_replicated(&c, controller, topic, LED_BY);
     let rest: Vec<i32> = {
         let mut v: Vec<i32> = c.ids().into_iter().filter(|&i| i != follower).collect();
         v.sort_unstable();
@@ -268,9 +291,9 @@ fn a_stopped_follower_is_shrunk_out_by_its_leader_and_rejoins() {
     signal(pid, "-STOP");
     let resume = Resume(pid);
     let bootstrap = c.bootstrap(&[leader]);
-    produce(&bootstrap, topic, 100);
+    produce(&bootstrap, topic, partition, 100);
     // Well inside the 60 s session: the controller has not fenced the stopped node.
-    let shrink = wait_isr(&c, leader, topic, &rest, MARGIN);
+    let shrink = wait_isr(&c, leader, (topic, partition), &rest, MARGIN);
     let m = c.metadata(leader).expect("Metadata");
     assert!(
         m.brokers().contains(&follower),
@@ -282,8 +305,8 @@ fn a_stopped_follower_is_shrunk_out_by_its_leader_and_rejoins() {
     );
 
     drop(resume);
-    produce(&bootstrap, topic, 10);
-    let expand = wait_isr(&c, leader, topic, &[1, 2, 3], REJOIN);
+    produce(&bootstrap, topic, partition, 10);
+    let expand = wait_isr(&c, leader, (topic, partition), &[1, 2, 3], REJOIN);
     println!(
         "measured: node {follower} back in the ISR {} ms after its SIGCONT",
         expand.as_millis()
