@@ -229,6 +229,8 @@ fn alter_partition_is_answered_only_by_the_active_controller() {
         alter_partition_error(active.controller_port, other.id, i64::MAX),
         77
     );
+    // STALE_BROKER_EPOCH too for a broker id with no registration, as Kafka answers it.
+    assert_eq!(alter_partition_error(active.controller_port, 99, 0), 77);
 }
 
 #[test]

@@ -458,15 +458,26 @@ impl Broker {
     ///
     /// # Errors
     ///
-    /// [`ControllerError`]: not the controller; STALE_BROKER_EPOCH or
-    /// BROKER_ID_NOT_REGISTERED for the requester as a whole.
+    /// [`ControllerError`]: not the controller; STALE_BROKER_EPOCH for the requester as a
+    /// whole (an epoch other than its registration's, or no registration).
     pub fn controller_alter_partition(
         &self,
         req: &cluster_control::AlterPartitionRequest,
     ) -> Result<Vec<cluster_control::AlterPartitionResult>, ControllerError> {
         self.controller_write(|image, _, st| {
-            let (records, results) =
-                cluster_control::alter_partition(image, &st.state.config, req)?;
+            let (records, results) = cluster_control::alter_partition(image, &st.state.config, req)
+                .map_err(|e| match e {
+                    // Kafka's `ClusterControlManager.checkBrokerEpoch` answers an unknown
+                    // broker as STALE_BROKER_EPOCH too.
+                    ClusterControlError::BrokerNotRegistered(broker_id) => {
+                        ClusterControlError::StaleBrokerEpoch {
+                            broker_id,
+                            requested: req.broker_epoch,
+                            current: -1,
+                        }
+                    }
+                    other => other,
+                })?;
             if !records.is_empty() {
                 tracing::info!(
                     broker_id = req.broker_id,
