@@ -20,7 +20,7 @@ mod cluster;
 mod log_start_checkpoint;
 mod partition_logs;
 
-pub use cluster::{ControllerError, follow_images};
+pub use cluster::{ControllerError, follow_images, inter_broker_endpoint};
 use partition_logs::remove_partition_logs;
 
 /// The directory (under `log.dirs`) of the metadata log. It is not a user topic.

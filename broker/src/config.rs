@@ -142,6 +142,10 @@ pub struct BrokerConfig {
     /// `listeners`) that is not a controller listener.
     pub advertised_host: String,
     pub advertised_port: u16,
+    /// Every advertised client listener as `(name, host, port)`, the first being the one
+    /// above: what the broker registers with the controller, so that other brokers reach it
+    /// on `inter.broker.listener.name`.
+    pub advertised_endpoints: Vec<(String, String, u16)>,
     /// `process.roles`.
     pub process_roles: ProcessRoles,
     /// `listeners`: every listener to bind, client and controller alike.
@@ -339,6 +343,26 @@ impl BrokerConfig {
             Some(a) => (a.host.clone(), a.port),
             None => (listen_host.clone(), listen_port),
         };
+        let advertised_endpoints: Vec<(String, String, u16)> =
+            if keys.advertised_broker_listeners.is_empty() {
+                vec![(
+                    keys.inter_broker_listener_name.clone(),
+                    advertised_host.clone(),
+                    advertised_port,
+                )]
+            } else {
+                keys.advertised_broker_listeners
+                    .iter()
+                    .map(|a| {
+                        let host = if a.host.is_empty() || a.host == "0.0.0.0" {
+                            "localhost".to_owned()
+                        } else {
+                            a.host.clone()
+                        };
+                        (a.name.clone(), host, a.port)
+                    })
+                    .collect()
+            };
         let cluster_id = match get("cluster.id").trim() {
             "" => None,
             id if is_kafka_uuid(id) => Some(id.to_owned()),
@@ -386,6 +410,7 @@ impl BrokerConfig {
             listen_port,
             advertised_host,
             advertised_port,
+            advertised_endpoints,
             process_roles: keys.process_roles,
             listeners: keys.listeners,
             controller_listener_names: keys.controller_listener_names,

@@ -137,11 +137,11 @@ fn controller_of(broker: &Broker) -> Option<Controller> {
         return None;
     }
     let image = broker.image();
-    let registered = image.brokers.get(&leader)?;
+    let (host, port) = crate::broker::inter_broker_endpoint(broker, &image, leader)?;
     Some(Controller {
         node_id: leader,
-        host: registered.host.clone(),
-        port: registered.port,
+        host,
+        port,
     })
 }
 

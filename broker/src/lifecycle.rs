@@ -175,14 +175,20 @@ async fn run(broker: Arc<Broker>, lifecycle: Arc<Lifecycle>) {
     }
 }
 
-/// The endpoint clients use, as the registration carries it.
+/// Every advertised client listener, the one clients are told about first, as the
+/// registration carries them (Kafka's BrokerRegistration lists every listener).
 fn endpoints(broker: &Broker) -> Vec<BrokerEndpoint> {
-    vec![BrokerEndpoint {
-        name: broker.config.inter_broker_listener_name.clone(),
-        host: broker.config.advertised_host.clone(),
-        port: broker.config.advertised_port,
-        security_protocol: 0,
-    }]
+    broker
+        .config
+        .advertised_endpoints
+        .iter()
+        .map(|(name, host, port)| BrokerEndpoint {
+            name: name.clone(),
+            host: host.clone(),
+            port: *port,
+            security_protocol: 0,
+        })
+        .collect()
 }
 
 async fn register(

@@ -681,6 +681,24 @@ impl Broker {
     }
 }
 
+/// Where another broker reaches `node`: its registered endpoint on this node's
+/// `inter.broker.listener.name`, else the first one it registered (what clients see).
+#[must_use]
+pub fn inter_broker_endpoint(
+    broker: &Broker,
+    image: &MetadataImage,
+    node: i32,
+) -> Option<(String, u16)> {
+    let b = image.brokers.get(&node)?;
+    let name = &broker.config.inter_broker_listener_name;
+    Some(
+        b.endpoints
+            .iter()
+            .find(|e| &e.name == name)
+            .map_or_else(|| (b.host.clone(), b.port), |e| (e.host.clone(), e.port)),
+    )
+}
+
 /// The controller's state as an operation sees it.
 pub(super) struct ControllerStateRef<'a> {
     state: &'a mut ControllerState,

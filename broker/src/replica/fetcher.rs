@@ -323,8 +323,9 @@ async fn exchange(
 ) -> Result<strata_protocol::messages::FetchResponse, String> {
     if conn.is_none() {
         let image = broker.image();
-        let b = image.brokers.get(&leader).ok_or("leader not registered")?;
-        let stream = TcpStream::connect((b.host.as_str(), b.port))
+        let (host, port) = crate::broker::inter_broker_endpoint(broker, &image, leader)
+            .ok_or("leader not registered")?;
+        let stream = TcpStream::connect((host.as_str(), port))
             .await
             .map_err(|e| e.to_string())?;
         let _ = stream.set_nodelay(true);
