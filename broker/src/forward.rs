@@ -23,7 +23,6 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use strata_kraft::raft::RoleKind;
 use strata_protocol::codec;
 use strata_protocol::messages::create_topics_request::CreatableTopic;
@@ -31,7 +30,7 @@ use strata_protocol::messages::{
     ApiKey, CreateTopicsRequest, RequestKind, ResponseKind, TopicName,
 };
 use strata_protocol::{ResponseError, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::broker::Broker;
@@ -231,7 +230,9 @@ async fn exchange(
     let frame = codec::encode_request(api_key, version, expected, FORWARDED_CLIENT_ID, body)
         .map_err(|e| codec_error(e.to_string()))?;
     conn.stream.write_all(&frame).await.map_err(io)?;
-    let answer = read_frame(&mut conn.stream).await.map_err(io)?;
+    let answer = crate::frame_io::read_frame(&mut conn.stream, MAX_RESPONSE_BYTES)
+        .await
+        .map_err(io)?;
     let response = codec::decode_forwarded_response(api_key, version, answer)
         .map_err(|e| codec_error(e.to_string()))?;
     if response.correlation_id != expected {
@@ -242,17 +243,6 @@ async fn exchange(
         });
     }
     Ok(response.body)
-}
-
-async fn read_frame(stream: &mut TcpStream) -> std::io::Result<Bytes> {
-    let len = stream.read_i32().await?;
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&l| l <= MAX_RESPONSE_BYTES)
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "bad frame size"))?;
-    let mut body = BytesMut::zeroed(len);
-    stream.read_exact(&mut body).await?;
-    Ok(body.freeze())
 }
 
 /// Forwards `req` to `to` on behalf of the client of `ctx`, and falls back to `local` (which
@@ -351,6 +341,7 @@ pub fn auto_create(ctx: &RequestContext, topic: &str) -> bool {
 mod tests {
     use super::*;
     use strata_protocol::messages::{AlterConfigsRequest, DeleteTopicsRequest};
+    use tokio::io::AsyncReadExt;
 
     #[test]
     fn the_deadline_is_the_request_timeout_within_bounds() {

@@ -40,6 +40,7 @@ pub mod consumer_group;
 pub mod deadline_timer;
 pub mod error;
 pub mod forward;
+mod frame_io;
 pub mod group;
 pub mod handlers;
 pub mod housekeeping;

@@ -26,7 +26,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
 use strata_kraft::cluster_control::{BrokerHeartbeatRequest, BrokerRegistrationRequest};
 use strata_kraft::raft::RoleKind;
 use strata_kraft::record::{BrokerEndpoint, ProducerIdsBlock};
@@ -42,7 +41,7 @@ use strata_protocol::messages::{
     BrokerRegistrationResponse, ProducerId, RequestKind, ResponseKind,
 };
 use strata_protocol::messages::{alter_partition_request, alter_partition_response};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::broker::{Broker, ControllerError};
@@ -389,24 +388,15 @@ impl ControllerClient {
         let frame = codec::encode_request(api, version, self.correlation_id, &client_id, body)
             .map_err(|e| e.to_string())?;
         stream.write_all(&frame).await.map_err(|e| e.to_string())?;
-        let frame = read_frame(stream).await.map_err(|e| e.to_string())?;
+        let frame = crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|e| e.to_string())?;
         let response = codec::decode_response(api, version, frame).map_err(|e| e.to_string())?;
         if response.correlation_id != self.correlation_id {
             return Err("response out of order".into());
         }
         Ok(response.body)
     }
-}
-
-async fn read_frame(stream: &mut TcpStream) -> std::io::Result<Bytes> {
-    let len = stream.read_i32().await?;
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&l| l <= MAX_RESPONSE_BYTES)
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "bad frame size"))?;
-    let mut body = BytesMut::zeroed(len);
-    stream.read_exact(&mut body).await?;
-    Ok(body.freeze())
 }
 
 /// Why AllocateProducerIds gave this broker no block.

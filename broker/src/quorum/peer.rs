@@ -9,10 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use strata_kraft::raft::{Message, NodeId};
 use strata_protocol::codec;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -96,7 +95,7 @@ async fn run(mut peer: Peer) {
             }
             let stream = conn.as_mut().expect("connected above");
             stream.write_all(&frame).await?;
-            read_frame(stream).await
+            crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES).await
         };
         let answer = match tokio::time::timeout(peer.request_timeout, exchange).await {
             Ok(Ok(body)) => body,
@@ -143,16 +142,4 @@ async fn fail(peer: &mut Peer, conn: &mut Option<TcpStream>, backoff: &mut Durat
     tokio::time::sleep(*backoff).await;
     *backoff = (*backoff * 2).min(MAX_BACKOFF);
     while peer.rx.try_recv().is_ok() {}
-}
-
-/// One response frame body (without its size prefix).
-async fn read_frame(stream: &mut TcpStream) -> std::io::Result<Bytes> {
-    let len = stream.read_i32().await?;
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&l| l <= MAX_RESPONSE_BYTES)
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "bad frame size"))?;
-    let mut body = BytesMut::zeroed(len);
-    stream.read_exact(&mut body).await?;
-    Ok(body.freeze())
 }

@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use strata_protocol::StrBytes;
 use strata_protocol::codec;
 use strata_protocol::messages::fetch_request::{FetchPartition as WirePartition, FetchTopic};
@@ -33,7 +32,7 @@ use strata_replication::fetch::{EpochEndOffset, FetchAnswer};
 use strata_replication::follower::{
     FollowerRequest, FollowerState, LocalLog, Truncation, TruncationMode,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::broker::Broker;
@@ -341,18 +340,11 @@ async fn exchange(
     )
     .map_err(|e| e.to_string())?;
     stream.write_all(&frame).await.map_err(|e| e.to_string())?;
-    let len = stream.read_i32().await.map_err(|e| e.to_string())?;
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&l| l <= MAX_RESPONSE_BYTES)
-        .ok_or("bad frame size")?;
-    let mut body = BytesMut::zeroed(len);
-    stream
-        .read_exact(&mut body)
+    let body = crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES)
         .await
         .map_err(|e| e.to_string())?;
-    let response = codec::decode_response(ApiKey::Fetch, FETCH_VERSION, body.freeze())
-        .map_err(|e| e.to_string())?;
+    let response =
+        codec::decode_response(ApiKey::Fetch, FETCH_VERSION, body).map_err(|e| e.to_string())?;
     if response.correlation_id != correlation_id {
         return Err("response out of order".into());
     }
@@ -444,7 +436,7 @@ fn handle_response(
             if diverging.is_none()
                 && let Some(records) = p.records.filter(|r| !r.is_empty())
             {
-                let mut buf = records_to_vec(records);
+                let mut buf = records.to_vec();
                 if let Err(e) = log.append_as_follower(&mut buf, now_ms) {
                     tracing::warn!(topic = %name, partition = p.partition_index, error = %e, "cannot append replicated records");
                 }
@@ -457,8 +449,4 @@ fn handle_response(
         }
     }
     all_failed
-}
-
-fn records_to_vec(records: Bytes) -> Vec<u8> {
-    records.to_vec()
 }
