@@ -9,10 +9,13 @@
 # 3. cargo test --release --workspace (unit tests + rdkafka + kcat against the real binary),
 #    then pytest tests/python (kafka-python, confluent-kafka against the real binary), then
 #    librdkafka's own test suite, tier 1 (compat-tests/run-librdkafka.sh --tier1), then the
-#    client-library scenarios (compat-tests/scenarios/run.sh).
+#    client-library scenarios (compat-tests/scenarios/run.sh), then the Docker tests
+#    (docker/test-all.sh: the offline image, one node, the Compose cluster, and the Compose
+#    cluster under faults and a rolling restart; needs a running Docker engine).
 # 4. Prints a summary; exits non-zero if any step failed.
 #
 # Env: STRATA_BIN (default target/release/strata), SKIP_LINT=1 skips fmt and clippy,
+#      SKIP_DOCKER=1 skips the Docker tests (for a machine with no Docker engine),
 #      CARGO_TEST_ARGS / PYTEST_ARGS are appended to the test commands.
 set -euo pipefail
 
@@ -125,6 +128,10 @@ if [[ -x "$STRATA_BIN" ]]; then
     # compat-tests/RESULTS.md (run compat-tests/scenarios/run.sh by hand to update it).
     run_step client-scenarios timeout --kill-after=30s 25m compat-tests/scenarios/run.sh \
         --timeout 300 --markdown "$ROOT/target/compat/results/RESULTS-scenarios.md"
+    # The image (built offline from the release binary) and the Compose cluster (issue 8).
+    if [[ -z "${SKIP_DOCKER:-}" ]]; then
+        run_step docker timeout --kill-after=30s 15m docker/test-all.sh
+    fi
 else
     STEP_NAMES+=("tests"); STEP_RESULTS+=("FAILED (no binary at $STRATA_BIN)"); STEP_TIMES+=("0s")
     FAILED=1

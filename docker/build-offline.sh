@@ -4,6 +4,7 @@
 # is pulled.
 #
 #     docker/build-offline.sh [tag]        # default tag: strata:local
+#     STRATA_BIN=target/release/strata docker/build-offline.sh   # package a built binary
 #
 # The image holds the binary (debug info stripped), the shared libraries `ldd` lists for it
 # and the dynamic loader, /etc/passwd and /etc/group with the non-root user `strata`
@@ -15,9 +16,17 @@ tag=${1:-strata:local}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-echo "== cargo build --release --bin strata"
-cargo build --release --bin strata
-bin="$root/target/release/strata"
+# STRATA_BIN (as ./test.sh exports it): that binary, already built, is packaged as it is.
+# `cargo build --bin strata` alone resolves the workspace's features differently from the
+# workspace build and would compile a second copy of the dependencies.
+if [[ -n ${STRATA_BIN:-} && -x ${STRATA_BIN} ]]; then
+    bin=$STRATA_BIN
+    echo "== packaging $bin"
+else
+    echo "== cargo build --release --bin strata"
+    cargo build --release --bin strata
+    bin="$root/target/release/strata"
+fi
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/strata-image.XXXXXX")
 trap 'rm -rf "$stage"' EXIT

@@ -20,10 +20,9 @@
 # Python with confluent-kafka: $STRATA_PYTHON, else target/venv (./test.sh makes it), else a
 # venv made at target/venv-faults with pip.
 #
-# The nodes advertise addresses on the compose network (docker-compose.faults.yml), which the
-# host reaches directly on Linux: with the 127.0.0.1 host addresses that docker-compose.yml
-# advertises, followers cannot fetch from their leaders and no write reaches
-# min.insync.replicas=2.
+# The stock docker/docker-compose.yml, as users run it: the host reaches the nodes on their
+# EXTERNAL listeners' published 127.0.0.1 ports, and the nodes follow one another on
+# INTERNAL; each listener's Metadata names that listener's addresses.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -52,7 +51,7 @@ else
     echo "neither \`docker compose\` nor docker-compose is installed"; exit 1
 fi
 project=strata-test-faults-$$
-dc() { timeout 180 "${compose[@]}" -p "$project" -f "$root/docker/docker-compose.yml" -f "$root/docker/docker-compose.faults.yml" "$@"; }
+dc() { timeout 180 "${compose[@]}" -p "$project" -f "$root/docker/docker-compose.yml" "$@"; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-faults.XXXXXX")
 producer=""
 watchdog=""
@@ -97,18 +96,10 @@ watchdog=$!
 
 read -r STRATA_EXTERNAL_PORT_1 STRATA_EXTERNAL_PORT_2 STRATA_EXTERNAL_PORT_3 < <(free_ports 3)
 export STRATA_EXTERNAL_PORT_1 STRATA_EXTERNAL_PORT_2 STRATA_EXTERNAL_PORT_3
-# docker-compose.faults.yml: the nodes advertise fixed addresses on a /24 of the compose
-# network (followers cannot fetch from the 127.0.0.1 host addresses, see that file); one that
-# no other docker network uses.
-used=$(docker network inspect -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}' $(docker network ls -q))
-STRATA_FAULTS_NET=""
-for i in $(seq 0 19); do
-    candidate=10.213.$(( ($$ + i) % 200 + 20 ))
-    if [[ $used != *"$candidate.0/"* ]]; then STRATA_FAULTS_NET=$candidate; break; fi
-done
-[[ -n $STRATA_FAULTS_NET ]] || { echo "FAIL: no free 10.213.x.0/24 for the compose network"; exit 1; }
-export STRATA_FAULTS_NET
-bootstrap=$STRATA_FAULTS_NET.11:19092,$STRATA_FAULTS_NET.12:19092,$STRATA_FAULTS_NET.13:19092
+# Clients on the host use the EXTERNAL listener's published ports; the nodes follow one
+# another on INTERNAL (inter.broker.listener.name), and each listener's Metadata names that
+# listener's addresses.
+bootstrap=127.0.0.1:$STRATA_EXTERNAL_PORT_1,127.0.0.1:$STRATA_EXTERNAL_PORT_2,127.0.0.1:$STRATA_EXTERNAL_PORT_3
 echo "== ${compose[*]} -p $project up -d (nodes at $bootstrap)"
 dc up -d
 # Container ids, taken once: a killed container keeps its id.
@@ -167,7 +158,7 @@ echo "== docker network disconnect $network strata-$cut (10 s)"
 docker network disconnect "$network" "$(container "$cut")"
 faults+=("docker network disconnect strata-$cut for 10 s")
 sleep 10
-docker network connect --ip "$STRATA_FAULTS_NET.1$cut" --alias "strata-$cut" "$network" "$(container "$cut")"
+docker network connect --alias "strata-$cut" "$network" "$(container "$cut")"
 echo "   reconnected strata-$cut"
 wait_progress 60 200
 

@@ -252,7 +252,7 @@ impl Drop for LeasedFrame {
 /// Serves one client connection until the client closes it or sends a frame that cannot be
 /// answered.
 pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
-    serve_on(broker, stream, peer, ListenerType::Broker, None).await;
+    serve_on(broker, stream, peer, ListenerType::Broker, None, None).await;
 }
 
 /// Serves one connection accepted on a listener of type `listener`. A connection on a
@@ -265,6 +265,7 @@ pub async fn serve_on(
     stream: TcpStream,
     peer: SocketAddr,
     listener: ListenerType,
+    listener_name: Option<Arc<str>>,
     quorum: Option<QuorumHandle>,
 ) {
     let _open = crate::metrics::connection_opened();
@@ -279,7 +280,13 @@ pub async fn serve_on(
                 controller_slot(&broker, *req, peer, quorum.as_ref())
             }
             Ok(Decoded::Request(req)) => {
-                let ctx = RequestContext::new(broker.clone(), &req.header, req.api_key, Some(peer));
+                let ctx = RequestContext::new(
+                    broker.clone(),
+                    &req.header,
+                    req.api_key,
+                    Some(peer),
+                    listener_name.clone(),
+                );
                 handlers::dispatch(ctx, req.body).await
             }
             Ok(Decoded::ApiVersionsTooNew { correlation_id }) => Slot::Ready(

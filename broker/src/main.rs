@@ -110,6 +110,7 @@ async fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<Vec<BoundListen
 /// Accepts connections on one listener until the process stops. Controller-listener
 /// connections hand the quorum RPCs to `quorum`, when this node runs one.
 async fn accept_loop(broker: Arc<Broker>, listener: BoundListener, quorum: Option<QuorumHandle>) {
+    let name: Arc<str> = Arc::from(listener.name.as_str());
     loop {
         match listener.socket.accept().await {
             Ok((stream, peer)) => {
@@ -118,6 +119,7 @@ async fn accept_loop(broker: Arc<Broker>, listener: BoundListener, quorum: Optio
                     stream,
                     peer,
                     listener.kind,
+                    Some(name.clone()),
                     quorum.clone(),
                 ));
             }

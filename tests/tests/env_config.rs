@@ -110,6 +110,21 @@ fn broker_ids(bootstrap: &str) -> Vec<i32> {
     md.brokers().iter().map(|b| b.id()).collect()
 }
 
+/// Each broker that Metadata through `bootstrap` lists, with its host and port.
+fn broker_endpoints(bootstrap: &str) -> Vec<(i32, String, i32)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("client");
+    let md = consumer
+        .fetch_metadata(None, CLIENT_TIMEOUT)
+        .expect("metadata");
+    md.brokers()
+        .iter()
+        .map(|b| (b.id(), b.host().to_owned(), b.port()))
+        .collect()
+}
+
 /// Produces `n` numbered messages to `topic` (keys spread them over the partitions), then
 /// reads every partition from the beginning and returns the values read.
 fn produce_and_consume(bootstrap: &str, topic: &str, n: usize) -> BTreeSet<String> {
@@ -181,7 +196,8 @@ fn a_node_configured_only_by_the_environment_serves_librdkafka() {
         ),
         (
             "KAFKA_ADVERTISED_LISTENERS",
-            format!("EXTERNAL://127.0.0.1:{external},INTERNAL://127.0.0.1:{internal}"),
+            // Different hosts, so that which listener's endpoint Metadata answers shows.
+            format!("EXTERNAL://127.0.0.1:{external},INTERNAL://localhost:{internal}"),
         ),
         (
             "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP",
@@ -223,6 +239,16 @@ fn a_node_configured_only_by_the_environment_serves_librdkafka() {
     );
     // The second client listener serves too.
     assert_eq!(broker_ids(&format!("127.0.0.1:{internal}")), vec![7]);
+    // Each listener answers with the broker's endpoint on that listener, as Kafka does, not
+    // with the first advertised one.
+    assert_eq!(
+        broker_endpoints(&bootstrap),
+        vec![(7, "127.0.0.1".to_owned(), i32::from(external))]
+    );
+    assert_eq!(
+        broker_endpoints(&format!("127.0.0.1:{internal}")),
+        vec![(7, "localhost".to_owned(), i32::from(internal))]
+    );
 
     let meta = meta_properties(&node.data_dir());
     assert!(

@@ -58,10 +58,11 @@ pub fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> DescribeClus
         .values()
         .filter(|b| include_fenced || !b.fenced)
         .map(|b| {
+            let (host, port) = ctx.endpoint_of(b);
             let broker = DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(b.node_id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(i32::from(b.port))
+                .with_host(StrBytes::from_string(host))
+                .with_port(i32::from(port))
                 .with_rack(b.rack.clone().map(StrBytes::from_string));
             if ctx.api_version >= 2 {
                 broker.with_is_fenced(b.fenced)

@@ -11,8 +11,10 @@ use super::RequestContext;
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
     let cfg = &ctx.broker.config;
-    let host = StrBytes::from_string(cfg.advertised_host.clone());
-    let port = i32::from(cfg.advertised_port);
+    // The address on the listener the client used, as Kafka answers.
+    let (host, port) = ctx.own_endpoint();
+    let host = StrBytes::from_string(host);
+    let port = i32::from(port);
     if ctx.api_version >= 4 {
         let coordinators = req
             .coordinator_keys

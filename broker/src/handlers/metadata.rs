@@ -149,10 +149,11 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
             }
         }
     }
-    response(&image, topics, cluster_ops)
+    response(ctx, &image, topics, cluster_ops)
 }
 
 fn response(
+    ctx: &RequestContext,
     image: &MetadataImage,
     topics: Vec<MetadataResponseTopic>,
     cluster_ops: i32,
@@ -165,10 +166,12 @@ fn response(
                 // Kafka's `getAliveBrokerNodes`: a fenced broker is not offered to clients.
                 .filter(|b| !b.fenced)
                 .map(|b| {
+                    // Each broker's address on the listener this client came in on.
+                    let (host, port) = ctx.endpoint_of(b);
                     MetadataResponseBroker::default()
                         .with_node_id(BrokerId(b.node_id))
-                        .with_host(StrBytes::from_string(b.host.clone()))
-                        .with_port(i32::from(b.port))
+                        .with_host(StrBytes::from_string(host))
+                        .with_port(i32::from(port))
                         .with_rack(b.rack.clone().map(StrBytes::from_string))
                 })
                 .collect(),

@@ -60,6 +60,11 @@ pub struct RequestContext {
     /// The client's address, `None` where there is no socket. Kafka reports a group member's
     /// host from it.
     pub peer: Option<std::net::SocketAddr>,
+    /// The name of the listener the request came in on (`INTERNAL`, `EXTERNAL`), `None`
+    /// where there is no socket. Kafka answers Metadata and FindCoordinator with each
+    /// broker's endpoint on that same listener, so that a client inside a network and one
+    /// outside it are each given addresses they can reach.
+    pub listener: Option<Arc<str>>,
 }
 
 impl RequestContext {
@@ -70,6 +75,7 @@ impl RequestContext {
         header: &RequestHeader,
         api_key: ApiKey,
         peer: Option<std::net::SocketAddr>,
+        listener: Option<Arc<str>>,
     ) -> Self {
         RequestContext {
             broker,
@@ -78,7 +84,44 @@ impl RequestContext {
             correlation_id: header.correlation_id,
             client_id: header.client_id.as_ref().map(|c| c.to_string()),
             peer,
+            listener,
         }
+    }
+
+    /// Where a client on this request's listener reaches broker `b`: its advertised
+    /// endpoint on the same listener (Kafka's `getAliveBrokerNode(id, listenerName)`). A
+    /// broker that registered no endpoint of that name is given by its first one, where
+    /// Kafka would leave it out: a single node registers one endpoint whatever its
+    /// listeners, and a client is better served by an address than by a missing broker.
+    #[must_use]
+    pub fn endpoint_of(&self, b: &strata_kraft::BrokerImage) -> (String, u16) {
+        let cfg = &self.broker.config;
+        if let Some(name) = self.listener.as_deref() {
+            if b.node_id == cfg.node_id
+                && let Some((_, host, port)) =
+                    cfg.advertised_endpoints.iter().find(|(n, _, _)| n == name)
+            {
+                return (host.clone(), *port);
+            }
+            if let Some(e) = b.endpoints.iter().find(|e| e.name == name) {
+                return (e.host.clone(), e.port);
+            }
+        }
+        (b.host.clone(), b.port)
+    }
+
+    /// This broker's own advertised endpoint on the request's listener, for the answers
+    /// that name this node (FindCoordinator).
+    #[must_use]
+    pub fn own_endpoint(&self) -> (String, u16) {
+        let cfg = &self.broker.config;
+        self.listener
+            .as_deref()
+            .and_then(|name| cfg.advertised_endpoints.iter().find(|(n, _, _)| n == name))
+            .map_or_else(
+                || (cfg.advertised_host.clone(), cfg.advertised_port),
+                |(_, host, port)| (host.clone(), *port),
+            )
     }
 
     /// The client's host as Kafka prints a Java `InetAddress` in DescribeGroups:

@@ -321,6 +321,7 @@ pub(crate) mod fixture {
             correlation_id: 1,
             client_id: None,
             peer: None,
+            listener: None,
         }
     }
 
