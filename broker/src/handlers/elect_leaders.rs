@@ -34,6 +34,7 @@ pub fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLeadersRes
         1 => ElectionType::Unclean,
         other => {
             return failed(
+                ctx.api_version,
                 ResponseError::InvalidRequest.code(),
                 &format!("Unknown election type {other}"),
                 partitions.as_deref(),
@@ -47,6 +48,7 @@ pub fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLeadersRes
         Ok(done) => ElectLeadersResponse::default()
             .with_replica_election_results(by_topic(done.all_topics, done.results)),
         Err(e) => failed(
+            ctx.api_version,
             metadata_error_code(&e),
             &e.to_string(),
             partitions.as_deref(),
@@ -105,8 +107,14 @@ fn by_topic(
     out
 }
 
-/// The answer to a request that failed as a whole.
-fn failed(code: i16, message: &str, partitions: Option<&[(String, i32)]>) -> ElectLeadersResponse {
+/// The answer to a request that failed as a whole. v0 has no top-level error code: only
+/// the partitions carry it.
+fn failed(
+    version: i16,
+    code: i16,
+    message: &str,
+    partitions: Option<&[(String, i32)]>,
+) -> ElectLeadersResponse {
     let results = partitions
         .unwrap_or_default()
         .iter()
@@ -123,7 +131,7 @@ fn failed(code: i16, message: &str, partitions: Option<&[(String, i32)]>) -> Ele
         }
     }
     ElectLeadersResponse::default()
-        .with_error_code(code)
+        .with_error_code(if version >= 1 { code } else { 0 })
         .with_replica_election_results(out)
 }
 
@@ -179,7 +187,7 @@ mod tests {
             ("t".to_owned(), 1),
             ("u".to_owned(), 0),
         ];
-        let r = failed(ResponseError::NotController.code(), "no", Some(&named));
+        let r = failed(1, ResponseError::NotController.code(), "no", Some(&named));
         assert_eq!(r.error_code, 41);
         assert_eq!(r.replica_election_results.len(), 2);
         assert!(
@@ -188,7 +196,29 @@ mod tests {
                 .flat_map(|t| &t.partition_result)
                 .all(|p| p.error_code == 41)
         );
-        assert!(failed(41, "no", None).replica_election_results.is_empty());
+        assert!(
+            failed(1, 41, "no", None)
+                .replica_election_results
+                .is_empty()
+        );
+        // v0 carries the code per partition only; a top-level one could not be encoded.
+        let v0 = failed(0, 41, "no", Some(&named));
+        assert_eq!(v0.error_code, 0);
+        assert!(
+            v0.replica_election_results
+                .iter()
+                .flat_map(|t| &t.partition_result)
+                .all(|p| p.error_code == 41)
+        );
+        assert!(
+            strata_protocol::codec::encode_response(
+                strata_protocol::messages::ApiKey::ElectLeaders,
+                0,
+                1,
+                &strata_protocol::messages::ResponseKind::ElectLeaders(v0),
+            )
+            .is_ok()
+        );
     }
 
     #[test]
