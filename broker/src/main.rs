@@ -184,7 +184,7 @@ fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<Option<String>> {
     Ok(Some(props.cluster_id))
 }
 
-async fn run(config: BrokerConfig) -> anyhow::Result<()> {
+async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
     let listeners = bind_listeners(&config).await?;
     let bind = format!("{}:{}", config.listen_host, config.listen_port);
     let data_dir = config.log_dir.clone();
@@ -193,7 +193,6 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     // A multi-voter quorum's driver publishes the committed metadata image; the broker
     // follows it. A single voter is its own metadata store.
     let clustered = config.quorum_voters.len() > 1;
-    let mut config = config;
     let resolve = config.clone();
     config.cluster_id = tokio::task::spawn_blocking(move || resolve_cluster_id(&resolve)).await??;
     let (images_tx, images_rx) = if clustered {
