@@ -17,10 +17,12 @@ use crate::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetStoreError, OffsetsConfig
 use crate::partition::Partition;
 
 mod cluster;
+mod elections;
 mod log_start_checkpoint;
 mod partition_logs;
 
 pub use cluster::{ControllerError, follow_images, inter_broker_endpoint};
+pub use elections::Elections;
 use partition_logs::remove_partition_logs;
 
 /// The directory (under `log.dirs`) of the metadata log. It is not a user topic.

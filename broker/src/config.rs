@@ -163,7 +163,9 @@ pub struct BrokerConfig {
     /// its own quorum, without a controller listener (the zero-configuration node).
     pub standalone_quorum: bool,
     /// `cluster.id`: the cluster id an empty data directory is formatted with (Kafka's
-    /// 22-character base64 UUID); `None` generates one.
+    /// 22-character base64 UUID). `None`: a single voter generates one, several voters
+    /// derive one from `controller.quorum.voters`, and `main.rs` puts the id in use here
+    /// before the node opens.
     pub cluster_id: Option<String>,
     /// The Raft timers (Kafka's `QuorumConfig`).
     pub quorum: QuorumTimeouts,
@@ -607,9 +609,9 @@ impl BrokerConfig {
     }
 
     /// Whether this node's topology is one Strata can run today: the combined
-    /// `broker,controller` node as the only voter of its quorum (standalone, or with
-    /// `controller.quorum.voters` naming just itself). Dedicated roles, several voters and
-    /// dynamic quorums are valid Kafka configurations that wait for the Raft quorum; starting
+    /// `broker,controller` node, alone or as one of several static voters (without
+    /// `cluster.id` the voters derive a shared one, see `main.rs`). Dedicated roles and
+    /// dynamic quorums are valid Kafka configurations that are not served yet; starting
     /// such a node as a cluster of its own would split the cluster, so it is refused.
     ///
     /// # Errors
@@ -621,18 +623,6 @@ impl BrokerConfig {
                 what: format!(
                     "process.roles={}: a dedicated broker or controller (the controller quorum)",
                     self.process_roles
-                ),
-            });
-        }
-        // Several voters run through the quorum driver (`crate::quorum`). Their nodes must
-        // share one cluster id from the start (Kafka formats each with the same one); a
-        // node that made up its own would refuse its peers' requests, and they its.
-        if self.quorum_voters.len() > 1 && self.cluster_id.is_none() {
-            return Err(ConfigError::NotYetSupported {
-                what: format!(
-                    "controller.quorum.voters with {} voters and no cluster.id: every voter \
-                     must be given the same cluster.id",
-                    self.quorum_voters.len()
                 ),
             });
         }

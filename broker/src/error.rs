@@ -3,7 +3,7 @@
 //! Each function matches exhaustively with no catch-all arm, so a new variant in a domain
 //! crate fails the build here until someone decides its Kafka code.
 
-use strata_kraft::MetadataError;
+use strata_kraft::{ElectionError, MetadataError};
 use strata_protocol::ResponseError;
 use strata_storage::LogError;
 
@@ -65,6 +65,21 @@ pub fn metadata_error_code(e: &MetadataError) -> i16 {
         MetadataError::NotController => ResponseError::NotController.code(),
         MetadataError::Timeout => ResponseError::RequestTimedOut.code(),
         MetadataError::CorruptEntry(_) => ResponseError::UnknownServerError.code(),
+    }
+}
+
+/// One partition's ElectLeaders outcome as its Kafka error code (KIP-460).
+#[must_use]
+pub fn election_error_code(e: ElectionError) -> i16 {
+    match e {
+        ElectionError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition.code(),
+        ElectionError::ElectionNotNeeded => ResponseError::ElectionNotNeeded.code(),
+        ElectionError::PreferredLeaderNotAvailable => {
+            ResponseError::PreferredLeaderNotAvailable.code()
+        }
+        ElectionError::EligibleLeadersNotAvailable => {
+            ResponseError::EligibleLeadersNotAvailable.code()
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Forwarding controller-bound requests to the active controller (in the spirit of KIP-590).
 //!
 //! In cluster mode only the quorum leader writes metadata. A node that is not the leader
-//! sends CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and
+//! sends CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterConfigs and
 //! IncrementalAlterConfigs whole (same API, same version, same body) to the leader's
 //! registered client endpoint, and relays the answer under its own client's correlation id.
 //! Metadata's auto-creation sends a CreateTopics the same way and does not wait for it.
@@ -152,6 +152,7 @@ pub fn deadline(body: &RequestKind) -> Duration {
         RequestKind::CreateTopics(r) => Some(r.timeout_ms),
         RequestKind::DeleteTopics(r) => Some(r.timeout_ms),
         RequestKind::CreatePartitions(r) => Some(r.timeout_ms),
+        RequestKind::ElectLeaders(r) => Some(r.timeout_ms),
         _ => None,
     };
     timeout_ms

@@ -18,8 +18,9 @@
 //!   their core's next deadline.
 //! - [`error`]: the one place where domain errors become Kafka error codes.
 //! - [`forward`]: on a clustered node that is not the active controller, controller-bound
-//!   requests (CreateTopics, DeleteTopics, CreatePartitions, the two AlterConfigs, Metadata's
-//!   auto-creation) sent to the controller's client listener (KIP-590).
+//!   requests (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, the two
+//!   AlterConfigs, Metadata's auto-creation) sent to the controller's client listener
+//!   (KIP-590).
 //! - [`group`]: the classic group coordinator (a sans-IO core and its tokio driver).
 //! - [`consumer_group`]: the KIP-848 consumer-group coordinator (sans-IO core, server-side
 //!   assignors, tokio driver).

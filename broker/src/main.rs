@@ -132,31 +132,61 @@ async fn accept_loop(broker: Arc<Broker>, listener: BoundListener, quorum: Optio
     }
 }
 
-/// `cluster.id`, when set: an empty data directory is formatted with it (there is no
-/// separate format step), and a formatted one must carry it, as Kafka checks
-/// `meta.properties` against the cluster it is told to join.
-fn check_cluster_id(config: &BrokerConfig) -> anyhow::Result<()> {
-    let Some(expected) = &config.cluster_id else {
-        return Ok(());
-    };
+/// The cluster id this node runs with, as its data directory's `meta.properties` holds it
+/// (there is no separate format step: an empty data directory is formatted here).
+///
+/// - `cluster.id` set: an empty data directory is formatted with it, and a formatted one
+///   must carry it, as Kafka checks `meta.properties` against the cluster it is told to
+///   join.
+/// - Not set, several voters: every voter derives the same id from
+///   `controller.quorum.voters` ([`strata_kraft::cluster_id_from_voters`]) and formats an
+///   empty data directory with it; a formatted one keeps the id it holds, so a cluster
+///   whose voter list is later edited stays one cluster.
+/// - Not set, a single voter: `None`; its metadata store formats the directory with a
+///   random id.
+fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<Option<String>> {
+    let path = config.log_dir.join(strata_kraft::META_PROPERTIES_FILE);
+    if let Some(expected) = &config.cluster_id {
+        let props =
+            strata_kraft::MetaProperties::load_or_create(&config.log_dir, config.node_id, || {
+                expected.clone()
+            })?;
+        if &props.cluster_id != expected {
+            anyhow::bail!(
+                "Invalid cluster.id in: {}. Expected {expected}, but read {}",
+                path.display(),
+                props.cluster_id
+            );
+        }
+        return Ok(Some(props.cluster_id));
+    }
+    if config.quorum_voters.len() <= 1 {
+        return Ok(None);
+    }
+    let derived = strata_kraft::cluster_id_from_voters(
+        config
+            .quorum_voters
+            .iter()
+            .map(|v| (v.id, v.host.as_str(), v.port)),
+    );
     let props =
         strata_kraft::MetaProperties::load_or_create(&config.log_dir, config.node_id, || {
-            expected.clone()
+            derived.clone()
         })?;
-    if &props.cluster_id != expected {
-        anyhow::bail!(
-            "Invalid cluster.id in: {}. Expected {expected}, but read {}",
-            config
-                .log_dir
-                .join(strata_kraft::META_PROPERTIES_FILE)
-                .display(),
-            props.cluster_id
+    if props.cluster_id == derived {
+        tracing::info!(cluster_id = %derived, "cluster.id not set: the id derived from controller.quorum.voters");
+    } else {
+        tracing::info!(
+            cluster_id = %props.cluster_id,
+            derived = %derived,
+            path = %path.display(),
+            "cluster.id not set: the id this data directory was formatted with"
         );
     }
-    Ok(())
+    Ok(Some(props.cluster_id))
 }
 
-async fn run(config: BrokerConfig) -> anyhow::Result<()> {
+async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
     let listeners = bind_listeners(&config).await?;
     let bind = format!("{}:{}", config.listen_host, config.listen_port);
     let data_dir = config.log_dir.clone();
@@ -165,6 +195,8 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     // A multi-voter quorum's driver publishes the committed metadata image; the broker
     // follows it. A single voter is its own metadata store.
     let clustered = config.quorum_voters.len() > 1;
+    let resolve = config.clone();
+    config.cluster_id = tokio::task::spawn_blocking(move || resolve_cluster_id(&resolve)).await??;
     let (images_tx, images_rx) = if clustered {
         let cluster_id = config.cluster_id.clone().unwrap_or_default();
         let (tx, rx) =
@@ -175,7 +207,6 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     };
     let follow = images_rx.clone();
     let broker = tokio::task::spawn_blocking(move || {
-        check_cluster_id(&config)?;
         Ok::<_, anyhow::Error>(Broker::open_with(config, follow, now_ms())?)
     })
     .await??;

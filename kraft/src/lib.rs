@@ -62,7 +62,8 @@ pub use error::{
 };
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use meta_properties::{
-    META_PROPERTIES_FILE, MetaProperties, generate_cluster_id, kafka_uuid_string,
+    META_PROPERTIES_FILE, MetaProperties, cluster_id_from_voters, generate_cluster_id,
+    kafka_uuid_string,
 };
 pub use record::MetadataRecord;
 pub use store::{ImageReader, METADATA_LOG_DIR, MetadataStore};

@@ -65,6 +65,56 @@ pub fn generate_cluster_id(mut next_uuid: impl FnMut() -> Uuid) -> String {
     }
 }
 
+/// The cluster id of a multi-voter quorum started without `cluster.id`: every node derives
+/// the same one from the static voter set, so an empty data directory can be formatted on
+/// first start with no separate format step and no configured id.
+///
+/// The voters (`controller.quorum.voters`: id, host, port) are sorted by id and written
+/// as `id@host:port` joined by `,` after a fixed label; the 128-bit FNV-1a hash of those
+/// bytes, with the version and variant bits of an RFC 9562 version-8 (custom) UUID set,
+/// is the id, in Kafka's string form. A hash that would print with a leading `-` is
+/// hashed again with a counter appended (Kafka's `Uuid.randomUuid` refuses such ids too).
+///
+/// Its limit: two clusters whose voter strings are identical (same ids, hosts and ports)
+/// get the same id and would accept each other's requests; such clusters must set
+/// `cluster.id`. Nodes that spell a voter differently (`localhost` against `127.0.0.1`)
+/// derive different ids and refuse each other, as with mismatched `cluster.id`s.
+pub fn cluster_id_from_voters<'a>(voters: impl IntoIterator<Item = (i32, &'a str, u16)>) -> String {
+    let mut voters: Vec<(i32, &str, u16)> = voters.into_iter().collect();
+    voters.sort_unstable();
+    let text = voters
+        .iter()
+        .map(|(id, host, port)| format!("{id}@{host}:{port}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut input = format!("strata cluster.id from controller.quorum.voters={text}").into_bytes();
+    let label_len = input.len();
+    for attempt in 0u32.. {
+        input.truncate(label_len);
+        if attempt > 0 {
+            input.extend_from_slice(format!("#{attempt}").as_bytes());
+        }
+        let mut bytes = fnv1a_128(&input).to_be_bytes();
+        bytes[6] = (bytes[6] & 0x0f) | 0x80; // version 8
+        bytes[8] = (bytes[8] & 0x3f) | 0x80; // the RFC variant
+        let id = kafka_uuid_string(Uuid::from_bytes(bytes));
+        if !id.starts_with('-') {
+            return id;
+        }
+    }
+    unreachable!("some attempt prints without a leading '-'")
+}
+
+/// The 128-bit FNV-1a hash (Fowler, Noll and Vo's published offset basis and prime): a
+/// fixed, dependency-free function, so every node and every release derives the same id.
+fn fnv1a_128(bytes: &[u8]) -> u128 {
+    const OFFSET_BASIS: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    bytes.iter().fold(OFFSET_BASIS, |h, b| {
+        (h ^ u128::from(*b)).wrapping_mul(PRIME)
+    })
+}
+
 impl MetaProperties {
     /// Parses the file's text.
     ///
@@ -187,6 +237,38 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fnv1a_128_matches_the_published_test_vectors() {
+        assert_eq!(fnv1a_128(b""), 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d);
+        assert_eq!(fnv1a_128(b"a"), 0xd228_cb69_6f1a_8caf_7891_2b70_4e4a_8964);
+    }
+
+    #[test]
+    fn the_derived_cluster_id_depends_on_the_voter_set_only() {
+        let a = cluster_id_from_voters([(1, "h1", 9093), (2, "h2", 9093), (3, "h3", 9093)]);
+        let b = cluster_id_from_voters([(3, "h3", 9093), (1, "h1", 9093), (2, "h2", 9093)]);
+        assert_eq!(a, b, "the order voters are listed in does not matter");
+        assert_eq!(a.len(), 22);
+        assert!(!a.starts_with('-'));
+        // A valid Kafka UUID string: its last character carries 2 bits and 4 zero bits.
+        let last = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+            .iter()
+            .position(|c| *c == a.as_bytes()[21])
+            .unwrap();
+        assert_eq!(last & 0x0f, 0);
+        for other in [
+            cluster_id_from_voters([(1, "h1", 9093), (2, "h2", 9093), (3, "h3", 9094)]),
+            cluster_id_from_voters([(1, "h1", 9093), (2, "h2", 9093), (4, "h3", 9093)]),
+            cluster_id_from_voters([(1, "h1", 9093), (2, "h2", 9093)]),
+            cluster_id_from_voters([(1, "h1", 9093), (2, "h2", 9093), (3, "h4", 9093)]),
+        ] {
+            assert_ne!(a, other);
+        }
+        // Fixed across releases: a cluster formatted by one version must be joinable by the
+        // next, whose nodes derive the id again for an empty data directory.
+        assert_eq!(a, "HfQjQDVQiC2Hb6u2lNR9Aw");
+    }
 
     #[test]
     fn kafka_uuid_string_matches_kafka() {

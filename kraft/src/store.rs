@@ -349,6 +349,29 @@ impl MetadataStore {
         self.commit(&records, now_ms)
     }
 
+    /// ElectLeaders (KIP-460) on the single voter: the elections
+    /// [`crate::cluster_control::elect_leaders`] finds are committed as one batch. On one
+    /// node every partition's only replica is the node itself, so in practice each answer is
+    /// ELECTION_NOT_NEEDED; the path is the cluster's all the same.
+    ///
+    /// # Errors
+    ///
+    /// A storage error; per-partition outcomes are data in the results.
+    pub fn elect_leaders(
+        &mut self,
+        election_type: crate::cluster_control::ElectionType,
+        partitions: Option<&[(String, i32)]>,
+        now_ms: i64,
+    ) -> Result<Vec<crate::cluster_control::ElectLeadersResult>, MetadataError> {
+        let (records, results) =
+            crate::cluster_control::elect_leaders(&self.image, election_type, partitions);
+        self.commit(&records, now_ms)?;
+        if !records.is_empty() {
+            tracing::info!(elections = records.len(), ?election_type, "elected leaders");
+        }
+        Ok(results)
+    }
+
     /// Allocates the next block of producer ids to `broker_id` and makes it durable with a
     /// `ProducerIdsRecord` before returning it, so ids survive restarts and are never
     /// handed out twice (Kafka's `ProducerIdControlManager`, KIP-730).

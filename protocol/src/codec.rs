@@ -222,10 +222,11 @@ pub fn decode_response(
 
 /// The client-listener APIs a node that is not the active controller forwards to it whole
 /// (KIP-590), and whose responses it reads back with [`decode_forwarded_response`].
-pub const FORWARDED_APIS: [ApiKey; 5] = [
+pub const FORWARDED_APIS: [ApiKey; 6] = [
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
+    ApiKey::ElectLeaders,
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
 ];

@@ -257,6 +257,22 @@ const CREATE_PARTITIONS: Schema = Schema {
     flexible_from: 2,
 };
 
+const ELECT_LEADERS: Schema = Schema {
+    fields: &[
+        f(T::I8, 1, ALL), // election_type
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL),      // topic
+                f(T::ArrayI32, 0, ALL), // partitions
+            ]),
+            0,
+            ALL,
+        ), // topic_partitions (nullable: every partition)
+        f(T::I32, 0, ALL), // timeout_ms
+    ],
+    flexible_from: 2,
+};
+
 const DESCRIBE_CONFIGS: Schema = Schema {
     fields: &[
         f(
@@ -558,6 +574,7 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::DescribeLogDirs => &DESCRIBE_LOG_DIRS,
         ApiKey::DescribeCluster => &DESCRIBE_CLUSTER,
         ApiKey::CreatePartitions => &CREATE_PARTITIONS,
+        ApiKey::ElectLeaders => &ELECT_LEADERS,
         ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
         ApiKey::DeleteGroups => &DELETE_GROUPS,
         ApiKey::OffsetDelete => &OFFSET_DELETE,

@@ -1,4 +1,5 @@
-"""Fixtures for the Python client tests: one real `strata` broker per test.
+"""Fixtures for the Python client tests: one real `strata` broker per test (`broker`), or a
+cluster of three (`cluster`).
 
 The binary comes from $STRATA_BIN, else <repo>/target/release/strata. Each broker gets a free
 127.0.0.1 port and its own data directory under pytest's tmp_path; its stderr goes to
@@ -34,8 +35,10 @@ def free_port() -> int:
 class Broker:
     """A `strata` child process on 127.0.0.1:<port> with data in <tmp>/data."""
 
-    def __init__(self, tmp: Path, overrides: dict[str, str] | None = None):
-        self.port = free_port()
+    def __init__(
+        self, tmp: Path, overrides: dict[str, str] | None = None, port: int | None = None
+    ):
+        self.port = port or free_port()
         self.data_dir = tmp / "data"
         self.data_dir.mkdir()
         self.stderr_path = tmp / "broker.stderr.log"
@@ -126,6 +129,62 @@ class Broker:
         self._spawn()
 
 
+class Cluster:
+    """Combined `strata` nodes (broker and controller) forming one cluster on 127.0.0.1,
+    as the Rust harness `tests/tests/cluster/mod.rs` starts them: node ids 1..n, a
+    PLAINTEXT and a CONTROLLER listener each on free ports, every node a voter, one
+    `cluster.id`, each with its own data directory and log under <tmp>/node<id>, plus the
+    test's settings. Nodes start together; `node(id)` gives the `Broker` to kill9() or
+    restart()."""
+
+    CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+
+    def __init__(self, tmp: Path, n: int = 3, settings: dict[str, str] | None = None):
+        ports = [(free_port(), free_port()) for _ in range(n)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
+        self.nodes: dict[int, Broker] = {}
+        try:
+            for i, (port, controller_port) in enumerate(ports):
+                node_id = i + 1
+                node_dir = tmp / f"node{node_id}"
+                node_dir.mkdir()
+                self.nodes[node_id] = Broker(
+                    node_dir,
+                    {
+                        "process.roles": "broker,controller",
+                        "node.id": str(node_id),
+                        "cluster.id": self.CLUSTER_ID,
+                        "listeners": f"PLAINTEXT://127.0.0.1:{port},"
+                        f"CONTROLLER://127.0.0.1:{controller_port}",
+                        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                        "controller.listener.names": "CONTROLLER",
+                        "controller.quorum.voters": voters,
+                        **(settings or {}),
+                    },
+                    port=port,
+                )
+        except BaseException:
+            self.kill()
+            raise
+
+    def node(self, node_id: int) -> Broker:
+        return self.nodes[node_id]
+
+    def bootstrap(self, ids: list[int] | None = None) -> str:
+        return ",".join(
+            b.bootstrap for i, b in self.nodes.items() if ids is None or i in ids
+        )
+
+    def kill(self) -> None:
+        for b in self.nodes.values():
+            b.kill()
+
+    def tails(self) -> str:
+        return "\n".join(
+            f"==== node {i} ({b.stderr_path}) ====\n{b.tail()}" for i, b in self.nodes.items()
+        )
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
     # Lets the fixture know at teardown whether the test body failed.
@@ -143,3 +202,16 @@ def broker(request, tmp_path):
     rep = getattr(request.node, "rep_call", None)
     if rep is not None and rep.failed:
         print(f"==== strata stderr tail ({b.stderr_path}) ====\n{b.tail()}\n==== end ====")
+
+
+@pytest.fixture
+def cluster(request, tmp_path):
+    """Three nodes; a test passes extra settings with
+    `@pytest.mark.parametrize("cluster", [{...}], indirect=True)`."""
+    settings = getattr(request, "param", None)
+    c = Cluster(tmp_path, 3, settings)
+    yield c
+    c.kill()
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        print(c.tails())

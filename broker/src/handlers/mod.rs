@@ -26,6 +26,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -199,6 +200,10 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::CreatePartitions(r) => match forward::route(&ctx) {
             Some(to) => return forwarded(ctx, to, r, create_partitions::handle_kind),
             None => create_partitions::handle_kind(&ctx, r),
+        },
+        RequestKind::ElectLeaders(r) => match forward::route(&ctx) {
+            Some(to) => return forwarded(ctx, to, r, elect_leaders::handle_kind),
+            None => elect_leaders::handle_kind(&ctx, r),
         },
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(&ctx, r))

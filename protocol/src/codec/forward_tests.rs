@@ -67,6 +67,22 @@ fn sample(key: ApiKey, v: i16, topic: &str, id: uuid::Uuid, n: i32) -> ResponseK
                         .with_error_message(Some(s("fewer"))),
                 ]),
         ),
+        ApiKey::ElectLeaders => ResponseKind::ElectLeaders(
+            ElectLeadersResponse::default()
+                .with_throttle_time_ms(n)
+                .with_error_code(if v >= 1 { 41 } else { 0 })
+                .with_replica_election_results(vec![
+                    elect_leaders_response::ReplicaElectionResult::default()
+                        .with_topic(name)
+                        .with_partition_result(vec![
+                            elect_leaders_response::PartitionResult::default()
+                                .with_partition_id(n)
+                                .with_error_code(80)
+                                .with_error_message(Some(s("not in sync"))),
+                            elect_leaders_response::PartitionResult::default().with_partition_id(0),
+                        ]),
+                ]),
+        ),
         ApiKey::AlterConfigs => ResponseKind::AlterConfigs(
             AlterConfigsResponse::default()
                 .with_throttle_time_ms(n)

@@ -438,6 +438,20 @@ mod round_trip {
                     ])
                     .with_timeout_ms(30_000),
             ),
+            ApiKey::ElectLeaders => RequestKind::ElectLeaders(
+                ElectLeadersRequest::default()
+                    .with_election_type(if v >= 1 { 1 } else { 0 })
+                    .with_topic_partitions(if s.partition % 2 == 0 {
+                        None
+                    } else {
+                        Some(vec![
+                            elect_leaders_request::TopicPartitions::default()
+                                .with_topic(name(s))
+                                .with_partitions(vec![s.partition, s.partition + 1]),
+                        ])
+                    })
+                    .with_timeout_ms(30_000),
+            ),
             ApiKey::DescribeProducers => RequestKind::DescribeProducers(
                 DescribeProducersRequest::default().with_topics(vec![
                     describe_producers_request::TopicRequest::default()
@@ -909,6 +923,25 @@ mod round_trip {
                         ]),
                 ]))
             }
+            ApiKey::ElectLeaders => ResponseKind::ElectLeaders(
+                ElectLeadersResponse::default()
+                    .with_throttle_time_ms(1)
+                    .with_error_code(if v >= 1 { 41 } else { 0 })
+                    .with_replica_election_results(vec![
+                        elect_leaders_response::ReplicaElectionResult::default()
+                            .with_topic(name(s))
+                            .with_partition_result(vec![
+                                elect_leaders_response::PartitionResult::default()
+                                    .with_partition_id(s.partition)
+                                    .with_error_code(84)
+                                    .with_error_message(Some(StrBytes::from_static_str(
+                                        "not needed",
+                                    ))),
+                                elect_leaders_response::PartitionResult::default()
+                                    .with_partition_id(s.partition + 1),
+                            ]),
+                    ]),
+            ),
             ApiKey::DescribeProducers => ResponseKind::DescribeProducers(
                 DescribeProducersResponse::default().with_topics(vec![
                     describe_producers_response::TopicResponse::default()

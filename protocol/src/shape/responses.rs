@@ -392,6 +392,31 @@ const CREATE_PARTITIONS: Schema = Schema {
     flexible_from: 2,
 };
 
+/// ElectLeaders v0-2 (KIP-460; forwarded as KIP-590 does).
+const ELECT_LEADERS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // throttle_time_ms
+        f(T::I16, 1, ALL), // error_code
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // topic
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL), // partition_id
+                        f(T::I16, 0, ALL), // error_code
+                        f(T::Str, 0, ALL), // error_message
+                    ]),
+                    0,
+                    ALL,
+                ), // partition_result
+            ]),
+            0,
+            ALL,
+        ), // replica_election_results
+    ],
+    flexible_from: 2,
+};
+
 /// AlterConfigs and IncrementalAlterConfigs responses share one shape; only the first
 /// flexible version differs.
 const ALTER_CONFIGS_RESULTS: [F; 2] = [
@@ -438,6 +463,7 @@ pub(super) fn response_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::CreateTopics => &CREATE_TOPICS,
         ApiKey::DeleteTopics => &DELETE_TOPICS,
         ApiKey::CreatePartitions => &CREATE_PARTITIONS,
+        ApiKey::ElectLeaders => &ELECT_LEADERS,
         ApiKey::AlterConfigs => &ALTER_CONFIGS,
         ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
         _ => return None,

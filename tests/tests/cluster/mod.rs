@@ -9,7 +9,9 @@
 //!
 //! Metadata is read with a hand-built Metadata v1 request ([`metadata`]), independent of
 //! Strata's codec and of librdkafka's cache: brokers, controller id, and each partition's
-//! leader, replicas and ISR. Every wait is bounded ([`strata_tests::wait_until`]).
+//! leader, replicas and ISR; [`cluster_id`] asks Metadata v2 for the cluster id, and
+//! [`elect_leaders_raw`] sends an ElectLeaders v1. Every wait is bounded
+//! ([`strata_tests::wait_until`]).
 //!
 //! A module directory, so that Cargo does not build it as a test binary of its own; each
 //! test file that needs it declares `mod cluster;`.
@@ -171,6 +173,20 @@ impl Cluster {
     ///
     /// If a file cannot be written or a process spawned.
     pub fn start(n: usize, settings: &[(&str, &str)]) -> Cluster {
+        Cluster::start_with_cluster_id(n, settings, Some(CLUSTER_ID))
+    }
+
+    /// [`Cluster::start`] with `cluster.id` set to `cluster_id`, or left out of every
+    /// node's config for `None` (the nodes then derive one from their voter set).
+    ///
+    /// # Panics
+    ///
+    /// If a file cannot be written or a process spawned.
+    pub fn start_with_cluster_id(
+        n: usize,
+        settings: &[(&str, &str)],
+        cluster_id: Option<&str>,
+    ) -> Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let ports: Vec<(u16, u16)> = (0..n)
             .map(|_| (free_port().unwrap(), free_port().unwrap()))
@@ -189,7 +205,6 @@ impl Cluster {
             let mut text = format!(
                 "process.roles=broker,controller\n\
                  node.id={id}\n\
-                 cluster.id={CLUSTER_ID}\n\
                  listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
                  advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
                  controller.listener.names=CONTROLLER\n\
@@ -197,6 +212,9 @@ impl Cluster {
                  log.dirs={}\n",
                 data_dir.display()
             );
+            if let Some(cluster_id) = cluster_id {
+                text.push_str(&format!("cluster.id={cluster_id}\n"));
+            }
             for (k, v) in settings {
                 text.push_str(&format!("{k}={v}\n"));
             }
@@ -558,6 +576,108 @@ pub fn create_topic_raw(
     let error = r.i16()?;
     let _message = r.string()?;
     Ok(error)
+}
+
+/// ElectLeaders' election types (KIP-460).
+pub const PREFERRED: i8 = 0;
+pub const UNCLEAN: i8 = 1;
+
+/// An ElectLeaders answer: the top-level error and, per topic in answer order, each
+/// partition's `(partition, error code)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectLeadersAnswer {
+    pub error: i16,
+    pub topics: Vec<(String, Vec<(i32, i16)>)>,
+}
+
+impl ElectLeadersAnswer {
+    /// Every `(topic, partition)` with its error code, sorted.
+    pub fn partitions(&self) -> BTreeMap<(String, i32), i16> {
+        self.topics
+            .iter()
+            .flat_map(|(t, ps)| ps.iter().map(move |(p, e)| ((t.clone(), *p), *e)))
+            .collect()
+    }
+}
+
+/// A raw ElectLeaders v1 (KIP-460) to the node at `port`: `election_type` ([`PREFERRED`] or
+/// [`UNCLEAN`]) for `partitions`, or every partition for `None`.
+///
+/// # Errors
+///
+/// If the node does not answer or the answer does not parse.
+pub fn elect_leaders_raw(
+    port: u16,
+    election_type: i8,
+    partitions: Option<&[(&str, &[i32])]>,
+) -> anyhow::Result<ElectLeadersAnswer> {
+    const CORR: i32 = 0x3e7c;
+    let mut req = header(43, 1, CORR);
+    req.extend_from_slice(&election_type.to_be_bytes());
+    match partitions {
+        None => req.extend_from_slice(&(-1i32).to_be_bytes()),
+        Some(topics) => {
+            req.extend_from_slice(&i32::try_from(topics.len())?.to_be_bytes());
+            for (topic, ps) in topics {
+                req.extend_from_slice(&i16::try_from(topic.len())?.to_be_bytes());
+                req.extend_from_slice(topic.as_bytes());
+                req.extend_from_slice(&i32::try_from(ps.len())?.to_be_bytes());
+                for p in *ps {
+                    req.extend_from_slice(&p.to_be_bytes());
+                }
+            }
+        }
+    }
+    req.extend_from_slice(&20_000i32.to_be_bytes()); // timeout_ms
+    let b = round_trip(port, &req)?;
+    let mut r = Reader { b: &b, pos: 0 };
+    ensure!(r.i32()? == CORR, "correlation id");
+    let _throttle = r.i32()?;
+    let error = r.i16()?;
+    let mut topics = Vec::new();
+    for _ in 0..r.count()? {
+        let topic = r.string()?;
+        let mut ps = Vec::new();
+        for _ in 0..r.count()? {
+            let partition = r.i32()?;
+            let code = r.i16()?;
+            let _message = r.string()?;
+            ps.push((partition, code));
+        }
+        topics.push((topic, ps));
+    }
+    ensure!(r.pos == b.len(), "{} bytes left over", b.len() - r.pos);
+    Ok(ElectLeadersAnswer { error, topics })
+}
+
+/// The cluster id the node at `port` reports in Metadata v2 (asked for no topics); `None`
+/// for a null id.
+///
+/// # Errors
+///
+/// If the node does not answer or the answer does not parse.
+pub fn cluster_id(port: u16) -> anyhow::Result<Option<String>> {
+    const CORR: i32 = 0x3e7d;
+    let mut req = header(3, 2, CORR);
+    req.extend_from_slice(&0i32.to_be_bytes()); // no topics
+    let b = round_trip(port, &req)?;
+    let mut r = Reader { b: &b, pos: 0 };
+    ensure!(r.i32()? == CORR, "correlation id");
+    // v2 has no throttle_time_ms (v3 adds it).
+    for _ in 0..r.count()? {
+        let _id = r.i32()?;
+        let _host = r.string()?;
+        let _port = r.i32()?;
+        let _rack = r.string()?;
+    }
+    let at = r.pos;
+    let null = r.i16()? < 0;
+    r.pos = at;
+    let id = r.string()?;
+    let _controller = r.i32()?;
+    ensure!(r.count()? == 0, "no topics asked for");
+    ensure!(r.pos == b.len(), "{} bytes left over", b.len() - r.pos);
+    Ok((!null).then_some(id))
 }
 
 /// The partition directories (`<topic>-<n>`) of `topic` under `data_dir`, sorted by `n`.

@@ -198,11 +198,9 @@ fn a_three_voter_combined_node_parses() {
         ("127.0.0.1", 19092)
     );
     assert_eq!(c.advertised_port, 19092);
-    // Valid, but the voters need one cluster id to recognise each other's requests.
-    assert!(matches!(
-        c.check_runnable(),
-        Err(ConfigError::NotYetSupported { .. })
-    ));
+    // Runnable without a cluster.id: the voters derive one from their voter set.
+    assert!(c.check_runnable().is_ok());
+    assert_eq!(c.cluster_id, None);
     let c = cfg(&with(
         COMBINED_3,
         &[("cluster.id", "MkU3OEVBNTcwNTJENDM2Qg")],
