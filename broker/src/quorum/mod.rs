@@ -15,9 +15,22 @@
 //!   answer, hands the answer back to the core, and reconnects with a backoff when the
 //!   connection fails. A request that fails is dropped; the core retries on its timers.
 //! - **Inbound**: a controller-listener connection hands Vote, BeginQuorumEpoch,
-//!   EndQuorumEpoch and Fetch to the driver ([`QuorumHandle::request`]) and writes back the
-//!   response the core sends to that node in the same step. DescribeQuorum is answered from
-//!   the core's `describe_quorum` on the leader.
+//!   EndQuorumEpoch, Fetch and FetchSnapshot to the driver ([`QuorumHandle::request`]) and
+//!   writes back the response the core sends to that node in the same step. DescribeQuorum
+//!   is answered from the core's `describe_quorum` on the leader.
+//! - **Snapshots** (KIP-630): after each step, once
+//!   `metadata.log.max.record.bytes.between.snapshots` bytes of entries were applied since
+//!   the last snapshot, or `metadata.log.max.snapshot.interval.ms` passed with new entries
+//!   applied, the driver writes the image out as records ([`snapshot::Checkpoint`]) and
+//!   hands the core `Input::Snapshot` for the applied offset. The core answers
+//!   `PersistSnapshot` (the `.checkpoint` file, written durably; older ones are pruned to
+//!   the latest two) and `DeleteLogBefore` (whole segments below the snapshot go). A
+//!   follower behind the leader's log start gets `InstallSnapshot` after fetching the
+//!   snapshot in pages ([`peer`]): it stores the file, empties its log to start at the
+//!   snapshot's end, and replaces and publishes the image. At start the newest snapshot
+//!   that loads gives the image, and only the entries after it are replayed; a log that
+//!   does not continue it (it ends before it, starts after it, or disagrees on its last
+//!   epoch) is emptied to start at its end.
 //!
 //! # Layout
 //!
@@ -25,18 +38,20 @@
 //! |---|---|
 //! | `mod.rs` | [`QuorumHandle`], [`QuorumStatus`], the driver task and its action loop |
 //! | `disk.rs` | [`disk::RaftDisk`]: entries as record batches in `__cluster_metadata-0` |
-//! | `wire.rs` | core messages to and from Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, DescribeQuorum |
+//! | `snapshot.rs` | the `.checkpoint` files ([`snapshot::Checkpoint`]), and the assembly of a fetched one |
+//! | `wire.rs` | core messages to and from Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot, DescribeQuorum |
 //! | `peer.rs` | one outbound connection per voter |
 //!
-//! Not carried out yet: the snapshot actions (the driver never hands the core a snapshot, so
-//! the core never asks to persist, install or serve one), FetchSnapshot, and the metadata
-//! records themselves (`MetadataStore` does not propose through the quorum yet).
+//! A snapshot is encoded on the driver's task, so a very large image delays the quorum's
+//! next step by that long (Kafka writes its snapshots on a separate thread).
 
 pub mod disk;
 mod peer;
+pub mod snapshot;
 pub mod wire;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -44,8 +59,8 @@ use strata_kraft::entry::{decode_entry, encode_entry};
 use strata_kraft::quorum_state::QuorumStateStore;
 use strata_kraft::raft::Payload;
 use strata_kraft::raft::{
-    Action, Input, Message, NodeId, QuorumDescription, RaftConfig, RaftLog, RaftNode, ReplicaKey,
-    RoleKind,
+    Action, Entry, Input, Message, NodeId, QuorumDescription, RaftConfig, RaftLog, RaftNode,
+    ReplicaKey, RoleKind, SnapshotId,
 };
 use strata_kraft::{MetadataError, MetadataImage, MetadataRecord, Uuid};
 use strata_protocol::messages::{RequestKind, ResponseKind};
@@ -58,6 +73,8 @@ pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 
 /// How many inputs may wait for the driver.
 const COMMAND_QUEUE: usize = 1024;
+/// How many snapshot files are kept: the latest, and one to fall back on should it not load.
+const SNAPSHOTS_KEPT: usize = 2;
 
 /// Why the driver could not start.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +85,9 @@ pub enum QuorumError {
     /// The Raft log.
     #[error(transparent)]
     Disk(#[from] disk::DiskError),
+    /// A snapshot file.
+    #[error(transparent)]
+    Snapshot(#[from] snapshot::SnapshotError),
     /// A directory could not be created.
     #[error("cannot create {path}: {source}")]
     Io {
@@ -161,7 +181,12 @@ impl QuorumHandle {
             .await
             .ok()?;
         let answer = rx.await.ok()?;
-        wire::response_to_wire(&answer, crate::now_ms())
+        let mut response = wire::response_to_wire(&answer, crate::now_ms())?;
+        if let Some((position, max_bytes)) = wire::snapshot_page(body) {
+            // KIP-630: the core answers with the whole snapshot; send the page asked for.
+            wire::page_snapshot_response(&mut response, position, max_bytes);
+        }
+        Some(response)
     }
 
     /// Resigns leadership for a clean shutdown (KIP-595's EndQuorumEpoch to the other
@@ -262,7 +287,16 @@ pub fn start(
     })?;
     let state_store = QuorumStateStore::new(&dir);
     let quorum = state_store.read()?.map(Into::into).unwrap_or_default();
-    let (raft_disk, entries) = disk::RaftDisk::open(&dir, crate::now_ms())?;
+    let loaded = snapshot::load_latest(&dir)?;
+    let segment_bytes = u32::try_from(config.metadata_log_segment_bytes).unwrap_or(u32::MAX);
+    let mut raft_disk = disk::RaftDisk::open(&dir, crate::now_ms(), segment_bytes)?;
+    let entries = entries_after(&mut raft_disk, loaded.as_ref().map(|l| l.snapshot.id))?;
+    let mut image = MetadataImage::new(cluster_id.to_owned(), -1);
+    let applied = loaded.as_ref().map_or(0, |l| l.snapshot.id.end_offset);
+    if let Some(l) = &loaded {
+        apply_all(&mut image, &l.checkpoint.records, applied);
+        images.send_replace(Arc::new(image.clone()));
+    }
     let voter_key = |id: i32| ReplicaKey {
         id: NodeId(id),
         directory_id: Uuid::nil(),
@@ -293,13 +327,14 @@ pub fn start(
         raft_config,
         me,
         quorum,
-        RaftLog::from_entries(entries),
+        RaftLog::new(loaded.map(|l| l.snapshot), entries),
         0,
         seed,
     );
     tracing::info!(
         node_id = config.node_id,
         epoch = node.epoch(),
+        snapshot_end_offset = applied,
         log_end_offset = raft_disk.log_end_offset(),
         voters = config.quorum_voters.len(),
         "metadata quorum starting"
@@ -310,7 +345,7 @@ pub fn start(
         leader: node.leader(),
         high_watermark: node.high_watermark(),
         log_end_offset: raft_disk.log_end_offset(),
-        applied_offset: 0,
+        applied_offset: applied,
     }));
     let cluster_id: Arc<str> = Arc::from(cluster_id);
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
@@ -339,11 +374,22 @@ pub fn start(
         peers,
         status: Arc::clone(&status),
         started: Instant::now(),
-        image: MetadataImage::new(cluster_id.to_string(), -1),
-        applied: 0,
+        image,
+        applied,
         images,
         pending: std::collections::BTreeMap::new(),
         proposing: None,
+        dir,
+        snapshot_policy: SnapshotPolicy {
+            max_bytes: u64::try_from(config.metadata_log_max_record_bytes_between_snapshots)
+                .unwrap_or(u64::MAX),
+            interval: u64::try_from(config.metadata_log_max_snapshot_interval_ms)
+                .ok()
+                .filter(|&ms| ms > 0)
+                .map(Duration::from_millis),
+        },
+        bytes_since_snapshot: 0,
+        last_snapshot_at: Instant::now(),
     };
     tokio::spawn(driver.run(rx));
     Ok(QuorumHandle {
@@ -351,6 +397,52 @@ pub fn start(
         status,
         cluster_id,
     })
+}
+
+/// The entries to hand the core after the snapshot `snapshot` (or from 0 without one). A
+/// log that does not continue the snapshot (it ends before the snapshot's end, starts after
+/// it, or its entry just below the end has another epoch, as after a crash between storing
+/// a fetched snapshot and emptying the log) is emptied to start at the snapshot's end: the
+/// core then fetches what follows from the leader.
+fn entries_after(
+    disk: &mut disk::RaftDisk,
+    snapshot: Option<SnapshotId>,
+) -> Result<Vec<Entry>, QuorumError> {
+    let (end, epoch) = snapshot.map_or((0, None), |s| (s.end_offset, Some(s.epoch)));
+    let start = disk.log_start_offset();
+    let continues = start <= end
+        && disk.log_end_offset() >= end
+        && (end == start || disk.epoch_at(end - 1)? == epoch);
+    if !continues {
+        tracing::warn!(
+            snapshot_end_offset = end,
+            log_start_offset = start,
+            log_end_offset = disk.log_end_offset(),
+            "the metadata log does not continue the latest snapshot; emptying it"
+        );
+        disk.reset_to(end)?;
+        return Ok(Vec::new());
+    }
+    Ok(disk.entries_from(end)?)
+}
+
+/// Applies a snapshot's records to `image`; a record that does not apply is logged and
+/// skipped, as a committed entry's would be.
+fn apply_all(image: &mut MetadataImage, records: &[MetadataRecord], end_offset: i64) {
+    for record in records {
+        if let Err(e) = image.apply(record) {
+            tracing::error!(end_offset, error = %e, "cannot apply a metadata snapshot record");
+        }
+    }
+}
+
+/// When the driver takes a snapshot (KIP-630's two triggers, with Kafka's names).
+#[derive(Debug, Clone, Copy)]
+struct SnapshotPolicy {
+    /// `metadata.log.max.record.bytes.between.snapshots`.
+    max_bytes: u64,
+    /// `metadata.log.max.snapshot.interval.ms`; `None` (0) disables the time trigger.
+    interval: Option<Duration>,
 }
 
 /// The inbound request a step answers: its sender, its API (and version), and where the
@@ -385,6 +477,16 @@ struct Driver {
     pending: std::collections::BTreeMap<i64, (i32, ProposalReply)>,
     /// The answer to the proposal being stepped, until the core says where it went.
     proposing: Option<ProposalReply>,
+    /// `__cluster_metadata-0`, where the snapshot files live.
+    dir: PathBuf,
+    /// When to take a snapshot.
+    snapshot_policy: SnapshotPolicy,
+    /// Bytes of entries applied since the latest snapshot (or since start): the size
+    /// trigger.
+    bytes_since_snapshot: u64,
+    /// When the latest snapshot was taken or installed (or the driver started): the time
+    /// trigger.
+    last_snapshot_at: Instant,
 }
 
 impl Driver {
@@ -445,6 +547,7 @@ impl Driver {
         for action in actions {
             self.carry_out(action, &mut reply)?;
         }
+        self.maybe_snapshot()?;
         let mut status = self.status.write().unwrap_or_else(|e| e.into_inner());
         *status = QuorumStatus {
             role: self.node.role(),
@@ -523,13 +626,19 @@ impl Driver {
                 self.image.controller_id = leader.map_or(-1, |l| l.0);
                 self.publish();
             }
-            Action::PersistSnapshot(_)
-            | Action::DeleteLogBefore { .. }
-            | Action::InstallSnapshot(_) => {
-                // The driver never feeds a snapshot and no leader serves one, so the core
-                // does not ask for these; see the module doc.
-                tracing::warn!("metadata quorum: snapshots are not supported by this driver");
+            Action::PersistSnapshot(s) => {
+                durable(|| snapshot::write(&self.dir, &s))?;
+                snapshot::prune(&self.dir, SNAPSHOTS_KEPT);
             }
+            Action::DeleteLogBefore { offset } => {
+                let deleted = durable(|| self.disk.delete_before(offset))?;
+                tracing::debug!(
+                    offset,
+                    deleted,
+                    "metadata log segments deleted below the snapshot"
+                );
+            }
+            Action::InstallSnapshot(s) => self.install(&s)?,
             Action::Proposed {
                 epoch, base_offset, ..
             } => {
@@ -549,6 +658,83 @@ impl Driver {
 }
 
 impl Driver {
+    /// Takes a snapshot of the image at the applied offset if a trigger is due (see the
+    /// module doc).
+    fn maybe_snapshot(&mut self) -> Result<(), QuorumError> {
+        let end_offset = self.applied;
+        let log = self.node.log();
+        if end_offset <= log.start_offset() {
+            return Ok(());
+        }
+        let due = self.bytes_since_snapshot >= self.snapshot_policy.max_bytes
+            || self
+                .snapshot_policy
+                .interval
+                .is_some_and(|i| self.last_snapshot_at.elapsed() >= i);
+        if !due {
+            return Ok(());
+        }
+        let Some(epoch) = log.epoch_at(end_offset - 1) else {
+            return Ok(());
+        };
+        let began = Instant::now();
+        let checkpoint = snapshot::Checkpoint {
+            voters: log.voters_at(end_offset),
+            records: self.image.records(),
+        };
+        let data = checkpoint.encode(epoch, crate::now_ms());
+        let bytes = data.len();
+        // Whether or not the core takes it, wait for the next trigger before trying again.
+        self.bytes_since_snapshot = 0;
+        self.last_snapshot_at = Instant::now();
+        let actions = self
+            .node
+            .step(self.now(), Input::Snapshot { end_offset, data });
+        let mut no_reply = None;
+        for action in actions {
+            self.carry_out(action, &mut no_reply)?;
+        }
+        tracing::info!(
+            end_offset,
+            epoch,
+            bytes,
+            records = checkpoint.records.len(),
+            took_ms = began.elapsed().as_millis() as u64,
+            "metadata snapshot taken"
+        );
+        Ok(())
+    }
+
+    /// KIP-630: a snapshot fetched from the leader replaces the log and the image. The
+    /// file goes first, then the log is emptied; a crash between leaves a log that does
+    /// not continue the snapshot, which the next start empties (see [`entries_after`]).
+    fn install(&mut self, s: &strata_kraft::raft::Snapshot) -> Result<(), QuorumError> {
+        let end_offset = s.id.end_offset;
+        durable(|| snapshot::write(&self.dir, s))?;
+        durable(|| self.disk.reset_to(end_offset))?;
+        snapshot::prune(&self.dir, SNAPSHOTS_KEPT);
+        let mut image = MetadataImage::new(self.image.cluster_id.clone(), self.image.controller_id);
+        // The peer checked the whole file before handing it over.
+        match snapshot::Checkpoint::decode(&s.data) {
+            Ok(c) => apply_all(&mut image, &c.records, end_offset),
+            Err(e) => {
+                tracing::error!(end_offset, error = %e, "an installed snapshot does not decode")
+            }
+        }
+        self.image = image;
+        self.applied = end_offset;
+        self.bytes_since_snapshot = 0;
+        self.last_snapshot_at = Instant::now();
+        tracing::info!(
+            end_offset,
+            epoch = s.id.epoch,
+            bytes = s.data.len(),
+            "metadata snapshot installed from the leader"
+        );
+        self.publish();
+        Ok(())
+    }
+
     /// Applies every committed entry not applied yet to the image, publishes it, and
     /// answers the proposals that committed. An entry that does not decode or apply is
     /// logged and skipped: every node skips it alike, since they all apply the same bytes.
@@ -563,6 +749,7 @@ impl Driver {
         let mut epochs = Vec::with_capacity(entries.len());
         for entry in &entries {
             if let Payload::Data(data) = &entry.payload {
+                self.bytes_since_snapshot += data.len() as u64;
                 match decode_entry(data) {
                     Ok(records) => {
                         for record in &records {

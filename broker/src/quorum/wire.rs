@@ -10,17 +10,25 @@
 //! What the wire does not carry the driver takes from the request it sent: a Fetch response
 //! does not echo the fetch offset and last fetched epoch, nor a Vote response the pre-vote
 //! flag.
+//!
+//! FetchSnapshot (KIP-630) pages a snapshot by byte position. The core answers with the
+//! whole snapshot (its bytes are shared, not copied); [`page_snapshot_response`] cuts the
+//! page the request asked for, and the fetching side ([`super::peer`]) asks page after page
+//! and hands the core one response with the whole snapshot.
 
 use bytes::Bytes;
 use strata_kraft::Uuid;
-use strata_kraft::raft::{Entry, FetchError, Message, NodeId, QuorumDescription, ReplicaKey};
+use strata_kraft::raft::{
+    Entry, FetchError, Message, NodeId, QuorumDescription, ReplicaKey, Snapshot, SnapshotId,
+};
 use strata_protocol::StrBytes;
 use strata_protocol::messages::{
     ApiKey, BeginQuorumEpochRequest, BeginQuorumEpochResponse, BrokerId, DescribeQuorumResponse,
-    EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest, FetchResponse, RequestKind,
-    ResponseKind, TopicName, VoteRequest, VoteResponse, begin_quorum_epoch_request,
-    begin_quorum_epoch_response, describe_quorum_response, end_quorum_epoch_request,
-    end_quorum_epoch_response, fetch_request, fetch_response, vote_request, vote_response,
+    EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest, FetchResponse,
+    FetchSnapshotRequest, FetchSnapshotResponse, RequestKind, ResponseKind, TopicName, VoteRequest,
+    VoteResponse, begin_quorum_epoch_request, begin_quorum_epoch_response,
+    describe_quorum_response, end_quorum_epoch_request, end_quorum_epoch_response, fetch_request,
+    fetch_response, fetch_snapshot_request, fetch_snapshot_response, vote_request, vote_response,
 };
 use strata_protocol::record_batch::{set_base_offset, set_partition_leader_epoch};
 
@@ -39,11 +47,19 @@ pub const BEGIN_QUORUM_EPOCH_VERSION: i16 = 1;
 pub const END_QUORUM_EPOCH_VERSION: i16 = 1;
 /// Fetch v16: `replica_state` and the topic id.
 pub const FETCH_VERSION: i16 = 16;
+/// FetchSnapshot v1: KIP-853's `replica_directory_id`.
+pub const FETCH_SNAPSHOT_VERSION: i16 = 1;
+/// The most bytes of a snapshot one FetchSnapshot asks for (Kafka's follower asks for its
+/// 8 MiB `MAX_FETCH_SIZE_BYTES`; a smaller page keeps each answer well inside
+/// `controller.quorum.request.timeout.ms`).
+pub const SNAPSHOT_PAGE_BYTES: i32 = 1024 * 1024;
 
 const NONE: i16 = 0;
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const FENCED_LEADER_EPOCH: i16 = 74;
 const UNKNOWN_LEADER_EPOCH: i16 = 76;
+const SNAPSHOT_NOT_FOUND: i16 = 98;
+const POSITION_OUT_OF_RANGE: i16 = 99;
 
 fn topic() -> TopicName {
     TopicName(StrBytes::from_static_str(METADATA_TOPIC))
@@ -64,8 +80,7 @@ fn leader_from(id: BrokerId) -> Option<NodeId> {
     (id.0 >= 0).then_some(NodeId(id.0))
 }
 
-/// The API of a request message; `None` for responses and FetchSnapshot, which this driver
-/// does not send (the core takes no snapshots through it).
+/// The API of a request message; `None` for responses.
 pub fn request_api(msg: &Message) -> Option<(ApiKey, i16)> {
     match msg {
         Message::VoteRequest { .. } => Some((ApiKey::Vote, VOTE_VERSION)),
@@ -76,12 +91,14 @@ pub fn request_api(msg: &Message) -> Option<(ApiKey, i16)> {
             Some((ApiKey::EndQuorumEpoch, END_QUORUM_EPOCH_VERSION))
         }
         Message::FetchRequest { .. } => Some((ApiKey::Fetch, FETCH_VERSION)),
+        Message::FetchSnapshotRequest { .. } => {
+            Some((ApiKey::FetchSnapshot, FETCH_SNAPSHOT_VERSION))
+        }
         _ => None,
     }
 }
 
-/// The API a response message answers, in [`request_api`]'s terms; `None` for requests
-/// and FetchSnapshot.
+/// The API a response message answers, in [`request_api`]'s terms; `None` for requests.
 pub fn response_api(msg: &Message) -> Option<(ApiKey, i16)> {
     match msg {
         Message::VoteResponse { .. } => Some((ApiKey::Vote, VOTE_VERSION)),
@@ -92,8 +109,164 @@ pub fn response_api(msg: &Message) -> Option<(ApiKey, i16)> {
             Some((ApiKey::EndQuorumEpoch, END_QUORUM_EPOCH_VERSION))
         }
         Message::FetchResponse { .. } => Some((ApiKey::Fetch, FETCH_VERSION)),
+        Message::FetchSnapshotResponse { .. } => {
+            Some((ApiKey::FetchSnapshot, FETCH_SNAPSHOT_VERSION))
+        }
         _ => None,
     }
+}
+
+/// A FetchSnapshot request for the page of `snapshot_id` at `position`.
+pub fn fetch_snapshot_request(
+    epoch: i32,
+    replica: ReplicaKey,
+    snapshot_id: SnapshotId,
+    position: i64,
+    cluster_id: &str,
+) -> RequestKind {
+    let mut p = fetch_snapshot_request::PartitionSnapshot::default();
+    p.partition = 0;
+    p.current_leader_epoch = epoch;
+    p.snapshot_id.end_offset = snapshot_id.end_offset;
+    p.snapshot_id.epoch = snapshot_id.epoch;
+    p.position = position;
+    p.replica_directory_id = replica.directory_id;
+    let mut t = fetch_snapshot_request::TopicSnapshot::default();
+    t.name = topic();
+    t.partitions = vec![p];
+    let mut r = FetchSnapshotRequest::default();
+    r.cluster_id = Some(StrBytes::from_string(cluster_id.to_owned()));
+    r.replica_id = BrokerId(replica.id.0);
+    r.max_bytes = SNAPSHOT_PAGE_BYTES;
+    r.topics = vec![t];
+    RequestKind::FetchSnapshot(r)
+}
+
+/// The page a FetchSnapshot request asks for: `(position, max_bytes)`.
+pub fn snapshot_page(body: &RequestKind) -> Option<(i64, i32)> {
+    match body {
+        RequestKind::FetchSnapshot(r) => {
+            let p = r.topics.first()?.partitions.first()?;
+            Some((p.position, r.max_bytes))
+        }
+        _ => None,
+    }
+}
+
+/// Cuts a whole-snapshot FetchSnapshot answer ([`response_to_wire`]) down to the page at
+/// `position` of at most `max_bytes` (at least one byte, so a fetch always progresses);
+/// `POSITION_OUT_OF_RANGE` past the end.
+pub fn page_snapshot_response(body: &mut ResponseKind, position: i64, max_bytes: i32) {
+    let ResponseKind::FetchSnapshot(r) = body else {
+        return;
+    };
+    let Some(p) = r.topics.first_mut().and_then(|t| t.partitions.first_mut()) else {
+        return;
+    };
+    if p.error_code != NONE {
+        return;
+    }
+    let whole = std::mem::take(&mut p.unaligned_records);
+    let start = usize::try_from(position).ok().filter(|&s| s <= whole.len());
+    match start {
+        Some(start) => {
+            let len = usize::try_from(max_bytes).unwrap_or(0).max(1);
+            let end = start.saturating_add(len).min(whole.len());
+            p.position = position;
+            p.unaligned_records = whole.slice(start..end);
+        }
+        None => {
+            p.error_code = POSITION_OUT_OF_RANGE;
+            p.position = -1;
+        }
+    }
+}
+
+/// One page of a FetchSnapshot answer, as the fetching side needs it.
+#[derive(Debug, PartialEq)]
+pub enum SnapshotPage {
+    /// Bytes of the snapshot.
+    Data {
+        /// The responder's epoch.
+        epoch: i32,
+        /// The leader it knows.
+        leader: Option<NodeId>,
+        /// The snapshot's total size.
+        size: i64,
+        /// Where `bytes` start.
+        position: i64,
+        /// The page.
+        bytes: Bytes,
+    },
+    /// Not served: the answer for the core (its snapshot is `None`).
+    Refused(Message),
+}
+
+/// A FetchSnapshot answer as a [`SnapshotPage`]; `None` when it carries an error the core
+/// has no word for, or is not about the metadata partition (the core retries on its timer).
+pub fn snapshot_page_from_wire(body: ResponseKind) -> Option<SnapshotPage> {
+    let ResponseKind::FetchSnapshot(r) = body else {
+        return None;
+    };
+    if r.error_code != NONE {
+        return None;
+    }
+    let p = r.topics.into_iter().next()?.partitions.into_iter().next()?;
+    let epoch = p.current_leader.leader_epoch;
+    let leader = leader_from(p.current_leader.leader_id);
+    if p.error_code == SNAPSHOT_NOT_FOUND || p.error_code == POSITION_OUT_OF_RANGE {
+        // The leader moved to a newer snapshot: fetching again names it.
+        return Some(SnapshotPage::Refused(Message::FetchSnapshotResponse {
+            epoch,
+            leader,
+            error: None,
+            snapshot: None,
+        }));
+    }
+    let error = fetch_error(p.error_code).ok()?;
+    if error.is_some() {
+        return Some(SnapshotPage::Refused(Message::FetchSnapshotResponse {
+            epoch,
+            leader,
+            error,
+            snapshot: None,
+        }));
+    }
+    Some(SnapshotPage::Data {
+        epoch,
+        leader,
+        size: p.size,
+        position: p.position,
+        bytes: p.unaligned_records,
+    })
+}
+
+/// A whole fetched snapshot as the core's answer; `None` (the core fetches again) when
+/// its bytes are not a sound snapshot file: every batch and record is checked here, before
+/// the core installs it and its log is emptied.
+pub fn snapshot_response(
+    epoch: i32,
+    leader: Option<NodeId>,
+    snapshot_id: SnapshotId,
+    data: Bytes,
+) -> Option<Message> {
+    let checkpoint = match super::snapshot::Checkpoint::decode(&data) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "a fetched metadata snapshot does not decode");
+            return None;
+        }
+    };
+    Some(Message::FetchSnapshotResponse {
+        epoch,
+        leader,
+        error: None,
+        snapshot: Some(Snapshot {
+            id: snapshot_id,
+            data,
+            voters: checkpoint.voters,
+        }),
+    })
 }
 
 /// A request of the core as a wire body addressed to `to`.
@@ -202,6 +375,17 @@ pub fn request_to_wire(msg: &Message, to: NodeId, cluster_id: &str) -> Option<Re
             r.topics = vec![t];
             Some(RequestKind::Fetch(r))
         }
+        Message::FetchSnapshotRequest {
+            epoch,
+            replica,
+            snapshot_id,
+        } => Some(fetch_snapshot_request(
+            *epoch,
+            *replica,
+            *snapshot_id,
+            0,
+            cluster_id,
+        )),
         _ => None,
     }
 }
@@ -324,6 +508,24 @@ pub fn request_from_wire(
                 },
             ))
         }
+        RequestKind::FetchSnapshot(r) => {
+            check_cluster(r.cluster_id.as_ref(), cluster_id)?;
+            let p = single(&r.topics, |t| &t.name, |t| &t.partitions)?;
+            Ok((
+                NodeId(r.replica_id.0),
+                Message::FetchSnapshotRequest {
+                    epoch: p.current_leader_epoch,
+                    replica: ReplicaKey {
+                        id: NodeId(r.replica_id.0),
+                        directory_id: p.replica_directory_id,
+                    },
+                    snapshot_id: SnapshotId {
+                        end_offset: p.snapshot_id.end_offset,
+                        epoch: p.snapshot_id.epoch,
+                    },
+                },
+            ))
+        }
         _ => Err(Refused::NotQuorum),
     }
 }
@@ -362,6 +564,11 @@ impl PartitionIndex for begin_quorum_epoch_request::PartitionData {
 impl PartitionIndex for end_quorum_epoch_request::PartitionData {
     fn index(&self) -> i32 {
         self.partition_index
+    }
+}
+impl PartitionIndex for fetch_snapshot_request::PartitionSnapshot {
+    fn index(&self) -> i32 {
+        self.partition
     }
 }
 
@@ -478,6 +685,39 @@ pub fn response_to_wire(msg: &Message, now_ms: i64) -> Option<ResponseKind> {
             let mut r = FetchResponse::default();
             r.responses = vec![t];
             Some(ResponseKind::Fetch(r))
+        }
+        Message::FetchSnapshotResponse {
+            epoch,
+            leader,
+            error,
+            snapshot,
+        } => {
+            let mut p = fetch_snapshot_response::PartitionSnapshot::default();
+            p.index = 0;
+            p.error_code = match (error, snapshot) {
+                (Some(_), _) => fetch_error_code(*error),
+                (None, None) => SNAPSHOT_NOT_FOUND,
+                (None, Some(_)) => NONE,
+            };
+            p.current_leader.leader_id = leader_id(*leader);
+            p.current_leader.leader_epoch = *epoch;
+            p.snapshot_id.end_offset = -1;
+            p.snapshot_id.epoch = -1;
+            p.size = -1;
+            p.position = -1;
+            if let Some(s) = snapshot {
+                p.snapshot_id.end_offset = s.id.end_offset;
+                p.snapshot_id.epoch = s.id.epoch;
+                p.size = s.data.len() as i64;
+                p.position = 0;
+                p.unaligned_records = s.data.clone();
+            }
+            let mut t = fetch_snapshot_response::TopicSnapshot::default();
+            t.name = topic();
+            t.partitions = vec![p];
+            let mut r = FetchSnapshotResponse::default();
+            r.topics = vec![t];
+            Some(ResponseKind::FetchSnapshot(r))
         }
         _ => None,
     }
