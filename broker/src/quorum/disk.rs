@@ -445,6 +445,43 @@ mod tests {
     }
 
     #[test]
+    fn segments_roll_and_go_whole_below_a_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("__cluster_metadata-0");
+        let mut disk = RaftDisk::open(&path, 0, 1024).unwrap();
+        let entries: Vec<Entry> = (0..100)
+            .map(|i| Entry {
+                epoch: 1 + i / 40,
+                payload: Payload::Data(Bytes::from(vec![7u8; 60])),
+            })
+            .collect();
+        disk.append(0, &entries, 0).unwrap();
+        assert_eq!(disk.delete_before(0).unwrap(), 0);
+        let deleted = disk.delete_before(70).unwrap();
+        assert!(deleted > 1, "{deleted} segments deleted");
+        let start = disk.log_start_offset();
+        assert!(start > 0 && start <= 70, "log start {start}");
+        assert_eq!(disk.entries_from(70).unwrap(), entries[70..]);
+        assert_eq!(disk.epoch_at(70).unwrap(), Some(2));
+        assert_eq!(disk.epoch_at(99).unwrap(), Some(3));
+        assert_eq!(disk.epoch_at(100).unwrap(), None);
+        assert_eq!(disk.epoch_at(start - 1).unwrap(), None);
+        disk.close().unwrap();
+        // Reopened, the log starts where the deletion left it.
+        let mut disk = RaftDisk::open(&path, 0, 1024).unwrap();
+        assert_eq!(disk.log_start_offset(), start);
+        assert_eq!(disk.entries_from(0).unwrap(), entries[start as usize..]);
+        // A fetched snapshot empties the log.
+        disk.reset_to(500).unwrap();
+        assert_eq!((disk.log_start_offset(), disk.log_end_offset()), (500, 500));
+        disk.append(500, &entries[..1], 0).unwrap();
+        disk.close().unwrap();
+        let disk = RaftDisk::open(&path, 0, 1024).unwrap();
+        assert_eq!(disk.entries_from(0).unwrap(), entries[..1]);
+        assert_eq!(disk.log_start_offset(), 500);
+    }
+
+    #[test]
     fn a_record_set_decodes_to_its_entries() {
         let entries = vec![
             Entry {

@@ -797,3 +797,67 @@ fn durable<T>(write: impl FnOnce() -> T) -> T {
         _ => write(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn entries(epochs: &[i32]) -> Vec<Entry> {
+        epochs
+            .iter()
+            .map(|&epoch| Entry {
+                epoch,
+                payload: Payload::Data(Bytes::from_static(b"x")),
+            })
+            .collect()
+    }
+
+    fn disk_with(dir: &std::path::Path, start: i64, epochs: &[i32]) -> disk::RaftDisk {
+        let mut d = disk::RaftDisk::open(dir, 0, 1 << 20).unwrap();
+        if start > 0 {
+            d.reset_to(start).unwrap();
+        }
+        d.append(start, &entries(epochs), 0).unwrap();
+        d
+    }
+
+    fn id(end_offset: i64, epoch: i32) -> Option<SnapshotId> {
+        Some(SnapshotId { end_offset, epoch })
+    }
+
+    #[test]
+    fn start_up_replays_only_what_follows_the_snapshot() {
+        let t = tempfile::tempdir().unwrap();
+        let mut d = disk_with(&t.path().join("a"), 0, &[1, 1, 2, 2, 3]);
+        assert_eq!(entries_after(&mut d, id(3, 2)).unwrap(), entries(&[2, 3]));
+        assert_eq!(entries_after(&mut d, None).unwrap().len(), 5);
+        assert_eq!(entries_after(&mut d, id(5, 3)).unwrap(), vec![]);
+        assert_eq!(d.log_end_offset(), 5, "a log that reaches the end is kept");
+    }
+
+    #[test]
+    fn a_log_that_does_not_continue_the_snapshot_is_emptied() {
+        let t = tempfile::tempdir().unwrap();
+        // It ends before the snapshot (a crash after a fetched snapshot was stored).
+        let mut d = disk_with(&t.path().join("short"), 0, &[1, 1]);
+        assert_eq!(entries_after(&mut d, id(9, 2)).unwrap(), vec![]);
+        assert_eq!((d.log_start_offset(), d.log_end_offset()), (9, 9));
+        // It disagrees on the snapshot's last epoch.
+        let mut d = disk_with(&t.path().join("diverged"), 0, &[1, 1, 1, 1]);
+        assert_eq!(entries_after(&mut d, id(3, 2)).unwrap(), vec![]);
+        assert_eq!((d.log_start_offset(), d.log_end_offset()), (3, 3));
+        // It starts after the snapshot (the newest one did not load).
+        let mut d = disk_with(&t.path().join("gap"), 10, &[4, 4]);
+        assert_eq!(entries_after(&mut d, id(5, 3)).unwrap(), vec![]);
+        assert_eq!((d.log_start_offset(), d.log_end_offset()), (5, 5));
+        // No snapshot at all, and a log that does not start at 0.
+        let mut d = disk_with(&t.path().join("headless"), 10, &[4]);
+        assert_eq!(entries_after(&mut d, None).unwrap(), vec![]);
+        assert_eq!((d.log_start_offset(), d.log_end_offset()), (0, 0));
+        // A log that starts exactly at the snapshot's end continues it.
+        let mut d = disk_with(&t.path().join("exact"), 5, &[4]);
+        assert_eq!(entries_after(&mut d, id(5, 3)).unwrap(), entries(&[4]));
+    }
+}

@@ -890,6 +890,17 @@ mod tests {
                 fetch_offset: 10,
                 last_fetched_epoch: 4,
             },
+            Message::FetchSnapshotRequest {
+                epoch: 5,
+                replica: ReplicaKey {
+                    id: NodeId(2),
+                    directory_id: Uuid::from_u128(8),
+                },
+                snapshot_id: SnapshotId {
+                    end_offset: 40,
+                    epoch: 3,
+                },
+            },
         ];
         for msg in cases {
             let (api, version) = request_api(&msg).unwrap();
@@ -960,5 +971,132 @@ mod tests {
         let frame = codec::encode_response(ApiKey::Vote, VOTE_VERSION, 1, &body).unwrap();
         let resp = codec::decode_response(ApiKey::Vote, VOTE_VERSION, frame.slice(4..)).unwrap();
         assert_eq!(response_from_wire(resp.body, &request).unwrap(), msg);
+    }
+
+    /// KIP-630: the leader pages its whole-snapshot answer by position; the pages, through
+    /// the codec, put the snapshot back together on the fetching side.
+    #[test]
+    fn a_snapshot_travels_in_pages() {
+        use crate::quorum::snapshot::{Assembly, Checkpoint, Progress};
+        use strata_kraft::MetadataRecord;
+        use strata_kraft::record::TopicRecord;
+
+        let voters = Some(vec![key(1), key(2), key(3)]);
+        let checkpoint = Checkpoint {
+            voters: voters.clone(),
+            records: (0..2000)
+                .map(|i| {
+                    MetadataRecord::Topic(TopicRecord {
+                        name: format!("t{i}"),
+                        topic_id: Uuid::from_u128(i + 1),
+                    })
+                })
+                .collect(),
+        };
+        let id = SnapshotId {
+            end_offset: 77,
+            epoch: 4,
+        };
+        let snapshot = Snapshot {
+            id,
+            data: checkpoint.encode(4, 5),
+            voters,
+        };
+        let whole = Message::FetchSnapshotResponse {
+            epoch: 4,
+            leader: Some(NodeId(1)),
+            error: None,
+            snapshot: Some(snapshot.clone()),
+        };
+        let page_bytes = 1000;
+        let mut assembly = Assembly::default();
+        let mut pages = 0;
+        let done = loop {
+            pages += 1;
+            assert!(pages < 1000, "no progress");
+            let request = fetch_snapshot_request(4, key(2), id, assembly.position(), "abc");
+            let request =
+                through_the_codec(ApiKey::FetchSnapshot, FETCH_SNAPSHOT_VERSION, &request);
+            let (from, msg) = request_from_wire(&request, "abc").unwrap();
+            assert_eq!(from, NodeId(2));
+            assert!(
+                matches!(msg, Message::FetchSnapshotRequest { snapshot_id, .. } if snapshot_id == id)
+            );
+            let (position, _) = snapshot_page(&request).unwrap();
+            let mut body = response_to_wire(&whole, 0).unwrap();
+            page_snapshot_response(&mut body, position, page_bytes);
+            let frame =
+                codec::encode_response(ApiKey::FetchSnapshot, FETCH_SNAPSHOT_VERSION, 3, &body)
+                    .unwrap();
+            let resp = codec::decode_response(
+                ApiKey::FetchSnapshot,
+                FETCH_SNAPSHOT_VERSION,
+                frame.slice(4..),
+            )
+            .unwrap();
+            let Some(SnapshotPage::Data {
+                epoch,
+                leader,
+                size,
+                position,
+                bytes,
+            }) = snapshot_page_from_wire(resp.body)
+            else {
+                panic!("not a page");
+            };
+            assert!(bytes.len() <= page_bytes as usize);
+            match assembly.accept(size, position, &bytes) {
+                Progress::Next(_) => {}
+                Progress::Done(data) => break snapshot_response(epoch, leader, id, data),
+                Progress::Refused => panic!("page refused"),
+            }
+        };
+        assert!(pages > 10, "{pages} pages");
+        assert_eq!(done, Some(whole));
+
+        // Past the end: POSITION_OUT_OF_RANGE, which sends the core back to Fetch.
+        let mut body = response_to_wire(
+            &Message::FetchSnapshotResponse {
+                epoch: 4,
+                leader: Some(NodeId(1)),
+                error: None,
+                snapshot: Some(snapshot.clone()),
+            },
+            0,
+        )
+        .unwrap();
+        page_snapshot_response(&mut body, snapshot.data.len() as i64 + 1, page_bytes);
+        let refused = Message::FetchSnapshotResponse {
+            epoch: 4,
+            leader: Some(NodeId(1)),
+            error: None,
+            snapshot: None,
+        };
+        assert_eq!(
+            snapshot_page_from_wire(body),
+            Some(SnapshotPage::Refused(refused.clone()))
+        );
+        // No such snapshot (SNAPSHOT_NOT_FOUND) and a fenced epoch are refusals too.
+        let body = response_to_wire(&refused, 0).unwrap();
+        assert_eq!(
+            snapshot_page_from_wire(body),
+            Some(SnapshotPage::Refused(refused))
+        );
+        let fenced = Message::FetchSnapshotResponse {
+            epoch: 6,
+            leader: None,
+            error: Some(FetchError::FencedLeaderEpoch),
+            snapshot: None,
+        };
+        let body = response_to_wire(&fenced, 0).unwrap();
+        assert_eq!(
+            snapshot_page_from_wire(body),
+            Some(SnapshotPage::Refused(fenced))
+        );
+        // Bytes that are not a snapshot never reach the core.
+        assert_eq!(
+            snapshot_response(4, None, id, Bytes::from_static(b"garbage")),
+            None
+        );
     }
 }
