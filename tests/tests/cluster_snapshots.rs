@@ -1,8 +1,9 @@
 //! Metadata snapshots (KIP-630) on a three-node cluster of real `strata` processes, with
 //! thresholds small enough that a few dozen topics take several snapshots:
 //!
-//! - every node writes `.checkpoint` files into `__cluster_metadata-0` and deletes the
-//!   metadata-log segments they cover (the first segment, base offset 0, is gone);
+//! - every node takes several snapshots, keeps the latest two `.checkpoint` files in
+//!   `__cluster_metadata-0` and deletes the metadata-log segments they cover (the first
+//!   segment, base offset 0, is gone);
 //! - a node killed with SIGKILL whose whole `__cluster_metadata-0` (log, snapshots and
 //!   quorum state) is deleted comes back, finds the leader's log starting past its empty
 //!   one, fetches the snapshot with FetchSnapshot, and lists every topic; it then follows
@@ -31,7 +32,7 @@ const SETTINGS: &[(&str, &str)] = &[
 ];
 
 /// Topics created before the first restart.
-const TOPICS: usize = 60;
+const TOPICS: usize = 120;
 
 /// The bound on the first election, on a restarted node catching up, and on a file
 /// appearing.
@@ -116,15 +117,26 @@ fn snapshots_replace_the_metadata_log_and_bring_back_a_wiped_node() {
         )
         .unwrap_or_else(|e| panic!("node {id}: {e:?}; files {last:?}"));
         let (checkpoints, segments) = last;
+        let output = std::fs::read_to_string(&c.node(id).stderr).unwrap();
+        let taken = output.matches("metadata snapshot taken").count();
+        // A follower that fell behind the leader's log start installs the leader's instead
+        // (rare: the leader keeps one snapshot interval of log below its latest snapshot).
+        let installed = output
+            .matches("metadata snapshot installed from the leader")
+            .count();
+        assert!(
+            taken + installed >= 3,
+            "node {id} took {taken} snapshots and installed {installed}"
+        );
         assert!(
             checkpoints.len() <= 2,
-            "node {id} keeps at most two snapshots: {checkpoints:?}"
+            "node {id} keeps at most two of its {taken} snapshots: {checkpoints:?}"
         );
         let size = std::fs::metadata(dir.join(checkpoints.last().unwrap()))
             .unwrap()
             .len();
         println!(
-            "measured: node {id}: snapshots {checkpoints:?} (latest {size} bytes for {TOPICS} topics), metadata segments from base offset {}",
+            "measured: node {id}: {taken} snapshots taken, {installed} installed, kept {checkpoints:?} (latest {size} bytes for {TOPICS} topics), metadata segments from base offset {}",
             segments[0]
         );
     }

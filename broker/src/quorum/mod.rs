@@ -21,10 +21,11 @@
 //! - **Snapshots** (KIP-630): after each step, once
 //!   `metadata.log.max.record.bytes.between.snapshots` bytes of entries were applied since
 //!   the last snapshot, or `metadata.log.max.snapshot.interval.ms` passed with new entries
-//!   applied, the driver writes the image out as records ([`snapshot::Checkpoint`]) and
-//!   hands the core `Input::Snapshot` for the applied offset. The core answers
-//!   `PersistSnapshot` (the `.checkpoint` file, written durably; older ones are pruned to
-//!   the latest two) and `DeleteLogBefore` (whole segments below the snapshot go). A
+//!   applied, the driver writes the image out as records ([`snapshot::Checkpoint`]) into a
+//!   `.checkpoint` file (durably; older ones are pruned to the latest two) and hands the
+//!   core `Input::Snapshot` for the *previous* snapshot, so the log keeps one snapshot
+//!   interval of entries for followers that lag. The core answers `PersistSnapshot` (the
+//!   file is already there) and `DeleteLogBefore` (whole segments below it go). A
 //!   follower behind the leader's log start gets `InstallSnapshot` after fetching the
 //!   snapshot in pages ([`peer`]): it stores the file, empties its log to start at the
 //!   snapshot's end, and replaces and publishes the image. At start the newest snapshot
@@ -390,6 +391,7 @@ pub fn start(
         },
         bytes_since_snapshot: 0,
         last_snapshot_at: Instant::now(),
+        unreleased: None,
     };
     tokio::spawn(driver.run(rx));
     Ok(QuorumHandle {
@@ -487,6 +489,13 @@ struct Driver {
     /// When the latest snapshot was taken or installed (or the driver started): the time
     /// trigger.
     last_snapshot_at: Instant,
+    /// The latest snapshot taken, `(end offset, bytes)`, not yet handed to the core. The
+    /// core gets a snapshot only once the next one is taken, and then drops the entries
+    /// below it at once; so the log keeps one snapshot interval of entries below the
+    /// latest snapshot, and a follower lagging by less than that catches up by Fetch
+    /// instead of downloading a snapshot (Kafka keeps its log for
+    /// `metadata.max.retention.*` for the same reason).
+    unreleased: Option<(i64, bytes::Bytes)>,
 }
 
 impl Driver {
@@ -627,8 +636,11 @@ impl Driver {
                 self.publish();
             }
             Action::PersistSnapshot(s) => {
-                durable(|| snapshot::write(&self.dir, &s))?;
-                snapshot::prune(&self.dir, SNAPSHOTS_KEPT);
+                // The driver wrote it when it took it (see `unreleased`), unless pruned since.
+                if !self.dir.join(snapshot::file_name(s.id)).is_file() {
+                    durable(|| snapshot::write(&self.dir, &s))?;
+                    snapshot::prune(&self.dir, SNAPSHOTS_KEPT);
+                }
             }
             Action::DeleteLogBefore { offset } => {
                 let deleted = durable(|| self.disk.delete_before(offset))?;
@@ -671,7 +683,11 @@ impl Driver {
                 .snapshot_policy
                 .interval
                 .is_some_and(|i| self.last_snapshot_at.elapsed() >= i);
-        if !due {
+        let newer = self
+            .unreleased
+            .as_ref()
+            .is_none_or(|(e, _)| *e < end_offset);
+        if !due || !newer {
             return Ok(());
         }
         let Some(epoch) = log.epoch_at(end_offset - 1) else {
@@ -684,15 +700,25 @@ impl Driver {
         };
         let data = checkpoint.encode(epoch, crate::now_ms());
         let bytes = data.len();
-        // Whether or not the core takes it, wait for the next trigger before trying again.
         self.bytes_since_snapshot = 0;
         self.last_snapshot_at = Instant::now();
-        let actions = self
-            .node
-            .step(self.now(), Input::Snapshot { end_offset, data });
-        let mut no_reply = None;
-        for action in actions {
-            self.carry_out(action, &mut no_reply)?;
+        let snapshot = strata_kraft::raft::Snapshot {
+            id: SnapshotId { end_offset, epoch },
+            data,
+            voters: checkpoint.voters.clone(),
+        };
+        durable(|| snapshot::write(&self.dir, &snapshot))?;
+        snapshot::prune(&self.dir, SNAPSHOTS_KEPT);
+        // The core gets the previous snapshot, not this one (see `unreleased`).
+        let previous = self.unreleased.replace((end_offset, snapshot.data));
+        if let Some((end_offset, data)) = previous {
+            let actions = self
+                .node
+                .step(self.now(), Input::Snapshot { end_offset, data });
+            let mut no_reply = None;
+            for action in actions {
+                self.carry_out(action, &mut no_reply)?;
+            }
         }
         tracing::info!(
             end_offset,
@@ -723,6 +749,8 @@ impl Driver {
         }
         self.image = image;
         self.applied = end_offset;
+        // The core's snapshot is now this one; an older one of ours is no use.
+        self.unreleased = None;
         self.bytes_since_snapshot = 0;
         self.last_snapshot_at = Instant::now();
         tracing::info!(
