@@ -117,6 +117,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
         "metadata.log.max.record.bytes.between.snapshots",
         "20971520",
     ),
+    ("metadata.log.segment.bytes", "1073741824"),
     ("unclean.leader.election.enable", "false"),
     ("auto.leader.rebalance.enable", "true"),
     ("leader.imbalance.check.interval.seconds", "300"),
@@ -182,6 +183,9 @@ pub struct BrokerConfig {
     /// `metadata.log.max.record.bytes.between.snapshots`: snapshot after this many bytes of
     /// metadata records.
     pub metadata_log_max_record_bytes_between_snapshots: i64,
+    /// `metadata.log.segment.bytes`: the segment size of `__cluster_metadata-0`. A snapshot
+    /// lets the log drop only whole segments below it, so this bounds what stays behind.
+    pub metadata_log_segment_bytes: i64,
     /// `unclean.leader.election.enable`: the controller's default for topics without it.
     pub unclean_leader_election_enable: bool,
     /// `auto.leader.rebalance.enable`: move leadership back to preferred replicas.
@@ -470,6 +474,11 @@ impl BrokerConfig {
                 "metadata.log.max.record.bytes.between.snapshots",
                 get("metadata.log.max.record.bytes.between.snapshots"),
                 1,
+            )?,
+            metadata_log_segment_bytes: at_least(
+                "metadata.log.segment.bytes",
+                get("metadata.log.segment.bytes"),
+                14,
             )?,
             unclean_leader_election_enable: boolean(
                 "unclean.leader.election.enable",

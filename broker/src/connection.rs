@@ -321,7 +321,7 @@ pub async fn serve_on(
 
 /// Answers a request decoded on a controller listener. ApiVersions lists the controller's
 /// APIs (`versions::CONTROLLER_APIS`), as Kafka's controller does on its listener. With a
-/// multi-voter quorum running, Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch go to its
+/// multi-voter quorum running, Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot go to its
 /// driver, which answers with the core's response (or closes the connection when the core
 /// gives none), and DescribeQuorum is answered from the core. The other controller RPCs,
 /// and the quorum RPCs on a node without a quorum driver, decode but have no handler yet,
@@ -358,7 +358,11 @@ fn controller_slot(
             encode(&body).map_or(Slot::Close, Slot::Ready)
         }
         (
-            ApiKey::Vote | ApiKey::BeginQuorumEpoch | ApiKey::EndQuorumEpoch | ApiKey::Fetch,
+            ApiKey::Vote
+            | ApiKey::BeginQuorumEpoch
+            | ApiKey::EndQuorumEpoch
+            | ApiKey::Fetch
+            | ApiKey::FetchSnapshot,
             Some(quorum),
         ) => {
             let quorum = quorum.clone();

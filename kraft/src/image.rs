@@ -345,8 +345,9 @@ impl MetadataImage {
 
     fn apply_config(&mut self, r: &ConfigRecord) -> Result<(), ApplyError> {
         if r.resource_type != RESOURCE_TYPE_TOPIC {
-            // Broker and cluster configs are not part of the image yet; the record stays
-            // in the log, so imaging them later needs no migration.
+            // Broker and cluster configs are not part of the image yet. A metadata
+            // snapshot holds only the image, so once a snapshot lets the log segment
+            // holding such a record go, the record is gone (see `image_records.rs`).
             return Ok(());
         }
         let topic = self

@@ -17,6 +17,7 @@
 //! | `record/{partition_change,fence_broker,unfence_broker,unregister_broker,broker_registration_change}.rs` | the leader/ISR change and broker-lifecycle records (types 5, 7, 8, 1, 17), tagged fields included |
 //! | `record/compact.rs` | Kafka's flexible ("compact") field encoding, reader never panics |
 //! | `image.rs` | [`MetadataImage`] and the pure [`MetadataImage::apply`] |
+//! | `image_records.rs` | [`MetadataImage::records`]: the image as the records that rebuild it (a snapshot's body, KIP-630) |
 //! | `controller.rs` | sans-IO validation: request + image → records or [`MetadataError`] |
 //! | `cluster_control/` | the active controller's cluster state machine, sans-IO: broker registration, heartbeats and fencing ([`cluster_control::BrokerHeartbeats`]), controlled shutdown, leader election, AlterPartition, rack-aware placement |
 //! | `topic_config.rs` | Kafka's topic config names, defaults and value checks |
@@ -43,6 +44,7 @@ mod controller;
 pub mod entry;
 mod error;
 mod image;
+mod image_records;
 mod meta_properties;
 pub mod quorum_state;
 pub mod raft;

@@ -33,7 +33,8 @@ const ATTRIBUTES_AT: usize = 21;
 const CONTROL_BIT: i16 = 0x20;
 /// Kafka's `ControlRecordType` codes.
 const LEADER_CHANGE: i16 = 2;
-const KRAFT_VOTERS: i16 = 6;
+/// Kafka's `ControlRecordType.KRAFT_VOTERS`: a `VotersRecord`.
+pub const KRAFT_VOTERS: i16 = 6;
 /// KafkaRaftClient's `MAX_BATCH_SIZE_BYTES`.
 const MAX_BATCH_BYTES: u32 = 8 * 1024 * 1024;
 /// How much one recovery read asks for.
@@ -69,22 +70,77 @@ pub struct RaftDisk {
 }
 
 impl RaftDisk {
-    /// Opens (and recovers) the log in `dir`, returning it with the entries it holds.
+    /// Opens (and recovers) the log in `dir`, rolling segments at `segment_bytes`
+    /// (`metadata.log.segment.bytes`).
     ///
     /// # Errors
     ///
-    /// [`DiskError`] when the log cannot be opened or a batch is not an entry.
-    pub fn open(dir: &Path, now_ms: i64) -> Result<(Self, Vec<Entry>), DiskError> {
+    /// [`DiskError`] when the log cannot be opened.
+    pub fn open(dir: &Path, now_ms: i64, segment_bytes: u32) -> Result<Self, DiskError> {
         let config = LogConfig {
             retention_ms: -1,
             retention_bytes: -1,
             max_message_bytes: MAX_BATCH_BYTES,
+            segment_bytes,
             ..LogConfig::default()
         };
         let log = Log::open(dir, config, now_ms)?;
-        let disk = RaftDisk { log };
-        let entries = disk.read_entries(disk.log.log_start_offset(), disk.log.log_end_offset())?;
-        Ok((disk, entries))
+        Ok(RaftDisk { log })
+    }
+
+    /// The entries from `from` (at least the log start) to the log end.
+    ///
+    /// # Errors
+    ///
+    /// [`DiskError::Corrupt`] when a batch is not an entry; storage errors.
+    pub fn entries_from(&self, from: i64) -> Result<Vec<Entry>, DiskError> {
+        self.read_entries(
+            from.max(self.log.log_start_offset()),
+            self.log.log_end_offset(),
+        )
+    }
+
+    /// The epoch of the entry at `offset`, if the log holds it.
+    ///
+    /// # Errors
+    ///
+    /// As [`RaftDisk::entries_from`].
+    pub fn epoch_at(&self, offset: i64) -> Result<Option<i32>, DiskError> {
+        if offset < self.log.log_start_offset() || offset >= self.log.log_end_offset() {
+            return Ok(None);
+        }
+        Ok(self
+            .read_entries(offset, offset + 1)?
+            .first()
+            .map(|e| e.epoch))
+    }
+
+    /// The first offset the log holds.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log.log_start_offset()
+    }
+
+    /// KIP-630 log cleaning: deletes every whole segment below `offset` (a snapshot holds
+    /// their state). The segment holding `offset` stays, so the log may still start below
+    /// it; at start the driver reads entries only from the snapshot's end.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    pub fn delete_before(&mut self, offset: i64) -> Result<usize, DiskError> {
+        Ok(self.log.delete_segments_before(offset)?)
+    }
+
+    /// Empties the log and restarts it at `offset`, durably: a snapshot fetched from the
+    /// leader replaces the whole log (Kafka's `truncateFullyAndStartAt`).
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    pub fn reset_to(&mut self, offset: i64) -> Result<(), DiskError> {
+        self.log.truncate_fully_and_start_at(offset)?;
+        self.log.flush()?;
+        Ok(())
     }
 
     /// The log end offset.
@@ -174,6 +230,55 @@ impl RaftDisk {
     }
 }
 
+/// A control batch (attribute bit 5) of one record: Kafka's control key of type `kind`
+/// and `value`, base offset 0.
+pub fn control_batch(kind: i16, value: Bytes, now_ms: i64) -> Vec<u8> {
+    let record = SimpleRecord {
+        key: Some(control_key(kind)),
+        value: Some(value),
+        timestamp: now_ms,
+        headers: Vec::new(),
+    };
+    let mut batch = encode_batch(0, &[record]).to_vec();
+    let attributes =
+        i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]) | CONTROL_BIT;
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    write_crc(&mut batch);
+    batch
+}
+
+/// The control record type of a control batch's first record (Kafka's `ControlRecordType`),
+/// with that record's value.
+pub fn control_record<'a>(batch: &RecordBatchView<'a>) -> Option<(i16, &'a [u8])> {
+    if !batch.is_control() {
+        return None;
+    }
+    let record = batch.records().ok()?.next()?.ok()?;
+    let key = record.key?;
+    if key.len() != 4 {
+        return None;
+    }
+    Some((i16::from_be_bytes([key[2], key[3]]), record.value?))
+}
+
+/// `VotersRecord` v0's value for `voters` (see the module doc).
+pub fn voters_value(voters: &[ReplicaKey]) -> Bytes {
+    let mut v = BytesMut::new();
+    v.put_i16(0);
+    put_uvarint(&mut v, voters.len() as u64 + 1);
+    for voter in voters {
+        v.put_i32(voter.id.0);
+        v.put_slice(voter.directory_id.as_bytes());
+        v.put_u8(1); // Endpoints: empty
+        v.put_i16(0); // KRaftVersionFeature.MinSupportedVersion
+        v.put_i16(1); // KRaftVersionFeature.MaxSupportedVersion
+        v.put_u8(0);
+        v.put_u8(0);
+    }
+    v.put_u8(0);
+    v.freeze()
+}
+
 /// One entry as one batch (see the module doc), base offset 0 (the log assigns it).
 pub fn encode_entry(entry: &Entry, now_ms: i64) -> Vec<u8> {
     let (control, key, value) = match &entry.payload {
@@ -187,22 +292,7 @@ pub fn encode_entry(entry: &Entry, now_ms: i64) -> Vec<u8> {
             v.put_u8(0); // no tagged fields
             (true, Some(control_key(LEADER_CHANGE)), v.freeze())
         }
-        Payload::Voters(voters) => {
-            let mut v = BytesMut::new();
-            v.put_i16(0);
-            put_uvarint(&mut v, voters.len() as u64 + 1);
-            for voter in voters {
-                v.put_i32(voter.id.0);
-                v.put_slice(voter.directory_id.as_bytes());
-                v.put_u8(1); // Endpoints: empty
-                v.put_i16(0); // KRaftVersionFeature.MinSupportedVersion
-                v.put_i16(1); // KRaftVersionFeature.MaxSupportedVersion
-                v.put_u8(0);
-                v.put_u8(0);
-            }
-            v.put_u8(0);
-            (true, Some(control_key(KRAFT_VOTERS)), v.freeze())
-        }
+        Payload::Voters(voters) => (true, Some(control_key(KRAFT_VOTERS)), voters_value(voters)),
     };
     let record = SimpleRecord {
         key,
@@ -264,7 +354,7 @@ pub fn decode_entry(batch: &RecordBatchView<'_>) -> Option<Entry> {
     Some(Entry { epoch, payload })
 }
 
-fn decode_voters(value: &[u8]) -> Option<Vec<ReplicaKey>> {
+pub fn decode_voters(value: &[u8]) -> Option<Vec<ReplicaKey>> {
     let mut pos = 2; // version
     let (n, used) = get_uvarint(value.get(pos..)?)?;
     pos += used;
@@ -339,17 +429,56 @@ mod tests {
                 payload: Payload::Voters(vec![key]),
             },
         ];
-        let (mut disk, got) = RaftDisk::open(&path, 0).unwrap();
-        assert!(got.is_empty());
+        let mut disk = RaftDisk::open(&path, 0, 1 << 30).unwrap();
+        assert!(disk.entries_from(0).unwrap().is_empty());
         disk.append(0, &entries, 0).unwrap();
         assert!(disk.append(0, &entries, 0).is_err());
         disk.close().unwrap();
-        let (mut disk, got) = RaftDisk::open(&path, 0).unwrap();
-        assert_eq!(got, entries);
+        let mut disk = RaftDisk::open(&path, 0, 1 << 30).unwrap();
+        assert_eq!(disk.entries_from(0).unwrap(), entries);
+        assert_eq!(disk.epoch_at(2).unwrap(), Some(2));
+        assert_eq!(disk.epoch_at(3).unwrap(), None);
         disk.truncate(1).unwrap();
         disk.close().unwrap();
-        let (_, got) = RaftDisk::open(&path, 0).unwrap();
-        assert_eq!(got, entries[..1]);
+        let disk = RaftDisk::open(&path, 0, 1 << 30).unwrap();
+        assert_eq!(disk.entries_from(0).unwrap(), entries[..1]);
+    }
+
+    #[test]
+    fn segments_roll_and_go_whole_below_a_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("__cluster_metadata-0");
+        let mut disk = RaftDisk::open(&path, 0, 1024).unwrap();
+        let entries: Vec<Entry> = (0..100)
+            .map(|i| Entry {
+                epoch: 1 + i / 40,
+                payload: Payload::Data(Bytes::from(vec![7u8; 60])),
+            })
+            .collect();
+        disk.append(0, &entries, 0).unwrap();
+        assert_eq!(disk.delete_before(0).unwrap(), 0);
+        let deleted = disk.delete_before(70).unwrap();
+        assert!(deleted > 1, "{deleted} segments deleted");
+        let start = disk.log_start_offset();
+        assert!(start > 0 && start <= 70, "log start {start}");
+        assert_eq!(disk.entries_from(70).unwrap(), entries[70..]);
+        assert_eq!(disk.epoch_at(70).unwrap(), Some(2));
+        assert_eq!(disk.epoch_at(99).unwrap(), Some(3));
+        assert_eq!(disk.epoch_at(100).unwrap(), None);
+        assert_eq!(disk.epoch_at(start - 1).unwrap(), None);
+        disk.close().unwrap();
+        // Reopened, the log starts where the deletion left it.
+        let mut disk = RaftDisk::open(&path, 0, 1024).unwrap();
+        assert_eq!(disk.log_start_offset(), start);
+        assert_eq!(disk.entries_from(0).unwrap(), entries[start as usize..]);
+        // A fetched snapshot empties the log.
+        disk.reset_to(500).unwrap();
+        assert_eq!((disk.log_start_offset(), disk.log_end_offset()), (500, 500));
+        disk.append(500, &entries[..1], 0).unwrap();
+        disk.close().unwrap();
+        let disk = RaftDisk::open(&path, 0, 1024).unwrap();
+        assert_eq!(disk.entries_from(0).unwrap(), entries[..1]);
+        assert_eq!(disk.log_start_offset(), 500);
     }
 
     #[test]

@@ -15,9 +15,23 @@
 //!   answer, hands the answer back to the core, and reconnects with a backoff when the
 //!   connection fails. A request that fails is dropped; the core retries on its timers.
 //! - **Inbound**: a controller-listener connection hands Vote, BeginQuorumEpoch,
-//!   EndQuorumEpoch and Fetch to the driver ([`QuorumHandle::request`]) and writes back the
-//!   response the core sends to that node in the same step. DescribeQuorum is answered from
-//!   the core's `describe_quorum` on the leader.
+//!   EndQuorumEpoch, Fetch and FetchSnapshot to the driver ([`QuorumHandle::request`]) and
+//!   writes back the response the core sends to that node in the same step. DescribeQuorum
+//!   is answered from the core's `describe_quorum` on the leader.
+//! - **Snapshots** (KIP-630): after each step, once
+//!   `metadata.log.max.record.bytes.between.snapshots` bytes of entries were applied since
+//!   the last snapshot, or `metadata.log.max.snapshot.interval.ms` passed with new entries
+//!   applied, the driver writes the image out as records ([`snapshot::Checkpoint`]) into a
+//!   `.checkpoint` file (durably; older ones are pruned to the latest two) and hands the
+//!   core `Input::Snapshot` for the *previous* snapshot, so the log keeps one snapshot
+//!   interval of entries for followers that lag. The core answers `PersistSnapshot` (the
+//!   file is already there) and `DeleteLogBefore` (whole segments below it go). A
+//!   follower behind the leader's log start gets `InstallSnapshot` after fetching the
+//!   snapshot in pages ([`peer`]): it stores the file, empties its log to start at the
+//!   snapshot's end, and replaces and publishes the image. At start the newest snapshot
+//!   that loads gives the image, and only the entries after it are replayed; a log that
+//!   does not continue it (it ends before it, starts after it, or disagrees on its last
+//!   epoch) is emptied to start at its end.
 //!
 //! # Layout
 //!
@@ -25,18 +39,23 @@
 //! |---|---|
 //! | `mod.rs` | [`QuorumHandle`], [`QuorumStatus`], the driver task and its action loop |
 //! | `disk.rs` | [`disk::RaftDisk`]: entries as record batches in `__cluster_metadata-0` |
-//! | `wire.rs` | core messages to and from Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, DescribeQuorum |
+//! | `snapshot.rs` | the `.checkpoint` files ([`snapshot::Checkpoint`]), and the assembly of a fetched one |
+//! | `snapshotting.rs` | the driver's side: the triggers, taking and installing a snapshot, what start-up replays |
+//! | `wire/mod.rs` | core messages to and from Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot, DescribeQuorum |
+//! | `wire/fetch_snapshot.rs` | FetchSnapshot's pages: the request for one, cutting one, reading one back |
 //! | `peer.rs` | one outbound connection per voter |
 //!
-//! Not carried out yet: the snapshot actions (the driver never hands the core a snapshot, so
-//! the core never asks to persist, install or serve one), FetchSnapshot, and the metadata
-//! records themselves (`MetadataStore` does not propose through the quorum yet).
+//! A snapshot is encoded on the driver's task, so a very large image delays the quorum's
+//! next step by that long (Kafka writes its snapshots on a separate thread).
 
 pub mod disk;
 mod peer;
+pub mod snapshot;
+mod snapshotting;
 pub mod wire;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -52,12 +71,15 @@ use strata_protocol::messages::{RequestKind, ResponseKind};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::BrokerConfig;
+use snapshotting::{SnapshotPolicy, apply_all, entries_after};
 
 /// The metadata log's directory inside `log.dirs`, as in Kafka.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 
 /// How many inputs may wait for the driver.
 const COMMAND_QUEUE: usize = 1024;
+/// How many snapshot files are kept: the latest, and one to fall back on should it not load.
+const SNAPSHOTS_KEPT: usize = 2;
 
 /// Why the driver could not start.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +90,9 @@ pub enum QuorumError {
     /// The Raft log.
     #[error(transparent)]
     Disk(#[from] disk::DiskError),
+    /// A snapshot file.
+    #[error(transparent)]
+    Snapshot(#[from] snapshot::SnapshotError),
     /// A directory could not be created.
     #[error("cannot create {path}: {source}")]
     Io {
@@ -161,7 +186,12 @@ impl QuorumHandle {
             .await
             .ok()?;
         let answer = rx.await.ok()?;
-        wire::response_to_wire(&answer, crate::now_ms())
+        let mut response = wire::response_to_wire(&answer, crate::now_ms())?;
+        if let Some((position, max_bytes)) = wire::snapshot_page(body) {
+            // KIP-630: the core answers with the whole snapshot; send the page asked for.
+            wire::page_snapshot_response(&mut response, position, max_bytes);
+        }
+        Some(response)
     }
 
     /// Resigns leadership for a clean shutdown (KIP-595's EndQuorumEpoch to the other
@@ -262,7 +292,16 @@ pub fn start(
     })?;
     let state_store = QuorumStateStore::new(&dir);
     let quorum = state_store.read()?.map(Into::into).unwrap_or_default();
-    let (raft_disk, entries) = disk::RaftDisk::open(&dir, crate::now_ms())?;
+    let loaded = snapshot::load_latest(&dir)?;
+    let segment_bytes = u32::try_from(config.metadata_log_segment_bytes).unwrap_or(u32::MAX);
+    let mut raft_disk = disk::RaftDisk::open(&dir, crate::now_ms(), segment_bytes)?;
+    let entries = entries_after(&mut raft_disk, loaded.as_ref().map(|l| l.snapshot.id))?;
+    let mut image = MetadataImage::new(cluster_id.to_owned(), -1);
+    let applied = loaded.as_ref().map_or(0, |l| l.snapshot.id.end_offset);
+    if let Some(l) = &loaded {
+        apply_all(&mut image, &l.checkpoint.records, applied);
+        images.send_replace(Arc::new(image.clone()));
+    }
     let voter_key = |id: i32| ReplicaKey {
         id: NodeId(id),
         directory_id: Uuid::nil(),
@@ -293,13 +332,14 @@ pub fn start(
         raft_config,
         me,
         quorum,
-        RaftLog::from_entries(entries),
+        RaftLog::new(loaded.map(|l| l.snapshot), entries),
         0,
         seed,
     );
     tracing::info!(
         node_id = config.node_id,
         epoch = node.epoch(),
+        snapshot_end_offset = applied,
         log_end_offset = raft_disk.log_end_offset(),
         voters = config.quorum_voters.len(),
         "metadata quorum starting"
@@ -310,7 +350,7 @@ pub fn start(
         leader: node.leader(),
         high_watermark: node.high_watermark(),
         log_end_offset: raft_disk.log_end_offset(),
-        applied_offset: 0,
+        applied_offset: applied,
     }));
     let cluster_id: Arc<str> = Arc::from(cluster_id);
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
@@ -339,11 +379,23 @@ pub fn start(
         peers,
         status: Arc::clone(&status),
         started: Instant::now(),
-        image: MetadataImage::new(cluster_id.to_string(), -1),
-        applied: 0,
+        image,
+        applied,
         images,
         pending: std::collections::BTreeMap::new(),
         proposing: None,
+        dir,
+        snapshot_policy: SnapshotPolicy {
+            max_bytes: u64::try_from(config.metadata_log_max_record_bytes_between_snapshots)
+                .unwrap_or(u64::MAX),
+            interval: u64::try_from(config.metadata_log_max_snapshot_interval_ms)
+                .ok()
+                .filter(|&ms| ms > 0)
+                .map(Duration::from_millis),
+        },
+        bytes_since_snapshot: 0,
+        last_snapshot_at: Instant::now(),
+        unreleased: None,
     };
     tokio::spawn(driver.run(rx));
     Ok(QuorumHandle {
@@ -385,6 +437,23 @@ struct Driver {
     pending: std::collections::BTreeMap<i64, (i32, ProposalReply)>,
     /// The answer to the proposal being stepped, until the core says where it went.
     proposing: Option<ProposalReply>,
+    /// `__cluster_metadata-0`, where the snapshot files live.
+    dir: PathBuf,
+    /// When to take a snapshot.
+    snapshot_policy: SnapshotPolicy,
+    /// Bytes of entries applied since the latest snapshot (or since start): the size
+    /// trigger.
+    bytes_since_snapshot: u64,
+    /// When the latest snapshot was taken or installed (or the driver started): the time
+    /// trigger.
+    last_snapshot_at: Instant,
+    /// The latest snapshot taken, `(end offset, bytes)`, not yet handed to the core. The
+    /// core gets a snapshot only once the next one is taken, and then drops the entries
+    /// below it at once; so the log keeps one snapshot interval of entries below the
+    /// latest snapshot, and a follower lagging by less than that catches up by Fetch
+    /// instead of downloading a snapshot (Kafka keeps its log for
+    /// `metadata.max.retention.*` for the same reason).
+    unreleased: Option<(i64, bytes::Bytes)>,
 }
 
 impl Driver {
@@ -445,6 +514,7 @@ impl Driver {
         for action in actions {
             self.carry_out(action, &mut reply)?;
         }
+        self.maybe_snapshot()?;
         let mut status = self.status.write().unwrap_or_else(|e| e.into_inner());
         *status = QuorumStatus {
             role: self.node.role(),
@@ -523,13 +593,22 @@ impl Driver {
                 self.image.controller_id = leader.map_or(-1, |l| l.0);
                 self.publish();
             }
-            Action::PersistSnapshot(_)
-            | Action::DeleteLogBefore { .. }
-            | Action::InstallSnapshot(_) => {
-                // The driver never feeds a snapshot and no leader serves one, so the core
-                // does not ask for these; see the module doc.
-                tracing::warn!("metadata quorum: snapshots are not supported by this driver");
+            Action::PersistSnapshot(s) => {
+                // The driver wrote it when it took it (see `unreleased`), unless pruned since.
+                if !self.dir.join(snapshot::file_name(s.id)).is_file() {
+                    durable(|| snapshot::write(&self.dir, &s))?;
+                    snapshot::prune(&self.dir, SNAPSHOTS_KEPT);
+                }
             }
+            Action::DeleteLogBefore { offset } => {
+                let deleted = durable(|| self.disk.delete_before(offset))?;
+                tracing::debug!(
+                    offset,
+                    deleted,
+                    "metadata log segments deleted below the snapshot"
+                );
+            }
+            Action::InstallSnapshot(s) => self.install(&s)?,
             Action::Proposed {
                 epoch, base_offset, ..
             } => {
@@ -563,6 +642,7 @@ impl Driver {
         let mut epochs = Vec::with_capacity(entries.len());
         for entry in &entries {
             if let Payload::Data(data) = &entry.payload {
+                self.bytes_since_snapshot += data.len() as u64;
                 match decode_entry(data) {
                     Ok(records) => {
                         for record in &records {

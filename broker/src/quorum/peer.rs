@@ -1,6 +1,9 @@
 //! One outbound connection per voter: the core's requests to that voter go out on it in
 //! order, each answered or given up within `controller.quorum.request.timeout.ms`.
 //!
+//! A FetchSnapshot is one request of the core but several on the wire: the snapshot is
+//! fetched page by page (KIP-630) and handed to the core whole.
+//!
 //! A connection that cannot be made, or that fails mid-request, is dropped together with
 //! every request queued for it, and the next attempt waits a backoff that doubles from
 //! `controller.quorum.retry.backoff.ms` up to one second. Nothing is retried here: the core
@@ -9,13 +12,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use strata_kraft::raft::{Message, NodeId};
+use strata_kraft::raft::{Message, NodeId, ReplicaKey, SnapshotId};
 use strata_protocol::codec;
+use strata_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::{Command, wire};
+use super::{Command, snapshot, wire};
 
 /// Requests waiting for one peer; more means the peer is not keeping up.
 const QUEUE: usize = 64;
@@ -68,59 +72,29 @@ struct Peer {
 }
 
 async fn run(mut peer: Peer) {
-    let mut conn: Option<TcpStream> = None;
-    let mut correlation_id: i32 = 0;
+    let mut link = Link {
+        conn: None,
+        correlation_id: 0,
+    };
     let mut backoff = peer.retry_backoff;
     while let Some(msg) = peer.rx.recv().await {
-        let Some((api, version)) = wire::request_api(&msg) else {
-            continue;
+        let answer = match &msg {
+            Message::FetchSnapshotRequest {
+                epoch,
+                replica,
+                snapshot_id,
+            } => fetch_snapshot(&peer, &mut link, *epoch, *replica, *snapshot_id).await,
+            _ => exchange_one(&peer, &mut link, &msg).await,
         };
-        let Some(body) = wire::request_to_wire(&msg, peer.to, &peer.cluster_id) else {
-            continue;
-        };
-        correlation_id = correlation_id.wrapping_add(1);
-        let frame =
-            match codec::encode_request(api, version, correlation_id, &peer.client_id, &body) {
-                Ok(f) => f,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot encode a quorum request");
-                    continue;
-                }
-            };
-        let exchange = async {
-            if conn.is_none() {
-                let stream = TcpStream::connect(&peer.addr).await?;
-                let _ = stream.set_nodelay(true);
-                conn = Some(stream);
-            }
-            let stream = conn.as_mut().expect("connected above");
-            stream.write_all(&frame).await?;
-            crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES).await
-        };
-        let answer = match tokio::time::timeout(peer.request_timeout, exchange).await {
-            Ok(Ok(body)) => body,
-            Ok(Err(e)) => {
-                fail(&mut peer, &mut conn, &mut backoff, &e.to_string()).await;
-                continue;
-            }
-            Err(_) => {
-                fail(&mut peer, &mut conn, &mut backoff, "request timed out").await;
-                continue;
-            }
-        };
-        let response = match codec::decode_response(api, version, answer) {
-            Ok(r) if r.correlation_id == correlation_id => r,
-            Ok(_) => {
-                fail(&mut peer, &mut conn, &mut backoff, "response out of order").await;
-                continue;
-            }
-            Err(e) => {
-                fail(&mut peer, &mut conn, &mut backoff, &e.to_string()).await;
+        let reply = match answer {
+            Ok(reply) => reply,
+            Err(why) => {
+                fail(&mut peer, &mut link.conn, &mut backoff, &why).await;
                 continue;
             }
         };
         backoff = peer.retry_backoff;
-        if let Some(reply) = wire::response_from_wire(response.body, &msg)
+        if let Some(reply) = reply
             && peer
                 .driver
                 .send(Command::Response {
@@ -132,6 +106,115 @@ async fn run(mut peer: Peer) {
         {
             return; // the driver stopped
         }
+    }
+}
+
+/// The connection to the voter, and the correlation ids sent on it.
+struct Link {
+    /// `None` until connected, and after a failure.
+    conn: Option<TcpStream>,
+    /// The last correlation id sent.
+    correlation_id: i32,
+}
+
+/// Sends one request of the core and returns the core's view of the answer (`None` when
+/// the answer carries nothing the core has a word for).
+async fn exchange_one(
+    peer: &Peer,
+    link: &mut Link,
+    msg: &Message,
+) -> Result<Option<Message>, String> {
+    let (Some((api, version)), Some(body)) = (
+        wire::request_api(msg),
+        wire::request_to_wire(msg, peer.to, &peer.cluster_id),
+    ) else {
+        return Ok(None);
+    };
+    let response = exchange(peer, link, api, version, &body).await?;
+    Ok(wire::response_from_wire(response, msg))
+}
+
+/// KIP-630: fetches snapshot `snapshot_id` page by page from position 0, and answers the
+/// core once with the whole snapshot (checked end to end), or with the leader's refusal.
+/// Every accepted page adds at least one byte and the size is capped
+/// ([`snapshot::MAX_SNAPSHOT_BYTES`]), so the loop ends.
+async fn fetch_snapshot(
+    peer: &Peer,
+    link: &mut Link,
+    epoch: i32,
+    replica: ReplicaKey,
+    snapshot_id: SnapshotId,
+) -> Result<Option<Message>, String> {
+    let mut assembly = snapshot::Assembly::default();
+    loop {
+        let body = wire::fetch_snapshot_request(
+            epoch,
+            replica,
+            snapshot_id,
+            assembly.position(),
+            &peer.cluster_id,
+        );
+        let response = exchange(
+            peer,
+            link,
+            ApiKey::FetchSnapshot,
+            wire::FETCH_SNAPSHOT_VERSION,
+            &body,
+        )
+        .await?;
+        match wire::snapshot_page_from_wire(response) {
+            None => return Ok(None),
+            Some(wire::SnapshotPage::Refused(answer)) => return Ok(Some(answer)),
+            Some(wire::SnapshotPage::Data {
+                epoch,
+                leader,
+                size,
+                position,
+                bytes,
+            }) => match assembly.accept(size, position, &bytes) {
+                snapshot::Progress::Next(_) => {}
+                snapshot::Progress::Done(data) => {
+                    return Ok(wire::snapshot_response(epoch, leader, snapshot_id, data));
+                }
+                snapshot::Progress::Refused => return Ok(None),
+            },
+        }
+    }
+}
+
+/// One request and its response on the link, connecting first if needed, all within the
+/// request timeout.
+async fn exchange(
+    peer: &Peer,
+    link: &mut Link,
+    api: ApiKey,
+    version: i16,
+    body: &RequestKind,
+) -> Result<ResponseKind, String> {
+    link.correlation_id = link.correlation_id.wrapping_add(1);
+    let correlation_id = link.correlation_id;
+    let frame = codec::encode_request(api, version, correlation_id, &peer.client_id, body)
+        .map_err(|e| format!("cannot encode a quorum request: {e}"))?;
+    let conn = &mut link.conn;
+    let round_trip = async {
+        if conn.is_none() {
+            let stream = TcpStream::connect(&peer.addr).await?;
+            let _ = stream.set_nodelay(true);
+            *conn = Some(stream);
+        }
+        let stream = conn.as_mut().expect("connected above");
+        stream.write_all(&frame).await?;
+        crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES).await
+    };
+    let answer = match tokio::time::timeout(peer.request_timeout, round_trip).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err("request timed out".into()),
+    };
+    match codec::decode_response(api, version, answer) {
+        Ok(r) if r.correlation_id == correlation_id => Ok(r.body),
+        Ok(_) => Err("response out of order".into()),
+        Err(e) => Err(e.to_string()),
     }
 }
 

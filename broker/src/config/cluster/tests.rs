@@ -87,6 +87,7 @@ fn kafka_defaults_for_the_quorum_keys() {
     assert_eq!(c.broker_heartbeat_interval_ms, 2000);
     assert_eq!(c.metadata_log_max_snapshot_interval_ms, 3_600_000);
     assert_eq!(c.metadata_log_max_record_bytes_between_snapshots, 20 << 20);
+    assert_eq!(c.metadata_log_segment_bytes, 1 << 30);
     assert!(!c.unclean_leader_election_enable);
     assert!(c.auto_leader_rebalance_enable);
     assert_eq!(c.leader_imbalance_check_interval_seconds, 300);

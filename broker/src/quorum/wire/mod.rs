@@ -10,21 +10,35 @@
 //! What the wire does not carry the driver takes from the request it sent: a Fetch response
 //! does not echo the fetch offset and last fetched epoch, nor a Vote response the pre-vote
 //! flag.
+//!
+//! FetchSnapshot (KIP-630) pages a snapshot by byte position. The core answers with the
+//! whole snapshot (its bytes are shared, not copied); [`page_snapshot_response`] cuts the
+//! page the request asked for, and the fetching side ([`super::peer`]) asks page after page
+//! and hands the core one response with the whole snapshot.
 
 use bytes::Bytes;
 use strata_kraft::Uuid;
-use strata_kraft::raft::{Entry, FetchError, Message, NodeId, QuorumDescription, ReplicaKey};
+use strata_kraft::raft::{
+    Entry, FetchError, Message, NodeId, QuorumDescription, ReplicaKey, SnapshotId,
+};
 use strata_protocol::StrBytes;
 use strata_protocol::messages::{
     ApiKey, BeginQuorumEpochRequest, BeginQuorumEpochResponse, BrokerId, DescribeQuorumResponse,
-    EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest, FetchResponse, RequestKind,
-    ResponseKind, TopicName, VoteRequest, VoteResponse, begin_quorum_epoch_request,
-    begin_quorum_epoch_response, describe_quorum_response, end_quorum_epoch_request,
-    end_quorum_epoch_response, fetch_request, fetch_response, vote_request, vote_response,
+    EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest, FetchResponse,
+    FetchSnapshotResponse, RequestKind, ResponseKind, TopicName, VoteRequest, VoteResponse,
+    begin_quorum_epoch_request, begin_quorum_epoch_response, describe_quorum_response,
+    end_quorum_epoch_request, end_quorum_epoch_response, fetch_request, fetch_response,
+    fetch_snapshot_request, fetch_snapshot_response, vote_request, vote_response,
 };
 use strata_protocol::record_batch::{set_base_offset, set_partition_leader_epoch};
 
 use super::disk::{decode_entries, encode_entry};
+
+mod fetch_snapshot;
+pub use fetch_snapshot::{
+    SnapshotPage, fetch_snapshot_request, page_snapshot_response, snapshot_page,
+    snapshot_page_from_wire, snapshot_response,
+};
 
 /// The metadata topic's name.
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -39,11 +53,19 @@ pub const BEGIN_QUORUM_EPOCH_VERSION: i16 = 1;
 pub const END_QUORUM_EPOCH_VERSION: i16 = 1;
 /// Fetch v16: `replica_state` and the topic id.
 pub const FETCH_VERSION: i16 = 16;
+/// FetchSnapshot v1: KIP-853's `replica_directory_id`.
+pub const FETCH_SNAPSHOT_VERSION: i16 = 1;
+/// The most bytes of a snapshot one FetchSnapshot asks for (Kafka's follower asks for its
+/// 8 MiB `MAX_FETCH_SIZE_BYTES`; a smaller page keeps each answer well inside
+/// `controller.quorum.request.timeout.ms`).
+pub const SNAPSHOT_PAGE_BYTES: i32 = 1024 * 1024;
 
 const NONE: i16 = 0;
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const FENCED_LEADER_EPOCH: i16 = 74;
 const UNKNOWN_LEADER_EPOCH: i16 = 76;
+const SNAPSHOT_NOT_FOUND: i16 = 98;
+const POSITION_OUT_OF_RANGE: i16 = 99;
 
 fn topic() -> TopicName {
     TopicName(StrBytes::from_static_str(METADATA_TOPIC))
@@ -64,8 +86,7 @@ fn leader_from(id: BrokerId) -> Option<NodeId> {
     (id.0 >= 0).then_some(NodeId(id.0))
 }
 
-/// The API of a request message; `None` for responses and FetchSnapshot, which this driver
-/// does not send (the core takes no snapshots through it).
+/// The API of a request message; `None` for responses.
 pub fn request_api(msg: &Message) -> Option<(ApiKey, i16)> {
     match msg {
         Message::VoteRequest { .. } => Some((ApiKey::Vote, VOTE_VERSION)),
@@ -76,12 +97,14 @@ pub fn request_api(msg: &Message) -> Option<(ApiKey, i16)> {
             Some((ApiKey::EndQuorumEpoch, END_QUORUM_EPOCH_VERSION))
         }
         Message::FetchRequest { .. } => Some((ApiKey::Fetch, FETCH_VERSION)),
+        Message::FetchSnapshotRequest { .. } => {
+            Some((ApiKey::FetchSnapshot, FETCH_SNAPSHOT_VERSION))
+        }
         _ => None,
     }
 }
 
-/// The API a response message answers, in [`request_api`]'s terms; `None` for requests
-/// and FetchSnapshot.
+/// The API a response message answers, in [`request_api`]'s terms; `None` for requests.
 pub fn response_api(msg: &Message) -> Option<(ApiKey, i16)> {
     match msg {
         Message::VoteResponse { .. } => Some((ApiKey::Vote, VOTE_VERSION)),
@@ -92,6 +115,9 @@ pub fn response_api(msg: &Message) -> Option<(ApiKey, i16)> {
             Some((ApiKey::EndQuorumEpoch, END_QUORUM_EPOCH_VERSION))
         }
         Message::FetchResponse { .. } => Some((ApiKey::Fetch, FETCH_VERSION)),
+        Message::FetchSnapshotResponse { .. } => {
+            Some((ApiKey::FetchSnapshot, FETCH_SNAPSHOT_VERSION))
+        }
         _ => None,
     }
 }
@@ -202,6 +228,17 @@ pub fn request_to_wire(msg: &Message, to: NodeId, cluster_id: &str) -> Option<Re
             r.topics = vec![t];
             Some(RequestKind::Fetch(r))
         }
+        Message::FetchSnapshotRequest {
+            epoch,
+            replica,
+            snapshot_id,
+        } => Some(fetch_snapshot_request(
+            *epoch,
+            *replica,
+            *snapshot_id,
+            0,
+            cluster_id,
+        )),
         _ => None,
     }
 }
@@ -324,6 +361,24 @@ pub fn request_from_wire(
                 },
             ))
         }
+        RequestKind::FetchSnapshot(r) => {
+            check_cluster(r.cluster_id.as_ref(), cluster_id)?;
+            let p = single(&r.topics, |t| &t.name, |t| &t.partitions)?;
+            Ok((
+                NodeId(r.replica_id.0),
+                Message::FetchSnapshotRequest {
+                    epoch: p.current_leader_epoch,
+                    replica: ReplicaKey {
+                        id: NodeId(r.replica_id.0),
+                        directory_id: p.replica_directory_id,
+                    },
+                    snapshot_id: SnapshotId {
+                        end_offset: p.snapshot_id.end_offset,
+                        epoch: p.snapshot_id.epoch,
+                    },
+                },
+            ))
+        }
         _ => Err(Refused::NotQuorum),
     }
 }
@@ -362,6 +417,11 @@ impl PartitionIndex for begin_quorum_epoch_request::PartitionData {
 impl PartitionIndex for end_quorum_epoch_request::PartitionData {
     fn index(&self) -> i32 {
         self.partition_index
+    }
+}
+impl PartitionIndex for fetch_snapshot_request::PartitionSnapshot {
+    fn index(&self) -> i32 {
+        self.partition
     }
 }
 
@@ -478,6 +538,39 @@ pub fn response_to_wire(msg: &Message, now_ms: i64) -> Option<ResponseKind> {
             let mut r = FetchResponse::default();
             r.responses = vec![t];
             Some(ResponseKind::Fetch(r))
+        }
+        Message::FetchSnapshotResponse {
+            epoch,
+            leader,
+            error,
+            snapshot,
+        } => {
+            let mut p = fetch_snapshot_response::PartitionSnapshot::default();
+            p.index = 0;
+            p.error_code = match (error, snapshot) {
+                (Some(_), _) => fetch_error_code(*error),
+                (None, None) => SNAPSHOT_NOT_FOUND,
+                (None, Some(_)) => NONE,
+            };
+            p.current_leader.leader_id = leader_id(*leader);
+            p.current_leader.leader_epoch = *epoch;
+            p.snapshot_id.end_offset = -1;
+            p.snapshot_id.epoch = -1;
+            p.size = -1;
+            p.position = -1;
+            if let Some(s) = snapshot {
+                p.snapshot_id.end_offset = s.id.end_offset;
+                p.snapshot_id.epoch = s.id.epoch;
+                p.size = s.data.len() as i64;
+                p.position = 0;
+                p.unaligned_records = s.data.clone();
+            }
+            let mut t = fetch_snapshot_response::TopicSnapshot::default();
+            t.name = topic();
+            t.partitions = vec![p];
+            let mut r = FetchSnapshotResponse::default();
+            r.topics = vec![t];
+            Some(ResponseKind::FetchSnapshot(r))
         }
         _ => None,
     }
@@ -610,7 +703,7 @@ mod tests {
     use strata_kraft::raft::Payload;
     use strata_protocol::codec;
 
-    fn through_the_codec(api: ApiKey, version: i16, body: &RequestKind) -> RequestKind {
+    pub(super) fn through_the_codec(api: ApiKey, version: i16, body: &RequestKind) -> RequestKind {
         let frame = codec::encode_request(api, version, 7, "strata-raft", body).unwrap();
         let decoded = codec::decode_request_on(
             strata_protocol::versions::ListenerType::Controller,
@@ -649,6 +742,17 @@ mod tests {
                 replica: key(2),
                 fetch_offset: 10,
                 last_fetched_epoch: 4,
+            },
+            Message::FetchSnapshotRequest {
+                epoch: 5,
+                replica: ReplicaKey {
+                    id: NodeId(2),
+                    directory_id: Uuid::from_u128(8),
+                },
+                snapshot_id: SnapshotId {
+                    end_offset: 40,
+                    epoch: 3,
+                },
             },
         ];
         for msg in cases {
