@@ -129,6 +129,11 @@ impl Node {
         }
     }
 
+    /// The process id while it runs (for SIGSTOP and SIGCONT).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `127.0.0.1:<client port>`.
     pub fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.port)
