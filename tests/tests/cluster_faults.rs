@@ -7,7 +7,14 @@
 //!   ISR;
 //! - **stopped followers**: SIGSTOP of a node that follows partitions (not the active
 //!   controller), for a short time or longer than `replica.lag.time.max.ms` so that its
-//!   leaders shrink it out of their ISRs, then SIGCONT and a wait for it to rejoin.
+//!   leaders shrink it out of their ISRs, then SIGCONT and a wait for it to rejoin;
+//! - **isolated leaders**: the links between nodes go through loopback proxies
+//!   ([`ProxiedCluster`]); the current leader of one partition after another is cut off
+//!   from the other nodes (followers cannot fetch from it, no controller link either way)
+//!   while its clients still reach it, until another node leads the partition and a little
+//!   longer; then the links are healed and the test waits for it to be back in every ISR.
+//!   Meanwhile the cut-off node believes it still leads and takes produces: none of them
+//!   may be acknowledged, since no follower has them.
 //!
 //! Each message's key names its producer and partition, and its payload is its sequence number
 //! for that pair. Delivery reports record each acknowledged `(partition, offset, sequence)`.
@@ -31,7 +38,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use admin_client::{admin_opts, block};
-use cluster::{Cluster, Metadata};
+use cluster::{Cluster, Metadata, ProxiedCluster};
 use rdkafka::admin::{AdminClient, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -315,10 +322,19 @@ fn read_all(bootstrap: &str) -> BTreeMap<i32, Vec<(i64, String, u64)>> {
         .create()
         .expect("consumer");
     let mut ends = BTreeMap::new();
+    let deadline = Instant::now() + READ;
     for partition in 0..PARTITIONS {
-        let (_, high) = consumer
-            .fetch_watermarks(TOPIC, partition, Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("watermarks of partition {partition}: {e}"));
+        // A leader may still be moving: ask again, boundedly.
+        let high = loop {
+            match consumer.fetch_watermarks(TOPIC, partition, Duration::from_secs(10)) {
+                Ok((_, high)) => break high,
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("watermarks of partition {partition}: {e}");
+                    thread::sleep(Duration::from_millis(500));
+                }
+                Err(e) => panic!("watermarks of partition {partition}: {e}"),
+            }
+        };
         ends.insert(partition, high);
     }
     let mut tpl = TopicPartitionList::new();
@@ -670,4 +686,79 @@ fn idempotent_producers_lose_and_duplicate_nothing_across_stopped_followers() {
         "no stop shrank an ISR: the slow replica was never taken out"
     );
     finish_and_verify(&c, load, "stopped followers", faults);
+}
+
+#[test]
+fn idempotent_producers_lose_and_duplicate_nothing_across_isolated_leaders() {
+    const ROUNDS: usize = 4;
+    const FAULT_BUDGET: Duration = Duration::from_secs(60);
+    let _serial = serial();
+    assert!(
+        Path::new(&strata_bin()).is_file(),
+        "build strata first: cargo build --release --bin strata"
+    );
+    let pc = ProxiedCluster::start(
+        3,
+        &[
+            ("broker.session.timeout.ms", "3000"),
+            ("broker.heartbeat.interval.ms", "500"),
+            ("replica.lag.time.max.ms", "3000"),
+            ("leader.imbalance.check.interval.seconds", "3600"),
+        ],
+    );
+    let c = &pc.cluster;
+    let ids = c.ids();
+    c.wait_controller(&ids, ELECTION)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    c.wait_brokers(&ids, &ids, ELECTION)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    create_topic(c, ids[0]);
+    let load = Load::start(&pc.bootstrap(&ids), 2);
+    thread::sleep(Duration::from_secs(1));
+
+    let t0 = Instant::now();
+    let mut faults = 0;
+    for round in 0..ROUNDS {
+        if t0.elapsed() > FAULT_BUDGET {
+            break;
+        }
+        let partition = i32::try_from(round).unwrap() % PARTITIONS;
+        let m = c
+            .wait_metadata(ids[0], "every partition whole", REJOIN, whole)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let victim = m.partitions(TOPIC)[&partition].leader;
+        let was_controller = m.controller_id == victim;
+        let observer = other(&ids, &[victim]);
+        pc.isolate(victim);
+        faults += 1;
+        let cut = Instant::now();
+        let m = c
+            .wait_metadata(observer, "a new leader", MARGIN, |m| {
+                m.partitions(TOPIC)
+                    .get(&partition)
+                    .is_some_and(|p| p.leader >= 0 && p.leader != victim)
+            })
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let new_leader = m.partitions(TOPIC)[&partition].leader;
+        let moved_ms = cut.elapsed().as_millis();
+        // The cut-off node goes on believing it leads, and taking produces, for a while.
+        thread::sleep(Duration::from_secs(2));
+        pc.heal();
+        let healed = Instant::now();
+        c.wait_metadata(
+            observer,
+            "the isolated node back in every ISR",
+            REJOIN,
+            whole,
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        println!(
+            "measured: round {round}: leader {victim} of partition {partition} (controller: \
+             {was_controller}) cut off; node {new_leader} led it {moved_ms} ms later; healed \
+             after {} ms, {victim} was back in every ISR {} ms after",
+            moved_ms + 2000,
+            healed.elapsed().as_millis()
+        );
+    }
+    finish_and_verify(c, load, "isolated leaders", faults);
 }
