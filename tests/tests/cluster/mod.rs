@@ -726,12 +726,18 @@ impl ProxiedCluster {
     pub fn start(n: usize, settings: &[(&str, &str)]) -> ProxiedCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let ids: Vec<i32> = (1..=i32::try_from(n).unwrap()).collect();
-        let ports: BTreeMap<i32, (u16, u16)> = ids
-            .iter()
-            .map(|&id| (id, (free_port().unwrap(), free_port().unwrap())))
-            .collect();
-        let replication_ports: BTreeMap<i32, u16> =
-            ids.iter().map(|&id| (id, free_port().unwrap())).collect();
+        // The real ports stay bound until every proxy has its own, so that no proxy is
+        // given one of them; they are released just before the nodes start.
+        let mut reserved = Vec::new();
+        let mut reserve = || {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+            let port = l.local_addr().expect("a bound address").port();
+            reserved.push(l);
+            port
+        };
+        let ports: BTreeMap<i32, (u16, u16)> =
+            ids.iter().map(|&id| (id, (reserve(), reserve()))).collect();
+        let replication_ports: BTreeMap<i32, u16> = ids.iter().map(|&id| (id, reserve())).collect();
         let client_proxies: BTreeMap<i32, Proxy> = ids
             .iter()
             .map(|&id| (id, Proxy::start(ports[&id].0)))
@@ -795,6 +801,7 @@ impl ProxiedCluster {
                 child: None,
             });
         }
+        drop(reserved);
         for n in &mut nodes {
             n.spawn();
         }
