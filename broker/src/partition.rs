@@ -55,6 +55,23 @@ pub struct Partition {
     alter_in_flight: std::sync::atomic::AtomicBool,
 }
 
+/// Why [`Partition::append_as_leader`] appended nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderAppendError {
+    /// This node does not lead the partition in the epoch the produce was checked against
+    /// (it became a follower, or leads in a newer epoch): NOT_LEADER_OR_FOLLOWER.
+    #[error("not the replicated leader in epoch {leader_epoch} (leading in {leading:?})")]
+    NotLeader {
+        /// The epoch the produce was checked against.
+        leader_epoch: i32,
+        /// The epoch this node leads in, if any.
+        leading: Option<i32>,
+    },
+    /// The log refused or failed the append.
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
 /// Where the partition's group-commit fsyncs stand.
 #[derive(Debug, Clone, Copy)]
 struct FlushMarks {
@@ -111,6 +128,9 @@ impl Partition {
         config: ReplicationConfig,
     ) {
         let now = crate::now_ms();
+        // The log's lock first, as appends and follower fetches take them: an append checks
+        // the leadership under the log's lock, so none is half-way through meanwhile.
+        let log = self.log();
         let mut replica = self.replica();
         if let Some(state) = replica.as_mut()
             && state.leader_epoch() == registration.leader_epoch
@@ -118,21 +138,26 @@ impl Partition {
             state.on_partition_change(registration, now);
             let hw = state.high_watermark();
             drop(replica);
+            drop(log);
             self.advance_high_watermark_to(hw);
             return;
         }
-        let leo = self.committable_end();
+        let leo = self.committable_end_locked(&log);
         let hw = self.high_watermark();
         let state = LeaderState::become_leader(local_id, registration, config, leo, hw, now);
         let hw = state.high_watermark();
         *replica = Some(state);
         drop(replica);
+        drop(log);
         self.alter_in_flight.store(false, Ordering::Release);
         self.advance_high_watermark_to(hw);
     }
 
-    /// Gives up the leadership (this node follows, or no longer hosts the partition).
+    /// Gives up the leadership (this node follows, or no longer hosts the partition). Taken
+    /// under the log's lock, so that an append that found this node leading (see
+    /// [`Partition::append_as_leader`]) is written before, and none after.
     pub fn resign(&self) {
+        let _log = self.log();
         *self.replica() = None;
     }
 
@@ -142,10 +167,15 @@ impl Partition {
         self.replica().is_some()
     }
 
+    /// The leader epoch this node leads the partition in as a replicated leader, if it does.
+    #[must_use]
+    pub fn replicated_leader_epoch(&self) -> Option<i32> {
+        self.replica().as_ref().map(LeaderState::leader_epoch)
+    }
+
     /// The log end offset that counts as written here: the log end, or, while a group
-    /// commit is pending, what it has fsynced.
-    fn committable_end(&self) -> i64 {
-        let log = self.log();
+    /// commit is pending, what it has fsynced. Call with the log locked.
+    fn committable_end_locked(&self, log: &Log) -> i64 {
         let marks = *self.marks();
         if marks.pending() {
             marks.flushed
@@ -298,7 +328,47 @@ impl Partition {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<(AppendInfo, Option<FlushWait>), LogError> {
-        let mut log = self.log();
+        let log = self.log();
+        self.append_locked(log, records, leader_epoch, now_ms)
+    }
+
+    /// [`Partition::append`] on a node of a cluster: only while this node leads the partition
+    /// as a replicated leader in `leader_epoch` (the image's epoch the produce was checked
+    /// against), checked under the log's lock, which [`Partition::resign`] and
+    /// [`Partition::make_leader`] also take (Kafka's `appendRecordsToLeader` under the
+    /// partition's leader-ISR lock). Without it, a produce checked against the image just
+    /// before this node became a follower would be appended to the follower's log, and,
+    /// with no replication state left to wait on, acknowledged at once.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaderAppendError::NotLeader`] when this node does not lead in `leader_epoch`
+    /// (nothing appended); [`LeaderAppendError::Log`] as [`Partition::append`].
+    pub fn append_as_leader(
+        self: &Arc<Self>,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<(AppendInfo, Option<FlushWait>), LeaderAppendError> {
+        let log = self.log();
+        let leading = self.replicated_leader_epoch();
+        if leading != Some(leader_epoch) {
+            return Err(LeaderAppendError::NotLeader {
+                leader_epoch,
+                leading,
+            });
+        }
+        Ok(self.append_locked(log, records, leader_epoch, now_ms)?)
+    }
+
+    /// The body of [`Partition::append`], with the log locked.
+    fn append_locked(
+        self: &Arc<Self>,
+        mut log: MutexGuard<'_, Log>,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<(AppendInfo, Option<FlushWait>), LogError> {
         let info = log.append_unflushed(records, leader_epoch, now_ms)?;
         if let Some(latest) = log.leader_epochs().latest_epoch() {
             self.leader_epoch.fetch_max(latest, Ordering::AcqRel);
@@ -566,5 +636,47 @@ mod tests {
         // A later append joins the pending fsync instead of publishing.
         let (_, wait) = p.append(&mut records(1), 0, 0).unwrap();
         assert!(wait.is_some());
+    }
+
+    /// Leads partition `p` as node 1 in `epoch`, with node 2 in the ISR (so the high
+    /// watermark waits for node 2's fetches).
+    fn lead(p: &Partition, epoch: i32) {
+        let registration = PartitionRegistration {
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+            leader_epoch: epoch,
+            partition_epoch: epoch,
+        };
+        p.make_leader(1, &registration, ReplicationConfig::default());
+    }
+
+    /// An append checked against an image's leader epoch is written only while this node
+    /// leads in that epoch: not after it resigned, not in an older or newer epoch.
+    #[test]
+    fn only_the_replicated_leader_of_the_epoch_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = partition(dir.path(), i64::MAX);
+        assert!(matches!(
+            p.append_as_leader(&mut records(1), 5, 0),
+            Err(LeaderAppendError::NotLeader { leading: None, .. })
+        ));
+        lead(&p, 5);
+        assert_eq!(p.replicated_leader_epoch(), Some(5));
+        let (info, _) = p.append_as_leader(&mut records(2), 5, 0).unwrap();
+        assert_eq!((info.base_offset, info.last_offset), (0, 1));
+        assert_eq!(p.high_watermark(), 0, "node 2 has not fetched");
+        assert!(matches!(
+            p.append_as_leader(&mut records(1), 4, 0),
+            Err(LeaderAppendError::NotLeader {
+                leader_epoch: 4,
+                leading: Some(5)
+            })
+        ));
+        p.resign();
+        assert!(matches!(
+            p.append_as_leader(&mut records(1), 5, 0),
+            Err(LeaderAppendError::NotLeader { leading: None, .. })
+        ));
+        assert_eq!(p.log().log_end_offset(), 2, "nothing appended once refused");
     }
 }

@@ -24,7 +24,7 @@ use strata_protocol::record_batch::{BATCH_HEADER_LEN, Compression, RecordBatchVi
 use super::RequestContext;
 use crate::error::{leadership_error_code, log_error_code};
 use crate::partition::leadership::{self, LeaderEndpoint, NO_LEADER_EPOCH};
-use crate::partition::{FlushWait, Partition};
+use crate::partition::{FlushWait, LeaderAppendError, Partition};
 
 /// What a produce comes to once its records are appended.
 pub enum Produced {
@@ -37,14 +37,28 @@ pub enum Produced {
     AfterFlush(PendingProduce),
 }
 
+/// An acks=all append on a replicated leader, waiting for the ISR.
+struct Replicated {
+    /// The topic's index in the response.
+    topic: usize,
+    /// The partition's index in the topic's response.
+    partition: usize,
+    /// The partition appended to.
+    log: Arc<Partition>,
+    /// The leader epoch of the append: only this epoch's high watermark acknowledges it
+    /// (after a move to a follower and back, the same offsets may hold other records).
+    leader_epoch: i32,
+    /// The high watermark that covers the records.
+    high_watermark: i64,
+}
+
 /// A produce response waiting on group commits.
 pub struct PendingProduce {
     response: ProduceResponse,
     /// (topic index, partition index in the response, what that partition's append waits on).
     waits: Vec<(usize, usize, FlushWait)>,
-    /// acks=all on replicated leaders: (topic index, partition index, the partition, the
-    /// high watermark that acknowledges the records).
-    replicated: Vec<(usize, usize, Arc<Partition>, i64)>,
+    /// acks=all on replicated leaders: what each partition's answer waits for.
+    replicated: Vec<Replicated>,
     /// The request's `timeout_ms`: how long acks=all waits for the ISR.
     timeout_ms: i32,
 }
@@ -76,14 +90,26 @@ impl PendingProduce {
         // stops leading, or a timeout, answers an error and the producer retries.
         let deadline = tokio::time::Instant::now()
             + std::time::Duration::from_millis(u64::try_from(timeout_ms.max(0)).unwrap_or(0));
-        for (t, p, partition, target) in replicated {
+        for Replicated {
+            topic: t,
+            partition: p,
+            log: partition,
+            leader_epoch,
+            high_watermark: target,
+        } in replicated
+        {
             let mut hw = partition.subscribe();
             let outcome = loop {
-                if *hw.borrow_and_update() >= target {
-                    break Ok(());
-                }
-                if !partition.is_replicated_leader() {
+                let reached = *hw.borrow_and_update() >= target;
+                // Checked after reading the high watermark: a follower's high watermark
+                // (the new leader's, over a log truncated and refilled) must not answer for
+                // records this node appended as leader; the epoch never comes back, so still
+                // leading in it means the value read was this leadership's.
+                if partition.replicated_leader_epoch() != Some(leader_epoch) {
                     break Err(ResponseError::NotLeaderOrFollower.code());
+                }
+                if reached {
+                    break Ok(());
                 }
                 tokio::select! {
                     changed = hw.changed() => if changed.is_err() {
@@ -126,6 +152,7 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
     let mut waits = Vec::new();
     let mut replicated = Vec::new();
     let timeout_ms = req.timeout_ms;
+    let clustered = ctx.broker.is_clustered();
     // KIP-951: the endpoints of the leaders named in `current_leader`, by node id.
     let mut node_endpoints: BTreeMap<i32, LeaderEndpoint> = BTreeMap::new();
     for topic in req.topic_data {
@@ -207,7 +234,17 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                     // offsets needs a private copy (one per partition, never per record).
                     let mut buf = BytesMut::from(&records[..]);
                     // KIP-101: every batch carries the epoch of the leader that appended it.
-                    match led.partition.append(&mut buf, led.leader_epoch, now) {
+                    // On a node of a cluster only the replicated leader of the image's epoch
+                    // appends (checked under the log's lock against a concurrent resign).
+                    let appended = if clustered {
+                        led.partition
+                            .append_as_leader(&mut buf, led.leader_epoch, now)
+                    } else {
+                        led.partition
+                            .append(&mut buf, led.leader_epoch, now)
+                            .map_err(LeaderAppendError::Log)
+                    };
+                    match appended {
                         Ok((info, wait)) => {
                             crate::metrics::record_produce(
                                 &led.partition,
@@ -218,17 +255,15 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                                 waits.push((responses.len(), partition_responses.len(), wait));
                             }
                             // acks=all on a replicated leader: answered once the high
-                            // watermark (the ISR's) passes the records.
-                            if acks == -1
-                                && info.last_offset >= 0
-                                && led.partition.is_replicated_leader()
-                            {
-                                replicated.push((
-                                    responses.len(),
-                                    partition_responses.len(),
-                                    led.partition.clone(),
-                                    info.last_offset + 1,
-                                ));
+                            // watermark (the ISR's) passes the records, in this epoch.
+                            if acks == -1 && info.last_offset >= 0 && clustered {
+                                replicated.push(Replicated {
+                                    topic: responses.len(),
+                                    partition: partition_responses.len(),
+                                    log: led.partition.clone(),
+                                    leader_epoch: led.leader_epoch,
+                                    high_watermark: info.last_offset + 1,
+                                });
                             }
                             resp = resp
                                 .with_base_offset(info.base_offset)
@@ -236,9 +271,13 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                                 .with_log_start_offset(info.log_start_offset);
                             Ok(())
                         }
-                        Err(e) => {
+                        Err(LeaderAppendError::Log(e)) => {
                             tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce rejected");
                             Err((log_error_code(&e), Some(e.to_string())))
+                        }
+                        Err(e @ LeaderAppendError::NotLeader { .. }) => {
+                            tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce rejected");
+                            Err((ResponseError::NotLeaderOrFollower.code(), None))
                         }
                     }
                 }
@@ -457,6 +496,60 @@ mod tests {
         assert_eq!(
             resp.responses[0].partition_responses[0].error_code,
             ResponseError::UnknownTopicOrPartition.code()
+        );
+    }
+
+    /// acks=all answers for records only while this node leads in the epoch that appended
+    /// them: once it follows, its high watermark (the new leader's, over a log truncated and
+    /// refilled) passing the same offsets does not acknowledge them.
+    #[tokio::test]
+    async fn acks_all_is_not_answered_by_a_follower_s_high_watermark() {
+        use strata_replication::leader::{PartitionRegistration, ReplicationConfig};
+        let dir = tempfile::tempdir().unwrap();
+        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let part = broker.partition("t", 0).unwrap();
+        // Node 2 is in the ISR and never fetches: the high watermark stays put.
+        let registration = PartitionRegistration {
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+            leader_epoch: 5,
+            partition_epoch: 5,
+        };
+        part.make_leader(1, &registration, ReplicationConfig::default());
+        let (info, _) = part
+            .append_as_leader(&mut fixture::records(2).to_vec(), 5, 0)
+            .unwrap();
+        let response = ProduceResponse::default().with_responses(vec![
+            TopicProduceResponse::default().with_partition_responses(vec![
+                PartitionProduceResponse::default().with_base_offset(info.base_offset),
+            ]),
+        ]);
+        let pending = PendingProduce {
+            response,
+            waits: Vec::new(),
+            replicated: vec![Replicated {
+                topic: 0,
+                partition: 0,
+                log: part.clone(),
+                leader_epoch: 5,
+                high_watermark: info.last_offset + 1,
+            }],
+            timeout_ms: 10_000,
+        };
+        let task = tokio::spawn(pending.wait());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!task.is_finished(), "waits for the ISR");
+        // A follower now, whose high watermark the new leader moves past the records.
+        part.resign();
+        part.set_high_watermark(info.last_offset + 10);
+        let r = tokio::time::timeout(std::time::Duration::from_secs(5), task)
+            .await
+            .expect("answered")
+            .unwrap();
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(
+            (p.error_code, p.base_offset),
+            (ResponseError::NotLeaderOrFollower.code(), -1)
         );
     }
 }

@@ -131,6 +131,11 @@ impl Node {
         }
     }
 
+    /// The process id while it runs (for SIGSTOP and SIGCONT).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `127.0.0.1:<client port>`.
     pub fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.port)
@@ -696,4 +701,270 @@ pub fn partition_dirs(data_dir: &Path, topic: &str) -> Vec<i32> {
         .unwrap_or_default();
     found.sort_unstable();
     found
+}
+
+/// A loopback TCP proxy that can be cut: it listens on its own port and forwards each
+/// connection to `target`, both ways, from two threads per connection. [`Proxy::cut`] closes
+/// every forwarded connection and closes new ones at once until [`Proxy::heal`], which is
+/// what a network partition looks like to both ends (resets and refused exchanges).
+pub struct Proxy {
+    /// The port clients connect to.
+    pub port: u16,
+    /// The port connections are forwarded to.
+    pub target: u16,
+    /// While set, connections are dropped.
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Tells the accepting thread to end.
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Both sockets of every forwarded connection, so that a cut can shut them down.
+    conns: std::sync::Arc<std::sync::Mutex<Vec<TcpStream>>>,
+    /// The accepting thread.
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Listens on a free 127.0.0.1 port, forwarding to 127.0.0.1:`target`.
+    ///
+    /// # Panics
+    ///
+    /// If no port can be bound.
+    pub fn start(target: u16) -> Proxy {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a proxy port");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("proxy address").port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let conns: Arc<Mutex<Vec<TcpStream>>> = Arc::new(Mutex::new(Vec::new()));
+        let (c, s, k) = (cut.clone(), stop.clone(), conns.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let Ok((client, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                if c.load(Ordering::Relaxed) {
+                    drop(client);
+                    continue;
+                }
+                let addr = SocketAddr::from(([127, 0, 0, 1], target));
+                let Ok(server) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+                    continue;
+                };
+                let _ = client.set_nonblocking(false);
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
+                    continue;
+                };
+                {
+                    let mut all = k.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    // Forget the closed ones now and then.
+                    all.retain(|t| t.peer_addr().is_ok());
+                    if let (Ok(a), Ok(b)) = (client.try_clone(), server.try_clone()) {
+                        all.push(a);
+                        all.push(b);
+                    }
+                }
+                std::thread::spawn(move || pipe(client, server));
+                std::thread::spawn(move || pipe(s2, c2));
+            }
+        });
+        Proxy {
+            port,
+            target,
+            cut,
+            stop,
+            conns,
+            thread: Some(thread),
+        }
+    }
+
+    /// Closes every forwarded connection and refuses (closes) new ones until healed.
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.close_all();
+    }
+
+    /// Forwards new connections again.
+    pub fn heal(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn close_all(&self) {
+        let mut all = self
+            .conns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for s in all.drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.close_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Copies `from` to `to` until either ends, then shuts both down.
+fn pipe(mut from: TcpStream, mut to: TcpStream) {
+    let _ = std::io::copy(&mut from, &mut to);
+    let _ = from.shutdown(std::net::Shutdown::Both);
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+/// A cluster whose links go through [`Proxy`]s: each node has a client listener
+/// (PLAINTEXT) and an inter-broker one (REPLICATION, `inter.broker.listener.name`, which
+/// other brokers' replica fetchers use), each advertised at a proxy, and each node reaches
+/// each other node's controller listener through a proxy of its own (its
+/// `controller.quorum.voters` names them), so that one node can be cut off from the rest of
+/// the cluster while its clients still reach it.
+pub struct ProxiedCluster {
+    /// The cluster; its nodes' `port` is the real client listener.
+    pub cluster: Cluster,
+    /// Node id to the proxy in front of its client listener.
+    pub client_proxies: BTreeMap<i32, Proxy>,
+    /// Node id to the proxy in front of its inter-broker listener.
+    pub replication_proxies: BTreeMap<i32, Proxy>,
+    /// `(from, to)` to the proxy `from` reaches `to`'s controller listener through.
+    pub controller_proxies: BTreeMap<(i32, i32), Proxy>,
+}
+
+impl ProxiedCluster {
+    /// Writes and starts `n` nodes as [`Cluster::start`] does, behind proxies.
+    ///
+    /// # Panics
+    ///
+    /// If a file cannot be written, a port bound or a process spawned.
+    pub fn start(n: usize, settings: &[(&str, &str)]) -> ProxiedCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ids: Vec<i32> = (1..=i32::try_from(n).unwrap()).collect();
+        // The real ports stay bound until every proxy has its own, so that no proxy is
+        // given one of them; they are released just before the nodes start.
+        let mut reserved = Vec::new();
+        let mut reserve = || {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+            let port = l.local_addr().expect("a bound address").port();
+            reserved.push(l);
+            port
+        };
+        let ports: BTreeMap<i32, (u16, u16)> =
+            ids.iter().map(|&id| (id, (reserve(), reserve()))).collect();
+        let replication_ports: BTreeMap<i32, u16> = ids.iter().map(|&id| (id, reserve())).collect();
+        let client_proxies: BTreeMap<i32, Proxy> = ids
+            .iter()
+            .map(|&id| (id, Proxy::start(ports[&id].0)))
+            .collect();
+        let replication_proxies: BTreeMap<i32, Proxy> = ids
+            .iter()
+            .map(|&id| (id, Proxy::start(replication_ports[&id])))
+            .collect();
+        let mut controller_proxies = BTreeMap::new();
+        for &from in &ids {
+            for &to in &ids {
+                if from != to {
+                    controller_proxies.insert((from, to), Proxy::start(ports[&to].1));
+                }
+            }
+        }
+        let mut nodes = Vec::new();
+        for &id in &ids {
+            let (port, controller_port) = ports[&id];
+            let voters = ids
+                .iter()
+                .map(|&to| {
+                    let p = if to == id {
+                        controller_port
+                    } else {
+                        controller_proxies[&(id, to)].port
+                    };
+                    format!("{to}@127.0.0.1:{p}")
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            let config = dir.path().join(format!("node{id}.properties"));
+            let data_dir = dir.path().join(format!("node{id}"));
+            let mut text = format!(
+                "process.roles=broker,controller\n\
+                 node.id={id}\n\
+                 cluster.id={CLUSTER_ID}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port},REPLICATION://127.0.0.1:{},CONTROLLER://127.0.0.1:{controller_port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{},REPLICATION://127.0.0.1:{}\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 inter.broker.listener.name=REPLICATION\n\
+                 controller.listener.names=CONTROLLER\n\
+                 controller.quorum.voters={voters}\n\
+                 log.dirs={}\n",
+                replication_ports[&id],
+                client_proxies[&id].port,
+                replication_proxies[&id].port,
+                data_dir.display()
+            );
+            for (k, v) in settings {
+                text.push_str(&format!("{k}={v}\n"));
+            }
+            std::fs::write(&config, text).expect("write the node's config");
+            nodes.push(Node {
+                id,
+                config,
+                port,
+                controller_port,
+                data_dir,
+                stderr: dir.path().join(format!("node{id}.log")),
+                child: None,
+            });
+        }
+        drop(reserved);
+        for n in &mut nodes {
+            n.spawn();
+        }
+        ProxiedCluster {
+            cluster: Cluster { nodes, dir },
+            client_proxies,
+            replication_proxies,
+            controller_proxies,
+        }
+    }
+
+    /// `127.0.0.1:<client proxy>` of each node in `ids`.
+    pub fn bootstrap(&self, ids: &[i32]) -> String {
+        ids.iter()
+            .map(|id| format!("127.0.0.1:{}", self.client_proxies[id].port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Cuts node `id` off from the other nodes: its inter-broker listener's proxy (followers
+    /// fetching from it) and every controller link to and from it. Its clients still reach
+    /// it (a zombie leader keeps taking produces), and its own replica fetches to the other
+    /// nodes' inter-broker proxies stay up.
+    pub fn isolate(&self, id: i32) {
+        self.replication_proxies[&id].cut();
+        for ((from, to), p) in &self.controller_proxies {
+            if *from == id || *to == id {
+                p.cut();
+            }
+        }
+    }
+
+    /// Undoes [`ProxiedCluster::isolate`] (and any cut).
+    pub fn heal(&self) {
+        for p in self
+            .client_proxies
+            .values()
+            .chain(self.replication_proxies.values())
+        {
+            p.heal();
+        }
+        for p in self.controller_proxies.values() {
+            p.heal();
+        }
+    }
 }
