@@ -100,14 +100,10 @@ impl Drop for Node {
 
 /// The ids of the brokers that Metadata through `bootstrap` lists.
 fn broker_ids(bootstrap: &str) -> Vec<i32> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .expect("client");
-    let md = consumer
-        .fetch_metadata(None, CLIENT_TIMEOUT)
-        .expect("metadata");
-    md.brokers().iter().map(|b| b.id()).collect()
+    broker_endpoints(bootstrap)
+        .into_iter()
+        .map(|(id, _, _)| id)
+        .collect()
 }
 
 /// Each broker that Metadata through `bootstrap` lists, with its host and port.
