@@ -75,8 +75,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ];
 
 /// The APIs of the controller listener (`controller.listener.names`): the KRaft quorum's
-/// own RPCs (KIP-595, KIP-853) and the broker-to-controller RPCs (KIP-631, KIP-497,
-/// KIP-730), as Kafka's controller exposes them. They are never advertised to clients: a connection on
+/// own RPCs (KIP-595, KIP-853), the broker-to-controller RPCs (KIP-631, KIP-497,
+/// KIP-730) and the forwarded metadata writes, as Kafka's controller exposes them. They are never advertised to clients: a connection on
 /// a client listener sees [`SUPPORTED_APIS`] only, and one on the controller listener sees
 /// this table only, as Kafka's `ApiVersionManager` does for its two listener types.
 ///
@@ -88,9 +88,19 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ///   (`LastFetchedEpoch`, `ClusterId`, the diverging epoch) and v17's `ReplicaDirectoryId`
 ///   (KIP-853) is not accepted yet.
 /// - AlterPartition starts at v2: Kafka 4.0's codec has no v0 or v1 (topic names).
+/// - CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions, ElectLeaders and
+///   IncrementalAlterConfigs are the metadata writes brokers forward to a dedicated
+///   controller (Kafka's controller serves them on this listener too), at the client
+///   table's versions, since a broker forwards them at the version its client sent.
 pub const CONTROLLER_APIS: &[SupportedApi] = &[
     api(ApiKey::Fetch, 12, 16),
     api(ApiKey::ApiVersions, 0, 4),
+    api(ApiKey::CreateTopics, 2, 7),
+    api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::AlterConfigs, 0, 2),
+    api(ApiKey::CreatePartitions, 0, 3),
+    api(ApiKey::ElectLeaders, 0, 2),
+    api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::Vote, 0, 2),
     api(ApiKey::BeginQuorumEpoch, 0, 1),
     api(ApiKey::EndQuorumEpoch, 0, 1),
@@ -228,13 +238,25 @@ mod tests {
     }
 
     /// Clients never see the controller's RPCs, and the controller listener serves none of
-    /// the client APIs except the two that Kafka's controller also exposes.
+    /// the client APIs except ApiVersions, Fetch and the forwarded metadata writes, as
+    /// Kafka's controller exposes them.
     #[test]
     fn the_controller_rpcs_are_not_on_the_client_listener() {
         for a in CONTROLLER_APIS {
-            let shared = matches!(a.key, ApiKey::ApiVersions | ApiKey::Fetch);
+            let shared = matches!(a.key, ApiKey::ApiVersions | ApiKey::Fetch)
+                || crate::codec::FORWARDED_APIS.contains(&a.key);
             assert_eq!(supported(a.key).is_some(), shared, "{:?}", a.key);
         }
+        // A broker forwards a write at the version its client sent: the controller
+        // listener takes every version the client listener does.
+        for key in crate::codec::FORWARDED_APIS {
+            assert_eq!(
+                ListenerType::Controller.supported(key),
+                supported(key),
+                "{key:?}"
+            );
+        }
+        assert!(!ListenerType::Controller.is_supported(ApiKey::Metadata, 12));
         for key in [
             ApiKey::Vote,
             ApiKey::BrokerHeartbeat,

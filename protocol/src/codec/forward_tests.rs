@@ -182,9 +182,14 @@ fn only_forwarded_apis_at_served_versions() {
         decode_forwarded_response(ApiKey::CreateTopics, 1, Bytes::new()),
         Err(DecodeError::UnsupportedVersion { version: 1, .. })
     ));
-    // The controller listener's reader does not take them either.
+    // The controller listener's reader takes the forwarded writes (a dedicated controller
+    // serves them) at the served versions only, and no other client API.
     assert!(matches!(
-        decode_response(ApiKey::CreateTopics, 7, Bytes::new()),
+        decode_response(ApiKey::CreateTopics, 1, Bytes::new()),
+        Err(DecodeError::UnsupportedVersion { version: 1, .. })
+    ));
+    assert!(matches!(
+        decode_response(ApiKey::Metadata, 12, Bytes::new()),
         Err(DecodeError::UnknownApiKey { .. })
     ));
 }
