@@ -617,24 +617,17 @@ impl BrokerConfig {
         Ok(cfg)
     }
 
-    /// Whether this node's topology is one Strata can run today: the combined
-    /// `broker,controller` node, alone or as one of several static voters (without
-    /// `cluster.id` the voters derive a shared one, see `main.rs`). Dedicated roles and
-    /// dynamic quorums are valid Kafka configurations that are not served yet; starting
-    /// such a node as a cluster of its own would split the cluster, so it is refused.
+    /// Whether this node's topology is one Strata can run today: a combined, dedicated
+    /// broker or dedicated controller node with a static voter set
+    /// (`controller.quorum.voters`), or the standalone single voter. A dynamic quorum
+    /// (`controller.quorum.bootstrap.servers` alone) is a valid Kafka configuration that is
+    /// not served yet; starting such a node as a cluster of its own would split the
+    /// cluster, so it is refused.
     ///
     /// # Errors
     ///
     /// [`ConfigError::NotYetSupported`] naming what is missing.
     pub fn check_runnable(&self) -> Result<(), ConfigError> {
-        if !self.process_roles.is_combined() {
-            return Err(ConfigError::NotYetSupported {
-                what: format!(
-                    "process.roles={}: a dedicated broker or controller (the controller quorum)",
-                    self.process_roles
-                ),
-            });
-        }
         if self.quorum_voters.is_empty() && !self.standalone_quorum {
             return Err(ConfigError::NotYetSupported {
                 what: "controller.quorum.bootstrap.servers without controller.quorum.voters: a \
@@ -643,6 +636,17 @@ impl BrokerConfig {
             });
         }
         Ok(())
+    }
+
+    /// Whether this node follows the metadata quorum through the Raft driver rather than
+    /// keeping a single voter's store: every node of a static quorum with several voters,
+    /// and every dedicated broker or controller (a dedicated broker is an observer of the
+    /// controllers' quorum, however many voters it has; a dedicated controller serves
+    /// brokers that are other processes).
+    #[must_use]
+    pub fn runs_quorum(&self) -> bool {
+        !self.standalone_quorum
+            && (self.quorum_voters.len() > 1 || !self.process_roles.is_combined())
     }
 
     /// Whether connections on `listener` (a name from `listeners`) are served the

@@ -277,7 +277,7 @@ pub async fn serve_on(
     while let Some((body, lease)) = read_frame(&broker, &mut rd, &mut buf, peer).await {
         let slot = match codec::decode_request_on(listener, body) {
             Ok(Decoded::Request(req)) if listener == ListenerType::Controller => {
-                controller_slot(&broker, *req, peer, quorum.as_ref())
+                controller_slot(&broker, *req, peer, listener_name.clone(), quorum.as_ref())
             }
             Ok(Decoded::Request(req)) => {
                 let ctx = RequestContext::new(
@@ -323,7 +323,8 @@ pub async fn serve_on(
 /// APIs (`versions::CONTROLLER_APIS`), as Kafka's controller does on its listener. With a
 /// multi-voter quorum running, Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot go to its
 /// driver, which answers with the core's response (or closes the connection when the core
-/// gives none), and DescribeQuorum is answered from the core. The other controller RPCs,
+/// gives none), DescribeQuorum is answered from the core, and the metadata writes that
+/// brokers forward are answered by their handlers ([`handlers::controller_write`]). The other controller RPCs,
 /// and the quorum RPCs on a node without a quorum driver, decode but have no handler yet,
 /// so their connection is closed, which is what a Kafka node does with a request it does
 /// not serve on a listener (its `SocketServer` refuses the header and closes the
@@ -332,6 +333,7 @@ fn controller_slot(
     broker: &Arc<Broker>,
     req: codec::Request,
     peer: SocketAddr,
+    listener_name: Option<Arc<str>>,
     quorum: Option<&QuorumHandle>,
 ) -> Slot {
     let version = req.header.request_api_version;
@@ -410,6 +412,26 @@ fn controller_slot(
                     crate::lifecycle::answer_alter_partition(&broker, version, r),
                 ))
             }))
+        }
+        (
+            ApiKey::CreateTopics
+            | ApiKey::DeleteTopics
+            | ApiKey::CreatePartitions
+            | ApiKey::ElectLeaders
+            | ApiKey::AlterConfigs
+            | ApiKey::IncrementalAlterConfigs,
+            Some(_),
+        ) => {
+            // A broker forwarding to a dedicated controller (or an admin client that
+            // bootstraps at a controller, KIP-919).
+            let ctx = RequestContext::new(
+                broker.clone(),
+                &req.header,
+                api_key,
+                Some(peer),
+                listener_name,
+            );
+            handlers::controller_write(ctx, req.body)
         }
         (ApiKey::DescribeQuorum, Some(quorum)) => {
             let quorum = quorum.clone();

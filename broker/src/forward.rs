@@ -3,11 +3,14 @@
 //! In cluster mode only the quorum leader writes metadata. A node that is not the leader
 //! sends CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterConfigs and
 //! IncrementalAlterConfigs whole (same API, same version, same body) to the leader's
-//! registered client endpoint, and relays the answer under its own client's correlation id.
-//! Metadata's auto-creation sends a CreateTopics the same way and does not wait for it.
+//! registered inter-broker endpoint or, when the leader is a dedicated controller with no
+//! broker registration, to its controller listener (its `controller.quorum.voters`
+//! address), and relays the answer under its own client's correlation id. Metadata's
+//! auto-creation sends a CreateTopics the same way and does not wait for it.
 //!
 //! Kafka wraps a forwarded request in an Envelope on the controller listener; here the
-//! request goes to the controller's client listener as any client's would. What stands in
+//! request goes as it came, to a combined leader's broker listener as any client's would,
+//! or to a dedicated controller's listener, which serves these six APIs. What stands in
 //! for the envelope's "already forwarded" mark is the client id ([`FORWARDED_CLIENT_ID`]): a
 //! node never forwards a request that carries it, so two nodes that each take the other
 //! for the leader (for the moment it takes an election to reach both) cannot bounce a
@@ -15,9 +18,10 @@
 //!
 //! One connection per process, to the current controller, is kept and reused; a new
 //! controller, or any failure on the connection, drops it. Forwarded requests share it one
-//! at a time, each bounded by its own deadline (connect, write and read together). When the
-//! controller is unknown or does not answer in time the handler runs locally, which answers
-//! NOT_CONTROLLER as a node that is not the leader always has, and the client retries.
+//! at a time, each bounded by its own deadline (connect, write and read together). While no
+//! leader is known, or the one known does not answer, a request waits and goes to the next
+//! leader known ([`forward_to_leader`]); when none answers within the request's deadline
+//! the handler runs locally, which answers NOT_CONTROLLER, and the client retries.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -51,6 +55,9 @@ const MIN_WAIT: Duration = Duration::from_secs(1);
 /// `request.timeout.ms` default.
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 
+/// The pause before a forwarded request goes again after its controller did not answer.
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
 /// CreateTopics version of an auto-creation: the newest the client listener serves.
 const AUTO_CREATE_VERSION: i16 = 7;
 
@@ -59,15 +66,18 @@ const AUTO_CREATE_VERSION: i16 = 7;
 pub struct Controller {
     /// Its `node.id`.
     pub node_id: i32,
-    /// Its registered client endpoint.
+    /// Its registered inter-broker host, or its controller listener's.
     pub host: String,
-    /// Its registered client port.
+    /// The port that goes with `host`.
     pub port: u16,
 }
 
 /// Why a forwarded request got no answer.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
+    /// No node other than this one was known to lead the quorum.
+    #[error("no controller known after {waited:?}")]
+    NoController { waited: Duration },
     /// Connecting, writing or reading failed.
     #[error("controller {node_id} at {host}:{port}: {source}")]
     Io {
@@ -111,37 +121,89 @@ static CONNECTION: tokio::sync::Mutex<Option<Connection>> = tokio::sync::Mutex::
 /// `AutoTopicCreationManager` keeps the same set).
 static AUTO_CREATING: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
-/// The controller a controller-bound request on this node goes to: `Some` on a clustered
-/// node that is not the quorum leader and knows a leader registered with a client endpoint.
-/// `None` means "handle it here": a single node, the leader itself, an unknown leader
-/// (the local handler answers NOT_CONTROLLER), or a request that was already forwarded once.
+/// Whether a controller-bound request on this node is forwarded: on a clustered node that
+/// does not lead the quorum, for a request that was not forwarded here already. A single
+/// node and the leader itself handle it here.
 #[must_use]
-pub fn route(ctx: &RequestContext) -> Option<Controller> {
-    if ctx.client_id.as_deref() == Some(FORWARDED_CLIENT_ID) {
-        return None;
-    }
-    controller_of(&ctx.broker)
+pub fn route(ctx: &RequestContext) -> bool {
+    ctx.client_id.as_deref() != Some(FORWARDED_CLIENT_ID) && !leads(&ctx.broker)
 }
 
+/// Whether this node answers controller-bound requests itself: a single node, or the
+/// quorum's leader.
+fn leads(broker: &Broker) -> bool {
+    !broker.is_clustered()
+        || broker
+            .quorum()
+            .is_some_and(|q| q.status().role == RoleKind::Leader)
+}
+
+/// Where the quorum leader, as this node knows it, takes forwarded requests: `None` while
+/// no other leader is known.
 fn controller_of(broker: &Broker) -> Option<Controller> {
-    if !broker.is_clustered() {
-        return None;
-    }
-    let status = broker.quorum()?.status();
-    if status.role == RoleKind::Leader {
-        return None;
-    }
-    let leader = status.leader?.0;
+    let leader = broker.quorum()?.status().leader?.0;
     if leader == broker.config.node_id {
         return None;
     }
     let image = broker.image();
-    let (host, port) = crate::broker::inter_broker_endpoint(broker, &image, leader)?;
+    // A combined leader takes it on its inter-broker listener, as any client request; a
+    // dedicated controller registers no broker endpoint and takes it on its controller
+    // listener (the address in `controller.quorum.voters`), as Kafka's controllers do.
+    let (host, port) =
+        crate::broker::inter_broker_endpoint(broker, &image, leader).or_else(|| {
+            broker
+                .config
+                .quorum_voters
+                .iter()
+                .find(|v| v.id == leader)
+                .map(|v| (v.host.clone(), v.port))
+        })?;
     Some(Controller {
         node_id: leader,
         host,
         port,
     })
+}
+
+/// Sends `body` to the quorum's leader and returns its answer and its node id, or `None`
+/// once this node leads itself (the caller then handles the request). While no leader is
+/// known, or the one known does not answer (it died, an election is under way), the
+/// request waits and goes to the leader known next, until `wait` has passed: Kafka's
+/// broker-to-controller channel likewise holds a request until a controller answers, so a
+/// client is not told NOT_CONTROLLER for an election it cannot see.
+///
+/// # Errors
+///
+/// The last attempt's [`ForwardError`] when no leader answered within `wait`.
+pub async fn forward_to_leader(
+    broker: &Broker,
+    api_key: ApiKey,
+    version: i16,
+    body: &RequestKind,
+    wait: Duration,
+) -> Result<Option<(i32, ResponseKind)>, ForwardError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if leads(broker) {
+            return Ok(None);
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let failed = match controller_of(broker) {
+            Some(to) => match forward(&to, api_key, version, body, left).await {
+                Ok(answer) => return Ok(Some((to.node_id, answer))),
+                Err(e) => e,
+            },
+            None => ForwardError::NoController {
+                waited: wait - left,
+            },
+        };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err(failed);
+        }
+        tracing::debug!(error = %failed, api = ?api_key, "no answer from the controller yet; retrying");
+        tokio::time::sleep(RETRY_BACKOFF.min(left)).await;
+    }
 }
 
 /// How long a forwarded request may take: its own `timeout_ms` where it has one, bounded to
@@ -246,13 +308,13 @@ async fn exchange(
     Ok(response.body)
 }
 
-/// Forwards `req` to `to` on behalf of the client of `ctx`, and falls back to `local` (which
-/// answers NOT_CONTROLLER on a node that is not the leader) when the controller does not
-/// answer. The answer is the controller's body; the caller encodes it under the client's
+/// Forwards `req` to the quorum's leader on behalf of the client of `ctx`
+/// ([`forward_to_leader`]), and falls back to `local` when this node leads by then, or
+/// (answering NOT_CONTROLLER, as a node that does not lead does) when no leader answered
+/// in time. The answer is the controller's body; the caller encodes it under the client's
 /// correlation id.
 pub async fn relay<R>(
     ctx: &RequestContext,
-    to: Controller,
     req: R,
     local: fn(&RequestContext, R) -> ResponseKind,
 ) -> ResponseKind
@@ -262,8 +324,9 @@ where
 {
     let body = RequestKind::from(req.clone());
     let wait = deadline(&body);
-    match forward(&to, ctx.api_key, ctx.api_version, &body, wait).await {
-        Ok(answer) => answer,
+    match forward_to_leader(&ctx.broker, ctx.api_key, ctx.api_version, &body, wait).await {
+        Ok(Some((_, answer))) => answer,
+        Ok(None) => local(ctx, req),
         Err(e) => {
             tracing::warn!(error = %e, api = ?ctx.api_key, "forwarding to the controller failed");
             local(ctx, req)
@@ -277,13 +340,14 @@ where
 /// LEADER_NOT_AVAILABLE for the topic, as Kafka does right after auto-creation; the client
 /// asks again and finds it once the controller's entry reaches this node's image.
 ///
-/// Returns `false` when there is no controller to send to (the caller falls back to the
-/// local path) or no runtime to send from.
+/// Returns `false` when this node creates it itself (a single node, or the leader; the
+/// caller falls back to the local path) or there is no runtime to send from.
 #[must_use]
 pub fn auto_create(ctx: &RequestContext, topic: &str) -> bool {
-    let Some(to) = route(ctx) else {
+    if !route(ctx) {
         return false;
-    };
+    }
+    let broker = ctx.broker.clone();
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return false;
     };
@@ -308,8 +372,8 @@ pub fn auto_create(ctx: &RequestContext, topic: &str) -> bool {
                 ])
                 .with_timeout_ms(i32::try_from(DEFAULT_WAIT.as_millis()).unwrap_or(i32::MAX)),
         );
-        let outcome = forward(
-            &to,
+        let outcome = forward_to_leader(
+            &broker,
             ApiKey::CreateTopics,
             AUTO_CREATE_VERSION,
             &body,
@@ -317,16 +381,17 @@ pub fn auto_create(ctx: &RequestContext, topic: &str) -> bool {
         )
         .await;
         match outcome {
-            Ok(ResponseKind::CreateTopics(r)) => {
+            Ok(Some((controller, ResponseKind::CreateTopics(r)))) => {
                 for t in r.topics {
                     let code = t.error_code;
                     if code == 0 || code == ResponseError::TopicAlreadyExists.code() {
-                        tracing::info!(topic = %t.name.0, controller = to.node_id, "auto-created topic through the controller");
+                        tracing::info!(topic = %t.name.0, controller, "auto-created topic through the controller");
                     } else {
                         tracing::warn!(topic = %t.name.0, code, "the controller refused an auto-creation");
                     }
                 }
             }
+            // This node leads now: the client's next Metadata creates it here.
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, topic, "auto-creation through the controller failed"),
         }

@@ -1,5 +1,6 @@
-//! The broker side of a node of a multi-voter quorum: it registers with the active
-//! controller and heartbeats to it (KIP-631), and the node's controller side ticks.
+//! The broker side of a clustered node: it registers with the active controller and
+//! heartbeats to it (KIP-631), and the node's controller side ticks. A dedicated broker
+//! runs only the first, a dedicated controller only the second.
 //!
 //! - **Registration.** BrokerRegistration (v2: listeners, rack, incarnation id, the cluster
 //!   id) to the quorum's leader, on its controller listener (`controller.quorum.voters`
@@ -86,12 +87,20 @@ impl Lifecycle {
     }
 }
 
-/// Starts the broker's registration and heartbeats and the controller's tick.
+/// Starts what this node's roles run: for the broker role, its registration and
+/// heartbeats and its leaders' ISR proposals; for the controller role, the controller's
+/// tick (which acts only while this node leads the quorum). A dedicated controller never
+/// registers as a broker, so no partition is ever placed on it.
 pub fn start(broker: Arc<Broker>) -> Arc<Lifecycle> {
     let lifecycle = Arc::new(Lifecycle::default());
-    tokio::spawn(run(broker.clone(), lifecycle.clone()));
-    tokio::spawn(crate::replica::isr::run(broker.clone()));
-    tokio::spawn(tick(broker));
+    let roles = broker.config.process_roles;
+    if roles.broker {
+        tokio::spawn(run(broker.clone(), lifecycle.clone()));
+        tokio::spawn(crate::replica::isr::run(broker.clone()));
+    }
+    if roles.controller {
+        tokio::spawn(tick(broker));
+    }
     lifecycle
 }
 

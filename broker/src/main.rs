@@ -138,10 +138,12 @@ async fn accept_loop(broker: Arc<Broker>, listener: BoundListener, quorum: Optio
 /// - `cluster.id` set: an empty data directory is formatted with it, and a formatted one
 ///   must carry it, as Kafka checks `meta.properties` against the cluster it is told to
 ///   join.
-/// - Not set, several voters: every voter derives the same id from
+/// - Not set, a node of a quorum driven over the network (several voters, or any
+///   dedicated broker or controller): every node derives the same id from
 ///   `controller.quorum.voters` ([`strata_kraft::cluster_id_from_voters`]) and formats an
 ///   empty data directory with it; a formatted one keeps the id it holds, so a cluster
-///   whose voter list is later edited stays one cluster.
+///   whose voter list is later edited stays one cluster. Dedicated brokers name the same
+///   voters as the controllers, so they derive the same id.
 /// - Not set, a single voter: `None`; its metadata store formats the directory with a
 ///   random id.
 fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<Option<String>> {
@@ -160,7 +162,7 @@ fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<Option<String>> {
         }
         return Ok(Some(props.cluster_id));
     }
-    if config.quorum_voters.len() <= 1 {
+    if !config.runs_quorum() {
         return Ok(None);
     }
     let derived = strata_kraft::cluster_id_from_voters(
@@ -192,9 +194,9 @@ async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
     let data_dir = config.log_dir.clone();
     // Before any log is opened, so that every write knows its path from the start.
     tracing::info!("{}", strata_storage::io::detect());
-    // A multi-voter quorum's driver publishes the committed metadata image; the broker
-    // follows it. A single voter is its own metadata store.
-    let clustered = config.quorum_voters.len() > 1;
+    // A quorum driven over the network (several voters, or dedicated roles) publishes the
+    // committed metadata image; the broker follows it. A single voter is its own store.
+    let clustered = config.runs_quorum();
     let resolve = config.clone();
     config.cluster_id = tokio::task::spawn_blocking(move || resolve_cluster_id(&resolve)).await??;
     let (images_tx, images_rx) = if clustered {
@@ -218,7 +220,8 @@ async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
         cluster_id = %broker.image().cluster_id,
         "strata started"
     );
-    // A multi-voter quorum runs its Raft driver; a single voter is the store alone.
+    // A clustered node runs the Raft driver (a dedicated broker as an observer of the
+    // controllers' quorum); a single voter is the store alone.
     let (quorum, lifecycle) = match (images_tx, images_rx) {
         (Some(tx), Some(rx)) => {
             let cluster_id = broker.image().cluster_id.clone();
@@ -244,7 +247,10 @@ async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
         _ = sigterm.recv() => {}
     }
     // No new connections from here on, as before: the listeners close with their tasks.
-    if let Some(lifecycle) = &lifecycle {
+    if let Some(lifecycle) = lifecycle
+        .as_ref()
+        .filter(|_| broker.config.process_roles.broker)
+    {
         // Controlled shutdown: the controller moves this broker's leaderships away first.
         let moved = lifecycle
             .controlled_shutdown(std::time::Duration::from_secs(10))

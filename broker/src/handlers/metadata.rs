@@ -177,9 +177,32 @@ fn response(
                 .collect(),
         )
         .with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
-        .with_controller_id(BrokerId(image.controller_id))
+        .with_controller_id(BrokerId(client_controller_id(ctx, image)))
         .with_cluster_authorized_operations(cluster_ops)
         .with_topics(topics)
+}
+
+/// The `controller_id` a client is told: the active controller when it is a registered
+/// broker (a combined node, which takes admin requests on its broker listener), else a
+/// live broker that forwards them, this one first (Kafka's KRaft brokers answer a random
+/// live broker). A dedicated controller is not among the brokers a client can reach, and
+/// while an election is under way no controller is known; librdkafka's admin client waits
+/// for `controller_id` to name a broker it knows, and a broker holds a forwarded request
+/// until a controller answers it.
+fn client_controller_id(ctx: &RequestContext, image: &MetadataImage) -> i32 {
+    let live = |id: i32| image.brokers.get(&id).is_some_and(|b| !b.fenced);
+    let own = ctx.broker.config.node_id;
+    if image.brokers.contains_key(&image.controller_id) {
+        image.controller_id
+    } else if live(own) {
+        own
+    } else {
+        image
+            .brokers
+            .values()
+            .find(|b| !b.fenced)
+            .map_or(-1, |b| b.node_id)
+    }
 }
 
 /// This broker's offline partitions, to show in a response.

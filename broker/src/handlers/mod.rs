@@ -186,25 +186,25 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(&ctx, r))
         }
-        RequestKind::CreateTopics(r) => match forward::route(&ctx) {
-            Some(to) => return forwarded(ctx, to, r, create_topics::handle_kind),
-            None => create_topics::handle_kind(&ctx, r),
-        },
-        RequestKind::DeleteTopics(r) => match forward::route(&ctx) {
-            Some(to) => return forwarded(ctx, to, r, delete_topics::handle_kind),
-            None => delete_topics::handle_kind(&ctx, r),
-        },
+        RequestKind::CreateTopics(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, create_topics::handle_kind);
+        }
+        RequestKind::CreateTopics(r) => create_topics::handle_kind(&ctx, r),
+        RequestKind::DeleteTopics(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, delete_topics::handle_kind);
+        }
+        RequestKind::DeleteTopics(r) => delete_topics::handle_kind(&ctx, r),
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(delete_records::handle(&ctx, r))
         }
-        RequestKind::CreatePartitions(r) => match forward::route(&ctx) {
-            Some(to) => return forwarded(ctx, to, r, create_partitions::handle_kind),
-            None => create_partitions::handle_kind(&ctx, r),
-        },
-        RequestKind::ElectLeaders(r) => match forward::route(&ctx) {
-            Some(to) => return forwarded(ctx, to, r, elect_leaders::handle_kind),
-            None => elect_leaders::handle_kind(&ctx, r),
-        },
+        RequestKind::CreatePartitions(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, create_partitions::handle_kind);
+        }
+        RequestKind::CreatePartitions(r) => create_partitions::handle_kind(&ctx, r),
+        RequestKind::ElectLeaders(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, elect_leaders::handle_kind);
+        }
+        RequestKind::ElectLeaders(r) => elect_leaders::handle_kind(&ctx, r),
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(&ctx, r))
         }
@@ -214,20 +214,20 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(&ctx, r))
         }
-        RequestKind::AlterConfigs(r) => match forward::route(&ctx) {
-            Some(to) => return forwarded(ctx, to, r, alter_configs::handle_kind),
-            None => alter_configs::handle_kind(&ctx, r),
-        },
+        RequestKind::AlterConfigs(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, alter_configs::handle_kind);
+        }
+        RequestKind::AlterConfigs(r) => alter_configs::handle_kind(&ctx, r),
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(describe_log_dirs::handle(&ctx, r))
         }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(&ctx, r))
         }
-        RequestKind::IncrementalAlterConfigs(r) => match forward::route(&ctx) {
-            Some(to) => return forwarded(ctx, to, r, incremental_alter_configs::handle_kind),
-            None => incremental_alter_configs::handle_kind(&ctx, r),
-        },
+        RequestKind::IncrementalAlterConfigs(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, incremental_alter_configs::handle_kind);
+        }
+        RequestKind::IncrementalAlterConfigs(r) => incremental_alter_configs::handle_kind(&ctx, r),
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(&ctx, r))
         }
@@ -266,22 +266,42 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
     ctx.encode(&response).map_or(Slot::Close, Slot::Ready)
 }
 
+/// One of the metadata writes ([`codec::FORWARDED_APIS`]) that arrived on a controller
+/// listener: a broker forwarding to a dedicated controller, or an admin client talking to
+/// a controller directly. It is answered here, never forwarded again (a controller that
+/// does not lead answers NOT_CONTROLLER, as Kafka's does), on a blocking thread, since the
+/// write waits for its entry to commit.
+pub fn controller_write(ctx: RequestContext, body: RequestKind) -> Slot {
+    Slot::Pending(tokio::task::spawn_blocking(move || {
+        let response = match body {
+            RequestKind::CreateTopics(r) => create_topics::handle_kind(&ctx, r),
+            RequestKind::DeleteTopics(r) => delete_topics::handle_kind(&ctx, r),
+            RequestKind::CreatePartitions(r) => create_partitions::handle_kind(&ctx, r),
+            RequestKind::ElectLeaders(r) => elect_leaders::handle_kind(&ctx, r),
+            RequestKind::AlterConfigs(r) => alter_configs::handle_kind(&ctx, r),
+            RequestKind::IncrementalAlterConfigs(r) => {
+                incremental_alter_configs::handle_kind(&ctx, r)
+            }
+            other => {
+                tracing::error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "not a metadata write");
+                return None;
+            }
+        };
+        ctx.encode(&response)
+    }))
+}
+
 /// A controller-bound request on a node that is not the active controller: forwarded to it
 /// in a task of its own, so that the wait for the controller (bounded by the request's
 /// timeout) holds no worker thread and the connection's later requests are not held up
 /// behind it either.
-fn forwarded<R>(
-    ctx: RequestContext,
-    to: forward::Controller,
-    req: R,
-    local: fn(&RequestContext, R) -> ResponseKind,
-) -> Slot
+fn forwarded<R>(ctx: RequestContext, req: R, local: fn(&RequestContext, R) -> ResponseKind) -> Slot
 where
     R: Clone + Send + 'static,
     RequestKind: From<R>,
 {
     Slot::Pending(tokio::spawn(async move {
-        let response = forward::relay(&ctx, to, req, local).await;
+        let response = forward::relay(&ctx, req, local).await;
         ctx.encode(&response)
     }))
 }

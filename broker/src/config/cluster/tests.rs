@@ -70,6 +70,7 @@ fn no_configuration_is_a_standalone_combined_node() {
     );
     assert_eq!(c.inter_broker_listener_name, "PLAINTEXT");
     assert!(c.check_runnable().is_ok());
+    assert!(!c.runs_quorum());
     // The harness's form: one PLAINTEXT listener, nothing else.
     let c = cfg(&[("listeners", "PLAINTEXT://127.0.0.1:4000")]).unwrap();
     assert!(c.standalone_quorum);
@@ -374,10 +375,21 @@ fn a_dedicated_controller_binds_only_controller_listeners() {
         (c.listen_host.as_str(), c.listen_port),
         ("127.0.0.1", 19093)
     );
-    assert!(matches!(
-        c.check_runnable(),
-        Err(ConfigError::NotYetSupported { .. })
-    ));
+    // Runnable: it runs the quorum driver, as a voter, with no broker role.
+    assert!(c.check_runnable().is_ok());
+    assert!(c.runs_quorum());
+    // A single dedicated controller serves brokers in other processes: it runs the driver
+    // too, where a combined single voter keeps its own store.
+    let single = cfg(&with(
+        &controller,
+        &[
+            ("listeners", "CONTROLLER://127.0.0.1:19093"),
+            ("advertised.listeners", ""),
+            ("controller.quorum.voters", "1@127.0.0.1:19093"),
+        ],
+    ))
+    .unwrap();
+    assert!(single.check_runnable().is_ok() && single.runs_quorum());
 }
 
 #[test]
@@ -397,7 +409,9 @@ fn a_dedicated_broker_must_not_bind_the_controller_listener() {
     );
     let c = cfg(&ok).unwrap();
     assert!(c.process_roles.broker && !c.process_roles.controller);
-    assert!(c.check_runnable().is_err());
+    // Runnable: an observer of the controllers' quorum.
+    assert!(c.check_runnable().is_ok());
+    assert!(c.runs_quorum());
     refused(
         &with(&ok, &[("node.id", "2")]),
         "controller.quorum.voters",
