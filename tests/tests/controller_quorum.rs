@@ -11,13 +11,15 @@
 //! DescribeQuorum v0 in raw frames, independent of Strata's codec. Every wait is bounded.
 
 use std::fs::{self, File};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cluster::{Quorum, describe_quorum};
 use strata_tests::{free_port, read_tail, strata_bin};
+
+mod cluster;
 
 /// The most any one wait of this test takes.
 const WAIT: Duration = Duration::from_secs(30);
@@ -153,103 +155,6 @@ impl Drop for Cluster {
             }
         }
     }
-}
-
-/// One node's DescribeQuorum answer for `__cluster_metadata-0`.
-#[derive(Debug, Clone, PartialEq)]
-struct Quorum {
-    error: i16,
-    leader: i32,
-    epoch: i32,
-    high_watermark: i64,
-    /// `(replica id, log end offset)` of each voter (the leader's answer only).
-    voters: Vec<(i32, i64)>,
-}
-
-fn uvarint(b: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *b.get(*pos)?;
-        *pos += 1;
-        v |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
-}
-
-fn take<const N: usize>(b: &[u8], pos: &mut usize) -> Option<[u8; N]> {
-    let v = b.get(*pos..*pos + N)?.try_into().ok()?;
-    *pos += N;
-    Some(v)
-}
-
-fn skip_tags(b: &[u8], pos: &mut usize) -> Option<()> {
-    for _ in 0..uvarint(b, pos)? {
-        uvarint(b, pos)?;
-        let len = usize::try_from(uvarint(b, pos)?).ok()?;
-        *pos += len;
-    }
-    Some(())
-}
-
-/// DescribeQuorum v0 (flexible; request header v2) to `port`; `None` if the node does not
-/// answer.
-fn describe_quorum(port: u16, corr: i32) -> Option<Quorum> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let mut req = Vec::new();
-    req.extend_from_slice(&55i16.to_be_bytes());
-    req.extend_from_slice(&0i16.to_be_bytes());
-    req.extend_from_slice(&corr.to_be_bytes());
-    req.extend_from_slice(&4i16.to_be_bytes());
-    req.extend_from_slice(b"test");
-    req.push(0); // header tags
-    req.push(2); // one topic
-    req.push(19); // "__cluster_metadata", 18 bytes
-    req.extend_from_slice(b"__cluster_metadata");
-    req.push(2); // one partition
-    req.extend_from_slice(&0i32.to_be_bytes());
-    req.push(0); // partition tags
-    req.push(0); // topic tags
-    req.push(0); // request tags
-    let mut frame = (req.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&req);
-    s.write_all(&frame).ok()?;
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).ok()?;
-    let mut b = vec![0u8; usize::try_from(i32::from_be_bytes(len)).ok()?];
-    s.read_exact(&mut b).ok()?;
-    let mut pos = 0;
-    assert_eq!(i32::from_be_bytes(take(&b, &mut pos)?), corr);
-    skip_tags(&b, &mut pos)?;
-    let top_error = i16::from_be_bytes(take(&b, &mut pos)?);
-    assert_eq!(top_error, 0, "top-level error");
-    assert_eq!(uvarint(&b, &mut pos)?, 2, "one topic");
-    let name_len = usize::try_from(uvarint(&b, &mut pos)?).ok()? - 1;
-    assert_eq!(&b[pos..pos + name_len], b"__cluster_metadata");
-    pos += name_len;
-    assert_eq!(uvarint(&b, &mut pos)?, 2, "one partition");
-    assert_eq!(i32::from_be_bytes(take(&b, &mut pos)?), 0);
-    let error = i16::from_be_bytes(take(&b, &mut pos)?);
-    let leader = i32::from_be_bytes(take(&b, &mut pos)?);
-    let epoch = i32::from_be_bytes(take(&b, &mut pos)?);
-    let high_watermark = i64::from_be_bytes(take(&b, &mut pos)?);
-    let mut voters = Vec::new();
-    for _ in 1..uvarint(&b, &mut pos)? {
-        let id = i32::from_be_bytes(take(&b, &mut pos)?);
-        let leo = i64::from_be_bytes(take(&b, &mut pos)?);
-        skip_tags(&b, &mut pos)?;
-        voters.push((id, leo));
-    }
-    Some(Quorum {
-        error,
-        leader,
-        epoch,
-        high_watermark,
-        voters,
-    })
 }
 
 /// Polls until every node in `ids` names the same leader (one of `ids`) in the same epoch,

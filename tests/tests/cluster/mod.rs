@@ -10,8 +10,11 @@
 //! Metadata is read with a hand-built Metadata v1 request ([`metadata`]), independent of
 //! Strata's codec and of librdkafka's cache: brokers, controller id, and each partition's
 //! leader, replicas and ISR; [`cluster_id`] asks Metadata v2 for the cluster id, and
-//! [`elect_leaders_raw`] sends an ElectLeaders v1. Every wait is bounded
-//! ([`strata_tests::wait_until`]).
+//! [`elect_leaders_raw`] sends an ElectLeaders v1; [`describe_quorum`] sends a DescribeQuorum
+//! v0 to a controller listener. Every wait is bounded ([`strata_tests::wait_until`]).
+//!
+//! [`Cluster::start_dedicated`] starts dedicated controllers and dedicated brokers instead
+//! of combined nodes.
 //!
 //! A module directory, so that Cargo does not build it as a test binary of its own; each
 //! test file that needs it declares `mod cluster;`.
@@ -44,7 +47,7 @@ pub struct Node {
     pub config: PathBuf,
     /// The PLAINTEXT (client) listener's port.
     pub port: u16,
-    /// The CONTROLLER listener's port.
+    /// The CONTROLLER listener's port (0 on a dedicated broker, which has none).
     pub controller_port: u16,
     /// `log.dirs`.
     pub data_dir: PathBuf,
@@ -220,6 +223,79 @@ impl Cluster {
             if let Some(cluster_id) = cluster_id {
                 text.push_str(&format!("cluster.id={cluster_id}\n"));
             }
+            for (k, v) in settings {
+                text.push_str(&format!("{k}={v}\n"));
+            }
+            std::fs::write(&config, text).expect("write the node's config");
+            nodes.push(Node {
+                id,
+                config,
+                port,
+                controller_port,
+                data_dir,
+                stderr: dir.path().join(format!("node{id}.log")),
+                child: None,
+            });
+        }
+        for n in &mut nodes {
+            n.spawn();
+        }
+        Cluster { nodes, dir }
+    }
+
+    /// `controllers` dedicated controllers (ids `1..=controllers`, `process.roles=controller`,
+    /// a CONTROLLER listener only) and `brokers` dedicated brokers (the next ids,
+    /// `process.roles=broker`, a PLAINTEXT listener, `controller.listener.names=CONTROLLER`),
+    /// all naming the controllers in `controller.quorum.voters`, with `settings` appended to
+    /// each, and no `cluster.id` (every node derives it from the voters). A controller has no
+    /// client listener: its `port` is its controller port.
+    ///
+    /// # Panics
+    ///
+    /// If a file cannot be written or a process spawned.
+    pub fn start_dedicated(
+        controllers: usize,
+        brokers: usize,
+        settings: &[(&str, &str)],
+    ) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let controller_ports: Vec<u16> = (0..controllers).map(|_| free_port().unwrap()).collect();
+        let voters = controller_ports
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{}@127.0.0.1:{c}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::new();
+        for i in 0..controllers + brokers {
+            let id = i32::try_from(i).unwrap() + 1;
+            let config = dir.path().join(format!("node{id}.properties"));
+            let data_dir = dir.path().join(format!("node{id}"));
+            let (port, controller_port, roles_and_listeners) = match controller_ports.get(i) {
+                Some(&c) => (
+                    c,
+                    c,
+                    format!("process.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{c}\n"),
+                ),
+                None => {
+                    let p = free_port().unwrap();
+                    (
+                        p,
+                        0,
+                        format!(
+                            "process.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:{p}\n\
+                             advertised.listeners=PLAINTEXT://127.0.0.1:{p}\n"
+                        ),
+                    )
+                }
+            };
+            let mut text = format!(
+                "{roles_and_listeners}node.id={id}\n\
+                 controller.listener.names=CONTROLLER\n\
+                 controller.quorum.voters={voters}\n\
+                 log.dirs={}\n",
+                data_dir.display()
+            );
             for (k, v) in settings {
                 text.push_str(&format!("{k}={v}\n"));
             }
@@ -967,4 +1043,101 @@ impl ProxiedCluster {
             p.heal();
         }
     }
+}
+
+/// One node's DescribeQuorum answer for `__cluster_metadata-0`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quorum {
+    pub error: i16,
+    pub leader: i32,
+    pub epoch: i32,
+    pub high_watermark: i64,
+    /// `(replica id, log end offset)` of each voter (the leader's answer only).
+    pub voters: Vec<(i32, i64)>,
+}
+
+fn uvarint(b: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*pos)?;
+        *pos += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn take<const N: usize>(b: &[u8], pos: &mut usize) -> Option<[u8; N]> {
+    let v = b.get(*pos..*pos + N)?.try_into().ok()?;
+    *pos += N;
+    Some(v)
+}
+
+fn skip_tags(b: &[u8], pos: &mut usize) -> Option<()> {
+    for _ in 0..uvarint(b, pos)? {
+        uvarint(b, pos)?;
+        let len = usize::try_from(uvarint(b, pos)?).ok()?;
+        *pos += len;
+    }
+    Some(())
+}
+
+/// DescribeQuorum v0 (flexible; request header v2) to `port`; `None` if the node does not
+/// answer.
+pub fn describe_quorum(port: u16, corr: i32) -> Option<Quorum> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut req = Vec::new();
+    req.extend_from_slice(&55i16.to_be_bytes());
+    req.extend_from_slice(&0i16.to_be_bytes());
+    req.extend_from_slice(&corr.to_be_bytes());
+    req.extend_from_slice(&4i16.to_be_bytes());
+    req.extend_from_slice(b"test");
+    req.push(0); // header tags
+    req.push(2); // one topic
+    req.push(19); // "__cluster_metadata", 18 bytes
+    req.extend_from_slice(b"__cluster_metadata");
+    req.push(2); // one partition
+    req.extend_from_slice(&0i32.to_be_bytes());
+    req.push(0); // partition tags
+    req.push(0); // topic tags
+    req.push(0); // request tags
+    let mut frame = (req.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&req);
+    s.write_all(&frame).ok()?;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut b = vec![0u8; usize::try_from(i32::from_be_bytes(len)).ok()?];
+    s.read_exact(&mut b).ok()?;
+    let mut pos = 0;
+    assert_eq!(i32::from_be_bytes(take(&b, &mut pos)?), corr);
+    skip_tags(&b, &mut pos)?;
+    let top_error = i16::from_be_bytes(take(&b, &mut pos)?);
+    assert_eq!(top_error, 0, "top-level error");
+    assert_eq!(uvarint(&b, &mut pos)?, 2, "one topic");
+    let name_len = usize::try_from(uvarint(&b, &mut pos)?).ok()? - 1;
+    assert_eq!(&b[pos..pos + name_len], b"__cluster_metadata");
+    pos += name_len;
+    assert_eq!(uvarint(&b, &mut pos)?, 2, "one partition");
+    assert_eq!(i32::from_be_bytes(take(&b, &mut pos)?), 0);
+    let error = i16::from_be_bytes(take(&b, &mut pos)?);
+    let leader = i32::from_be_bytes(take(&b, &mut pos)?);
+    let epoch = i32::from_be_bytes(take(&b, &mut pos)?);
+    let high_watermark = i64::from_be_bytes(take(&b, &mut pos)?);
+    let mut voters = Vec::new();
+    for _ in 1..uvarint(&b, &mut pos)? {
+        let id = i32::from_be_bytes(take(&b, &mut pos)?);
+        let leo = i64::from_be_bytes(take(&b, &mut pos)?);
+        skip_tags(&b, &mut pos)?;
+        voters.push((id, leo));
+    }
+    Some(Quorum {
+        error,
+        leader,
+        epoch,
+        high_watermark,
+        voters,
+    })
 }
