@@ -600,3 +600,29 @@ fn cluster_id_is_optional_and_checked() {
         refused(&[("cluster.id", bad)], "cluster.id", "22-character");
     }
 }
+
+/// The example configurations the README starts clusters from parse, pass Kafka's checks
+/// and are runnable, with the roles and voters they say.
+#[test]
+fn the_shipped_cluster_configs_are_runnable() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");
+    let load = |name: &str| {
+        let path = dir.join(name).display().to_string();
+        let c = BrokerConfig::from_args(&[path], &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        c.check_runnable().unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(c.runs_quorum(), "{name}");
+        assert_eq!(c.quorum_voters.len(), 3, "{name}");
+        c
+    };
+    for n in 1..=3 {
+        let c = load(&format!("cluster/node{n}.properties"));
+        assert!(c.process_roles.is_combined());
+        assert_eq!(c.node_id, n);
+        let c = load(&format!("dedicated/controller{n}.properties"));
+        assert!(c.process_roles.controller && !c.process_roles.broker);
+        assert_eq!(c.node_id, n);
+        let c = load(&format!("dedicated/broker{}.properties", n + 3));
+        assert!(c.process_roles.broker && !c.process_roles.controller);
+        assert_eq!(c.node_id, n + 3);
+    }
+}
