@@ -197,6 +197,20 @@ impl Partition {
         }
     }
 
+    /// acks=all's check once the high watermark has passed the records (Kafka's
+    /// `checkEnoughReplicasReachOffset`). Always passes on an unreplicated partition.
+    ///
+    /// # Errors
+    ///
+    /// [`ReplicationError::NotEnoughReplicasAfterAppend`] when the ISR shrank below
+    /// `min.insync.replicas` after the append.
+    pub fn check_after_append(&self) -> Result<(), ReplicationError> {
+        match self.replica().as_ref() {
+            Some(state) => state.check_enough_replicas_after_append(),
+            None => Ok(()),
+        }
+    }
+
     /// A follower's fetch of this partition, on its leader: checks it (epochs, divergence),
     /// records the follower's progress, and moves the high watermark. The caller reads the
     /// records up to the answer's `read_to`.

@@ -356,23 +356,35 @@ impl LeaderState {
     /// watermark passed them).
     pub fn take_completed_acks(&mut self) -> Vec<(u64, Result<(), ReplicationError>)> {
         let hw = self.high_watermark;
-        let isr = self.maximal_isr().len();
-        let min_isr = self.effective_min_isr();
+        let result = self.check_enough_replicas_after_append();
         let mut done = Vec::new();
         self.waiting_acks.retain(|&(id, required)| {
             if hw >= required {
-                let result = if isr >= min_isr {
-                    Ok(())
-                } else {
-                    Err(ReplicationError::NotEnoughReplicasAfterAppend { isr, min_isr })
-                };
-                done.push((id, result));
+                done.push((id, result.clone()));
                 false
             } else {
                 true
             }
         });
         done
+    }
+
+    /// Kafka's `checkEnoughReplicasReachOffset` for an acks=all produce the high watermark
+    /// has passed: acknowledged only while the maximal ISR still meets the effective
+    /// `min.insync.replicas`.
+    ///
+    /// # Errors
+    ///
+    /// [`ReplicationError::NotEnoughReplicasAfterAppend`] when the ISR shrank below it after
+    /// the append (the records stay in the log; the producer retries).
+    pub fn check_enough_replicas_after_append(&self) -> Result<(), ReplicationError> {
+        let isr = self.maximal_isr().len();
+        let min_isr = self.effective_min_isr();
+        if isr >= min_isr {
+            Ok(())
+        } else {
+            Err(ReplicationError::NotEnoughReplicasAfterAppend { isr, min_isr })
+        }
     }
 
     /// The leadership ended: every waiting acks=all produce fails with

@@ -109,7 +109,14 @@ impl PendingProduce {
                     break Err(ResponseError::NotLeaderOrFollower.code());
                 }
                 if reached {
-                    break Ok(());
+                    // KIP-966 holds the high watermark while the ISR is below
+                    // min.insync.replicas, but the ISR can shrink between the high watermark
+                    // passing the records and this check: Kafka then answers
+                    // NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records stay; the producer
+                    // retries, which the idempotent producer deduplicates).
+                    break partition
+                        .check_after_append()
+                        .map_err(|_| ResponseError::NotEnoughReplicasAfterAppend.code());
                 }
                 tokio::select! {
                     changed = hw.changed() => if changed.is_err() {
@@ -496,6 +503,65 @@ mod tests {
         assert_eq!(
             resp.responses[0].partition_responses[0].error_code,
             ResponseError::UnknownTopicOrPartition.code()
+        );
+    }
+
+    /// acks=all whose records the high watermark passed while the ISR then shrank below
+    /// `min.insync.replicas` is NOT_ENOUGH_REPLICAS_AFTER_APPEND, as Kafka's
+    /// `checkEnoughReplicasReachOffset` answers; with the ISR whole it is acknowledged.
+    #[tokio::test]
+    async fn acks_all_after_an_isr_shrink_is_not_enough_replicas_after_append() {
+        use strata_replication::leader::{PartitionRegistration, ReplicationConfig};
+        let dir = tempfile::tempdir().unwrap();
+        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let part = broker.partition("t", 0).unwrap();
+        let config = ReplicationConfig {
+            min_insync_replicas: 2,
+            ..ReplicationConfig::default()
+        };
+        let registration = |isr: Vec<i32>, partition_epoch| PartitionRegistration {
+            replicas: vec![1, 2],
+            isr,
+            leader_epoch: 5,
+            partition_epoch,
+        };
+        part.make_leader(1, &registration(vec![1, 2], 5), config);
+        let pending = |offset: i64, target: i64| PendingProduce {
+            response: ProduceResponse::default().with_responses(vec![
+                TopicProduceResponse::default().with_partition_responses(vec![
+                    PartitionProduceResponse::default().with_base_offset(offset),
+                ]),
+            ]),
+            waits: Vec::new(),
+            replicated: vec![Replicated {
+                topic: 0,
+                partition: 0,
+                log: part.clone(),
+                leader_epoch: 5,
+                high_watermark: target,
+            }],
+            timeout_ms: 10_000,
+        };
+        let (info, _) = part
+            .append_as_leader(&mut fixture::records(2).to_vec(), 5, 0)
+            .unwrap();
+        // The ISR whole and the high watermark past the records: acknowledged.
+        part.set_high_watermark(info.last_offset + 1);
+        let r = pending(info.base_offset, info.last_offset + 1).wait().await;
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!((p.error_code, p.base_offset), (0, info.base_offset));
+        // The controller shrinks the ISR to the leader alone after the high watermark passed.
+        part.make_leader(1, &registration(vec![1], 6), config);
+        let r = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            pending(info.base_offset, info.last_offset + 1).wait(),
+        )
+        .await
+        .expect("answered at once");
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(
+            (p.error_code, p.base_offset),
+            (ResponseError::NotEnoughReplicasAfterAppend.code(), -1)
         );
     }
 
