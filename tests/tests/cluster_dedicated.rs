@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use cluster::{Cluster, Quorum, describe_quorum, partition_dirs};
 use cluster_clients::{
-    MARGIN, all_led, check_moved_within_isr, create_topic, read_back, wait_topic,
+    MARGIN, all_led, await_reports, check_moved_within_isr, create_topic, read_back, wait_topic,
 };
 use rdkafka::Message;
 use rdkafka::config::ClientConfig;
@@ -89,21 +89,7 @@ fn produce_keyed(
             (value, f)
         })
         .collect();
-    let mut acked = BTreeMap::new();
-    let mut errors = Vec::new();
-    admin_client::block(async {
-        for (value, f) in pending {
-            match tokio::time::timeout(Duration::from_secs(90), f).await {
-                Ok(Ok(Ok(d))) => {
-                    acked.insert((d.partition, d.offset), value);
-                }
-                Ok(Ok(Err((e, _)))) => errors.push(format!("{value}: {e}")),
-                Ok(Err(_)) => errors.push(format!("{value}: report dropped")),
-                Err(_) => errors.push(format!("{value}: no report within 90 s")),
-            }
-        }
-    });
-    (acked, errors)
+    await_reports(pending, Duration::from_secs(90))
 }
 
 /// The quorum as the live controllers in `ids` agree on it: one leader among them, in one

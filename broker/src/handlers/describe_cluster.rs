@@ -71,17 +71,7 @@ pub fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> DescribeClus
             }
         })
         .collect();
-    let live = |id: i32| image.brokers.get(&id).is_some_and(|b| !b.fenced);
-    let own = ctx.broker.config.node_id;
-    let controller_id = if live(own) {
-        own
-    } else {
-        image
-            .brokers
-            .values()
-            .find(|b| !b.fenced)
-            .map_or(-1, |b| b.node_id)
-    };
+    let controller_id = super::metadata::live_broker(&image, ctx.broker.config.node_id);
     let cluster_ops = if req.include_cluster_authorized_operations {
         CLUSTER_OPS
     } else {

@@ -190,11 +190,17 @@ fn response(
 /// for `controller_id` to name a broker it knows, and a broker holds a forwarded request
 /// until a controller answers it.
 fn client_controller_id(ctx: &RequestContext, image: &MetadataImage) -> i32 {
-    let live = |id: i32| image.brokers.get(&id).is_some_and(|b| !b.fenced);
-    let own = ctx.broker.config.node_id;
     if image.brokers.contains_key(&image.controller_id) {
         image.controller_id
-    } else if live(own) {
+    } else {
+        live_broker(image, ctx.broker.config.node_id)
+    }
+}
+
+/// A live (unfenced) broker for a client to send controller-bound requests to: `own` when
+/// it is live, else the first live one, -1 when there is none.
+pub(crate) fn live_broker(image: &MetadataImage, own: i32) -> i32 {
+    if image.brokers.get(&own).is_some_and(|b| !b.fenced) {
         own
     } else {
         image

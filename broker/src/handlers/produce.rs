@@ -506,6 +506,31 @@ mod tests {
         );
     }
 
+    /// The acks=all answer of one partition's append `info`, made in `leader_epoch`, waiting
+    /// for the high watermark to pass it (at most 10 s).
+    fn acks_all_wait(
+        part: &std::sync::Arc<crate::partition::Partition>,
+        leader_epoch: i32,
+        info: &strata_storage::AppendInfo,
+    ) -> PendingProduce {
+        PendingProduce {
+            response: ProduceResponse::default().with_responses(vec![
+                TopicProduceResponse::default().with_partition_responses(vec![
+                    PartitionProduceResponse::default().with_base_offset(info.base_offset),
+                ]),
+            ]),
+            waits: Vec::new(),
+            replicated: vec![Replicated {
+                topic: 0,
+                partition: 0,
+                log: part.clone(),
+                leader_epoch,
+                high_watermark: info.last_offset + 1,
+            }],
+            timeout_ms: 10_000,
+        }
+    }
+
     /// acks=all whose records the high watermark passed while the ISR then shrank below
     /// `min.insync.replicas` is NOT_ENOUGH_REPLICAS_AFTER_APPEND, as Kafka's
     /// `checkEnoughReplicasReachOffset` answers; with the ISR whole it is acknowledged.
@@ -526,35 +551,19 @@ mod tests {
             partition_epoch,
         };
         part.make_leader(1, &registration(vec![1, 2], 5), config);
-        let pending = |offset: i64, target: i64| PendingProduce {
-            response: ProduceResponse::default().with_responses(vec![
-                TopicProduceResponse::default().with_partition_responses(vec![
-                    PartitionProduceResponse::default().with_base_offset(offset),
-                ]),
-            ]),
-            waits: Vec::new(),
-            replicated: vec![Replicated {
-                topic: 0,
-                partition: 0,
-                log: part.clone(),
-                leader_epoch: 5,
-                high_watermark: target,
-            }],
-            timeout_ms: 10_000,
-        };
         let (info, _) = part
             .append_as_leader(&mut fixture::records(2).to_vec(), 5, 0)
             .unwrap();
         // The ISR whole and the high watermark past the records: acknowledged.
         part.set_high_watermark(info.last_offset + 1);
-        let r = pending(info.base_offset, info.last_offset + 1).wait().await;
+        let r = acks_all_wait(&part, 5, &info).wait().await;
         let p = &r.responses[0].partition_responses[0];
         assert_eq!((p.error_code, p.base_offset), (0, info.base_offset));
         // The controller shrinks the ISR to the leader alone after the high watermark passed.
         part.make_leader(1, &registration(vec![1], 6), config);
         let r = tokio::time::timeout(
             std::time::Duration::from_secs(5),
-            pending(info.base_offset, info.last_offset + 1).wait(),
+            acks_all_wait(&part, 5, &info).wait(),
         )
         .await
         .expect("answered at once");
@@ -585,24 +594,7 @@ mod tests {
         let (info, _) = part
             .append_as_leader(&mut fixture::records(2).to_vec(), 5, 0)
             .unwrap();
-        let response = ProduceResponse::default().with_responses(vec![
-            TopicProduceResponse::default().with_partition_responses(vec![
-                PartitionProduceResponse::default().with_base_offset(info.base_offset),
-            ]),
-        ]);
-        let pending = PendingProduce {
-            response,
-            waits: Vec::new(),
-            replicated: vec![Replicated {
-                topic: 0,
-                partition: 0,
-                log: part.clone(),
-                leader_epoch: 5,
-                high_watermark: info.last_offset + 1,
-            }],
-            timeout_ms: 10_000,
-        };
-        let task = tokio::spawn(pending.wait());
+        let task = tokio::spawn(acks_all_wait(&part, 5, &info).wait());
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert!(!task.is_finished(), "waits for the ISR");
         // A follower now, whose high watermark the new leader moves past the records.

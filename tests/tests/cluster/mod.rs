@@ -57,6 +57,42 @@ pub struct Node {
 }
 
 impl Node {
+    /// Node `id` of a cluster in `dir`, not started: writes its `server.properties` there
+    /// (`config`, then `settings` as `key=value` lines). Its `log.dirs` is `dir/node<id>`,
+    /// which `config` must name.
+    ///
+    /// # Panics
+    ///
+    /// If the file cannot be written.
+    fn write(
+        dir: &Path,
+        id: i32,
+        port: u16,
+        controller_port: u16,
+        mut config: String,
+        settings: &[(&str, &str)],
+    ) -> Node {
+        for (k, v) in settings {
+            config.push_str(&format!("{k}={v}\n"));
+        }
+        let path = dir.join(format!("node{id}.properties"));
+        std::fs::write(&path, config).expect("write the node's config");
+        Node {
+            id,
+            config: path,
+            port,
+            controller_port,
+            data_dir: Self::data_dir_in(dir, id),
+            stderr: dir.join(format!("node{id}.log")),
+            child: None,
+        }
+    }
+
+    /// Where node `id` of a cluster in `dir` keeps its data.
+    fn data_dir_in(dir: &Path, id: i32) -> PathBuf {
+        dir.join(format!("node{id}"))
+    }
+
     /// Starts the process (appending its output to [`Node::stderr`]).
     ///
     /// # Panics
@@ -208,8 +244,7 @@ impl Cluster {
         let mut nodes = Vec::new();
         for (i, &(port, controller_port)) in ports.iter().enumerate() {
             let id = i32::try_from(i).unwrap() + 1;
-            let config = dir.path().join(format!("node{id}.properties"));
-            let data_dir = dir.path().join(format!("node{id}"));
+            let data_dir = Node::data_dir_in(dir.path(), id);
             let mut text = format!(
                 "process.roles=broker,controller\n\
                  node.id={id}\n\
@@ -223,19 +258,14 @@ impl Cluster {
             if let Some(cluster_id) = cluster_id {
                 text.push_str(&format!("cluster.id={cluster_id}\n"));
             }
-            for (k, v) in settings {
-                text.push_str(&format!("{k}={v}\n"));
-            }
-            std::fs::write(&config, text).expect("write the node's config");
-            nodes.push(Node {
+            nodes.push(Node::write(
+                dir.path(),
                 id,
-                config,
                 port,
                 controller_port,
-                data_dir,
-                stderr: dir.path().join(format!("node{id}.log")),
-                child: None,
-            });
+                text,
+                settings,
+            ));
         }
         for n in &mut nodes {
             n.spawn();
@@ -269,8 +299,7 @@ impl Cluster {
         let mut nodes = Vec::new();
         for i in 0..controllers + brokers {
             let id = i32::try_from(i).unwrap() + 1;
-            let config = dir.path().join(format!("node{id}.properties"));
-            let data_dir = dir.path().join(format!("node{id}"));
+            let data_dir = Node::data_dir_in(dir.path(), id);
             let (port, controller_port, roles_and_listeners) = match controller_ports.get(i) {
                 Some(&c) => (
                     c,
@@ -289,26 +318,21 @@ impl Cluster {
                     )
                 }
             };
-            let mut text = format!(
+            let text = format!(
                 "{roles_and_listeners}node.id={id}\n\
                  controller.listener.names=CONTROLLER\n\
                  controller.quorum.voters={voters}\n\
                  log.dirs={}\n",
                 data_dir.display()
             );
-            for (k, v) in settings {
-                text.push_str(&format!("{k}={v}\n"));
-            }
-            std::fs::write(&config, text).expect("write the node's config");
-            nodes.push(Node {
+            nodes.push(Node::write(
+                dir.path(),
                 id,
-                config,
                 port,
                 controller_port,
-                data_dir,
-                stderr: dir.path().join(format!("node{id}.log")),
-                child: None,
-            });
+                text,
+                settings,
+            ));
         }
         for n in &mut nodes {
             n.spawn();
@@ -965,9 +989,8 @@ impl ProxiedCluster {
                 })
                 .collect::<Vec<_>>()
                 .join(",");
-            let config = dir.path().join(format!("node{id}.properties"));
-            let data_dir = dir.path().join(format!("node{id}"));
-            let mut text = format!(
+            let data_dir = Node::data_dir_in(dir.path(), id);
+            let text = format!(
                 "process.roles=broker,controller\n\
                  node.id={id}\n\
                  cluster.id={CLUSTER_ID}\n\
@@ -983,19 +1006,14 @@ impl ProxiedCluster {
                 replication_proxies[&id].port,
                 data_dir.display()
             );
-            for (k, v) in settings {
-                text.push_str(&format!("{k}={v}\n"));
-            }
-            std::fs::write(&config, text).expect("write the node's config");
-            nodes.push(Node {
+            nodes.push(Node::write(
+                dir.path(),
                 id,
-                config,
                 port,
                 controller_port,
-                data_dir,
-                stderr: dir.path().join(format!("node{id}.log")),
-                child: None,
-            });
+                text,
+                settings,
+            ));
         }
         drop(reserved);
         for n in &mut nodes {

@@ -17,7 +17,7 @@ use rdkafka::admin::{AdminClient, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -149,17 +149,26 @@ pub fn produce(
             }
         }
     }
+    await_reports(pending, Duration::from_secs(60))
+}
+
+/// Waits for the delivery report of each `(value, report)`, at most `each` for one:
+/// `(partition, offset) -> value` of the acknowledged ones, and the errors of the others.
+pub fn await_reports(
+    pending: Vec<(String, DeliveryFuture)>,
+    each: Duration,
+) -> (BTreeMap<(i32, i64), String>, Vec<String>) {
     let mut acked = BTreeMap::new();
     let mut errors = Vec::new();
     block(async {
         for (value, f) in pending {
-            match tokio::time::timeout(Duration::from_secs(60), f).await {
+            match tokio::time::timeout(each, f).await {
                 Ok(Ok(Ok(d))) => {
                     acked.insert((d.partition, d.offset), value);
                 }
                 Ok(Ok(Err((e, _)))) => errors.push(format!("{value}: {e}")),
                 Ok(Err(_)) => errors.push(format!("{value}: report dropped")),
-                Err(_) => errors.push(format!("{value}: no report within 60 s")),
+                Err(_) => errors.push(format!("{value}: no report within {each:?}")),
             }
         }
     });
