@@ -8,7 +8,8 @@
 #    build-script outputs, e.g. the compiled librdkafka, with the release build).
 # 3. cargo test --release --workspace (unit tests + rdkafka + kcat against the real binary),
 #    then pytest tests/python (kafka-python, confluent-kafka against the real binary), then
-#    librdkafka's own test suite, tier 1 (compat-tests/run-librdkafka.sh --tier1), then the
+#    librdkafka's own test suite, tier 1 (compat-tests/run-librdkafka.sh --tier1), against one
+#    node and against a three-node cluster (--cluster 3), then the
 #    client-library scenarios (compat-tests/scenarios/run.sh), then the Docker tests
 #    (docker/test-all.sh: the offline image, one node, the Compose cluster, and the Compose
 #    cluster under faults and a rolling restart; needs a running Docker engine).
@@ -123,6 +124,9 @@ if [[ -x "$STRATA_BIN" ]]; then
     # librdkafka's own test suite, tier 1 (builds librdkafka once into target/compat; writes
     # compat-tests/RESULTS.md). Full suite: compat-tests/run-librdkafka.sh --all.
     run_step librdkafka-tier1 timeout --kill-after=30s 30m compat-tests/run-librdkafka.sh --tier1
+    # The same tier against a three-node cluster (replication factor 3, as librdkafka's own
+    # test clusters), results in target/compat/results-cluster/.
+    run_step tier1-cluster timeout --kill-after=30s 30m compat-tests/run-librdkafka.sh --tier1 --cluster 3
     # Client-library scenarios (confluent-kafka, kafka-python, aiokafka, kcat), each against a
     # fresh broker; see compat-tests/README.md. The table goes to target/ so CI does not rewrite
     # compat-tests/RESULTS.md (run compat-tests/scenarios/run.sh by hand to update it).

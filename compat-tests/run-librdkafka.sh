@@ -11,6 +11,11 @@
 #   --tests LIST       only these test numbers (comma or space separated)
 #   --broker HOST:PORT use an already running broker (debugging: re-run one test, read its
 #                      log); nothing is started or restarted, RESULTS.md is not touched
+#   --cluster N        run against N combined nodes (broker and controller) on 127.0.0.1
+#                      instead of one, as librdkafka's own test clusters are set up (its
+#                      default scenario: auto-created topics of 4 partitions, replication
+#                      factor 3): default.replication.factor=min(N,3); results and logs go to
+#                      target/compat/results-cluster/ (RESULTS-tier1.md for --tier1)
 #   --timeout SECS     per-test wall-clock limit (default 300)
 #   --budget SECS      stop starting new tests after this many seconds (default: none);
 #                      the rest are reported as "not run"
@@ -42,7 +47,7 @@ BUILD_CMD='./configure --no-download --disable-gssapi --disable-curl && make -j2
 STAMP="$SRC_DIR/.strata-compat-build-stamp"
 STAMP_WANT="$CRATE | $BUILD_CMD"
 
-FROM=0 MODE=tier1 TEST_LIST="" EXT_BROKER="" PER_TEST_TIMEOUT=300 BUDGET=0 RESULTS="" KEEP=0
+FROM=0 MODE=tier1 TEST_LIST="" EXT_BROKER="" PER_TEST_TIMEOUT=300 BUDGET=0 RESULTS="" KEEP=0 CLUSTER=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --tier1) MODE=tier1 ;;
@@ -54,11 +59,19 @@ while [[ $# -gt 0 ]]; do
         --results) RESULTS="${2:?}"; shift ;;
         --from) FROM="${2:?--from needs a test number}"; shift ;;
         --keep) KEEP=1 ;;
+        --cluster) CLUSTER="${2:?--cluster needs a node count}"; shift
+            [[ "$CLUSTER" =~ ^[1-9]$ ]] || { echo "--cluster takes 1 to 9 nodes" >&2; exit 2; } ;;
         -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         *) echo "unknown option: $1" >&2; exit 2 ;;
     esac
     shift
 done
+
+# A cluster run keeps its logs and results apart from the single node's.
+if [[ $CLUSTER -gt 0 && -z "${COMPAT_RESULTS_DIR:-}" ]]; then
+    RES_DIR="$COMPAT_DIR/results-cluster"
+    mkdir -p "$RES_DIR"
+fi
 
 log() { echo "[compat] $*"; }
 
@@ -141,22 +154,28 @@ all_tests() {
 
 # ---- broker -----------------------------------------------------------------------------------
 
-BROKER_PID="" BROKER_ADDR="" DATA_DIR="" BROKER_LOG="$RES_DIR/broker.log" CRASHES=0
+# One node, or CLUSTER combined nodes: node i (0-based) has BROKER_PIDS[i], PORTS[i] (client),
+# CPORTS[i] (controller), DATA_DIRS[i] and its log in LOGS[i]; BROKER_ADDR lists every client
+# address. Ports and data directories are kept across a restart of the node.
+declare -a BROKER_PIDS=() PORTS=() CPORTS=() DATA_DIRS=() LOGS=()
+BROKER_ADDR="" BROKER_LOG="$RES_DIR/broker.log" CRASHES=0
+NODES=1
+[[ $CLUSTER -gt 0 ]] && NODES=$CLUSTER
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-wait_port() { # wait_port PORT SECS
+wait_port() { # wait_port PORT SECS PID
     local i
     for ((i = 0; i < $2 * 10; i++)); do
         (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        kill -0 "$BROKER_PID" 2>/dev/null || return 1
+        kill -0 "$3" 2>/dev/null || return 1
         sleep 0.1
     done
     return 1
 }
 
-BROKER_PORT=""
-start_broker() {
+start_node() { # start_node I
+    local i=$1
     # librdkafka's test clusters (tests/scenarios/default.json) auto-create topics with 4
     # partitions; tests such as 0012 produce to partitions 0..3 of an auto-created topic.
     local extra=(--override num.partitions=4)
@@ -168,27 +187,86 @@ start_broker() {
         grep -q '"group.initial.rebalance.delay.ms"' "$ROOT/broker/src/config.rs" 2>/dev/null; then
         extra+=(--override "group.initial.rebalance.delay.ms=$COMPAT_REBALANCE_DELAY_MS")
     fi
-    [[ -n "$BROKER_PORT" ]] || BROKER_PORT="$(free_port)"
-    [[ -n "$DATA_DIR" ]] || DATA_DIR="$(mktemp -d "$COMPAT_DIR/broker-data.XXXXXX")"
-    echo "---- start $(date -u +%FT%TZ) port $BROKER_PORT" >>"$BROKER_LOG"
-    "$STRATA_BIN" --override "listeners=PLAINTEXT://127.0.0.1:$BROKER_PORT" \
-        --override "advertised.listeners=PLAINTEXT://127.0.0.1:$BROKER_PORT" \
-        --override "log.dirs=$DATA_DIR" "${extra[@]}" >>"$BROKER_LOG" 2>&1 &
-    BROKER_PID=$!
-    BROKER_ADDR="127.0.0.1:$BROKER_PORT"
-    wait_port "$BROKER_PORT" 30 || { echo "broker did not come up; see $BROKER_LOG" >&2; return 1; }
-    log "broker pid $BROKER_PID on $BROKER_ADDR, data $DATA_DIR"
+    [[ -n "${PORTS[$i]:-}" ]] || PORTS[i]="$(free_port)"
+    [[ -n "${DATA_DIRS[$i]:-}" ]] || DATA_DIRS[i]="$(mktemp -d "$COMPAT_DIR/broker-data.XXXXXX")"
+    local listeners="PLAINTEXT://127.0.0.1:${PORTS[$i]}"
+    if [[ $CLUSTER -gt 0 ]]; then
+        # Combined nodes of one quorum, as config/cluster/ sets them up; replication factor 3
+        # (or the node count, if smaller) as librdkafka's own clusters.
+        local voters="" n
+        for ((n = 0; n < NODES; n++)); do voters+="${voters:+,}$((n + 1))@127.0.0.1:${CPORTS[$n]}"; done
+        listeners+=",CONTROLLER://127.0.0.1:${CPORTS[$i]}"
+        extra+=(--override process.roles=broker,controller --override "node.id=$((i + 1))"
+            --override controller.listener.names=CONTROLLER
+            --override "controller.quorum.voters=$voters"
+            --override "default.replication.factor=$((NODES < 3 ? NODES : 3))")
+    fi
+    LOGS[i]="$BROKER_LOG"
+    [[ $CLUSTER -gt 0 ]] && LOGS[i]="$RES_DIR/broker-$((i + 1)).log"
+    echo "---- start $(date -u +%FT%TZ) port ${PORTS[$i]}" >>"${LOGS[$i]}"
+    "$STRATA_BIN" --override "listeners=$listeners" \
+        --override "advertised.listeners=PLAINTEXT://127.0.0.1:${PORTS[$i]}" \
+        --override "log.dirs=${DATA_DIRS[$i]}" "${extra[@]}" >>"${LOGS[$i]}" 2>&1 &
+    BROKER_PIDS[i]=$!
+    wait_port "${PORTS[$i]}" 30 "${BROKER_PIDS[$i]}" ||
+        { echo "node $((i + 1)) did not come up; see ${LOGS[$i]}" >&2; return 1; }
+    log "node $((i + 1)) pid ${BROKER_PIDS[$i]} on 127.0.0.1:${PORTS[$i]}, data ${DATA_DIRS[$i]}"
+}
+
+# Waits (at most 60 s) until Metadata through the first node lists every node as a broker.
+wait_cluster() {
+    local i
+    for ((i = 0; i < 600; i++)); do
+        kcat -b "$BROKER_ADDR" -m 5 -L 2>/dev/null | grep -q "^ $NODES brokers:" && return 0
+        sleep 0.1
+    done
+    echo "the $NODES nodes did not all register within 60 s; see $RES_DIR/broker-*.log" >&2
+    return 1
+}
+
+start_broker() {
+    local i
+    if [[ $CLUSTER -gt 0 ]]; then
+        for ((i = 0; i < NODES; i++)); do [[ -n "${CPORTS[$i]:-}" ]] || CPORTS[i]="$(free_port)"; done
+    fi
+    BROKER_ADDR=""
+    for ((i = 0; i < NODES; i++)); do
+        start_node "$i" || return 1
+        BROKER_ADDR+="${BROKER_ADDR:+,}127.0.0.1:${PORTS[$i]}"
+    done
+    [[ $CLUSTER -eq 0 ]] || wait_cluster
+}
+
+# Restarts every node that died; returns 1 (and sets DIED) when one had.
+restart_dead() {
+    local i rc=0
+    DIED=""
+    for ((i = 0; i < NODES; i++)); do
+        if ! kill -0 "${BROKER_PIDS[$i]}" 2>/dev/null; then
+            wait "${BROKER_PIDS[$i]}" 2>/dev/null
+            DIED+="node $((i + 1)) (exit $?) "
+            start_node "$i" || { echo "node $((i + 1)) restart failed" >&2; exit 2; }
+            rc=1
+        fi
+    done
+    [[ $rc -eq 0 || $CLUSTER -eq 0 ]] || wait_cluster
+    return $rc
 }
 
 stop_broker() {
-    [[ -n "$BROKER_PID" ]] || return 0
-    kill -TERM "$BROKER_PID" 2>/dev/null
-    local i
-    for ((i = 0; i < 300; i++)); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$BROKER_PID" 2>/dev/null
-    wait "$BROKER_PID" 2>/dev/null
-    BROKER_PID=""
-    [[ $KEEP -eq 1 || -z "$DATA_DIR" ]] || rm -rf "$DATA_DIR"
+    local i j
+    for ((i = 0; i < ${#BROKER_PIDS[@]}; i++)); do
+        kill -TERM "${BROKER_PIDS[$i]}" 2>/dev/null
+    done
+    for ((i = 0; i < ${#BROKER_PIDS[@]}; i++)); do
+        for ((j = 0; j < 300; j++)); do kill -0 "${BROKER_PIDS[$i]}" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "${BROKER_PIDS[$i]}" 2>/dev/null
+        wait "${BROKER_PIDS[$i]}" 2>/dev/null
+    done
+    BROKER_PIDS=()
+    if [[ $KEEP -eq 0 ]]; then
+        for d in "${DATA_DIRS[@]}"; do rm -rf "$d"; done
+    fi
 }
 
 # ---- running one test -------------------------------------------------------------------------
@@ -269,7 +347,7 @@ case "$MODE" in
 esac
 if [[ -z "$RESULTS" ]]; then
     case "$MODE" in
-        all) RESULTS="$HERE/RESULTS.md" ;;
+        all) RESULTS="$HERE/RESULTS.md"; [[ $CLUSTER -eq 0 ]] || RESULTS="$RES_DIR/RESULTS-all.md" ;;
         tier1) RESULTS="$RES_DIR/RESULTS-tier1.md" ;;
         *) RESULTS="$RES_DIR/RESULTS-partial.md" ;;
     esac
@@ -286,6 +364,7 @@ else
         (cd "$ROOT" && cargo build --release --bin strata) || exit 2
     fi
     : >"$BROKER_LOG"
+    rm -f "$RES_DIR"/broker-*.log
     start_broker || exit 2
     trap 'stop_broker' EXIT
     trap 'exit 143' TERM INT
@@ -325,12 +404,10 @@ for t in $SELECTED; do
     fi
     run_one "$t"
     crash=""
-    if [[ -z "$EXT_BROKER" ]] && ! kill -0 "$BROKER_PID" 2>/dev/null; then
-        wait "$BROKER_PID" 2>/dev/null; crash_rc=$?
+    if [[ -z "$EXT_BROKER" ]] && ! restart_dead; then
         CRASHES=$((CRASHES + 1))
-        crash="BROKER CRASHED (exit $crash_rc) during this test; restarted. "
-        log "broker died during $t (exit $crash_rc); restarting"
-        start_broker || { echo "broker restart failed" >&2; exit 2; }
+        crash="BROKER CRASHED during this test: ${DIED}restarted. "
+        log "broker died during $t: ${DIED}restarted"
     fi
     if [[ -n "$crash" && $R_STATE == pass ]]; then R_STATE=fail; fi
     # A tier-1 failure with the broker still up is run once more (COMPAT_RETRY=0 disables it):
@@ -367,7 +444,8 @@ fi
 {
     echo "# librdkafka test suite against Strata"
     echo
-    echo "Generated by \`compat-tests/run-librdkafka.sh $( [[ $MODE == list ]] && echo "--tests $TEST_LIST" || echo "--$MODE")\`"
+    echo "Generated by \`compat-tests/run-librdkafka.sh $( [[ $MODE == list ]] && echo "--tests $TEST_LIST" || echo "--$MODE")$( [[ $CLUSTER -gt 0 ]] && echo " --cluster $CLUSTER")\`"
+    [[ $CLUSTER -eq 0 ]] || echo "against $CLUSTER combined nodes (default.replication.factor=$((NODES < 3 ? NODES : 3)))"
     echo "on $(date -u +%F) against librdkafka 2.12.1 ($CRATE), full mode (not -Q),"
     echo "TEST_KAFKA_VERSION=3.9.0, per-test timeout ${PER_TEST_TIMEOUT}s, runner timeout multiplier 2."
     echo "Skip reasons for listed tests: \`compat-tests/librdkafka-skip.txt\`. Per-test logs: \`target/compat/results/\`."
