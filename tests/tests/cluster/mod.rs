@@ -240,6 +240,67 @@ impl Cluster {
         Cluster { nodes, dir }
     }
 
+    /// [`Cluster::start`] with settings of each node's own as well: `node_settings(id)` is
+    /// appended to node `id`'s config after `settings` (a `broker.rack`, a
+    /// `metrics.listener` port...).
+    ///
+    /// # Panics
+    ///
+    /// If a file cannot be written or a process spawned.
+    pub fn start_with_node_settings(
+        n: usize,
+        settings: &[(&str, &str)],
+        node_settings: impl Fn(i32) -> Vec<(String, String)>,
+    ) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ports: Vec<(u16, u16)> = (0..n)
+            .map(|_| (free_port().unwrap(), free_port().unwrap()))
+            .collect();
+        let voters = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::new();
+        for (i, &(port, controller_port)) in ports.iter().enumerate() {
+            let id = i32::try_from(i).unwrap() + 1;
+            let config = dir.path().join(format!("node{id}.properties"));
+            let data_dir = dir.path().join(format!("node{id}"));
+            let mut text = format!(
+                "process.roles=broker,controller\n\
+                 node.id={id}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 controller.listener.names=CONTROLLER\n\
+                 controller.quorum.voters={voters}\n\
+                 cluster.id={CLUSTER_ID}\n\
+                 log.dirs={}\n",
+                data_dir.display()
+            );
+            for (k, v) in settings {
+                text.push_str(&format!("{k}={v}\n"));
+            }
+            for (k, v) in node_settings(id) {
+                text.push_str(&format!("{k}={v}\n"));
+            }
+            std::fs::write(&config, text).expect("write the node's config");
+            nodes.push(Node {
+                id,
+                config,
+                port,
+                controller_port,
+                data_dir,
+                stderr: dir.path().join(format!("node{id}.log")),
+                child: None,
+            });
+        }
+        for n in &mut nodes {
+            n.spawn();
+        }
+        Cluster { nodes, dir }
+    }
+
     /// The node with id `id`.
     ///
     /// # Panics
