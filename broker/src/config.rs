@@ -122,6 +122,8 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("auto.leader.rebalance.enable", "true"),
     ("leader.imbalance.check.interval.seconds", "300"),
     ("broker.rack", ""),
+    // KIP-392: unset sends every consumer to the leader, as in Kafka.
+    ("replica.selector.class", ""),
     // Strata's own: the Prometheus endpoint, `http://host:port/path`; empty serves none.
     ("metrics.listener", ""),
 ];
@@ -224,7 +226,12 @@ pub struct BrokerConfig {
     pub log_append_time: bool,
     pub log_cleanup_policy: String,
     pub min_insync_replicas: i32,
+    /// `broker.rack`: registered with the controller; KIP-392 matches it against a
+    /// consumer's `client.rack`.
     pub rack: Option<String>,
+    /// `replica.selector.class` (KIP-392): whether a leader sends consumers to a follower
+    /// in their rack.
+    pub replica_selector: crate::partition::read_replica::ReplicaSelector,
     /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group
     /// waits for more members to join.
     pub group_initial_rebalance_delay_ms: i64,
@@ -546,6 +553,16 @@ impl BrokerConfig {
             log_cleanup_policy: get("log.cleanup.policy").to_owned(),
             min_insync_replicas: positive("min.insync.replicas", get("min.insync.replicas"))?,
             rack: Some(get("broker.rack").to_owned()).filter(|r| !r.is_empty()),
+            replica_selector: crate::partition::read_replica::ReplicaSelector::parse(get(
+                "replica.selector.class",
+            ))
+            .ok_or_else(|| {
+                invalid(
+                    "replica.selector.class",
+                    get("replica.selector.class"),
+                    "not org.apache.kafka.common.replica.LeaderSelector or RackAwareReplicaSelector",
+                )
+            })?,
             group_initial_rebalance_delay_ms: at_least(
                 "group.initial.rebalance.delay.ms",
                 get("group.initial.rebalance.delay.ms"),
@@ -822,6 +839,37 @@ mod tests {
         assert_eq!(c.num_partitions, 5);
         assert_eq!(c.node_id, 7);
         assert_eq!(c.log_retention_ms, 300_000);
+    }
+
+    #[test]
+    fn replica_selector_class_takes_kafkas_selectors_only() {
+        use crate::partition::read_replica::ReplicaSelector;
+        let with = |v: &str| {
+            BrokerConfig::from_args(
+                &args(&["--override", &format!("replica.selector.class={v}")]),
+                &[],
+            )
+        };
+        let c = BrokerConfig::from_args(&[], &[]).unwrap();
+        assert_eq!(c.replica_selector, ReplicaSelector::Leader);
+        assert_eq!(
+            with("org.apache.kafka.common.replica.RackAwareReplicaSelector")
+                .unwrap()
+                .replica_selector,
+            ReplicaSelector::RackAware
+        );
+        assert_eq!(
+            with("RackAwareReplicaSelector").unwrap().replica_selector,
+            ReplicaSelector::RackAware
+        );
+        assert_eq!(
+            with("org.apache.kafka.common.replica.LeaderSelector")
+                .unwrap()
+                .replica_selector,
+            ReplicaSelector::Leader
+        );
+        let err = with("com.example.NearestSelector").unwrap_err();
+        assert!(err.to_string().contains("replica.selector.class"), "{err}");
     }
 
     #[test]

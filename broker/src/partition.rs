@@ -2,6 +2,7 @@
 
 pub mod group_commit;
 pub mod leadership;
+pub mod read_replica;
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -53,6 +54,12 @@ pub struct Partition {
     log_end: watch::Sender<i64>,
     /// Whether an AlterPartition for this partition is in flight.
     alter_in_flight: std::sync::atomic::AtomicBool,
+    /// Whether the high watermark came from a leader's Fetch answer (the replica fetcher,
+    /// [`Partition::set_high_watermark`]). A log opened at start has its log end as high
+    /// watermark (nothing is checkpointed), which on a follower may cover records the
+    /// leader never committed and that the first fetch truncates: consumers of a follower
+    /// (KIP-392) read nothing until the leader has told it its high watermark.
+    high_watermark_from_leader: std::sync::atomic::AtomicBool,
 }
 
 /// Why [`Partition::append_as_leader`] appended nothing.
@@ -109,6 +116,7 @@ impl Partition {
             replica: Mutex::new(None),
             log_end: watch::Sender::new(hw),
             alter_in_flight: std::sync::atomic::AtomicBool::new(false),
+            high_watermark_from_leader: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -511,10 +519,44 @@ impl Partition {
     /// end (the replica fetcher computes it).
     pub fn set_high_watermark(&self, hw: i64) {
         self.high_watermark.send_if_modified(|cur| {
+            // Flagged under the watch's lock, so that whoever sees the flag and then reads
+            // the high watermark reads this one, not the log end found at open; the first
+            // one wakes parked consumers even if the value is the same.
+            let first = !self.high_watermark_from_leader.swap(true, Ordering::AcqRel);
             let changed = *cur != hw;
             *cur = hw;
-            changed
+            changed || first
         });
+    }
+
+    /// KIP-392: the high watermark a consumer of this follower replica reads up to, once
+    /// a leader's Fetch answer has set it ([`Partition::set_high_watermark`]); `None`
+    /// before, when the high watermark is still the log end found at open.
+    #[must_use]
+    pub fn follower_high_watermark(&self) -> Option<i64> {
+        self.high_watermark_from_leader
+            .load(Ordering::Acquire)
+            .then(|| self.high_watermark())
+    }
+
+    /// KIP-392, on the leader: the replica a consumer in `client_rack` should fetch
+    /// `fetch_offset` from instead, if any (Kafka's `findPreferredReadReplica` with the
+    /// `RackAwareReplicaSelector`). `rack_of` gives a replica's rack, none for a broker
+    /// that is not alive ([`read_replica::live_rack`]). `None` when this node is not a
+    /// replicated leader, or the leader is the best choice.
+    #[must_use]
+    pub fn preferred_read_replica(
+        &self,
+        client_rack: &str,
+        fetch_offset: i64,
+        rack_of: &dyn Fn(i32) -> Option<String>,
+    ) -> Option<i32> {
+        self.replica().as_ref()?.preferred_read_replica(
+            Some(client_rack),
+            fetch_offset,
+            rack_of,
+            crate::now_ms(),
+        )
     }
 
     /// Called after retention or truncation changes the log outside an append.

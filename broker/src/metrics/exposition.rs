@@ -11,7 +11,8 @@ use std::sync::atomic::Ordering;
 use strata_protocol::messages::ApiKey;
 
 use super::registry::{
-    APIS, CONNECTIONS, FETCH_PURGATORY, LATENCY_BOUNDS_US, PRODUCE_PURGATORY, traffic,
+    APIS, CONNECTIONS, FETCH_PURGATORY, FOLLOWER_FETCH_BYTES, LATENCY_BOUNDS_US,
+    PREFERRED_READ_REPLICA_ANSWERS, PRODUCE_PURGATORY, traffic,
 };
 use crate::broker::Broker;
 
@@ -132,7 +133,7 @@ pub fn render(broker: &Broker) -> String {
 
     render_requests(&mut out);
 
-    let gauges: [(&str, &str, &str, i64); 4] = [
+    let gauges: [(&str, &str, &str, i64); 6] = [
         (
             "kafka_server_socket_server_metrics_connection_count",
             "gauge",
@@ -150,6 +151,19 @@ pub fn render(broker: &Broker) -> String {
             "counter",
             "Fetch record bytes read into memory and written (sendfile unsupported or STRATA_ZERO_COPY=0).",
             i64::try_from(broker.copied_bytes.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_fetch_follower_served_bytes_total",
+            "counter",
+            "Record bytes this node answered to consumer fetches as a follower replica (KIP-392).",
+            i64::try_from(FOLLOWER_FETCH_BYTES.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_fetch_preferred_read_replica_total",
+            "counter",
+            "Partition answers in which this leader sent a consumer to a preferred read replica (KIP-392).",
+            i64::try_from(PREFERRED_READ_REPLICA_ANSWERS.load(Ordering::Relaxed))
+                .unwrap_or(i64::MAX),
         ),
         (
             "process_open_fds",

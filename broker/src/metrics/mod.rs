@@ -63,6 +63,17 @@ pub fn record_fetch(partition: Option<&Arc<Partition>>, regions: &[FileRegion]) 
     }
 }
 
+/// KIP-392: this follower replica answered a consumer's fetch with `regions`.
+pub fn record_follower_fetch(regions: &[FileRegion]) {
+    let bytes: u64 = regions.iter().map(|r| u64::from(r.len)).sum();
+    registry::FOLLOWER_FETCH_BYTES.fetch_add(bytes, Ordering::Relaxed);
+}
+
+/// KIP-392: this leader answered a partition with a preferred read replica.
+pub fn record_preferred_read_replica() {
+    registry::PREFERRED_READ_REPLICA_ANSWERS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Counts an open client connection until the guard drops.
 #[must_use]
 pub fn connection_opened() -> GaugeGuard {

@@ -147,6 +147,12 @@ pub fn traffic() -> &'static TrafficMap {
 pub static CONNECTIONS: AtomicI64 = AtomicI64::new(0);
 /// Fetches parked waiting for `min_bytes` (Kafka's Fetch purgatory size).
 pub static FETCH_PURGATORY: AtomicI64 = AtomicI64::new(0);
+/// KIP-392: record bytes this node answered to consumer fetches as a follower replica.
+/// Kafka has no metric of its own for it (its BytesOutPerSec counts both roles).
+pub static FOLLOWER_FETCH_BYTES: AtomicU64 = AtomicU64::new(0);
+/// KIP-392: partition answers in which this leader sent a consumer to a preferred read
+/// replica instead of serving it.
+pub static PREFERRED_READ_REPLICA_ANSWERS: AtomicU64 = AtomicU64::new(0);
 /// Produces appended and waiting for their group-commit fsync (Kafka's Produce purgatory
 /// holds acks=all produces waiting for followers; on one node the wait is the fsync).
 pub static PRODUCE_PURGATORY: AtomicI64 = AtomicI64::new(0);

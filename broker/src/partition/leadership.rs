@@ -8,6 +8,11 @@
 //! For a hosted partition the request's `current_leader_epoch` is checked first (KIP-320:
 //! older than the image's is FENCED_LEADER_EPOCH, newer is UNKNOWN_LEADER_EPOCH, -1 checks
 //! nothing), and only then whether this node is the leader.
+//!
+//! A consumer's Fetch v11+ (which carries client metadata, KIP-392) is the exception to the
+//! last check: a follower replica serves it too ([`check_read`]), as Kafka's `FetchParams`
+//! lets it (`fetchOnlyFromLeader` only for follower fetches and consumers without client
+//! metadata). ListOffsets and OffsetForLeaderEpoch stay with the leader, as in Kafka.
 
 use std::sync::Arc;
 
@@ -83,6 +88,104 @@ pub fn check(
     Ok(p.leader_epoch)
 }
 
+/// Who serves a consumer's read of a partition on this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadRole {
+    /// The leader, in the image's leader epoch.
+    Leader(i32),
+    /// A follower replica (KIP-392), reading up to its own high watermark.
+    Follower,
+}
+
+/// [`check`] for a consumer's read that a follower may serve (`from_follower`: a Fetch
+/// v11+): the same checks in the same order, except that a node that holds the log, passes
+/// the epoch check and is among the image's replicas without leading serves it as a
+/// follower (Kafka's `Partition.localLogWithEpochOrThrow` with `requireLeader = false`).
+///
+/// # Errors
+///
+/// As [`check`]; NOT_LEADER_OR_FOLLOWER also for a node with a log that the image no
+/// longer counts among the replicas.
+pub fn check_read(
+    partition: Option<&PartitionImage>,
+    node_id: i32,
+    local: LocalLog,
+    current_leader_epoch: i32,
+    from_follower: bool,
+) -> Result<ReadRole, LeadershipError> {
+    match check(partition, node_id, local, current_leader_epoch) {
+        Ok(epoch) => Ok(ReadRole::Leader(epoch)),
+        // `check` reaches the leadership test only for a log that is online here, after
+        // the epoch check.
+        Err(LeadershipError::NotLeaderOrFollower)
+            if from_follower
+                && local == LocalLog::Online
+                && partition.is_some_and(|p| p.replicas.contains(&node_id)) =>
+        {
+            Ok(ReadRole::Follower)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A partition a consumer's read is served from here, and in which role.
+pub struct Readable {
+    /// The partition.
+    pub partition: Arc<Partition>,
+    /// Leader or follower.
+    pub role: ReadRole,
+}
+
+/// The partition `topic`-`index` for a consumer's read: as [`leader_partition`], or, with
+/// `from_follower` (a Fetch v11+), as a follower replica too ([`check_read`]).
+///
+/// # Errors
+///
+/// See [`check_read`]; [`LeadershipError::Storage`] as [`leader_partition`].
+pub fn readable_partition(
+    broker: &Broker,
+    image: &MetadataImage,
+    topic: &str,
+    index: i32,
+    current_leader_epoch: i32,
+    from_follower: bool,
+) -> Result<Readable, LeadershipError> {
+    let (partition_image, hosted, local) = locate(broker, image, topic, index);
+    let role = check_read(
+        partition_image,
+        broker.config.node_id,
+        local,
+        current_leader_epoch,
+        from_follower,
+    )?;
+    match (role, hosted) {
+        (ReadRole::Follower, Some(partition)) => Ok(Readable { partition, role }),
+        _ => leader_partition(broker, image, topic, index, current_leader_epoch).map(|led| {
+            Readable {
+                role: ReadRole::Leader(led.leader_epoch),
+                partition: led.partition,
+            }
+        }),
+    }
+}
+
+/// The image's record of a partition, its log here if it is open, and where the log stands.
+fn locate<'a>(
+    broker: &Broker,
+    image: &'a MetadataImage,
+    topic: &str,
+    index: i32,
+) -> (Option<&'a PartitionImage>, Option<Arc<Partition>>, LocalLog) {
+    let partition_image = partition_image(image, topic, index);
+    let hosted = partition_image.and_then(|_| broker.partition(topic, index));
+    let local = match (&hosted, partition_image) {
+        (Some(_), _) => LocalLog::Online,
+        (None, Some(_)) if broker.is_offline(topic, index) => LocalLog::Offline,
+        (None, _) => LocalLog::Absent,
+    };
+    (partition_image, hosted, local)
+}
+
 /// A partition this node leads, with the leader epoch the image gives it.
 pub struct Led {
     /// The partition.
@@ -106,13 +209,7 @@ pub fn leader_partition(
     index: i32,
     current_leader_epoch: i32,
 ) -> Result<Led, LeadershipError> {
-    let partition_image = partition_image(image, topic, index);
-    let hosted = partition_image.and_then(|_| broker.partition(topic, index));
-    let local = match (&hosted, partition_image) {
-        (Some(_), _) => LocalLog::Online,
-        (None, Some(_)) if broker.is_offline(topic, index) => LocalLog::Offline,
-        (None, _) => LocalLog::Absent,
-    };
+    let (partition_image, hosted, local) = locate(broker, image, topic, index);
     let leader_epoch = check(
         partition_image,
         broker.config.node_id,
@@ -270,6 +367,48 @@ mod tests {
         // Any other value is an epoch, as in Kafka (only -1 means "none").
         assert_eq!(check(Some(&led), 1, Online, -2), Err(FencedLeaderEpoch));
     }
+
+    /// KIP-392: a consumer's Fetch v11+ is served by a follower replica after the same
+    /// checks; without client metadata (older Fetch), or on a node that is not a replica,
+    /// it is NOT_LEADER_OR_FOLLOWER as before.
+    #[test]
+    fn a_follower_serves_consumer_reads_that_allow_it() {
+        use LeadershipError::*;
+        use LocalLog::*;
+        let followed = image_partition(2, 5);
+        let led = image_partition(1, 5);
+        let read = |p: &PartitionImage, node, local, epoch, from_follower| {
+            check_read(Some(p), node, local, epoch, from_follower)
+        };
+        assert_eq!(read(&followed, 1, Online, 5, true), Ok(ReadRole::Follower));
+        assert_eq!(read(&followed, 1, Online, -1, true), Ok(ReadRole::Follower));
+        assert_eq!(
+            read(&followed, 1, Online, 5, false),
+            Err(NotLeaderOrFollower)
+        );
+        // The epoch is checked on a follower as on the leader.
+        assert_eq!(read(&followed, 1, Online, 4, true), Err(FencedLeaderEpoch));
+        assert_eq!(read(&followed, 1, Online, 6, true), Err(UnknownLeaderEpoch));
+        // No log here, or a log the image no longer counts as a replica.
+        assert_eq!(
+            read(&followed, 1, Absent, 5, true),
+            Err(NotLeaderOrFollower)
+        );
+        assert_eq!(
+            read(&followed, 1, LocalLog::Offline, 5, true),
+            Err(LeadershipError::Offline)
+        );
+        assert_eq!(
+            read(&followed, 3, Online, 5, true),
+            Err(NotLeaderOrFollower)
+        );
+        // The leader is the leader either way.
+        assert_eq!(read(&led, 1, Online, 5, true), Ok(ReadRole::Leader(5)));
+        assert_eq!(
+            check_read(None, 1, Online, 5, true),
+            Err(UnknownTopicOrPartition)
+        );
+    }
 }
 
 /// A real broker with a topic, and images that move the topic's leadership, for the
@@ -293,9 +432,22 @@ pub(crate) mod fixture {
 
     /// A broker in `dir` leading the one-partition topic `topic`.
     pub fn broker_with_topic(dir: &std::path::Path, topic: &str) -> Arc<Broker> {
-        let config =
-            BrokerConfig::from_pairs(vec![("log.dirs".to_owned(), dir.display().to_string())])
-                .unwrap();
+        broker_with_topic_and(dir, topic, &[])
+    }
+
+    /// [`broker_with_topic`] with `settings` in its configuration.
+    pub fn broker_with_topic_and(
+        dir: &std::path::Path,
+        topic: &str,
+        settings: &[(&str, &str)],
+    ) -> Arc<Broker> {
+        let mut pairs = vec![("log.dirs".to_owned(), dir.display().to_string())];
+        pairs.extend(
+            settings
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let config = BrokerConfig::from_pairs(pairs).unwrap();
         let broker = Broker::open(config, crate::now_ms()).unwrap();
         broker
             .create_topic(

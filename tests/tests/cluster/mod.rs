@@ -88,6 +88,21 @@ impl Node {
         }
     }
 
+    /// Appends `settings` to its config file, to take effect at its next start.
+    ///
+    /// # Panics
+    ///
+    /// If the file cannot be written.
+    fn append_settings(&self, settings: &[(String, String)]) {
+        let text: String = settings.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let mut f = File::options()
+            .append(true)
+            .open(&self.config)
+            .expect("open the node's config");
+        f.write_all(text.as_bytes())
+            .expect("append to the node's config");
+    }
+
     /// Where node `id` of a cluster in `dir` keeps its data.
     fn data_dir_in(dir: &Path, id: i32) -> PathBuf {
         dir.join(format!("node{id}"))
@@ -231,6 +246,17 @@ impl Cluster {
         settings: &[(&str, &str)],
         cluster_id: Option<&str>,
     ) -> Cluster {
+        Cluster::start_combined(n, settings, cluster_id, |_| Vec::new())
+    }
+
+    /// `n` combined nodes, `cluster_id` as in [`Cluster::start_with_cluster_id`], node `id`'s
+    /// config ending with `settings` and then `node_settings(id)`.
+    fn start_combined(
+        n: usize,
+        settings: &[(&str, &str)],
+        cluster_id: Option<&str>,
+        node_settings: impl Fn(i32) -> Vec<(String, String)>,
+    ) -> Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let ports: Vec<(u16, u16)> = (0..n)
             .map(|_| (free_port().unwrap(), free_port().unwrap()))
@@ -258,14 +284,9 @@ impl Cluster {
             if let Some(cluster_id) = cluster_id {
                 text.push_str(&format!("cluster.id={cluster_id}\n"));
             }
-            nodes.push(Node::write(
-                dir.path(),
-                id,
-                port,
-                controller_port,
-                text,
-                settings,
-            ));
+            let node = Node::write(dir.path(), id, port, controller_port, text, settings);
+            node.append_settings(&node_settings(id));
+            nodes.push(node);
         }
         for n in &mut nodes {
             n.spawn();
@@ -338,6 +359,21 @@ impl Cluster {
             n.spawn();
         }
         Cluster { nodes, dir }
+    }
+
+    /// [`Cluster::start`] with settings of each node's own as well: `node_settings(id)` is
+    /// appended to node `id`'s config after `settings` (a `broker.rack`, a
+    /// `metrics.listener` port...).
+    ///
+    /// # Panics
+    ///
+    /// If a file cannot be written or a process spawned.
+    pub fn start_with_node_settings(
+        n: usize,
+        settings: &[(&str, &str)],
+        node_settings: impl Fn(i32) -> Vec<(String, String)>,
+    ) -> Cluster {
+        Cluster::start_combined(n, settings, Some(CLUSTER_ID), node_settings)
     }
 
     /// The node with id `id`.
