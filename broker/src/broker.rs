@@ -302,6 +302,34 @@ impl Broker {
             .collect()
     }
 
+    /// Creates `__consumer_offsets` on a node of a cluster, as the active controller: its
+    /// `offsets.topic.num.partitions` partitions with one replica each, placed like any
+    /// topic's, compacted (see `offsets::placement`). Clients cannot create it.
+    ///
+    /// # Errors
+    ///
+    /// [`CreateTopicError::Metadata`]: TOPIC_ALREADY_EXISTS on a single node (whose offset
+    /// store needs no placement) or when it exists, NOT_CONTROLLER off the controller.
+    pub fn create_offsets_topic(&self) -> Result<Uuid, CreateTopicError> {
+        if self.local_store().is_some() {
+            // A single node's offset store needs no placement.
+            return Err(CreateTopicError::Metadata(
+                MetadataError::TopicAlreadyExists(OFFSETS_TOPIC.to_owned()),
+            ));
+        }
+        let mut configs = BTreeMap::new();
+        configs.insert("cleanup.policy".to_owned(), "compact".to_owned());
+        self.cluster_create_topic(CreateTopic {
+            name: OFFSETS_TOPIC.to_owned(),
+            num_partitions: self.config.offsets_topic_num_partitions,
+            // One replica: the offset store keeps the partition's log itself and does not
+            // replicate it (see `offsets::placement`).
+            replication_factor: 1,
+            configs,
+            validate_only: false,
+        })
+    }
+
     /// Creates a topic: its partitions' logs first, then its records in the metadata log.
     ///
     /// A client must never see a topic this broker cannot serve, so the records are committed

@@ -43,6 +43,10 @@ use crate::handlers::RequestContext;
 /// The client id of a forwarded request; a node receiving it answers locally.
 pub const FORWARDED_CLIENT_ID: &str = "strata-forwarded";
 
+/// The client id of a node's own CreateTopics for `__consumer_offsets` (which clients may
+/// not create); answered locally as well.
+pub const INTERNAL_CLIENT_ID: &str = "strata-internal";
+
 /// The largest answer read back: the forwarded APIs answer per topic or resource, and a
 /// request (capped by `socket.request.max.bytes`) cannot name more than fit in this.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
@@ -126,7 +130,11 @@ static AUTO_CREATING: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 /// node and the leader itself handle it here.
 #[must_use]
 pub fn route(ctx: &RequestContext) -> bool {
-    ctx.client_id.as_deref() != Some(FORWARDED_CLIENT_ID) && !leads(&ctx.broker)
+    let from_a_node = matches!(
+        ctx.client_id.as_deref(),
+        Some(FORWARDED_CLIENT_ID | INTERNAL_CLIENT_ID)
+    );
+    !from_a_node && !leads(&ctx.broker)
 }
 
 /// Whether this node answers controller-bound requests itself: a single node, or the
@@ -182,6 +190,18 @@ pub async fn forward_to_leader(
     body: &RequestKind,
     wait: Duration,
 ) -> Result<Option<(i32, ResponseKind)>, ForwardError> {
+    forward_to_leader_as(broker, FORWARDED_CLIENT_ID, api_key, version, body, wait).await
+}
+
+/// [`forward_to_leader`] with `client_id` in the request's header.
+async fn forward_to_leader_as(
+    broker: &Broker,
+    client_id: &str,
+    api_key: ApiKey,
+    version: i16,
+    body: &RequestKind,
+    wait: Duration,
+) -> Result<Option<(i32, ResponseKind)>, ForwardError> {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         if leads(broker) {
@@ -189,7 +209,7 @@ pub async fn forward_to_leader(
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let failed = match controller_of(broker) {
-            Some(to) => match forward(&to, api_key, version, body, left).await {
+            Some(to) => match forward_as(&to, client_id, api_key, version, body, left).await {
                 Ok(answer) => return Ok(Some((to.node_id, answer))),
                 Err(e) => e,
             },
@@ -237,13 +257,25 @@ pub async fn forward(
     body: &RequestKind,
     wait: Duration,
 ) -> Result<ResponseKind, ForwardError> {
+    forward_as(to, FORWARDED_CLIENT_ID, api_key, version, body, wait).await
+}
+
+/// [`forward`] with `client_id` in the request's header.
+async fn forward_as(
+    to: &Controller,
+    client_id: &str,
+    api_key: ApiKey,
+    version: i16,
+    body: &RequestKind,
+    wait: Duration,
+) -> Result<ResponseKind, ForwardError> {
     // The wait for the shared connection counts against the deadline too. The connection is
     // taken out while in use: one abandoned at the deadline (its answer may still arrive) is
     // dropped with the attempt, and one that failed is not put back.
     let attempt = async {
         let mut pooled = CONNECTION.lock().await;
         let mut conn = pooled.take();
-        let result = exchange(&mut conn, to, api_key, version, body).await;
+        let result = exchange(&mut conn, to, client_id, api_key, version, body).await;
         if result.is_ok() {
             *pooled = conn;
         }
@@ -260,6 +292,7 @@ pub async fn forward(
 async fn exchange(
     pooled: &mut Option<Connection>,
     to: &Controller,
+    client_id: &str,
     api_key: ApiKey,
     version: i16,
     body: &RequestKind,
@@ -290,7 +323,7 @@ async fn exchange(
     };
     conn.correlation_id = conn.correlation_id.wrapping_add(1);
     let expected = conn.correlation_id;
-    let frame = codec::encode_request(api_key, version, expected, FORWARDED_CLIENT_ID, body)
+    let frame = codec::encode_request(api_key, version, expected, client_id, body)
         .map_err(|e| codec_error(e.to_string()))?;
     conn.stream.write_all(&frame).await.map_err(io)?;
     let answer = crate::frame_io::read_frame(&mut conn.stream, MAX_RESPONSE_BYTES)
@@ -401,6 +434,58 @@ pub fn auto_create(ctx: &RequestContext, topic: &str) -> bool {
         }
     });
     true
+}
+
+/// Has the quorum's leader create `__consumer_offsets` (see
+/// [`crate::offsets::placement::ensure_topic`]): in process when this node leads, else as
+/// a CreateTopics under [`INTERNAL_CLIENT_ID`], which the leader's handler takes for the
+/// internal topic.
+///
+/// # Errors
+///
+/// Why it was not created: no leader answered in time, or the leader refused (an error
+/// code other than TOPIC_ALREADY_EXISTS).
+pub async fn create_offsets_topic(broker: &std::sync::Arc<Broker>) -> Result<(), String> {
+    let body = RequestKind::CreateTopics(
+        CreateTopicsRequest::default()
+            .with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str(
+                        crate::offsets::OFFSETS_TOPIC,
+                    )))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1),
+            ])
+            .with_timeout_ms(i32::try_from(DEFAULT_WAIT.as_millis()).unwrap_or(i32::MAX)),
+    );
+    let answer = forward_to_leader_as(
+        broker,
+        INTERNAL_CLIENT_ID,
+        ApiKey::CreateTopics,
+        AUTO_CREATE_VERSION,
+        &body,
+        DEFAULT_WAIT,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let code = match answer {
+        Some((_, ResponseKind::CreateTopics(r))) => r.topics.first().map_or(0, |t| t.error_code),
+        Some(_) => return Err("unexpected answer".to_owned()),
+        None => {
+            // This node leads: create it here.
+            let b = broker.clone();
+            return tokio::task::spawn_blocking(move || b.create_offsets_topic())
+                .await
+                .map_err(|e| e.to_string())?
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+        }
+    };
+    if code == 0 || code == ResponseError::TopicAlreadyExists.code() {
+        Ok(())
+    } else {
+        Err(format!("CreateTopics error {code}"))
+    }
 }
 
 #[cfg(test)]

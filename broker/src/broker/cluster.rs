@@ -548,7 +548,10 @@ impl Broker {
         let old = self.image();
         let me = self.config.node_id;
         let now_ms = crate::now_ms();
-        for t in old.topics.values() {
+        // `__consumer_offsets` places the group coordinators (`offsets::placement`); its
+        // partitions' logs are the offset store's, never opened, followed or removed here.
+        let offsets = |t: &&strata_kraft::TopicImage| t.name != crate::offsets::OFFSETS_TOPIC;
+        for t in old.topics.values().filter(offsets) {
             if new.topics.get(&t.name).map(|n| n.topic_id) != Some(t.topic_id) {
                 for p in &t.partitions {
                     self.fetchers.unfollow(&t.name, p.partition);
@@ -556,7 +559,7 @@ impl Broker {
                 self.remove_topic_data(&t.name, now_ms);
             }
         }
-        for t in new.topics.values() {
+        for t in new.topics.values().filter(offsets) {
             let cfg = self.log_config(&t.configs);
             let configs_changed = old
                 .topics

@@ -102,7 +102,13 @@ impl TopicMetadata for Image<'_> {
     }
 
     fn topic_names(&self) -> Vec<&str> {
-        self.0.topics.keys().map(String::as_str).collect()
+        // Never a subscription's match: a cluster's `__consumer_offsets` is internal.
+        self.0
+            .topics
+            .keys()
+            .map(String::as_str)
+            .filter(|t| *t != crate::offsets::OFFSETS_TOPIC)
+            .collect()
     }
 }
 

@@ -19,6 +19,11 @@ pub fn handle(
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
     let group_id = req.group_id.0.to_string();
+    if let Err(e) = crate::offsets::placement::check(&ctx.broker, &group_id) {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(e.code())
+            .with_member_epoch(-1);
+    }
     if req.member_epoch == JOIN_EPOCH
         && let Err(e) = claim_group_id(ctx, &group_id)
     {

@@ -85,7 +85,16 @@ pub fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsRes
                     configs: configs.clone(),
                     validate_only: req.validate_only,
                 };
-                match ctx.broker.create_topic(create, crate::now_ms()) {
+                // A node of the cluster asking for the coordinator's internal topic
+                // (`offsets::placement::ensure_topic`); clients may not create it.
+                let internal = name == crate::offsets::OFFSETS_TOPIC
+                    && ctx.client_id.as_deref() == Some(crate::forward::INTERNAL_CLIENT_ID);
+                let created = if internal {
+                    ctx.broker.create_offsets_topic()
+                } else {
+                    ctx.broker.create_topic(create, crate::now_ms())
+                };
+                match created {
                     Ok(id) => {
                         if !req.validate_only {
                             tracing::info!(topic = %name, "created topic");

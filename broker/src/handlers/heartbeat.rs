@@ -9,6 +9,9 @@ use crate::error::group_error_code;
 /// Records the heartbeat.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+    if let Err(e) = crate::offsets::placement::check(&ctx.broker, &req.group_id.0) {
+        return HeartbeatResponse::default().with_error_code(e.code());
+    }
     let r = ctx.broker.groups.heartbeat(
         &req.group_id.0,
         &req.member_id,

@@ -12,6 +12,13 @@ use crate::group::{JoinRequest, Protocol};
 /// Joins the group and waits for the generation to form.
 pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
     let v = ctx.api_version;
+    if let Err(e) = crate::offsets::placement::check(&ctx.broker, &req.group_id.0) {
+        return JoinGroupResponse::default()
+            .with_error_code(e.code())
+            .with_generation_id(-1)
+            .with_protocol_name((v < 7).then(StrBytes::default))
+            .with_member_id(req.member_id);
+    }
     // KIP-848: a consumer group with members keeps its id (Kafka without online migration);
     // an empty one gives it up to the classic group.
     if !ctx.broker.consumer_groups.remove_if_empty(&req.group_id.0) {

@@ -12,6 +12,9 @@ use crate::error::group_error_code;
 /// Removes the members and rebalances the group.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse {
+    if let Err(e) = crate::offsets::placement::check(&ctx.broker, &req.group_id.0) {
+        return LeaveGroupResponse::default().with_error_code(e.code());
+    }
     let batch = ctx.api_version >= 3;
     let members: Vec<(String, Option<String>)> = if batch {
         req.members

@@ -65,7 +65,16 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     let topic_response = |t: &TopicImage| topic_response(t, topic_ops, &offline);
     let mut topics = Vec::new();
     if all {
-        topics.extend(image.topics.values().map(topic_response));
+        // A cluster's `__consumer_offsets` places the group coordinators; as on a single
+        // node (where it is not in the image at all) clients are not shown it unless they
+        // name it.
+        topics.extend(
+            image
+                .topics
+                .values()
+                .filter(|t| t.name != crate::offsets::OFFSETS_TOPIC)
+                .map(topic_response),
+        );
     } else {
         for wanted in req.topics.unwrap_or_default() {
             let by_name = wanted.name.as_ref().map(|n| n.0.to_string());
@@ -229,7 +238,7 @@ fn topic_response(t: &TopicImage, ops: i32, offline: &Offline) -> MetadataRespon
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
         .with_topic_id(t.topic_id)
-        .with_is_internal(false)
+        .with_is_internal(t.name == crate::offsets::OFFSETS_TOPIC)
         .with_topic_authorized_operations(ops)
         .with_partitions(
             t.partitions

@@ -34,8 +34,22 @@ pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitRes
     };
     let group_error = if !valid_group_id(&group) {
         Some(ResponseError::InvalidGroupId.code())
+    } else if let Err(e) = crate::offsets::placement::check(broker, &group) {
+        Some(e.code())
     } else {
         groups::validate_commit(broker, &group, committer, ctx.api_version, now).err()
+    };
+    let image = broker.image();
+    // In a cluster the coordinator need not replicate the partition: the image knows it.
+    let known = |topic: &str, index: i32| {
+        if broker.is_clustered() {
+            image
+                .topics
+                .get(topic)
+                .is_some_and(|t| t.partitions.iter().any(|p| p.partition == index))
+        } else {
+            broker.partition(topic, index).is_some()
+        }
     };
     // OffsetCommit v2-v4 may ask for an explicit retention (removed by KIP-211 in v5).
     let expire_timestamp = (req.retention_time_ms != DEFAULT_RETENTION)
@@ -56,7 +70,7 @@ pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitRes
                 .unwrap_or_default();
             let code = if let Some(code) = group_error {
                 code
-            } else if broker.partition(&name, p.partition_index).is_none() {
+            } else if !known(&name, p.partition_index) {
                 ResponseError::UnknownTopicOrPartition.code()
             } else if metadata.len() > max_metadata {
                 ResponseError::OffsetMetadataTooLarge.code()

@@ -115,12 +115,13 @@ fn lookup(
     wanted: Option<Vec<(TopicName, Vec<i32>)>>,
 ) -> (i16, Vec<(TopicName, Vec<Answer>)>) {
     let store = &ctx.broker.offsets;
-    let invalid = !valid_group_id(group);
-    let error = if invalid {
-        ResponseError::InvalidGroupId.code()
+    let error = if valid_group_id(group) {
+        crate::offsets::placement::check(&ctx.broker, group).map_or_else(|e| e.code(), |()| 0)
     } else {
-        0
+        ResponseError::InvalidGroupId.code()
     };
+    // An invalid group, or one this node does not coordinate: no offsets are answered.
+    let invalid = error != 0;
     match wanted {
         Some(topics) => {
             let answers = topics

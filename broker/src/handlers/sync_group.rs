@@ -11,6 +11,9 @@ use crate::group::SyncRequest;
 
 /// Syncs with the group and waits for this member's assignment.
 pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> SyncGroupResponse {
+    if let Err(e) = crate::offsets::placement::check(&ctx.broker, &req.group_id.0) {
+        return SyncGroupResponse::default().with_error_code(e.code());
+    }
     let sync = SyncRequest {
         group_id: req.group_id.0.to_string(),
         generation_id: req.generation_id,

@@ -51,6 +51,7 @@
 //! `OffsetMetadataManager.cleanupExpiredOffsets` with the classic group's expiration condition).
 
 pub mod groups;
+pub mod placement;
 pub mod records;
 pub mod state;
 

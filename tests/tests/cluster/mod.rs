@@ -719,6 +719,28 @@ pub fn create_topic_raw(
     Ok(error)
 }
 
+/// FindCoordinator v1 for the group `group` at the node at `port`: the answer's error code
+/// and coordinator node id (-1 with an error).
+///
+/// # Errors
+///
+/// If the node does not answer or the answer does not parse.
+pub fn find_coordinator_raw(port: u16, group: &str) -> anyhow::Result<(i16, i32)> {
+    const CORR: i32 = 0x0fc0;
+    let mut req = header(10, 1, CORR);
+    req.extend_from_slice(&i16::try_from(group.len())?.to_be_bytes());
+    req.extend_from_slice(group.as_bytes());
+    req.push(0); // key_type: a group
+    let b = round_trip(port, &req)?;
+    let mut r = Reader { b: &b, pos: 0 };
+    ensure!(r.i32()? == CORR, "correlation id");
+    let _throttle = r.i32()?;
+    let error = r.i16()?;
+    let _message = r.string()?;
+    let node = r.i32()?;
+    Ok((error, node))
+}
+
 /// ElectLeaders' election types (KIP-460).
 pub const PREFERRED: i8 = 0;
 pub const UNCLEAN: i8 = 1;
