@@ -665,13 +665,19 @@ impl Broker {
         }
     }
 
-    /// Closes and removes one partition replica this node no longer holds.
+    /// Closes and removes one partition replica this node no longer holds (a replica a
+    /// reassignment moved away, KIP-455).
     fn remove_partition_data(&self, topic: &str, index: i32) {
         let removed = self
             .partitions
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&(topic.to_owned(), index));
+        if let Some(partition) = &removed {
+            // A leader moved away: a produce still holding the partition is refused from
+            // here on rather than appended to a log about to be deleted.
+            partition.resign();
+        }
         if removed.is_some() {
             let dir = self.partition_dir(topic, index);
             if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -704,6 +710,13 @@ pub(super) struct ControllerStateRef<'a> {
     state: &'a mut ControllerState,
     /// The operation's time.
     pub(super) now_ms: i64,
+}
+
+impl ControllerStateRef<'_> {
+    /// The cluster-control settings (unclean election defaults and the like).
+    pub(super) fn cluster_config(&self) -> &ClusterControlConfig {
+        &self.state.config
+    }
 }
 
 /// Follows the images the quorum driver publishes, applying each in turn (images that
