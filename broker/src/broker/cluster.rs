@@ -166,10 +166,17 @@ impl Broker {
     {
         let cluster = self.cluster().ok_or(MetadataError::NotController)?;
         let quorum = cluster.quorum.get().ok_or(MetadataError::NotController)?;
-        let mut state = cluster
-            .controller
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Another operation may hold the lock for seconds, waiting for its entry to commit.
+        // Waiting for it on a runtime worker without handing the worker's tasks over would
+        // starve them, the quorum driver among them (a task in the worker's LIFO slot cannot
+        // be stolen), and then that entry never commits: a forwarded request answered inline
+        // stalled the quorum for the 5 s proposal timeout that way.
+        let mut state = blocking(|| {
+            cluster
+                .controller
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        });
         let status = blocking(|| quorum.wait_ready_to_lead(READY_TIMEOUT))?;
         let image = cluster.images.borrow().clone();
         let now_ms = crate::now_ms();
@@ -479,9 +486,21 @@ impl Broker {
                     other => other,
                 })?;
             if !records.is_empty() {
+                // KIP-455: an expansion that brings a move's last target replica into the
+                // ISR completes the move in the same record (`PartitionChangeBuilder`).
+                let completed = records
+                    .iter()
+                    .filter(|r| {
+                        matches!(r, MetadataRecord::PartitionChange(c)
+                            if c.replicas.is_some()
+                                && (c.adding_replicas.as_ref().is_some_and(Vec::is_empty)
+                                    || c.removing_replicas.as_ref().is_some_and(Vec::is_empty)))
+                    })
+                    .count();
                 tracing::info!(
                     broker_id = req.broker_id,
                     changes = records.len(),
+                    completed_reassignments = completed,
                     "committing ISR changes"
                 );
             }
