@@ -345,11 +345,12 @@ fn a_partition_moves_with_its_leader_while_clients_produce_and_consume() {
         produced.clone(),
     );
     let consumer = spawn_consumer(bootstrap.clone(), topic.into(), stop.clone(), until.clone());
+    // Enough of a log that the new replica has something to catch up on.
     wait_until(
-        "200 messages acknowledged before the move",
-        MARGIN * 2,
+        "1000 messages acknowledged before the move",
+        MARGIN * 4,
         POLL,
-        || Ok(produced.lock().unwrap().acked.len() >= 200),
+        || Ok(produced.lock().unwrap().acked.len() >= 1000),
     )
     .unwrap_or_else(|e| panic!("{e:?}"));
 
@@ -632,4 +633,73 @@ fn a_single_node_can_only_reassign_to_itself() {
     assert_eq!((code, pending), (NONE, vec![]));
     let (code, pending) = list_reassignments(port, Some(("solo", &[0, 5]))).expect("List named");
     assert_eq!((code, pending), (NONE, vec![]));
+}
+
+#[test]
+fn dedicated_brokers_forward_reassignments_to_the_controller_listener() {
+    let _serial = serial();
+    // One dedicated controller (node 1) and three dedicated brokers (2, 3, 4).
+    let c = Cluster::start_dedicated(1, 3, &[("broker.heartbeat.interval.ms", "500")]);
+    let brokers = [2, 3, 4];
+    c.wait_brokers(&brokers, &brokers, ELECTION)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let topic = "dedicated";
+    assert_eq!(
+        create_topic_raw(port_of(&c, 2), topic, 1, 2).expect("CreateTopics"),
+        NONE
+    );
+    let m = c
+        .wait_metadata(2, "the topic led with 2 in sync", MARGIN, |m| {
+            m.partitions(topic)
+                .get(&0)
+                .is_some_and(|p| p.leader >= 0 && p.isr.len() == 2)
+        })
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let old = m.partitions(topic)[&0].clone();
+    let added = *brokers.iter().find(|b| !old.replicas.contains(b)).unwrap();
+    // Replace the leader with the third broker.
+    let kept = *old.replicas.iter().find(|&&r| r != old.leader).unwrap();
+    let target = vec![added, kept];
+    let started = Instant::now();
+    let (top, (code, message)) = alter_reassignment(port_of(&c, 2), topic, 0, Some(&target))
+        .expect("AlterPartitionReassignments");
+    assert_eq!((top, code), (NONE, NONE), "{message:?}");
+    for b in brokers {
+        c.wait_metadata(b, "the target in sync", MOVE, |m| {
+            m.partitions(topic).get(&0).is_some_and(|p| {
+                p.replicas == target && p.isr.len() == 2 && target.contains(&p.leader)
+            })
+        })
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    }
+    println!(
+        "measured: dedicated brokers: {topic}-0 moved from {:?} to {target:?} in {:?}",
+        old.replicas,
+        started.elapsed()
+    );
+    let (code, pending) = list_reassignments(port_of(&c, 3), None).expect("List via a broker");
+    assert_eq!((code, pending), (NONE, vec![]));
+    // An admin client talking to the controller listener directly (KIP-919).
+    let controller_port = c.nodes.iter().find(|n| n.id == 1).unwrap().controller_port;
+    let (code, pending) =
+        list_reassignments(controller_port, Some((topic, &[0]))).expect("List at the controller");
+    assert_eq!((code, pending), (NONE, vec![]));
+    let (_, (code, _)) = alter_reassignment(controller_port, topic, 0, Some(&[1, kept]))
+        .expect("a controller as a replica");
+    // The controller never registered as a broker, so it cannot hold a replica.
+    assert_eq!(code, INVALID_REPLICA_ASSIGNMENT);
+    let gone = c
+        .nodes
+        .iter()
+        .find(|n| n.id == old.leader)
+        .unwrap()
+        .data_dir
+        .clone();
+    wait_until(
+        "the removed replica's directory is gone",
+        MARGIN,
+        POLL,
+        || Ok(partition_dirs(&gone, topic).is_empty()),
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
 }

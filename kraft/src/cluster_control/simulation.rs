@@ -20,7 +20,7 @@
 //! - replicas are distinct; the replicas being added and removed are replicas, and none is
 //!   both; a partition being moved lists its latest target then the replicas being
 //!   removed; a completed move has exactly its target as replicas, a cancelled one its
-//!   replicas from before the move.
+//!   replicas from before the move; a replica leaving the list moves the leader epoch on.
 
 use std::collections::BTreeMap;
 
@@ -186,6 +186,13 @@ fn check(
             assert!(
                 p.partition_epoch > old.partition_epoch,
                 "unversioned change: {at}"
+            );
+        }
+        if old.replicas.iter().any(|r| !p.replicas.contains(r)) {
+            // A replica left: it must see a new leader epoch to stop fetching.
+            assert!(
+                p.leader_epoch > old.leader_epoch,
+                "a replica left, the leader epoch did not move: {at}"
             );
         }
         if p.leader != old.leader {
