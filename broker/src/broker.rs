@@ -20,6 +20,7 @@ mod cluster;
 mod elections;
 mod log_start_checkpoint;
 mod partition_logs;
+mod reassignments;
 
 pub use cluster::{ControllerError, follow_images, inter_broker_endpoint};
 pub use elections::Elections;

@@ -419,7 +419,9 @@ fn controller_slot(
             | ApiKey::CreatePartitions
             | ApiKey::ElectLeaders
             | ApiKey::AlterConfigs
-            | ApiKey::IncrementalAlterConfigs,
+            | ApiKey::IncrementalAlterConfigs
+            | ApiKey::AlterPartitionReassignments
+            | ApiKey::ListPartitionReassignments,
             Some(_),
         ) => {
             // A broker forwarding to a dedicated controller (or an admin client that

@@ -3,7 +3,7 @@
 //! Each function matches exhaustively with no catch-all arm, so a new variant in a domain
 //! crate fails the build here until someone decides its Kafka code.
 
-use strata_kraft::{ElectionError, MetadataError};
+use strata_kraft::{ElectionError, InvalidReassignment, MetadataError, ReassignmentError};
 use strata_protocol::ResponseError;
 use strata_storage::LogError;
 
@@ -79,6 +79,29 @@ pub fn election_error_code(e: ElectionError) -> i16 {
         }
         ElectionError::EligibleLeadersNotAvailable => {
             ResponseError::EligibleLeadersNotAvailable.code()
+        }
+    }
+}
+
+/// One partition's AlterPartitionReassignments outcome as its Kafka error code (KIP-455,
+/// KIP-860).
+#[must_use]
+pub fn reassignment_error_code(e: &ReassignmentError) -> i16 {
+    match e {
+        ReassignmentError::UnknownTopic(_) | ReassignmentError::UnknownPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition.code()
+        }
+        ReassignmentError::InvalidReplicaAssignment(
+            InvalidReassignment::Empty
+            | InvalidReassignment::UnregisteredBroker(_)
+            | InvalidReassignment::DuplicateBroker(_)
+            | InvalidReassignment::UncleanRevert { .. },
+        ) => ResponseError::InvalidReplicaAssignment.code(),
+        ReassignmentError::ReplicationFactorChanged { .. } => {
+            ResponseError::InvalidReplicationFactor.code()
+        }
+        ReassignmentError::NoReassignmentInProgress => {
+            ResponseError::NoReassignmentInProgress.code()
         }
     }
 }

@@ -1,8 +1,9 @@
 //! Forwarding controller-bound requests to the active controller (in the spirit of KIP-590).
 //!
 //! In cluster mode only the quorum leader writes metadata. A node that is not the leader
-//! sends CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterConfigs and
-//! IncrementalAlterConfigs whole (same API, same version, same body) to the leader's
+//! sends CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterConfigs,
+//! IncrementalAlterConfigs, AlterPartitionReassignments and ListPartitionReassignments
+//! (KIP-455: the pending moves are the controller's to tell) whole (same API, same version, same body) to the leader's
 //! registered inter-broker endpoint or, when the leader is a dedicated controller with no
 //! broker registration, to its controller listener (its `controller.quorum.voters`
 //! address), and relays the answer under its own client's correlation id. Metadata's
@@ -10,7 +11,7 @@
 //!
 //! Kafka wraps a forwarded request in an Envelope on the controller listener; here the
 //! request goes as it came, to a combined leader's broker listener as any client's would,
-//! or to a dedicated controller's listener, which serves these six APIs. What stands in
+//! or to a dedicated controller's listener, which serves these eight APIs. What stands in
 //! for the envelope's "already forwarded" mark is the client id ([`FORWARDED_CLIENT_ID`]): a
 //! node never forwards a request that carries it, so two nodes that each take the other
 //! for the leader (for the moment it takes an election to reach both) cannot bounce a
@@ -235,6 +236,8 @@ pub fn deadline(body: &RequestKind) -> Duration {
         RequestKind::DeleteTopics(r) => Some(r.timeout_ms),
         RequestKind::CreatePartitions(r) => Some(r.timeout_ms),
         RequestKind::ElectLeaders(r) => Some(r.timeout_ms),
+        RequestKind::AlterPartitionReassignments(r) => Some(r.timeout_ms),
+        RequestKind::ListPartitionReassignments(r) => Some(r.timeout_ms),
         _ => None,
     };
     timeout_ms

@@ -368,3 +368,50 @@ pub enum InvalidAlterPartition {
     #[error("the leader recovery state cannot go from RECOVERED to RECOVERING")]
     RecoveredToRecovering,
 }
+
+/// A per-partition AlterPartitionReassignments error (KIP-455, Kafka's codes and
+/// messages from `ReplicationControlManager.alterPartitionReassignment`), returned as
+/// data in the response.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ReassignmentError {
+    /// UNKNOWN_TOPIC_OR_PARTITION: no live topic has this name.
+    #[error("Unable to find a topic named {0}.")]
+    UnknownTopic(String),
+    /// UNKNOWN_TOPIC_OR_PARTITION: the topic has no such partition.
+    #[error("Unable to find partition {topic}:{partition}.")]
+    UnknownPartition { topic: String, partition: i32 },
+    /// INVALID_REPLICA_ASSIGNMENT: the target replica list is not usable.
+    #[error("{0}")]
+    InvalidReplicaAssignment(InvalidReassignment),
+    /// INVALID_REPLICATION_FACTOR: KIP-860's `allow_replication_factor_change` is false
+    /// and the target has another length than the replica set the partition is headed for.
+    #[error("The replication factor is changed from {from} to {to}")]
+    ReplicationFactorChanged { from: usize, to: usize },
+    /// NO_REASSIGNMENT_IN_PROGRESS: a cancellation for a partition that is not being
+    /// reassigned.
+    #[error("No partition reassignment is in progress for the topic and partition.")]
+    NoReassignmentInProgress,
+}
+
+/// Why a reassignment target is INVALID_REPLICA_ASSIGNMENT, with Kafka's messages.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum InvalidReassignment {
+    /// The target names no replica.
+    #[error("The manual partition assignment includes an empty replica list.")]
+    Empty,
+    /// The target names a broker that is not registered.
+    #[error(
+        "The manual partition assignment includes broker {0}, but no such broker is registered."
+    )]
+    UnregisteredBroker(i32),
+    /// The target names a broker twice.
+    #[error("The manual partition assignment includes the broker {0} more than once.")]
+    DuplicateBroker(i32),
+    /// A cancellation would leave no ISR member but one taken from outside the ISR, and the
+    /// topic does not allow unclean leader election.
+    #[error(
+        "Unable to revert partition assignment for {topic}:{partition} because it would \
+         require an unclean leader election."
+    )]
+    UncleanRevert { topic: String, partition: i32 },
+}

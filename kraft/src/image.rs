@@ -109,6 +109,12 @@ impl PartitionImage {
         self.replicas.first().copied().unwrap_or(-1)
     }
 
+    /// KIP-455: whether replicas are being moved onto or off the partition.
+    #[must_use]
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
     /// Kafka's `PartitionRegistration.merge`: the partition after `change`. The partition
     /// epoch always moves on; the leader epoch moves on whenever the leader is set, even
     /// to the same broker.

@@ -60,7 +60,8 @@ pub use controller::{
 };
 pub use error::{
     AlterPartitionError, ApplyError, ClusterControlError, ConfigValueError, ElectionError,
-    InvalidAlterPartition, InvalidTopicNameReason, MetaPropertiesError, MetadataError,
+    InvalidAlterPartition, InvalidReassignment, InvalidTopicNameReason, MetaPropertiesError,
+    MetadataError, ReassignmentError,
 };
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use meta_properties::{

@@ -372,6 +372,30 @@ impl MetadataStore {
         Ok(results)
     }
 
+    /// AlterPartitionReassignments (KIP-455) on this store: the records of
+    /// [`crate::cluster_control::alter_partition_reassignments`], committed before the
+    /// results return.
+    ///
+    /// # Errors
+    ///
+    /// A storage error writing the records.
+    pub fn alter_partition_reassignments(
+        &mut self,
+        config: &crate::cluster_control::ClusterControlConfig,
+        allow_replication_factor_change: bool,
+        targets: &[crate::cluster_control::ReassignmentTarget],
+        now_ms: i64,
+    ) -> Result<Vec<crate::cluster_control::ReassignmentResult>, MetadataError> {
+        let (records, results) = crate::cluster_control::alter_partition_reassignments(
+            &self.image,
+            config,
+            allow_replication_factor_change,
+            targets,
+        );
+        self.commit(&records, now_ms)?;
+        Ok(results)
+    }
+
     /// Allocates the next block of producer ids to `broker_id` and makes it durable with a
     /// `ProducerIdsRecord` before returning it, so ids survive restarts and are never
     /// handed out twice (Kafka's `ProducerIdControlManager`, KIP-730).

@@ -222,13 +222,15 @@ pub fn decode_response(
 
 /// The client-listener APIs a node that is not the active controller forwards to it whole
 /// (KIP-590), and whose responses it reads back with [`decode_forwarded_response`].
-pub const FORWARDED_APIS: [ApiKey; 6] = [
+pub const FORWARDED_APIS: [ApiKey; 8] = [
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
     ApiKey::ElectLeaders,
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::AlterPartitionReassignments,
+    ApiKey::ListPartitionReassignments,
 ];
 
 /// Decodes one response frame body (without its size prefix) to a request this node

@@ -273,6 +273,46 @@ const ELECT_LEADERS: Schema = Schema {
     flexible_from: 2,
 };
 
+/// AlterPartitionReassignments v0-1 (KIP-455; v1 adds KIP-860's flag).
+const ALTER_PARTITION_REASSIGNMENTS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // timeout_ms
+        f(T::I8, 1, ALL),  // allow_replication_factor_change
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // name
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL),      // partition_index
+                        f(T::ArrayI32, 0, ALL), // replicas (nullable: cancel)
+                    ]),
+                    0,
+                    ALL,
+                ), // partitions
+            ]),
+            0,
+            ALL,
+        ), // topics
+    ],
+    flexible_from: 0,
+};
+
+/// ListPartitionReassignments v0 (KIP-455).
+const LIST_PARTITION_REASSIGNMENTS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // timeout_ms
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL),      // name
+                f(T::ArrayI32, 0, ALL), // partition_indexes
+            ]),
+            0,
+            ALL,
+        ), // topics (nullable: every reassignment)
+    ],
+    flexible_from: 0,
+};
+
 const DESCRIBE_CONFIGS: Schema = Schema {
     fields: &[
         f(
@@ -576,6 +616,8 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::CreatePartitions => &CREATE_PARTITIONS,
         ApiKey::ElectLeaders => &ELECT_LEADERS,
         ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
+        ApiKey::AlterPartitionReassignments => &ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey::ListPartitionReassignments => &LIST_PARTITION_REASSIGNMENTS,
         ApiKey::DeleteGroups => &DELETE_GROUPS,
         ApiKey::OffsetDelete => &OFFSET_DELETE,
         ApiKey::InitProducerId => &INIT_PRODUCER_ID,

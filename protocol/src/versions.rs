@@ -67,6 +67,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::ElectLeaders, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
+    api(ApiKey::AlterPartitionReassignments, 0, 1),
+    api(ApiKey::ListPartitionReassignments, 0, 0),
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::DescribeProducers, 0, 0),
@@ -88,10 +90,12 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ///   (`LastFetchedEpoch`, `ClusterId`, the diverging epoch) and v17's `ReplicaDirectoryId`
 ///   (KIP-853) is not accepted yet.
 /// - AlterPartition starts at v2: Kafka 4.0's codec has no v0 or v1 (topic names).
-/// - CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions, ElectLeaders and
-///   IncrementalAlterConfigs are the metadata writes brokers forward to a dedicated
-///   controller (Kafka's controller serves them on this listener too), at the client
-///   table's versions, since a broker forwards them at the version its client sent.
+/// - CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions, ElectLeaders,
+///   IncrementalAlterConfigs and AlterPartitionReassignments are the metadata writes
+///   brokers forward to a dedicated controller (Kafka's controller serves them on this
+///   listener too), at the client table's versions, since a broker forwards them at the
+///   version its client sent. ListPartitionReassignments is a read Kafka's brokers forward
+///   as well, since only the controller knows the pending moves for sure (KIP-455).
 pub const CONTROLLER_APIS: &[SupportedApi] = &[
     api(ApiKey::Fetch, 12, 16),
     api(ApiKey::ApiVersions, 0, 4),
@@ -101,6 +105,8 @@ pub const CONTROLLER_APIS: &[SupportedApi] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::ElectLeaders, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
+    api(ApiKey::AlterPartitionReassignments, 0, 1),
+    api(ApiKey::ListPartitionReassignments, 0, 0),
     api(ApiKey::Vote, 0, 2),
     api(ApiKey::BeginQuorumEpoch, 0, 1),
     api(ApiKey::EndQuorumEpoch, 0, 1),
@@ -196,6 +202,8 @@ mod tests {
                 ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
                 ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
                 ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
+                ApiKey::AlterPartitionReassignments => AlterPartitionReassignmentsRequest::VERSIONS,
+                ApiKey::ListPartitionReassignments => ListPartitionReassignmentsRequest::VERSIONS,
                 ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
                 ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
                 ApiKey::OffsetForLeaderEpoch => OffsetForLeaderEpochRequest::VERSIONS,

@@ -166,10 +166,17 @@ impl Broker {
     {
         let cluster = self.cluster().ok_or(MetadataError::NotController)?;
         let quorum = cluster.quorum.get().ok_or(MetadataError::NotController)?;
-        let mut state = cluster
-            .controller
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Another operation may hold the lock for seconds, waiting for its entry to commit.
+        // Waiting for it on a runtime worker without handing the worker's tasks over would
+        // starve them, the quorum driver among them (a task in the worker's LIFO slot cannot
+        // be stolen), and then that entry never commits: a forwarded request answered inline
+        // stalled the quorum for the 5 s proposal timeout that way.
+        let mut state = blocking(|| {
+            cluster
+                .controller
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        });
         let status = blocking(|| quorum.wait_ready_to_lead(READY_TIMEOUT))?;
         let image = cluster.images.borrow().clone();
         let now_ms = crate::now_ms();
@@ -479,9 +486,21 @@ impl Broker {
                     other => other,
                 })?;
             if !records.is_empty() {
+                // KIP-455: an expansion that brings a move's last target replica into the
+                // ISR completes the move in the same record (`PartitionChangeBuilder`).
+                let completed = records
+                    .iter()
+                    .filter(|r| {
+                        matches!(r, MetadataRecord::PartitionChange(c)
+                            if c.replicas.is_some()
+                                && (c.adding_replicas.as_ref().is_some_and(Vec::is_empty)
+                                    || c.removing_replicas.as_ref().is_some_and(Vec::is_empty)))
+                    })
+                    .count();
                 tracing::info!(
                     broker_id = req.broker_id,
                     changes = records.len(),
+                    completed_reassignments = completed,
                     "committing ISR changes"
                 );
             }
@@ -668,13 +687,19 @@ impl Broker {
         }
     }
 
-    /// Closes and removes one partition replica this node no longer holds.
+    /// Closes and removes one partition replica this node no longer holds (a replica a
+    /// reassignment moved away, KIP-455).
     fn remove_partition_data(&self, topic: &str, index: i32) {
         let removed = self
             .partitions
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&(topic.to_owned(), index));
+        if let Some(partition) = &removed {
+            // A leader moved away: a produce still holding the partition is refused from
+            // here on rather than appended to a log about to be deleted.
+            partition.resign();
+        }
         if removed.is_some() {
             let dir = self.partition_dir(topic, index);
             if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -707,6 +732,13 @@ pub(super) struct ControllerStateRef<'a> {
     state: &'a mut ControllerState,
     /// The operation's time.
     pub(super) now_ms: i64,
+}
+
+impl ControllerStateRef<'_> {
+    /// The cluster-control settings (unclean election defaults and the like).
+    pub(super) fn cluster_config(&self) -> &ClusterControlConfig {
+        &self.state.config
+    }
 }
 
 /// Follows the images the quorum driver publishes, applying each in turn (images that

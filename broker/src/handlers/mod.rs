@@ -13,6 +13,7 @@ use crate::connection::Slot;
 use crate::forward;
 
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -36,6 +37,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -228,6 +230,18 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
             return forwarded(ctx, r, incremental_alter_configs::handle_kind);
         }
         RequestKind::IncrementalAlterConfigs(r) => incremental_alter_configs::handle_kind(&ctx, r),
+        RequestKind::AlterPartitionReassignments(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, alter_partition_reassignments::handle_kind);
+        }
+        RequestKind::AlterPartitionReassignments(r) => {
+            alter_partition_reassignments::handle_kind(&ctx, r)
+        }
+        RequestKind::ListPartitionReassignments(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, list_partition_reassignments::handle_kind);
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            list_partition_reassignments::handle_kind(&ctx, r)
+        }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(&ctx, r))
         }
@@ -281,6 +295,12 @@ pub fn controller_write(ctx: RequestContext, body: RequestKind) -> Slot {
             RequestKind::AlterConfigs(r) => alter_configs::handle_kind(&ctx, r),
             RequestKind::IncrementalAlterConfigs(r) => {
                 incremental_alter_configs::handle_kind(&ctx, r)
+            }
+            RequestKind::AlterPartitionReassignments(r) => {
+                alter_partition_reassignments::handle_kind(&ctx, r)
+            }
+            RequestKind::ListPartitionReassignments(r) => {
+                list_partition_reassignments::handle_kind(&ctx, r)
             }
             other => {
                 tracing::error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "not a metadata write");

@@ -23,6 +23,7 @@
 //! | `election.rs` | ElectLeaders (PREFERRED, UNCLEAN) and `auto.leader.rebalance.enable` |
 //! | `alter_partition.rs` | AlterPartition from a partition leader |
 //! | `placement.rs` | rack-aware replica placement for CreateTopics and CreatePartitions |
+//! | `reassignment.rs` | AlterPartitionReassignments and ListPartitionReassignments (KIP-455) |
 
 mod alter_partition;
 mod brokers;
@@ -30,6 +31,7 @@ mod election;
 mod heartbeats;
 mod partition_change;
 pub(crate) mod placement;
+mod reassignment;
 #[cfg(test)]
 mod simulation;
 #[cfg(test)]
@@ -48,6 +50,10 @@ pub use election::{
     rebalance_leaders_records,
 };
 pub use heartbeats::BrokerHeartbeats;
+pub use reassignment::{
+    OngoingReassignment, ReassignmentResult, ReassignmentTarget, alter_partition_reassignments,
+    list_partition_reassignments,
+};
 
 use crate::{MetadataImage, TopicImage};
 

@@ -1,7 +1,12 @@
 //! One partition's change, as Kafka's `PartitionChangeBuilder` (without KIP-966's
-//! eligible leader replicas, as KRaft 3.x runs by default): given a target ISR and an
-//! election policy, the `PartitionChangeRecord` that gets there, or nothing if nothing
-//! would change.
+//! eligible leader replicas, as KRaft 3.x runs by default): given a target ISR, target
+//! replicas (KIP-455 reassignment) and an election policy, the `PartitionChangeRecord` that
+//! gets there, or nothing if nothing would change.
+//!
+//! Every change completes a pending reassignment whose target replicas are all in the
+//! target ISR (Kafka's `completeReassignmentIfNeeded`), whatever asked for the change: an
+//! AlterPartition that adds the last new replica to the ISR, a fence that shrinks it, or
+//! the reassignment itself when its target is already in sync.
 
 use uuid::Uuid;
 
@@ -34,6 +39,13 @@ pub(crate) struct PartitionChangeBuilder<'a> {
     target_isr: Vec<i32>,
     /// The leader recovery state the change aims at.
     target_leader_recovery_state: LeaderRecoveryState,
+    /// The replica list the change aims at (KIP-455: during a reassignment, the target
+    /// replicas followed by the ones being removed).
+    target_replicas: Vec<i32>,
+    /// The replicas a reassignment is moving off the partition.
+    target_removing: Vec<i32>,
+    /// The replicas a reassignment is moving onto the partition.
+    target_adding: Vec<i32>,
 }
 
 impl<'a> PartitionChangeBuilder<'a> {
@@ -49,7 +61,23 @@ impl<'a> PartitionChangeBuilder<'a> {
             election: Election::Online,
             target_isr: partition.isr.clone(),
             target_leader_recovery_state: partition.leader_recovery_state,
+            target_replicas: partition.replicas.clone(),
+            target_removing: partition.removing_replicas.clone(),
+            target_adding: partition.adding_replicas.clone(),
         }
+    }
+
+    /// The replica list, and the replicas being removed and added (KIP-455).
+    pub(crate) fn target_assignment(
+        mut self,
+        replicas: Vec<i32>,
+        removing: Vec<i32>,
+        adding: Vec<i32>,
+    ) -> Self {
+        self.target_replicas = replicas;
+        self.target_removing = removing;
+        self.target_adding = adding;
+        self
     }
 
     pub(crate) fn election(mut self, election: Election) -> Self {
@@ -72,9 +100,40 @@ impl<'a> PartitionChangeBuilder<'a> {
         self.target_isr.contains(&replica) && (self.is_acceptable_leader)(replica)
     }
 
+    /// Kafka's `completeReassignmentIfNeeded` (`PartitionReassignmentReplicas.
+    /// maybeCompleteReassignment`): once the target ISR, less the replicas being removed,
+    /// is non-empty and holds every remaining replica, the replicas become the target, the
+    /// ISR loses the removed ones and nothing is being added or removed any more. Kafka does
+    /// not check `min.insync.replicas` here: the ISR holds the whole target.
+    fn complete_reassignment_if_needed(&mut self) {
+        if self.target_removing.is_empty() && self.target_adding.is_empty() {
+            return;
+        }
+        let removing = &self.target_removing;
+        let isr: Vec<i32> = self
+            .target_isr
+            .iter()
+            .copied()
+            .filter(|r| !removing.contains(r))
+            .collect();
+        let replicas: Vec<i32> = self
+            .target_replicas
+            .iter()
+            .copied()
+            .filter(|r| !removing.contains(r))
+            .collect();
+        if isr.is_empty() || replicas.is_empty() || !replicas.iter().all(|r| isr.contains(r)) {
+            return;
+        }
+        self.target_isr = isr;
+        self.target_replicas = replicas;
+        self.target_removing = Vec::new();
+        self.target_adding = Vec::new();
+    }
+
     /// The elected leader (or [`NO_LEADER`]) and whether the election was unclean.
     fn elect_leader(&self) -> (i32, bool) {
-        let replicas = &self.partition.replicas;
+        let replicas = &self.target_replicas;
         if self.election == Election::Preferred
             && let Some(&preferred) = replicas.first()
             && self.is_valid_leader(preferred)
@@ -97,8 +156,9 @@ impl<'a> PartitionChangeBuilder<'a> {
     }
 
     /// The record that makes the change, or `None` when nothing would change.
-    pub(crate) fn build(self) -> Option<PartitionChangeRecord> {
+    pub(crate) fn build(mut self) -> Option<PartitionChangeRecord> {
         let mut record = PartitionChangeRecord::new(self.topic_id, self.partition.partition);
+        self.complete_reassignment_if_needed();
         let (leader, unclean) = self.elect_leader();
         if leader != self.partition.leader {
             record.leader = leader;
@@ -120,12 +180,36 @@ impl<'a> PartitionChangeBuilder<'a> {
         {
             record.isr = Some(self.target_isr.clone());
         }
+        // Kafka's `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`: a replica leaving
+        // the list must see a new leader epoch, so that it stops fetching and the leader
+        // stops counting it.
+        if record.leader == crate::record::NO_LEADER_CHANGE
+            && !self
+                .partition
+                .replicas
+                .iter()
+                .all(|r| self.target_replicas.contains(r))
+        {
+            record.leader = self.partition.leader;
+        }
+        if !self.target_replicas.is_empty() && self.target_replicas != self.partition.replicas {
+            record.replicas = Some(self.target_replicas.clone());
+        }
+        if self.target_removing != self.partition.removing_replicas {
+            record.removing_replicas = Some(self.target_removing.clone());
+        }
+        if self.target_adding != self.partition.adding_replicas {
+            record.adding_replicas = Some(self.target_adding.clone());
+        }
         if self.target_leader_recovery_state != self.partition.leader_recovery_state {
             record.leader_recovery_state = Some(self.target_leader_recovery_state);
         }
         let no_op = record.isr.is_none()
             && record.leader == crate::record::NO_LEADER_CHANGE
-            && record.leader_recovery_state.is_none();
+            && record.leader_recovery_state.is_none()
+            && record.replicas.is_none()
+            && record.removing_replicas.is_none()
+            && record.adding_replicas.is_none();
         (!no_op).then_some(record)
     }
 }

@@ -1,6 +1,7 @@
 //! A seeded randomized run of the cluster rules: 3–5 brokers registering, heartbeating,
-//! dying, restarting, shutting down under control, with AlterPartition, elections and
-//! rebalancing in between, and now and then a controller failover (fresh sessions).
+//! dying, restarting, shutting down under control, with AlterPartition, elections,
+//! rebalancing and partition reassignments (KIP-455: moves, cancellations) in between, and
+//! now and then a controller failover (fresh sessions).
 //! Every record is applied to the image, and after every step the invariants below must
 //! hold; at the end, replaying the encoded records from scratch must rebuild the same
 //! image. A failure prints its seed; `STRATA_SIM_SEED=<n>`
@@ -15,7 +16,11 @@
 //! - leader epoch and partition epoch never go back, the leader epoch moves on every
 //!   leader change, and the partition epoch on every change;
 //! - with unclean election off (and no UNCLEAN ElectLeaders), a new leader was in the
-//!   previous ISR.
+//!   previous ISR, or in the ISR of the change that completed a reassignment;
+//! - replicas are distinct; the replicas being added and removed are replicas, and none is
+//!   both; a partition being moved lists its latest target then the replicas being
+//!   removed; a completed move has exactly its target as replicas, a cancelled one its
+//!   replicas from before the move; a replica leaving the list moves the leader epoch on.
 
 use std::collections::BTreeMap;
 
@@ -77,7 +82,15 @@ struct Coverage {
     /// AlterPartition entries accepted and refused.
     alter_ok: usize,
     alter_refused: usize,
+    /// Reassignments started, refused, completed (at once or later) and cancelled.
+    moves_started: usize,
+    moves_refused: usize,
+    moves_completed: usize,
+    moves_cancelled: usize,
 }
+
+/// The latest target of every partition being moved, by (topic id, partition).
+type Targets = BTreeMap<(Uuid, i32), Vec<i32>>;
 
 fn snapshot(c: &Cluster) -> Snapshot {
     all_partitions(&c.image)
@@ -85,10 +98,52 @@ fn snapshot(c: &Cluster) -> Snapshot {
         .collect()
 }
 
-fn check(c: &Cluster, before: &Snapshot, unclean_allowed: bool, step: &str, cov: &mut Coverage) {
+fn check(
+    c: &Cluster,
+    before: &Snapshot,
+    targets: &mut Targets,
+    unclean_allowed: bool,
+    step: &str,
+    cov: &mut Coverage,
+) {
     for (t, p) in all_partitions(&c.image) {
         let at = format!("{step}: {}-{} {p:?}", t.name, p.partition);
         assert!(!p.replicas.is_empty(), "{at}");
+        let mut replicas = p.replicas.clone();
+        replicas.sort_unstable();
+        replicas.dedup();
+        assert_eq!(replicas.len(), p.replicas.len(), "duplicate replica: {at}");
+        assert!(
+            p.adding_replicas
+                .iter()
+                .chain(&p.removing_replicas)
+                .all(|r| p.replicas.contains(r)),
+            "adding or removing outside the replicas: {at}"
+        );
+        assert!(
+            !p.adding_replicas
+                .iter()
+                .any(|r| p.removing_replicas.contains(r)),
+            "a replica both added and removed: {at}"
+        );
+        let key = (t.topic_id, p.partition);
+        if p.is_reassigning() {
+            let target = targets
+                .get(&key)
+                .unwrap_or_else(|| panic!("moving with no target: {at}"));
+            let mut listed = target.clone();
+            listed.extend(&p.removing_replicas);
+            assert_eq!(
+                &p.replicas, &listed,
+                "not the target then the removing: {at}"
+            );
+        } else if let Some(target) = targets.remove(&key) {
+            assert_eq!(
+                p.replicas, target,
+                "a completed move is not at its target: {at}"
+            );
+            cov.moves_completed += 1;
+        }
         assert!(!p.isr.is_empty(), "empty ISR: {at}");
         let mut isr = p.isr.clone();
         isr.sort_unstable();
@@ -133,6 +188,13 @@ fn check(c: &Cluster, before: &Snapshot, unclean_allowed: bool, step: &str, cov:
                 "unversioned change: {at}"
             );
         }
+        if old.replicas.iter().any(|r| !p.replicas.contains(r)) {
+            // A replica left: it must see a new leader epoch to stop fetching.
+            assert!(
+                p.leader_epoch > old.leader_epoch,
+                "a replica left, the leader epoch did not move: {at}"
+            );
+        }
         if p.leader != old.leader {
             if p.leader == NO_LEADER {
                 cov.offline += 1;
@@ -146,7 +208,12 @@ fn check(c: &Cluster, before: &Snapshot, unclean_allowed: bool, step: &str, cov:
                 p.leader_epoch > old.leader_epoch,
                 "leader changed, epoch did not: {at}"
             );
-            if p.leader != NO_LEADER && !unclean_allowed {
+            // Completing a move may elect a target replica the same change put in the ISR.
+            let completed = old.is_reassigning() && !p.is_reassigning();
+            if p.leader != NO_LEADER
+                && !unclean_allowed
+                && !(completed && p.isr.contains(&p.leader))
+            {
                 assert!(
                     old.isr.contains(&p.leader),
                     "unclean leader {}: was {old:?}: {at}",
@@ -179,6 +246,7 @@ fn run(seed: u64, steps: usize, cov: &mut Coverage) {
         next_incarnation += 1;
     }
     let mut topics = 0;
+    let mut targets = Targets::new();
     for step in 0..steps {
         let before = snapshot(&c);
         let before_fenced: Vec<i32> = c
@@ -191,7 +259,7 @@ fn run(seed: u64, steps: usize, cov: &mut Coverage) {
         let mut unclean_allowed =
             unclean_config || c.image.topics.values().any(|t| c.config.unclean_enabled(t));
         let id = 1 + rng.below(brokers as u64) as i32;
-        let what = rng.below(100);
+        let what = rng.below(112);
         let label = format!("seed {seed} step {step} op {what} broker {id}");
         match what {
             // Time passes; the running brokers mostly keep up.
@@ -355,12 +423,89 @@ fn run(seed: u64, steps: usize, cov: &mut Coverage) {
                 c.heartbeats = BrokerHeartbeats::new(c.config.broker_session_timeout_ms);
                 c.heartbeats.activate(&c.image, c.now);
             }
-            _ => {
+            99 => {
                 if c.image.brokers.contains_key(&id) && rng.chance(60) {
                     let records =
                         unregister_broker(&c.image, &mut c.heartbeats, &c.config, id).unwrap();
                     c.apply(&records);
                     procs.get_mut(&id).unwrap().running = false;
+                }
+            }
+            // A reassignment to 1-3 brokers, now and then naming one never registered.
+            100..=107 => {
+                let parts: Vec<(String, i32, Uuid)> = all_partitions(&c.image)
+                    .map(|(t, p)| (t.name.clone(), p.partition, t.topic_id))
+                    .collect();
+                if !parts.is_empty() {
+                    let (topic, p, topic_id) =
+                        parts[rng.below(parts.len() as u64) as usize].clone();
+                    let mut target: Vec<i32> = Vec::new();
+                    for _ in 0..1 + rng.below(3) {
+                        let b = if rng.chance(5) {
+                            brokers + 1
+                        } else {
+                            1 + rng.below(brokers as u64) as i32
+                        };
+                        if !target.contains(&b) {
+                            target.push(b);
+                        }
+                    }
+                    let allow_rf_change = rng.chance(80);
+                    let req = ReassignmentTarget {
+                        topic,
+                        partition: p,
+                        replicas: Some(target.clone()),
+                    };
+                    let (records, results) =
+                        alter_partition_reassignments(&c.image, &c.config, allow_rf_change, &[req]);
+                    c.apply(&records);
+                    if results[0].error.is_none() {
+                        cov.moves_started += 1;
+                        targets.insert((topic_id, p), target);
+                    } else {
+                        assert!(records.is_empty(), "{label}");
+                        cov.moves_refused += 1;
+                    }
+                }
+            }
+            // Cancel a pending move: back to the replicas before it.
+            _ => {
+                let moving: Vec<(String, i32, Uuid)> = all_partitions(&c.image)
+                    .filter(|(_, p)| p.is_reassigning())
+                    .map(|(t, p)| (t.name.clone(), p.partition, t.topic_id))
+                    .collect();
+                if !moving.is_empty() {
+                    let (topic, p, topic_id) =
+                        moving[rng.below(moving.len() as u64) as usize].clone();
+                    let old = c.partition(&topic, p as usize).clone();
+                    let listed = list_partition_reassignments(&c.image, None);
+                    assert!(
+                        listed
+                            .iter()
+                            .any(|(t, ps)| t == &topic && ps.iter().any(|o| o.partition == p)),
+                        "{label}: a move not listed"
+                    );
+                    let req = ReassignmentTarget {
+                        topic: topic.clone(),
+                        partition: p,
+                        replicas: None,
+                    };
+                    let (records, results) =
+                        alter_partition_reassignments(&c.image, &c.config, true, &[req]);
+                    c.apply(&records);
+                    if results[0].error.is_none() {
+                        cov.moves_cancelled += 1;
+                        targets.remove(&(topic_id, p));
+                        let original: Vec<i32> = old
+                            .replicas
+                            .iter()
+                            .copied()
+                            .filter(|r| !old.adding_replicas.contains(r))
+                            .collect();
+                        let now = c.partition(&topic, p as usize);
+                        assert_eq!(now.replicas, original, "{label}: cancelled");
+                        assert!(!now.is_reassigning(), "{label}: cancelled");
+                    }
                 }
             }
         }
@@ -371,7 +516,7 @@ fn run(seed: u64, steps: usize, cov: &mut Coverage) {
             .values()
             .filter(|b| b.fenced && !fenced_before.contains(&b.node_id))
             .count();
-        check(&c, &before, unclean_allowed, &label, cov);
+        check(&c, &before, &mut targets, unclean_allowed, &label, cov);
     }
     // A broker following the log as an observer rebuilds exactly the controller's image.
     let mut replayed = MetadataImage::new("c", 0);
@@ -409,4 +554,11 @@ fn seeded_cluster_runs_keep_the_invariants() {
         "{cov:?}"
     );
     assert!(cov.alter_ok > 1000 && cov.alter_refused > 100, "{cov:?}");
+    assert!(
+        cov.moves_started > 1000
+            && cov.moves_refused > 50
+            && cov.moves_completed > 300
+            && cov.moves_cancelled > 50,
+        "{cov:?}"
+    );
 }

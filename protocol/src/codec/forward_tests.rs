@@ -105,6 +105,40 @@ fn sample(key: ApiKey, v: i16, topic: &str, id: uuid::Uuid, n: i32) -> ResponseK
                         .with_resource_name(s(topic)),
                 ]),
         ),
+        ApiKey::AlterPartitionReassignments => ResponseKind::AlterPartitionReassignments(
+            AlterPartitionReassignmentsResponse::default()
+                .with_throttle_time_ms(n)
+                .with_allow_replication_factor_change(v == 0 || n % 2 == 0)
+                .with_error_code(41)
+                .with_error_message(Some(s("not the controller")))
+                .with_responses(vec![
+                    alter_partition_reassignments_response::ReassignableTopicResponse::default()
+                        .with_name(name)
+                        .with_partitions(vec![
+                            alter_partition_reassignments_response::ReassignablePartitionResponse::default()
+                                .with_partition_index(n)
+                                .with_error_code(85)
+                                .with_error_message(Some(s("none in progress"))),
+                        ]),
+                ]),
+        ),
+        ApiKey::ListPartitionReassignments => ResponseKind::ListPartitionReassignments(
+            ListPartitionReassignmentsResponse::default()
+                .with_throttle_time_ms(n)
+                .with_error_code(41)
+                .with_error_message(Some(s("not the controller")))
+                .with_topics(vec![
+                    list_partition_reassignments_response::OngoingTopicReassignment::default()
+                        .with_name(name)
+                        .with_partitions(vec![
+                            list_partition_reassignments_response::OngoingPartitionReassignment::default()
+                                .with_partition_index(n)
+                                .with_replicas(vec![BrokerId(2), BrokerId(3), BrokerId(1)])
+                                .with_adding_replicas(vec![BrokerId(3)])
+                                .with_removing_replicas(vec![BrokerId(1)]),
+                        ]),
+                ]),
+        ),
         other => panic!("{other:?} is not forwarded"),
     }
 }

@@ -438,6 +438,36 @@ mod round_trip {
                     ])
                     .with_timeout_ms(30_000),
             ),
+            ApiKey::AlterPartitionReassignments => RequestKind::AlterPartitionReassignments(
+                AlterPartitionReassignmentsRequest::default()
+                    .with_timeout_ms(30_000)
+                    .with_allow_replication_factor_change(v == 0 || s.partition % 2 == 0)
+                    .with_topics(vec![
+                        alter_partition_reassignments_request::ReassignableTopic::default()
+                            .with_name(name(s))
+                            .with_partitions(vec![
+                                alter_partition_reassignments_request::ReassignablePartition::default()
+                                    .with_partition_index(s.partition)
+                                    .with_replicas(Some(vec![BrokerId(1), BrokerId(s.partition)])),
+                                alter_partition_reassignments_request::ReassignablePartition::default()
+                                    .with_partition_index(s.partition + 1)
+                                    .with_replicas(None),
+                            ]),
+                    ]),
+            ),
+            ApiKey::ListPartitionReassignments => RequestKind::ListPartitionReassignments(
+                ListPartitionReassignmentsRequest::default()
+                    .with_timeout_ms(30_000)
+                    .with_topics(if s.partition % 2 == 0 {
+                        None
+                    } else {
+                        Some(vec![
+                            list_partition_reassignments_request::ListPartitionReassignmentsTopics::default()
+                                .with_name(name(s))
+                                .with_partition_indexes(vec![s.partition]),
+                        ])
+                    }),
+            ),
             ApiKey::ElectLeaders => RequestKind::ElectLeaders(
                 ElectLeadersRequest::default()
                     .with_election_type(if v >= 1 { 1 } else { 0 })
@@ -923,6 +953,37 @@ mod round_trip {
                         ]),
                 ]))
             }
+            ApiKey::AlterPartitionReassignments => ResponseKind::AlterPartitionReassignments(
+                AlterPartitionReassignmentsResponse::default()
+                    .with_throttle_time_ms(1)
+                    .with_allow_replication_factor_change(v == 0 || s.partition % 2 == 0)
+                    .with_error_code(0)
+                    .with_responses(vec![
+                        alter_partition_reassignments_response::ReassignableTopicResponse::default()
+                            .with_name(name(s))
+                            .with_partitions(vec![
+                                alter_partition_reassignments_response::ReassignablePartitionResponse::default()
+                                    .with_partition_index(s.partition)
+                                    .with_error_code(39)
+                                    .with_error_message(Some(StrBytes::from_static_str("bad"))),
+                            ]),
+                    ]),
+            ),
+            ApiKey::ListPartitionReassignments => ResponseKind::ListPartitionReassignments(
+                ListPartitionReassignmentsResponse::default()
+                    .with_throttle_time_ms(1)
+                    .with_topics(vec![
+                        list_partition_reassignments_response::OngoingTopicReassignment::default()
+                            .with_name(name(s))
+                            .with_partitions(vec![
+                                list_partition_reassignments_response::OngoingPartitionReassignment::default()
+                                    .with_partition_index(s.partition)
+                                    .with_replicas(vec![BrokerId(2), BrokerId(3), BrokerId(1)])
+                                    .with_adding_replicas(vec![BrokerId(3)])
+                                    .with_removing_replicas(vec![BrokerId(1)]),
+                            ]),
+                    ]),
+            ),
             ApiKey::ElectLeaders => ResponseKind::ElectLeaders(
                 ElectLeadersResponse::default()
                     .with_throttle_time_ms(1)

@@ -417,6 +417,60 @@ const ELECT_LEADERS: Schema = Schema {
     flexible_from: 2,
 };
 
+/// AlterPartitionReassignments v0-1 (KIP-455; forwarded as KIP-590 does).
+const ALTER_PARTITION_REASSIGNMENTS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // throttle_time_ms
+        f(T::I8, 1, ALL),  // allow_replication_factor_change
+        f(T::I16, 0, ALL), // error_code
+        f(T::Str, 0, ALL), // error_message
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // name
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL), // partition_index
+                        f(T::I16, 0, ALL), // error_code
+                        f(T::Str, 0, ALL), // error_message
+                    ]),
+                    0,
+                    ALL,
+                ), // partitions
+            ]),
+            0,
+            ALL,
+        ), // responses
+    ],
+    flexible_from: 0,
+};
+
+/// ListPartitionReassignments v0 (KIP-455; forwarded to the controller).
+const LIST_PARTITION_REASSIGNMENTS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // throttle_time_ms
+        f(T::I16, 0, ALL), // error_code
+        f(T::Str, 0, ALL), // error_message
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // name
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL),      // partition_index
+                        f(T::ArrayI32, 0, ALL), // replicas
+                        f(T::ArrayI32, 0, ALL), // adding_replicas
+                        f(T::ArrayI32, 0, ALL), // removing_replicas
+                    ]),
+                    0,
+                    ALL,
+                ), // partitions
+            ]),
+            0,
+            ALL,
+        ), // topics
+    ],
+    flexible_from: 0,
+};
+
 /// AlterConfigs and IncrementalAlterConfigs responses share one shape; only the first
 /// flexible version differs.
 const ALTER_CONFIGS_RESULTS: [F; 2] = [
@@ -466,6 +520,8 @@ pub(super) fn response_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::ElectLeaders => &ELECT_LEADERS,
         ApiKey::AlterConfigs => &ALTER_CONFIGS,
         ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
+        ApiKey::AlterPartitionReassignments => &ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey::ListPartitionReassignments => &LIST_PARTITION_REASSIGNMENTS,
         _ => return None,
     })
 }

@@ -1,0 +1,93 @@
+//! Partition reassignment (KIP-455) as a controller operation: AlterPartitionReassignments
+//! computes its `PartitionChangeRecord`s from the committed image with
+//! [`cluster_control::alter_partition_reassignments`] and commits them as one metadata
+//! entry before the answer; ListPartitionReassignments reads the pending moves from the
+//! image the active controller has applied. On a node of a multi-voter quorum both run on
+//! the active controller (other nodes forward them); on a single voter, through its own
+//! store, where the only registered broker is this one, so the only valid target is this
+//! node alone.
+//!
+//! The move itself is carried by the records: each replica's node opens a log and follows
+//! as the image names it ([`Broker::apply_image`]), the leader adds caught-up replicas to the
+//! ISR through AlterPartition, and the AlterPartition that brings the last target replica
+//! into the ISR completes the move in the same entry (`PartitionChangeBuilder`); the
+//! replicas moved away then stop following and delete their data.
+
+use strata_kraft::MetadataError;
+use strata_kraft::cluster_control::{
+    self, ClusterControlConfig, OngoingReassignment, ReassignmentResult, ReassignmentTarget,
+};
+
+use super::Broker;
+
+impl Broker {
+    /// Sets (or, with `replicas: None`, cancels) the target replicas of each partition
+    /// named, and commits the changes before returning one result per target.
+    ///
+    /// # Errors
+    ///
+    /// [`MetadataError::NotController`] on a node that is not the active controller,
+    /// [`MetadataError::Timeout`] when the entry does not commit in time, storage errors.
+    pub fn alter_partition_reassignments(
+        &self,
+        allow_replication_factor_change: bool,
+        targets: &[ReassignmentTarget],
+    ) -> Result<Vec<ReassignmentResult>, MetadataError> {
+        if let Some(mut store) = self.local_store() {
+            let config = ClusterControlConfig {
+                broker_session_timeout_ms: self.config.broker_session_timeout_ms,
+                unclean_leader_election_enable: self.config.unclean_leader_election_enable,
+                auto_leader_rebalance_enable: self.config.auto_leader_rebalance_enable,
+            };
+            let results = store.alter_partition_reassignments(
+                &config,
+                allow_replication_factor_change,
+                targets,
+                crate::now_ms(),
+            )?;
+            self.publish_image(&store);
+            return Ok(results);
+        }
+        self.controller_write(|image, _, st| {
+            let (records, results) = cluster_control::alter_partition_reassignments(
+                image,
+                st.cluster_config(),
+                allow_replication_factor_change,
+                targets,
+            );
+            if !records.is_empty() {
+                tracing::info!(
+                    partitions = records.len(),
+                    "altering partition reassignments (KIP-455)"
+                );
+            }
+            Ok::<_, MetadataError>((results, records))
+        })
+    }
+
+    /// The pending reassignments of the partitions named (`None`: all of them), by topic.
+    ///
+    /// # Errors
+    ///
+    /// [`MetadataError::NotController`] on a node of a cluster that is not the active
+    /// controller: only its image is sure to hold every move committed so far.
+    pub fn list_partition_reassignments(
+        &self,
+        topics: Option<&[(String, Vec<i32>)]>,
+    ) -> Result<Vec<(String, Vec<OngoingReassignment>)>, MetadataError> {
+        if let Some(store) = self.local_store() {
+            return Ok(cluster_control::list_partition_reassignments(
+                &store.image(),
+                topics,
+            ));
+        }
+        // An operation with no records: it runs once this leader has applied its whole
+        // log, so a move committed by a previous controller is listed too.
+        self.controller_write(|image, _, _| {
+            Ok::<_, MetadataError>((
+                cluster_control::list_partition_reassignments(image, topics),
+                Vec::new(),
+            ))
+        })
+    }
+}
