@@ -65,9 +65,13 @@ def read(consumer, n):
     return got
 
 
-def wait_for(consumer, lines, text):
+def wait_for(consumer, lines, text, after=0):
+    """Polls until a log line from index `after` on contains `text`; returns its index."""
     deadline = time.monotonic() + TIMEOUT_S
-    while not any(text in line for line in lines.lines):
+    while True:
+        for i, line in enumerate(lines.lines[after:], start=after):
+            if text in line:
+                return i
         assert time.monotonic() < deadline, f"no log line with {text!r}: {lines.lines[-30:]}"
         consumer.poll(0.2)
 
@@ -97,7 +101,10 @@ def test_an_epoch_the_leader_never_had_is_a_truncation(broker):
         # Epoch 3 is newer than any in the leader's cache: (-1, -1), so librdkafka resets
         # to the latest offset instead of reading from 4.
         consumer.seek(TopicPartition(topic, 0, 4, leader_epoch=3))
-        wait_for(consumer, lines, "No epoch found less or equal to")
+        reset = wait_for(consumer, lines, "No epoch found less or equal to")
+        # The reset's own ListOffsets must land before the next records, or it resolves
+        # past them: wait until the partition fetches again at the old end.
+        wait_for(consumer, lines, "in state active at offset 10 ", after=reset)
         produce(broker, topic, 2, start=10)
         got = read(consumer, 2)
         assert got == [10, 11], got
