@@ -35,11 +35,7 @@ fn a_cluster_without_cluster_id_agrees_on_a_derived_one() {
         ("broker.heartbeat.interval.ms", "500"),
     ];
     let mut c = Cluster::start_with_cluster_id(3, &settings, None);
-    let controller = c
-        .wait_controller(&c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    c.wait_brokers(&c.ids(), &c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    let controller = c.wait_ready(ELECTION);
     let ids: Vec<Option<String>> = c
         .nodes
         .iter()

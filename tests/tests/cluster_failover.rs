@@ -78,11 +78,7 @@ fn start_cluster() -> (Cluster, i32) {
     );
     let c = Cluster::start(3, SETTINGS);
     let t0 = Instant::now();
-    let controller = c
-        .wait_controller(&c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    c.wait_brokers(&c.ids(), &c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    let controller = c.wait_ready(ELECTION);
     println!(
         "measured: controller {controller} named by all three nodes, all three brokers live, {} ms after spawn",
         t0.elapsed().as_millis()

@@ -85,10 +85,7 @@ fn start_cluster(settings: &[(&str, &str)]) -> Cluster {
         "build strata first: cargo build --release --bin strata"
     );
     let c = Cluster::start(3, settings);
-    c.wait_controller(&c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    c.wait_brokers(&c.ids(), &c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    c.wait_ready(ELECTION);
     c
 }
 

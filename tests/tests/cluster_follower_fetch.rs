@@ -153,12 +153,8 @@ fn a_consumer_reads_from_the_follower_in_its_rack() {
         ]
     });
     let t0 = Instant::now();
-    let controller = c
-        .wait_controller(&c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    c.wait_brokers(&c.ids(), &c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let port = c.nodes.iter().find(|n| n.id == controller).unwrap().port;
+    let controller = c.wait_ready(ELECTION);
+    let port = c.port(controller);
     assert_eq!(
         create_topic_raw(port, TOPIC, 1, 3).expect("CreateTopics"),
         0

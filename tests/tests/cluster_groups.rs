@@ -86,7 +86,7 @@ fn agreed_coordinator(c: &Cluster, ids: &[i32]) -> i32 {
         last = ids
             .iter()
             .map(|&id| {
-                let port = c.nodes.iter().find(|n| n.id == id).unwrap().port;
+                let port = c.port(id);
                 (id, find_coordinator_raw(port, GROUP).ok())
             })
             .collect();
@@ -106,10 +106,7 @@ fn a_group_s_offsets_are_found_through_every_node() {
     );
     let mut c = Cluster::start(3, SETTINGS);
     let all = c.ids();
-    c.wait_controller(&all, WAIT)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    c.wait_brokers(&all, &all, WAIT)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    c.wait_ready(WAIT);
     create_topic(&c.bootstrap(&[1]), TOPIC, PARTITIONS, 3).expect("CreateTopics");
     wait_topic(&c, &all, TOPIC, PARTITIONS);
 
@@ -162,7 +159,7 @@ fn a_group_s_offsets_are_found_through_every_node() {
         cluster::POLL,
         || {
             Ok(survivors.iter().all(|&id| {
-                let port = c.nodes.iter().find(|n| n.id == id).unwrap().port;
+                let port = c.port(id);
                 find_coordinator_raw(port, GROUP).is_ok_and(|(e, _)| e == 15)
             }))
         },

@@ -52,11 +52,7 @@ fn start_cluster(settings: &[(&str, &str)]) -> (Cluster, i32) {
         "build strata first: cargo build --release --bin strata"
     );
     let c = Cluster::start(3, settings);
-    let controller = c
-        .wait_controller(&c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    c.wait_brokers(&c.ids(), &c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    let controller = c.wait_ready(ELECTION);
     (c, controller)
 }
 
@@ -70,7 +66,7 @@ fn create_replicated(
     topic: &str,
     led_by_controller: bool,
 ) -> (i32, i32, i32) {
-    let port = c.nodes.iter().find(|n| n.id == controller).unwrap().port;
+    let port = c.port(controller);
     assert_eq!(
         create_topic_raw(port, topic, 3, 3).expect("CreateTopics"),
         0

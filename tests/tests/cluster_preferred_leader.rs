@@ -78,12 +78,8 @@ fn start(auto_rebalance: bool) -> (Cluster, i32) {
         "build strata first: cargo build --release --bin strata"
     );
     let c = Cluster::start(3, &settings(auto_rebalance));
-    let controller = c
-        .wait_controller(&c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    c.wait_brokers(&c.ids(), &c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let port = c.nodes.iter().find(|n| n.id == controller).unwrap().port;
+    let controller = c.wait_ready(ELECTION);
+    let port = c.port(controller);
     assert_eq!(
         create_topic_raw(port, TOPIC, PARTITIONS, 3).expect("CreateTopics"),
         NONE

@@ -185,16 +185,8 @@ fn start_cluster(settings: &[(&str, &str)]) -> (Cluster, i32) {
         "build strata first: cargo build --release --bin strata"
     );
     let c = Cluster::start(3, settings);
-    let controller = c
-        .wait_controller(&c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    c.wait_brokers(&c.ids(), &c.ids(), ELECTION)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    let controller = c.wait_ready(ELECTION);
     (c, controller)
-}
-
-fn port_of(c: &Cluster, id: i32) -> u16 {
-    c.nodes.iter().find(|n| n.id == id).expect("node").port
 }
 
 /// What the producer thread got acknowledged, and what failed.
@@ -309,7 +301,7 @@ fn a_partition_moves_with_its_leader_while_clients_produce_and_consume() {
     let (c, controller) = start_cluster(&[("broker.heartbeat.interval.ms", "500")]);
     let topic = "moving";
     assert_eq!(
-        create_topic_raw(port_of(&c, controller), topic, 1, 2).expect("CreateTopics"),
+        create_topic_raw(c.port(controller), topic, 1, 2).expect("CreateTopics"),
         NONE
     );
     let before = c
@@ -357,7 +349,7 @@ fn a_partition_moves_with_its_leader_while_clients_produce_and_consume() {
     // To a node that is not the controller: it forwards the request.
     let via = *c.ids().iter().find(|&&id| id != controller).unwrap();
     let started = Instant::now();
-    let (top, (code, message)) = alter_reassignment(port_of(&c, via), topic, 0, Some(&target))
+    let (top, (code, message)) = alter_reassignment(c.port(via), topic, 0, Some(&target))
         .expect("AlterPartitionReassignments");
     assert_eq!((top, code), (NONE, NONE), "{message:?}");
     let acked_at_start = produced.lock().unwrap().acked.len();
@@ -367,7 +359,7 @@ fn a_partition_moves_with_its_leader_while_clients_produce_and_consume() {
     let mut polls = 0u32;
     wait_until("the move completed on every node", MOVE, POLL, || {
         polls += 1;
-        let (code, pending) = list_reassignments(port_of(&c, via), None)?;
+        let (code, pending) = list_reassignments(c.port(via), None)?;
         anyhow::ensure!(code == NONE, "ListPartitionReassignments: {code}");
         if let Some(p) = pending.first() {
             seen_pending.get_or_insert_with(|| p.clone());
@@ -466,7 +458,7 @@ fn a_partition_moves_with_its_leader_while_clients_produce_and_consume() {
         );
     }
     let (code, pending) =
-        list_reassignments(port_of(&c, controller), Some((topic, &[0]))).expect("List");
+        list_reassignments(c.port(controller), Some((topic, &[0]))).expect("List");
     assert_eq!((code, pending), (NONE, vec![]));
     // The replica moved away has deleted its data; the new one holds it.
     let gone_dir = c
@@ -513,7 +505,7 @@ fn a_move_to_a_node_that_is_down_stays_pending_until_cancelled() {
     c.wait_brokers(&live, &live, MARGIN)
         .unwrap_or_else(|e| panic!("{e:?}"));
     let topic = "stuck";
-    let port = port_of(&c, controller);
+    let port = c.port(controller);
     assert_eq!(
         create_topic_raw(port, topic, 1, 2).expect("CreateTopics"),
         NONE
@@ -530,7 +522,7 @@ fn a_move_to_a_node_that_is_down_stays_pending_until_cancelled() {
     // it cannot catch up.
     let target = vec![original[0], down];
     let other = *live.iter().find(|&&id| id != controller).unwrap();
-    let (top, (code, message)) = alter_reassignment(port_of(&c, other), topic, 0, Some(&target))
+    let (top, (code, message)) = alter_reassignment(c.port(other), topic, 0, Some(&target))
         .expect("AlterPartitionReassignments");
     assert_eq!((top, code), (NONE, NONE), "{message:?}");
 
@@ -540,7 +532,7 @@ fn a_move_to_a_node_that_is_down_stays_pending_until_cancelled() {
     while t.elapsed() < Duration::from_secs(3) && looks < 100 {
         looks += 1;
         for &id in &live {
-            let (code, pending) = list_reassignments(port_of(&c, id), None).expect("List");
+            let (code, pending) = list_reassignments(c.port(id), None).expect("List");
             assert_eq!(code, NONE);
             assert_eq!(
                 pending,
@@ -566,8 +558,7 @@ fn a_move_to_a_node_that_is_down_stays_pending_until_cancelled() {
 
     // Cancel: back to the original replicas.
     let started = Instant::now();
-    let (top, (code, message)) =
-        alter_reassignment(port_of(&c, other), topic, 0, None).expect("cancel");
+    let (top, (code, message)) = alter_reassignment(c.port(other), topic, 0, None).expect("cancel");
     assert_eq!((top, code), (NONE, NONE), "{message:?}");
     for &id in &live {
         c.wait_metadata(id, "the original replicas back", MARGIN, |m| {
@@ -645,7 +636,7 @@ fn dedicated_brokers_forward_reassignments_to_the_controller_listener() {
         .unwrap_or_else(|e| panic!("{e:?}"));
     let topic = "dedicated";
     assert_eq!(
-        create_topic_raw(port_of(&c, 2), topic, 1, 2).expect("CreateTopics"),
+        create_topic_raw(c.port(2), topic, 1, 2).expect("CreateTopics"),
         NONE
     );
     let m = c
@@ -661,7 +652,7 @@ fn dedicated_brokers_forward_reassignments_to_the_controller_listener() {
     let kept = *old.replicas.iter().find(|&&r| r != old.leader).unwrap();
     let target = vec![added, kept];
     let started = Instant::now();
-    let (top, (code, message)) = alter_reassignment(port_of(&c, 2), topic, 0, Some(&target))
+    let (top, (code, message)) = alter_reassignment(c.port(2), topic, 0, Some(&target))
         .expect("AlterPartitionReassignments");
     assert_eq!((top, code), (NONE, NONE), "{message:?}");
     for b in brokers {
@@ -677,7 +668,7 @@ fn dedicated_brokers_forward_reassignments_to_the_controller_listener() {
         old.replicas,
         started.elapsed()
     );
-    let (code, pending) = list_reassignments(port_of(&c, 3), None).expect("List via a broker");
+    let (code, pending) = list_reassignments(c.port(3), None).expect("List via a broker");
     assert_eq!((code, pending), (NONE, vec![]));
     // An admin client talking to the controller listener directly (KIP-919).
     let controller_port = c.nodes.iter().find(|n| n.id == 1).unwrap().controller_port;

@@ -437,6 +437,35 @@ impl Cluster {
         Ok(last[0].1.expect("agreed"))
     }
 
+    /// Waits (at most `timeout` for each) until every node names one controller and lists
+    /// every node as a live broker; returns the controller's id.
+    ///
+    /// # Panics
+    ///
+    /// On timeout, with the last answers.
+    pub fn wait_ready(&self, timeout: Duration) -> i32 {
+        let ids = self.ids();
+        let controller = self
+            .wait_controller(&ids, timeout)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        self.wait_brokers(&ids, &ids, timeout)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        controller
+    }
+
+    /// Node `id`'s client port.
+    ///
+    /// # Panics
+    ///
+    /// If there is no node `id`.
+    pub fn port(&self, id: i32) -> u16 {
+        self.nodes
+            .iter()
+            .find(|n| n.id == id)
+            .unwrap_or_else(|| panic!("no node {id}"))
+            .port
+    }
+
     /// Waits (at most `timeout`) until every node in `ids` lists exactly `brokers` as its live
     /// brokers.
     ///
