@@ -30,16 +30,16 @@
 //!   current leader epoch, so every acknowledged record is on every ISR member.
 //! - Consumers read only below the high watermark of the replica they fetch from.
 //!
-//! # Not wired yet
+//! # Where the I/O lives
 //!
-//! Nothing in the broker uses this crate yet: the network fetcher that sends the Fetch,
-//! OffsetForLeaderEpoch and ListOffsets requests a [`FollowerState`] asks for; the produce
-//! and fetch handlers; the metadata listener that calls [`LeaderState::become_leader`] and
-//! [`LeaderState::on_partition_change`]; the AlterPartition sender and its retries; the
-//! `Log`'s use of the epoch cache and its checkpoint (assign on append, truncate with the
-//! log). Also left out: the last stable offset for `read_committed`, the check that a member
-//! is not fenced or shutting down before it is proposed, and KIP-966's eligible leader
-//! replicas.
+//! The broker drives this crate: its follower fetchers (`broker/src/replica/fetcher.rs`)
+//! send the Fetch and OffsetForLeaderEpoch requests a [`FollowerState`] asks for, the produce
+//! and fetch handlers consult the partition's [`LeaderState`], the metadata image's changes
+//! call [`LeaderState::become_leader`] and [`LeaderState::on_partition_change`], and
+//! `broker/src/replica/isr.rs` sends the AlterPartition proposals and retries them.
+//!
+//! Left out: the last stable offset for `read_committed` (transactions are not served), and
+//! KIP-966's eligible leader replicas.
 
 pub mod error;
 pub mod fetch;
