@@ -2,7 +2,8 @@
 //!
 //! - every node names the same coordinator for a group (FindCoordinator, raw), the leader of
 //!   the group's `__consumer_offsets` partition, which the first FindCoordinator has the
-//!   controller create;
+//!   controller create; the other nodes answer a DescribeGroups or DeleteGroups for the
+//!   group with NOT_COORDINATOR;
 //! - a group's committed offsets are found by a consumer bootstrapped at another node: it
 //!   resumes after them instead of reading everything again;
 //! - the coordinator killed with SIGKILL: the group is unavailable (its offsets partition
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cluster::{Cluster, find_coordinator_raw};
+use cluster::{Cluster, find_coordinator_raw, group_error_raw};
 use cluster_clients::{create_topic, produce, producer, wait_topic};
 use rdkafka::Message;
 use rdkafka::config::ClientConfig;
@@ -36,6 +37,8 @@ const SETTINGS: &[(&str, &str)] = &[
 const WAIT: Duration = Duration::from_secs(30);
 
 const GROUP: &str = "shared-group";
+/// Kafka's NOT_COORDINATOR error code.
+const NOT_COORDINATOR: i16 = 16;
 const TOPIC: &str = "grouped";
 const PARTITIONS: i32 = 3;
 
@@ -117,6 +120,21 @@ fn a_group_s_offsets_are_found_through_every_node() {
         "measured: node {coordinator} coordinates {GROUP} on all three nodes, {} ms after the first FindCoordinator",
         t.elapsed().as_millis()
     );
+    // Only the coordinator answers for the group: the others send clients to it.
+    for &id in &all {
+        let want = if id == coordinator {
+            0
+        } else {
+            NOT_COORDINATOR
+        };
+        let port = c.port(id);
+        let described = group_error_raw(port, 15, GROUP).expect("DescribeGroups");
+        assert_eq!(described, want, "DescribeGroups on node {id}");
+        if id != coordinator {
+            let deleted = group_error_raw(port, 42, GROUP).expect("DeleteGroups");
+            assert_eq!(deleted, NOT_COORDINATOR, "DeleteGroups on node {id}");
+        }
+    }
     let m = c.metadata(1).expect("metadata");
     assert!(
         !m.topics.contains_key("__consumer_offsets"),

@@ -33,6 +33,10 @@ pub fn handle(
             let out = DescribedGroup::default()
                 .with_group_id(id.clone())
                 .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            if let Err(e) = crate::offsets::placement::check(&ctx.broker, &id.0) {
+                // Kafka's `groupError`: the state is unknown, an empty string.
+                return out.with_error_code(e.code());
+            }
             let Some(g) = ctx.broker.consumer_groups.describe(&id.0) else {
                 let classic = ctx.broker.groups.group_state(&id.0).is_some();
                 let msg = if classic {

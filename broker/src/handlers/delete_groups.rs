@@ -21,10 +21,15 @@ pub fn handle(ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsRes
         .groups_names
         .into_iter()
         .map(|id| {
-            let code = match broker.consumer_groups.delete(&id.0) {
-                Some(true) => delete_offsets(ctx, &id.0),
-                Some(false) => ResponseError::NonEmptyGroup.code(),
-                None => delete_classic(ctx, &id.0),
+            let code = if let Err(e) = crate::offsets::placement::check(broker, &id.0) {
+                // Only the group's coordinator may delete it.
+                e.code()
+            } else {
+                match broker.consumer_groups.delete(&id.0) {
+                    Some(true) => delete_offsets(ctx, &id.0),
+                    Some(false) => ResponseError::NonEmptyGroup.code(),
+                    None => delete_classic(ctx, &id.0),
+                }
             };
             DeletableGroupResult::default()
                 .with_group_id(id)

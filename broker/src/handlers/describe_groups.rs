@@ -31,6 +31,11 @@ pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> DescribeGroup
             let out = DescribedGroup::default()
                 .with_group_id(id.clone())
                 .with_authorized_operations(ops);
+            // Only the group's coordinator knows it (Kafka's `handleDescribeGroup`).
+            if let Err(e) = crate::offsets::placement::check(&ctx.broker, &id.0) {
+                // Kafka's `groupError`: the state is unknown, an empty string.
+                return out.with_error_code(e.code());
+            }
             // KIP-848 consumer groups (Kafka's `ConsumerGroup.asDescribedGroup`), without the
             // serialized subscription and assignment bytes.
             if let Some(g) = ctx.broker.consumer_groups.describe(&id.0) {

@@ -31,6 +31,9 @@ pub fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteRes
     if !valid_group_id(&group) {
         return fail(ResponseError::InvalidGroupId.code());
     }
+    if let Err(e) = crate::offsets::placement::check(broker, &group) {
+        return fail(e.code());
+    }
     if !groups::group_exists(broker, &group) {
         return fail(ResponseError::GroupIdNotFound.code());
     }

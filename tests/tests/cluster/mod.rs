@@ -770,6 +770,37 @@ pub fn find_coordinator_raw(port: u16, group: &str) -> anyhow::Result<(i16, i32)
     Ok((error, node))
 }
 
+/// A raw group request naming one group, `api` DescribeGroups (15) or DeleteGroups (42) at
+/// v0: the group's error code in the answer.
+///
+/// # Errors
+///
+/// If the node does not answer, or the answer is malformed or names no group.
+pub fn group_error_raw(port: u16, api: i16, group: &str) -> anyhow::Result<i16> {
+    const CORR: i32 = 0x0fc1;
+    ensure!(
+        api == 15 || api == 42,
+        "DescribeGroups or DeleteGroups, not {api}"
+    );
+    let mut req = header(api, 0, CORR);
+    req.extend_from_slice(&1i32.to_be_bytes());
+    req.extend_from_slice(&i16::try_from(group.len())?.to_be_bytes());
+    req.extend_from_slice(group.as_bytes());
+    let b = round_trip(port, &req)?;
+    let mut r = Reader { b: &b, pos: 0 };
+    ensure!(r.i32()? == CORR, "correlation id");
+    if api == 42 {
+        let _throttle = r.i32()?;
+    }
+    ensure!(r.count()? == 1, "one group in the answer");
+    if api == 15 {
+        Ok(r.i16()?)
+    } else {
+        let _group = r.string()?;
+        Ok(r.i16()?)
+    }
+}
+
 /// ElectLeaders' election types (KIP-460).
 pub const PREFERRED: i8 = 0;
 pub const UNCLEAN: i8 = 1;
