@@ -120,6 +120,8 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("metadata.log.segment.bytes", "1073741824"),
     ("unclean.leader.election.enable", "false"),
     ("auto.leader.rebalance.enable", "true"),
+    // On SIGTERM a broker has the controller move its leaderships away before it exits.
+    ("controlled.shutdown.enable", "true"),
     ("leader.imbalance.check.interval.seconds", "300"),
     ("broker.rack", ""),
     // KIP-392: unset sends every consumer to the leader, as in Kafka.
@@ -192,6 +194,8 @@ pub struct BrokerConfig {
     pub unclean_leader_election_enable: bool,
     /// `auto.leader.rebalance.enable`: move leadership back to preferred replicas.
     pub auto_leader_rebalance_enable: bool,
+    /// `controlled.shutdown.enable`: on SIGTERM, hand leaderships away before exiting.
+    pub controlled_shutdown_enable: bool,
     /// `leader.imbalance.check.interval.seconds`: how often that rebalancing pass runs.
     pub leader_imbalance_check_interval_seconds: i64,
     /// The first entry of `log.dirs`.
@@ -494,6 +498,10 @@ impl BrokerConfig {
             auto_leader_rebalance_enable: boolean(
                 "auto.leader.rebalance.enable",
                 get("auto.leader.rebalance.enable"),
+            )?,
+            controlled_shutdown_enable: boolean(
+                "controlled.shutdown.enable",
+                get("controlled.shutdown.enable"),
             )?,
             leader_imbalance_check_interval_seconds: at_least(
                 "leader.imbalance.check.interval.seconds",

@@ -269,12 +269,21 @@ pub async fn serve_on(
     quorum: Option<QuorumHandle>,
 ) {
     let _open = crate::metrics::connection_opened();
+    let _serving = crate::drain::serving();
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<(Slot, Lease)>(MAX_IN_FLIGHT);
     let writer = tokio::spawn(write_responses(broker.clone(), wr, rx, peer));
     let mut buf = BytesMut::with_capacity(READ_BUF);
-    while let Some((body, lease)) = read_frame(&broker, &mut rd, &mut buf, peer).await {
+    loop {
+        // At shutdown the connection stops reading (a frame half read is dropped with it)
+        // and closes once the requests it holds are answered (`crate::drain`).
+        let next = tokio::select! {
+            biased;
+            () = crate::drain::begun() => None,
+            next = read_frame(&broker, &mut rd, &mut buf, peer) => next,
+        };
+        let Some((body, lease)) = next else { break };
         let slot = match codec::decode_request_on(listener, body) {
             Ok(Decoded::Request(req)) if listener == ListenerType::Controller => {
                 controller_slot(&broker, *req, peer, listener_name.clone(), quorum.as_ref())

@@ -39,6 +39,7 @@ pub mod config;
 pub mod connection;
 pub mod consumer_group;
 pub mod deadline_timer;
+pub mod drain;
 pub mod error;
 pub mod forward;
 mod frame_io;

@@ -16,6 +16,11 @@ use strata_protocol::versions::ListenerType;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
+/// How long a shutdown waits for the connections to answer the requests they hold: a
+/// parked fetch (`fetch.max.wait.ms`, 500 ms by default) or a produce being appended ends
+/// well inside it; a produce waiting for replicas that do not come is cut off.
+const DRAIN_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some("healthcheck") {
         return healthcheck::main(&std::env::args().skip(2).collect::<Vec<_>>());
@@ -249,7 +254,7 @@ async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
     // No new connections from here on, as before: the listeners close with their tasks.
     if let Some(lifecycle) = lifecycle
         .as_ref()
-        .filter(|_| broker.config.process_roles.broker)
+        .filter(|_| broker.config.process_roles.broker && broker.config.controlled_shutdown_enable)
     {
         // Controlled shutdown: the controller moves this broker's leaderships away first.
         let moved = lifecycle
@@ -263,6 +268,14 @@ async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
     if let Some(quorum) = &quorum {
         // A leader hands over before it goes, so the quorum does not wait out a timeout.
         quorum.resign(std::time::Duration::from_millis(200)).await;
+    }
+    // The requests already read are answered before the logs are flushed.
+    strata_broker::drain::begin();
+    let left = strata_broker::drain::wait(DRAIN_BOUND).await;
+    if left > 0 {
+        tracing::warn!(connections = left, bound = ?DRAIN_BOUND, "closing connections still waiting for an answer");
+    } else {
+        tracing::info!("every connection answered and closed");
     }
     tracing::info!("shutting down: flushing logs");
     let b = broker.clone();
