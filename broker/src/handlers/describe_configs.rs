@@ -121,7 +121,7 @@ fn broker_config_synonyms(key: &str) -> Vec<&str> {
 /// read but a topic config inherits from has the topic config's default.
 fn static_default(key: &str) -> Option<String> {
     match BROKER_DEFAULTS.iter().find(|(k, _)| *k == key) {
-        Some((_, v)) if v.is_empty() => None,
+        Some((_, "")) => None,
         Some((_, v)) => Some((*v).to_owned()),
         None => topic_config_defaults()
             .iter()

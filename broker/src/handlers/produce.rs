@@ -166,7 +166,7 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
         let name = topic.name.0.to_string();
         let compacted = image.topics.get(&name).is_some_and(|t| {
             crate::config::dynamic::topic_value(
-                &image,
+                image,
                 ctx.broker.config.node_id,
                 &t.configs,
                 "cleanup.policy",
