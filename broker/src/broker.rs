@@ -541,7 +541,7 @@ impl Broker {
         let image = self.publish_image(&store);
         drop(store);
         if let Some(t) = image.topics.get(topic) {
-            let config = self.log_config(&t.configs);
+            let config = self.log_config_in(&image, &t.configs);
             for p in self
                 .all_partitions()
                 .into_iter()
@@ -551,6 +551,45 @@ impl Broker {
             }
         }
         result
+    }
+
+    /// Sets (`Some`) or removes (`None`) dynamic broker configs of one BROKER resource (a
+    /// broker id, or `""` for the cluster-wide default) through the metadata log, then gives
+    /// every open partition its new effective log config. The changes were validated by the
+    /// caller ([`crate::config::dynamic::validate`]); with `validate_only` nothing is
+    /// written.
+    ///
+    /// # Errors
+    ///
+    /// A storage error, or the controller's answer on a multi-voter quorum.
+    pub fn alter_broker_configs(
+        &self,
+        resource: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+        now_ms: i64,
+    ) -> Result<(), MetadataError> {
+        if validate_only {
+            return Ok(());
+        }
+        let Some(mut store) = self.local_store() else {
+            // Every node refreshes its logs as it applies the records (`apply_image`).
+            return self.cluster_alter_broker_configs(resource, changes);
+        };
+        let result = store.set_broker_configs(resource, changes, now_ms);
+        let image = self.publish_image(&store);
+        drop(store);
+        self.refresh_log_configs(&image);
+        result
+    }
+
+    /// Gives every open partition the log config `image` makes effective for its topic.
+    fn refresh_log_configs(&self, image: &MetadataImage) {
+        for p in self.all_partitions() {
+            if let Some(t) = image.topics.get(&p.topic) {
+                p.log().set_config(self.log_config_in(image, &t.configs));
+            }
+        }
     }
 
     /// Applies each partition's retention and flush policy.
@@ -712,15 +751,37 @@ impl Broker {
         )
     }
 
-    /// The effective log configuration of a topic: its overrides, else the broker's `log.*`
-    /// defaults, else Kafka's.
+    /// The effective log configuration of a topic: its overrides, else the dynamic broker
+    /// configs of this node (KIP-226), else the broker's static `log.*` defaults, else
+    /// Kafka's.
     #[must_use]
     pub fn log_config(&self, topic_configs: &BTreeMap<String, String>) -> LogConfig {
+        self.log_config_in(&self.image(), topic_configs)
+    }
+
+    /// [`Broker::log_config`] under a given image's dynamic broker configs (an image being
+    /// applied, before it is published).
+    #[must_use]
+    pub fn log_config_in(
+        &self,
+        image: &MetadataImage,
+        overrides: &BTreeMap<String, String>,
+    ) -> LogConfig {
+        let topic_configs =
+            &crate::config::dynamic::with_dynamic_defaults(image, self.config.node_id, overrides);
         let c = &self.config;
         let get = |k: &str| topic_configs.get(k).and_then(|v| v.parse::<i64>().ok());
         // Values were validated by the controller (topic) or at startup (broker), so the
         // clamps below only guard the narrowing.
         let u32_of = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
+        // Kafka's `UnifiedLog.deleteOldSegments`: time and size retention apply only to a
+        // log whose `cleanup.policy` includes `delete`; a compact-only log keeps its
+        // segments (the log start offset still moves them out).
+        let delete = topic_configs
+            .get("cleanup.policy")
+            .unwrap_or(&c.log_cleanup_policy)
+            .split(',')
+            .any(|p| p.trim() == "delete");
         let append_time = match topic_configs.get("message.timestamp.type") {
             Some(v) => v == "LogAppendTime",
             None => c.log_append_time,
@@ -734,8 +795,16 @@ impl Broker {
             segment_index_bytes: u32_of(
                 get("segment.index.bytes").unwrap_or(i64::from(c.log_index_size_max_bytes)),
             ),
-            retention_ms: get("retention.ms").unwrap_or(c.log_retention_ms),
-            retention_bytes: get("retention.bytes").unwrap_or(c.log_retention_bytes),
+            retention_ms: if delete {
+                get("retention.ms").unwrap_or(c.log_retention_ms)
+            } else {
+                -1
+            },
+            retention_bytes: if delete {
+                get("retention.bytes").unwrap_or(c.log_retention_bytes)
+            } else {
+                -1
+            },
             flush_interval_messages: get("flush.messages").unwrap_or(c.log_flush_interval_messages),
             flush_interval_ms: get("flush.ms")
                 .or(c.log_flush_interval_ms)

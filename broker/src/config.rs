@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 pub mod cluster;
+pub mod dynamic;
 pub mod env;
 
 pub use cluster::{Endpoint, ProcessRoles, QuorumVoter, SecurityProtocol};

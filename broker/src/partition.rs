@@ -128,7 +128,8 @@ impl Partition {
 
     /// Takes or updates the leadership of a replicated partition (Kafka's
     /// `Partition.makeLeader`): the same leader epoch updates the ISR and partition epoch
-    /// the controller committed; a new one starts the followers' progress afresh.
+    /// the controller committed, and the configs (`min.insync.replicas` changes live); a
+    /// new one starts the followers' progress afresh.
     pub fn make_leader(
         &self,
         local_id: i32,
@@ -143,6 +144,7 @@ impl Partition {
         if let Some(state) = replica.as_mut()
             && state.leader_epoch() == registration.leader_epoch
         {
+            state.set_config(config, now);
             state.on_partition_change(registration, now);
             let hw = state.high_watermark();
             drop(replica);

@@ -348,6 +348,34 @@ pub fn set_topic_config_records(
     })])
 }
 
+/// The record that sets (`Some`) or removes (`None`) one dynamic broker config of a broker
+/// resource (`resource` is a broker id, or `""` for the cluster-wide default); empty when
+/// the config already has that value. Which keys may change and what values they take is
+/// the broker's to check before it asks (Kafka's `ConfigAdminManager` does so on the broker
+/// too): the controller only records.
+#[must_use]
+pub fn set_broker_config_records(
+    image: &MetadataImage,
+    resource: &str,
+    key: &str,
+    value: Option<&str>,
+) -> Vec<MetadataRecord> {
+    let current = image
+        .broker_configs
+        .get(resource)
+        .and_then(|c| c.get(key))
+        .map(String::as_str);
+    if current == value {
+        return Vec::new();
+    }
+    vec![MetadataRecord::Config(ConfigRecord {
+        resource_type: crate::record::RESOURCE_TYPE_BROKER,
+        resource_name: resource.to_owned(),
+        name: key.to_owned(),
+        value: value.map(str::to_owned),
+    })]
+}
+
 /// A broker's registration as the controller sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerRegistration {

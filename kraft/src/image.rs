@@ -9,7 +9,8 @@ use crate::ApplyError;
 use crate::record::{
     BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FencingChange,
     LeaderRecoveryState, MetadataRecord, NO_LEADER_CHANGE, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RESOURCE_TYPE_TOPIC, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+    ProducerIdsRecord, RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC, RegisterBrokerRecord,
+    RemoveTopicRecord, TopicRecord,
 };
 
 /// A snapshot of cluster metadata. Brokers serve Metadata, DescribeConfigs and friends
@@ -29,6 +30,11 @@ pub struct MetadataImage {
     /// The first producer id of the next block to allocate (Kafka's
     /// `ProducerIdControlManager.nextProducerBlock`); 0 until a `ProducerIdsRecord`.
     pub next_producer_id: i64,
+    /// Dynamic broker configs by resource name: a broker id (`"1"`), or `""` for the
+    /// cluster-wide default that every broker without its own value inherits (Kafka's
+    /// `ConfigResource` of type BROKER). Only keys with a value are kept, and a resource
+    /// left with none is dropped, so equal states compare equal.
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// A registered broker, as clients need it.
@@ -350,10 +356,24 @@ impl MetadataImage {
     }
 
     fn apply_config(&mut self, r: &ConfigRecord) -> Result<(), ApplyError> {
+        if r.resource_type == RESOURCE_TYPE_BROKER {
+            let configs = self
+                .broker_configs
+                .entry(r.resource_name.clone())
+                .or_default();
+            match &r.value {
+                Some(v) => configs.insert(r.name.clone(), v.clone()),
+                None => configs.remove(&r.name),
+            };
+            if configs.is_empty() {
+                self.broker_configs.remove(&r.resource_name);
+            }
+            return Ok(());
+        }
         if r.resource_type != RESOURCE_TYPE_TOPIC {
-            // Broker and cluster configs are not part of the image yet. A metadata
-            // snapshot holds only the image, so once a snapshot lets the log segment
-            // holding such a record go, the record is gone (see `image_records.rs`).
+            // Other resource types (client metrics, groups) are not part of the image. A
+            // metadata snapshot holds only the image, so once a snapshot lets the log
+            // segment holding such a record go, the record is gone (see `image_records.rs`).
             return Ok(());
         }
         let topic = self
@@ -492,9 +512,13 @@ mod tests {
             })),
             Err(ApplyError::UnknownTopicId(Uuid::from_u128(7)))
         );
-        // Broker configs are accepted and not imaged.
+        // Broker configs are imaged by resource name; removing the last drops the resource.
         img.apply(&config(RESOURCE_TYPE_BROKER, "1", "k", Some("v")))
             .unwrap();
+        assert_eq!(img.broker_configs["1"]["k"], "v");
+        img.apply(&config(RESOURCE_TYPE_BROKER, "1", "k", None))
+            .unwrap();
+        assert!(img.broker_configs.is_empty());
     }
 
     #[test]

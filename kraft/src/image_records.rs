@@ -3,18 +3,20 @@
 //!
 //! Applying [`MetadataImage::records`] to an empty image gives back the image exactly,
 //! except for `cluster_id` and `controller_id`, which no record carries (they come from
-//! `meta.properties` and the quorum). A record type the image does not keep (broker and
-//! cluster `ConfigRecord`s, broker features) is not in a snapshot either: the image is the
-//! state a snapshot preserves, so imaging such a record later means writing it into both.
+//! `meta.properties` and the quorum). A record type the image does not keep (`ConfigRecord`s
+//! of other resource types than topics and brokers, broker features) is not in a snapshot
+//! either: the image is the state a snapshot preserves, so imaging such a record later means
+//! writing it into both.
 //!
 //! The order is the one replay needs: brokers first (their registrations carry their
 //! fencing and shutdown state whole), then each topic followed by its partitions in id
-//! order and its config overrides, then the producer-id block.
+//! order and its config overrides, then the dynamic broker configs, then the producer-id
+//! block.
 
 use crate::image::MetadataImage;
 use crate::record::{
-    ConfigRecord, MetadataRecord, PartitionRecord, ProducerIdsRecord, RESOURCE_TYPE_TOPIC,
-    RegisterBrokerRecord, TopicRecord,
+    ConfigRecord, MetadataRecord, PartitionRecord, ProducerIdsRecord, RESOURCE_TYPE_BROKER,
+    RESOURCE_TYPE_TOPIC, RegisterBrokerRecord, TopicRecord,
 };
 
 impl MetadataImage {
@@ -57,6 +59,16 @@ impl MetadataImage {
                 out.push(MetadataRecord::Config(ConfigRecord {
                     resource_type: RESOURCE_TYPE_TOPIC,
                     resource_name: t.name.clone(),
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                }));
+            }
+        }
+        for (resource, configs) in &self.broker_configs {
+            for (name, value) in configs {
+                out.push(MetadataRecord::Config(ConfigRecord {
+                    resource_type: RESOURCE_TYPE_BROKER,
+                    resource_name: resource.clone(),
                     name: name.clone(),
                     value: Some(value.clone()),
                 }));

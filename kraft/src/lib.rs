@@ -56,7 +56,7 @@ pub use controller::{
     BrokerRegistration, ControllerConfig, CreateTopic, MAX_PARTITIONS_PER_TOPIC,
     MAX_TOPIC_NAME_LEN, create_partitions_records, create_topic_records, delete_topic_records,
     is_assignable_topic_id, producer_ids_records, register_broker_records,
-    set_topic_config_records, validate_topic_name,
+    set_broker_config_records, set_topic_config_records, validate_topic_name,
 };
 pub use error::{
     AlterPartitionError, ApplyError, ClusterControlError, ConfigValueError, ElectionError,
@@ -71,6 +71,7 @@ pub use meta_properties::{
 pub use record::MetadataRecord;
 pub use store::{ImageReader, METADATA_LOG_DIR, MetadataStore};
 pub use topic_config::{
-    topic_config_default, topic_config_defaults, validate_topic_config, validate_topic_configs,
+    topic_config_default, topic_config_defaults, topic_config_type, validate_topic_config,
+    validate_topic_configs,
 };
 pub use uuid::Uuid;

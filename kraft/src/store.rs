@@ -349,6 +349,30 @@ impl MetadataStore {
         self.commit(&records, now_ms)
     }
 
+    /// Sets or removes dynamic broker configs of one broker resource on the single voter,
+    /// as one batch (see [`crate::set_broker_config_records`]).
+    ///
+    /// # Errors
+    ///
+    /// A storage error.
+    pub fn set_broker_configs(
+        &mut self,
+        resource: &str,
+        changes: &[(String, Option<String>)],
+        now_ms: i64,
+    ) -> Result<(), MetadataError> {
+        let records: Vec<MetadataRecord> = changes
+            .iter()
+            .flat_map(|(k, v)| {
+                crate::set_broker_config_records(&self.image, resource, k, v.as_deref())
+            })
+            .collect();
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.commit(&records, now_ms)
+    }
+
     /// ElectLeaders (KIP-460) on the single voter: the elections
     /// [`crate::cluster_control::elect_leaders`] finds are committed as one batch. On one
     /// node every partition's only replica is the node itself, so in practice each answer is

@@ -148,6 +148,23 @@ pub fn topic_config_default(key: &str) -> Option<&'static str> {
         .map(|(_, d, _)| *d)
 }
 
+/// Kafka's `DescribeConfigsResponse.ConfigType` id of a topic config (DescribeConfigs v3+):
+/// 1 BOOLEAN, 2 STRING, 3 INT, 5 LONG, 6 DOUBLE, 7 LIST; `None` if the key is not a topic
+/// config.
+pub fn topic_config_type(key: &str) -> Option<i8> {
+    TOPIC_CONFIGS
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|(_, _, c)| match c {
+            Check::Bool => 1,
+            Check::OneOf(_) => 2,
+            Check::Int { .. } | Check::IntRange { .. } => 3,
+            Check::Long { .. } => 5,
+            Check::Double { .. } => 6,
+            Check::ListOf(_) | Check::ReplicaList => 7,
+        })
+}
+
 fn invalid(key: &str, value: Option<&str>, reason: ConfigValueError) -> MetadataError {
     MetadataError::InvalidConfig {
         key: key.to_owned(),

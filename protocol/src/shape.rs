@@ -59,6 +59,9 @@ enum T {
     /// A struct embedded in its parent (not an array), with its own tagged fields when
     /// flexible.
     Struct(&'static [F]),
+    /// A nullable struct: an int8 presence marker (1 present, anything else null, as the
+    /// codec reads it), then the struct when present.
+    OptStruct(&'static [F]),
     /// A known tagged field: its tag and type. Not part of the struct's fixed fields; it is
     /// walked where the tagged-field section names it.
     Tagged(u32, &'static T),
@@ -584,6 +587,20 @@ const CONSUMER_GROUP_DESCRIBE: Schema = Schema {
     flexible_from: 0,
 };
 
+/// DescribeTopicPartitions v0 (KIP-966).
+const DESCRIBE_TOPIC_PARTITIONS: Schema = Schema {
+    fields: &[
+        f(T::Array(&[f(T::Str, 0, ALL)]), 0, ALL), // topics: name
+        f(T::I32, 0, ALL),                         // response_partition_limit
+        f(
+            T::OptStruct(&[f(T::Str, 0, ALL), f(T::I32, 0, ALL)]),
+            0,
+            ALL,
+        ), // cursor
+    ],
+    flexible_from: 0,
+};
+
 mod controller;
 mod responses;
 
@@ -624,6 +641,7 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::DescribeProducers => &DESCRIBE_PRODUCERS,
         ApiKey::ConsumerGroupHeartbeat => &CONSUMER_GROUP_HEARTBEAT,
         ApiKey::ConsumerGroupDescribe => &CONSUMER_GROUP_DESCRIBE,
+        ApiKey::DescribeTopicPartitions => &DESCRIBE_TOPIC_PARTITIONS,
         ApiKey::Vote => &VOTE,
         ApiKey::BeginQuorumEpoch => &BEGIN_QUORUM_EPOCH,
         ApiKey::EndQuorumEpoch => &END_QUORUM_EPOCH,
@@ -753,6 +771,14 @@ impl Walker<'_> {
             T::ArrayStr => self.array(|w| w.field(T::Str)),
             T::ArrayUuid => self.array(|w| w.skip(16)),
             T::Struct(fields) => self.structure(fields),
+            T::OptStruct(fields) => {
+                let [present] = self.take::<1>()?;
+                if present == 1 {
+                    self.structure(fields)
+                } else {
+                    Ok(())
+                }
+            }
             // Walked from the tagged-field section only (see `tagged_fields`).
             T::Tagged(..) => Ok(()),
         }

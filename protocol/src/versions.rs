@@ -34,8 +34,9 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - InitProducerId serves the idempotent producer only; a transactional id is answered
 ///   COORDINATOR_NOT_AVAILABLE (transactions are not supported, so their APIs are not listed).
 /// - JoinGroup starts at v2: Kafka 4.0 removed v0 and v1 (KIP-896).
-/// - IncrementalAlterConfigs and AlterConfigs serve topic resources only (no dynamic broker
-///   configs).
+/// - IncrementalAlterConfigs and AlterConfigs serve topic and broker resources (KIP-226's
+///   dynamic broker configs); BROKER_LOGGER resources are refused.
+/// - DescribeTopicPartitions (KIP-966) has no eligible leader replicas to report: ELR is off.
 /// - DescribeLogDirs starts at v1: Kafka 4.0 removed v0 (KIP-896).
 /// - OffsetForLeaderEpoch starts at v2, the first with `current_leader_epoch` (KIP-320),
 ///   where Kafka 4.0's codec starts too; consumers use it to validate positions, and a
@@ -74,6 +75,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
+    api(ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// The APIs of the controller listener (`controller.listener.names`): the KRaft quorum's
@@ -210,6 +212,7 @@ mod tests {
                 ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
                 ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::VERSIONS,
                 ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::VERSIONS,
+                ApiKey::DescribeTopicPartitions => DescribeTopicPartitionsRequest::VERSIONS,
                 ApiKey::Vote => VoteRequest::VERSIONS,
                 ApiKey::BeginQuorumEpoch => BeginQuorumEpochRequest::VERSIONS,
                 ApiKey::EndQuorumEpoch => EndQuorumEpochRequest::VERSIONS,

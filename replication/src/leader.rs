@@ -305,6 +305,15 @@ impl LeaderState {
         true
     }
 
+    /// New configs for the same leadership: a `min.insync.replicas` changed through
+    /// AlterConfigs applies to the next acks=all produce, with no new leader epoch (Kafka
+    /// reads the topic's config on every append). A lowered minimum can release a high
+    /// watermark held back by KIP-966's rule, so it is recomputed.
+    pub fn set_config(&mut self, config: ReplicationConfig, now_ms: i64) {
+        self.config = config;
+        self.maybe_increment_high_watermark(now_ms);
+    }
+
     /// The leader's own append moved its log end offset; a leader alone in its ISR moves the
     /// high watermark with it.
     pub fn on_local_append(&mut self, log_end_offset: i64, now_ms: i64) {

@@ -768,30 +768,56 @@ impl Log {
         self.active().next_offset
     }
 
-    /// ListOffsets by timestamp: the earliest record with timestamp >= `ts`. Exact for
-    /// uncompressed CreateTime batches; for compressed batches the batch's base offset and max
-    /// timestamp are returned, since we do not decompress. `None` if no record is that late.
-    /// The special timestamps (-1 latest, -2 earliest, -3 max) are the broker's to resolve.
+    /// ListOffsets by timestamp: the earliest record at or after the log start offset with
+    /// timestamp >= `ts`, looking inside batches (compressed ones decompressed, bounded), as
+    /// Kafka's `fetchOffsetByTimestamp` does. `None` if no record is that late. The special
+    /// timestamps (-1 latest, -2 earliest) are the broker's to resolve; -3 is
+    /// [`Log::max_timestamp`].
     ///
     /// # Errors
-    /// [`LogError::CorruptSegment`], [`LogError::Io`].
+    /// [`LogError::CorruptSegment`], [`LogError::Io`], [`LogError::Decompress`].
     pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<TimestampOffset>, LogError> {
         for seg in &self.segments {
-            if let Some(mut found) = seg.find_timestamp(ts)? {
-                found.offset = found.offset.max(self.log_start_offset);
+            // A segment wholly below the log start (DeleteRecords moved it, retention has
+            // not dropped it yet) holds nothing to answer with.
+            if seg.next_offset <= self.log_start_offset {
+                continue;
+            }
+            if let Some(found) = seg.find_timestamp(ts, self.log_start_offset)? {
                 return Ok(Some(found));
             }
         }
         Ok(None)
     }
 
-    /// The record with the largest timestamp (KIP-734's MAX_TIMESTAMP); the earliest wins a
-    /// tie. Batch granularity (base offset) for compressed batches.
+    /// The largest timestamp and where the append path saw it (KIP-734's MAX_TIMESTAMP); the
+    /// earliest wins a tie. Batch granularity (base offset) for compressed batches, which the
+    /// append path does not decompress; [`Log::max_timestamp_record`] finds the record.
     pub fn max_timestamp(&self) -> Option<TimestampOffset> {
-        let mut best: Option<TimestampOffset> = None;
-        for m in self.segments.iter().filter_map(LogSegment::max_timestamp) {
-            if best.is_none_or(|b| m.timestamp > b.timestamp) {
-                best = Some(m);
+        self.max_timestamp_segment().map(|(m, _)| m)
+    }
+
+    /// ListOffsets' MAX_TIMESTAMP: the record with the largest timestamp, found inside its
+    /// batch (compressed ones decompressed, bounded), as Kafka does since KAFKA-16310.
+    ///
+    /// # Errors
+    /// [`LogError::CorruptSegment`], [`LogError::Io`], [`LogError::Decompress`].
+    pub fn max_timestamp_record(&self) -> Result<Option<TimestampOffset>, LogError> {
+        let Some((m, seg)) = self.max_timestamp_segment() else {
+            return Ok(None);
+        };
+        Ok(Some(
+            seg.find_timestamp(m.timestamp, m.offset)?.unwrap_or(m),
+        ))
+    }
+
+    fn max_timestamp_segment(&self) -> Option<(TimestampOffset, &LogSegment)> {
+        let mut best: Option<(TimestampOffset, &LogSegment)> = None;
+        for seg in &self.segments {
+            if let Some(m) = seg.max_timestamp()
+                && best.is_none_or(|(b, _)| m.timestamp > b.timestamp)
+            {
+                best = Some((m, seg));
             }
         }
         best

@@ -606,11 +606,17 @@ impl LogSegment {
         self.read_header(position).map(Some)
     }
 
-    /// The earliest record with timestamp >= `timestamp`, if this segment holds one. Starts
-    /// from the time index, then scans batch headers; an uncompressed CreateTime batch is read
-    /// whole to find the exact record, others answer with the batch's base offset and max
-    /// timestamp (we do not decompress; every record of a LogAppendTime batch has that time).
-    pub fn find_timestamp(&self, timestamp: i64) -> Result<Option<TimestampOffset>, LogError> {
+    /// The earliest record at or after `start_offset` with timestamp >= `timestamp`, if this
+    /// segment holds one (Kafka's `LogSegment.findOffsetByTimestamp` with its starting
+    /// offset, the log start). Starts from the time index, then scans batch headers; a
+    /// CreateTime batch is read whole, and decompressed if need be (bounded), to find the
+    /// exact record; every record of a LogAppendTime batch has the batch's max timestamp, so
+    /// its first offset at or after `start_offset` is the answer.
+    pub fn find_timestamp(
+        &self,
+        timestamp: i64,
+        start_offset: i64,
+    ) -> Result<Option<TimestampOffset>, LogError> {
         if self.max_timestamp.is_none_or(|m| m.timestamp < timestamp) {
             return Ok(None);
         }
@@ -624,7 +630,7 @@ impl LogSegment {
             self.read_prefix(pos, &mut b)?;
             let h = self.header_from(pos, &b)?;
             let max_ts = i64::from_be_bytes(b[35..43].try_into().unwrap_or_default());
-            if max_ts >= timestamp {
+            if max_ts >= timestamp && h.last_offset >= start_offset {
                 let attributes = i16::from_be_bytes([b[21], b[22]]);
                 // Under LogAppendTime every record carries the batch's max timestamp, so the
                 // batch's first offset is the answer; otherwise find the exact record, inside
@@ -655,7 +661,7 @@ impl LogSegment {
                     };
                     let found = records
                         .map_while(Result::ok)
-                        .find(|r| r.timestamp >= timestamp);
+                        .find(|r| r.offset >= start_offset && r.timestamp >= timestamp);
                     if let Some(r) = found {
                         return Ok(Some(TimestampOffset {
                             timestamp: r.timestamp,
@@ -666,7 +672,7 @@ impl LogSegment {
                 } else {
                     return Ok(Some(TimestampOffset {
                         timestamp: max_ts,
-                        offset: h.base_offset,
+                        offset: h.base_offset.max(start_offset),
                     }));
                 }
             }

@@ -288,8 +288,8 @@ def test_alter_configs_validation(broker):
         admin.alter_configs([res])[res].result(timeout=TIMEOUT_S)
     assert exc.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
-    # Broker resources: no dynamic broker configs.
-    res = ConfigResource(ConfigResource.Type.BROKER, "1", set_config={"log.retention.ms": "1"})
+    # Broker resources: a read-only broker config cannot change (KIP-226), INVALID_REQUEST.
+    res = ConfigResource(ConfigResource.Type.BROKER, "1", set_config={"log.retention.hours": "1"})
     with pytest.raises(KafkaException) as exc:
         admin.alter_configs([res])[res].result(timeout=TIMEOUT_S)
     assert exc.value.args[0].code() == KafkaError.INVALID_REQUEST

@@ -111,7 +111,8 @@ fn alter_configs_error_codes() {
         vec![40]
     );
     // INVALID_REQUEST (42): a repeated key, a null value, a resource named twice (each
-    // copy), a broker resource, a broker-logger resource (not in the legacy API).
+    // copy), a read-only broker config (KIP-226), a broker-logger resource (not in the
+    // legacy API).
     let r = alter_raw(
         &b,
         vec![(
@@ -144,7 +145,7 @@ fn alter_configs_error_codes() {
         codes(alter_raw(
             &b,
             vec![
-                (4, "1", vec![("log.retention.ms", Some("1"))]),
+                (4, "1", vec![("log.retention.hours", Some("1"))]),
                 (8, "1", vec![])
             ]
         )),

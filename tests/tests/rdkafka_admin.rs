@@ -57,7 +57,11 @@ fn topic_config(a: &AdminClient<DefaultClientContext>, topic: &str, key: &str) -
 
 #[test]
 fn create_describe_delete_and_restart() {
-    let mut b = Broker::start(&[("log.retention.hours", "48")]).unwrap();
+    let mut b = Broker::start(&[
+        ("log.retention.hours", "48"),
+        ("log.segment.bytes", "1048576"),
+    ])
+    .unwrap();
     let a = admin(&b);
 
     let t = NewTopic::new("orders", 3, TopicReplication::Fixed(1)).set("retention.ms", "12345");
@@ -115,7 +119,10 @@ fn create_describe_delete_and_restart() {
     .unwrap();
     assert!(r[0].is_ok(), "{r:?}");
 
-    // Sources: a topic override, a broker setting, and Kafka's default.
+    // Sources: a topic override, a broker setting, and Kafka's default. The broker's
+    // `log.retention.hours` gives the value, but Kafka's ConfigHelper reports
+    // DEFAULT_CONFIG for it: the synonym chain of `retention.ms` is cut before its first
+    // `log.retention.ms` entry, and there is none.
     assert_eq!(
         topic_config(&a, "orders", "retention.ms"),
         ("12345".to_owned(), "DynamicTopic".to_owned())
@@ -124,7 +131,11 @@ fn create_describe_delete_and_restart() {
     assert!(create(&a, t2).is_ok());
     assert_eq!(
         topic_config(&a, "plain", "retention.ms"),
-        ((48 * 3_600_000i64).to_string(), "StaticBroker".to_owned())
+        ((48 * 3_600_000i64).to_string(), "Default".to_owned())
+    );
+    assert_eq!(
+        topic_config(&a, "plain", "segment.bytes"),
+        ("1048576".to_owned(), "StaticBroker".to_owned())
     );
     assert_eq!(
         topic_config(&a, "plain", "cleanup.policy"),

@@ -409,6 +409,24 @@ impl Broker {
         })
     }
 
+    /// Dynamic broker configs through the active controller (see
+    /// [`Broker::alter_broker_configs`]).
+    pub(super) fn cluster_alter_broker_configs(
+        &self,
+        resource: &str,
+        changes: &[(String, Option<String>)],
+    ) -> Result<(), MetadataError> {
+        self.controller_write(|image, _, _| {
+            let records = changes
+                .iter()
+                .flat_map(|(key, value)| {
+                    strata_kraft::set_broker_config_records(image, resource, key, value.as_deref())
+                })
+                .collect();
+            Ok(((), records))
+        })
+    }
+
     /// Records this broker's epoch from its registration (`-1`: it has none).
     pub fn set_broker_epoch(&self, epoch: i64) {
         if let Some(c) = self.cluster() {
@@ -578,12 +596,14 @@ impl Broker {
                 self.remove_topic_data(&t.name, now_ms);
             }
         }
+        // A dynamic broker config (KIP-226) is the default of every topic without an
+        // override, so a change to any gives every hosted partition its config again.
+        let broker_configs_changed = old.broker_configs != new.broker_configs;
         for t in new.topics.values().filter(offsets) {
-            let cfg = self.log_config(&t.configs);
-            let configs_changed = old
-                .topics
-                .get(&t.name)
-                .is_some_and(|o| o.topic_id == t.topic_id && o.configs != t.configs);
+            let cfg = self.log_config_in(&new, &t.configs);
+            let configs_changed = old.topics.get(&t.name).is_some_and(|o| {
+                o.topic_id == t.topic_id && (broker_configs_changed || o.configs != t.configs)
+            });
             for p in &t.partitions {
                 let hosted = self.partition(&t.name, p.partition);
                 if !p.replicas.contains(&me) {
@@ -597,7 +617,7 @@ impl Broker {
                     if configs_changed {
                         hosted.log().set_config(cfg.clone());
                     }
-                    self.take_role(hosted, t, p);
+                    self.take_role(&new, hosted, t, p);
                     continue;
                 }
                 if self.is_offline(&t.name, p.partition) {
@@ -622,7 +642,7 @@ impl Broker {
                             .write()
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
                             .insert((t.name.clone(), p.partition), part.clone());
-                        self.take_role(part, t, p);
+                        self.take_role(&new, part, t, p);
                     }
                     Err(e) => {
                         tracing::error!(topic = %t.name, partition = p.partition, dir = %dir.display(), error = %e,
@@ -647,6 +667,7 @@ impl Broker {
     /// neither while no node leads.
     fn take_role(
         self: &Arc<Self>,
+        image: &MetadataImage,
         partition: Arc<Partition>,
         topic: &strata_kraft::TopicImage,
         p: &strata_kraft::PartitionImage,
@@ -660,11 +681,14 @@ impl Broker {
                 partition.resign();
                 return;
             }
-            let min_isr = topic
-                .configs
-                .get("min.insync.replicas")
-                .and_then(|v| v.parse::<usize>().ok())
-                .unwrap_or_else(|| usize::try_from(self.config.min_insync_replicas).unwrap_or(1));
+            let min_isr = crate::config::dynamic::topic_value(
+                image,
+                me,
+                &topic.configs,
+                "min.insync.replicas",
+            )
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or_else(|| usize::try_from(self.config.min_insync_replicas).unwrap_or(1));
             let registration = strata_replication::leader::PartitionRegistration {
                 replicas: p.replicas.clone(),
                 isr: p.isr.clone(),

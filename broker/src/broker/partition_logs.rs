@@ -30,7 +30,7 @@ impl Broker {
     pub(super) fn open_partitions_at_start(&self, image: &MetadataImage, clean: bool, now_ms: i64) {
         let mut jobs = Vec::new();
         for topic in image.topics.values() {
-            let cfg = self.log_config(&topic.configs);
+            let cfg = self.log_config_in(image, &topic.configs);
             for p in &topic.partitions {
                 if p.leader == self.config.node_id {
                     jobs.push((topic, p.partition, cfg.clone()));

@@ -8,11 +8,12 @@
 //! its copies, a repeated key or a null value INVALID_REQUEST for its resource, and a
 //! resource type other than topic or broker (BROKER_LOGGER included: the legacy API never
 //! had it) INVALID_REQUEST. Values are validated and written exactly as
-//! IncrementalAlterConfigs does (`incremental_alter_configs::write_topic_configs`), and
-//! broker resources get its answer (no dynamic broker configs). With `validate_only`
-//! everything is checked and nothing is written.
+//! IncrementalAlterConfigs does (`incremental_alter_configs::write_topic_configs`); a
+//! broker resource's set likewise replaces its dynamic broker configs
+//! (`incremental_alter_configs::write_broker_configs`). With `validate_only` everything is
+//! checked and nothing is written.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
@@ -22,8 +23,8 @@ use strata_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::RequestContext;
 use super::incremental_alter_configs::{
-    Failure, RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_refused, topic_overrides,
-    write_topic_configs,
+    Failure, RESOURCE_BROKER, RESOURCE_TOPIC, broker_overrides, topic_overrides,
+    write_broker_configs, write_topic_configs,
 };
 
 /// Replaces each resource's configs independently and answers one result per resource.
@@ -90,30 +91,36 @@ fn alter(
             format!("Null value not supported for : {}", nulls.join(", ")),
         ));
     }
+    let name = res.resource_name.to_string();
+    // The set replaces the resource's: what the request does not name reverts.
+    let replace = |current: BTreeMap<String, String>| {
+        let mut changes: Vec<(String, Option<String>)> = res
+            .configs
+            .iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.value.as_ref().map(ToString::to_string),
+                )
+            })
+            .collect();
+        changes.extend(
+            current
+                .into_keys()
+                .filter(|k| !seen.contains(k))
+                .map(|k| (k, None)),
+        );
+        changes
+    };
     match res.resource_type {
         RESOURCE_TOPIC => {
-            let topic = res.resource_name.to_string();
-            let current = topic_overrides(ctx, &topic)?;
-            let mut changes: Vec<(String, Option<String>)> = res
-                .configs
-                .iter()
-                .map(|c| {
-                    (
-                        c.name.to_string(),
-                        c.value.as_ref().map(ToString::to_string),
-                    )
-                })
-                .collect();
-            // Overrides the request does not name revert to their defaults.
-            changes.extend(
-                current
-                    .into_keys()
-                    .filter(|k| !seen.contains(k))
-                    .map(|k| (k, None)),
-            );
-            write_topic_configs(ctx, &topic, &changes, validate_only, now_ms)
+            let changes = replace(topic_overrides(ctx, &name)?);
+            write_topic_configs(ctx, &name, &changes, validate_only, now_ms)
         }
-        RESOURCE_BROKER => Err(broker_resource_refused()),
+        RESOURCE_BROKER => {
+            let changes = replace(broker_overrides(ctx, &name));
+            write_broker_configs(ctx, &name, &changes, validate_only, now_ms)
+        }
         other => Err((
             ResponseError::InvalidRequest.code(),
             format!("Unknown resource type {other}"),

@@ -109,7 +109,7 @@ pub fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsRes
                                 )
                             },
                         );
-                        let described = describe_topic(&ctx.broker.config, &configs)
+                        let described = describe_topic(&ctx.broker.config, &image, &configs)
                             .into_iter()
                             .map(|d| {
                                 CreatableTopicConfigs::default()

@@ -42,12 +42,15 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsR
         .map(|t| {
             let name = t.name.0.to_string();
             let deletable = image.topics.get(&name).map(|topic| {
-                topic
-                    .configs
-                    .get("cleanup.policy")
-                    .unwrap_or(&broker.config.log_cleanup_policy)
-                    .split(',')
-                    .any(|p| p.trim() == "delete")
+                crate::config::dynamic::topic_value(
+                    &image,
+                    broker.config.node_id,
+                    &topic.configs,
+                    "cleanup.policy",
+                )
+                .unwrap_or(&broker.config.log_cleanup_policy)
+                .split(',')
+                .any(|p| p.trim() == "delete")
             });
             let partitions = t
                 .partitions

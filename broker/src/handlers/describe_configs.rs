@@ -1,7 +1,23 @@
-//! DescribeConfigs (key 32): topic and broker configs with Kafka's names, values, sources and
-//! synonyms.
+//! DescribeConfigs (key 32): topic and broker configs with Kafka's names, values, sources,
+//! types and synonyms.
+//!
+//! Sources and synonyms follow Kafka's `ConfigHelper`: a config's synonyms are the broker
+//! keys that can set it (`log.retention.ms`, `log.retention.minutes`, `log.retention.hours`
+//! for `retention.ms`), listed source by source (this broker's dynamic value, then the
+//! cluster-wide dynamic default, then `server.properties`, then Kafka's default) and, within
+//! a source, key by key; entries before the first one naming the described key itself are
+//! dropped, so a topic whose `retention.ms` comes only from a static `log.retention.hours`
+//! reports DEFAULT_CONFIG and no synonyms, exactly as Kafka does. A topic override comes
+//! first, as DYNAMIC_TOPIC_CONFIG. The config's source is its first synonym's.
+//!
+//! A BROKER resource named by this node's id describes every known broker key, read-only
+//! unless it is a dynamic config ([`crate::config::dynamic`]); the cluster-wide default
+//! resource (empty name) describes only the dynamic defaults that are set. Another broker's
+//! id is INVALID_REQUEST: clients send a broker's describe to that broker.
 
-use strata_kraft::topic_config_defaults;
+use std::collections::BTreeMap;
+
+use strata_kraft::{MetadataImage, topic_config_defaults, topic_config_type};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::describe_configs_response::{
@@ -10,7 +26,8 @@ use strata_protocol::messages::describe_configs_response::{
 use strata_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::RequestContext;
-use crate::config::BrokerConfig;
+use crate::config::dynamic::{self, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER};
+use crate::config::{BROKER_DEFAULTS, BrokerConfig};
 
 /// Kafka's ConfigResource types.
 const RESOURCE_TOPIC: i8 = 2;
@@ -21,114 +38,271 @@ pub const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 pub const SOURCE_STATIC_BROKER: i8 = 4;
 pub const SOURCE_DEFAULT: i8 = 5;
 
+/// Kafka's ConfigType ids (DescribeConfigs v3+).
+const TYPE_UNKNOWN: i8 = 0;
+const TYPE_BOOLEAN: i8 = 1;
+const TYPE_STRING: i8 = 2;
+const TYPE_INT: i8 = 3;
+const TYPE_SHORT: i8 = 4;
+const TYPE_LONG: i8 = 5;
+const TYPE_LIST: i8 = 7;
+const TYPE_CLASS: i8 = 8;
+
+/// One synonym: the key, its value and where it comes from.
+pub type Synonym = (String, String, i8);
+
 /// One described config: its effective value, source, and the chain of synonyms behind it.
 pub struct Described {
     pub name: String,
     pub value: String,
     pub source: i8,
-    pub synonyms: Vec<(String, String, i8)>,
+    pub read_only: bool,
+    pub config_type: i8,
+    pub synonyms: Vec<Synonym>,
 }
 
-/// The broker keys that supply a topic config's default, most specific first (Kafka's
-/// LogConfig synonyms).
-fn broker_synonyms(topic_key: &str) -> &'static [&'static str] {
-    match topic_key {
-        "retention.ms" => &[
+/// The broker key that supplies a topic config's default (Kafka's
+/// `ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS`).
+fn topic_synonym(topic_key: &str) -> Option<&'static str> {
+    Some(match topic_key {
+        "cleanup.policy" => "log.cleanup.policy",
+        "compression.type" => "compression.type",
+        "compression.gzip.level" => "compression.gzip.level",
+        "compression.lz4.level" => "compression.lz4.level",
+        "compression.zstd.level" => "compression.zstd.level",
+        "delete.retention.ms" => "log.cleaner.delete.retention.ms",
+        "file.delete.delay.ms" => "log.segment.delete.delay.ms",
+        "flush.messages" => "log.flush.interval.messages",
+        "flush.ms" => "log.flush.interval.ms",
+        "index.interval.bytes" => "log.index.interval.bytes",
+        "local.retention.bytes" => "log.local.retention.bytes",
+        "local.retention.ms" => "log.local.retention.ms",
+        "max.compaction.lag.ms" => "log.cleaner.max.compaction.lag.ms",
+        "max.message.bytes" => "message.max.bytes",
+        "message.downconversion.enable" => "log.message.downconversion.enable",
+        "message.timestamp.after.max.ms" => "log.message.timestamp.after.max.ms",
+        "message.timestamp.before.max.ms" => "log.message.timestamp.before.max.ms",
+        "message.timestamp.difference.max.ms" => "log.message.timestamp.difference.max.ms",
+        "message.timestamp.type" => "log.message.timestamp.type",
+        "min.cleanable.dirty.ratio" => "log.cleaner.min.cleanable.ratio",
+        "min.compaction.lag.ms" => "log.cleaner.min.compaction.lag.ms",
+        "min.insync.replicas" => "min.insync.replicas",
+        "preallocate" => "log.preallocate",
+        "retention.bytes" => "log.retention.bytes",
+        "retention.ms" => "log.retention.ms",
+        "segment.bytes" => "log.segment.bytes",
+        "segment.index.bytes" => "log.index.size.max.bytes",
+        "segment.jitter.ms" => "log.roll.jitter.ms",
+        "segment.ms" => "log.roll.ms",
+        "unclean.leader.election.enable" => "unclean.leader.election.enable",
+        _ => return None,
+    })
+}
+
+/// The broker keys that set one broker value, most specific first (Kafka's
+/// `DynamicBrokerConfig.brokerConfigSynonyms`).
+fn broker_config_synonyms(key: &str) -> Vec<&str> {
+    match key {
+        "log.roll.ms" | "log.roll.hours" => vec!["log.roll.ms", "log.roll.hours"],
+        "log.roll.jitter.ms" | "log.roll.jitter.hours" => {
+            vec!["log.roll.jitter.ms", "log.roll.jitter.hours"]
+        }
+        "log.flush.interval.ms" => vec!["log.flush.interval.ms", "log.flush.scheduler.interval.ms"],
+        "log.retention.ms" | "log.retention.minutes" | "log.retention.hours" => vec![
             "log.retention.ms",
             "log.retention.minutes",
             "log.retention.hours",
         ],
-        "retention.bytes" => &["log.retention.bytes"],
-        "segment.bytes" => &["log.segment.bytes"],
-        "segment.ms" => &["log.roll.ms", "log.roll.hours"],
-        "max.message.bytes" => &["message.max.bytes"],
-        "message.timestamp.type" => &["log.message.timestamp.type"],
-        "cleanup.policy" => &["log.cleanup.policy"],
-        "min.insync.replicas" => &["min.insync.replicas"],
-        "compression.type" => &["compression.type"],
-        "flush.messages" => &["log.flush.interval.messages"],
-        "flush.ms" => &["log.flush.interval.ms"],
-        "index.interval.bytes" => &["log.index.interval.bytes"],
-        "segment.index.bytes" => &["log.index.size.max.bytes"],
-        _ => &[],
+        other => vec![other],
     }
 }
 
-/// The broker-level value of a topic config, normalised to the topic key's unit.
-fn broker_value(cfg: &BrokerConfig, topic_key: &str) -> Option<String> {
-    let explicit = broker_synonyms(topic_key)
-        .iter()
-        .any(|k| cfg.explicit.contains_key(*k));
-    if !explicit {
-        return None;
+/// Kafka's default of a broker key, `None` where Kafka's is null. A key Strata does not
+/// read but a topic config inherits from has the topic config's default.
+fn static_default(key: &str) -> Option<String> {
+    match BROKER_DEFAULTS.iter().find(|(k, _)| *k == key) {
+        Some((_, "")) => None,
+        Some((_, v)) => Some((*v).to_owned()),
+        None => topic_config_defaults()
+            .iter()
+            .find(|(t, _)| topic_synonym(t) == Some(key))
+            .map(|(_, d)| (*d).to_owned()),
     }
+}
+
+/// Kafka's `ConfigHelper.configSynonyms` for broker key `name` (see the module doc).
+fn config_synonyms(
+    cfg: &BrokerConfig,
+    image: &MetadataImage,
+    name: &str,
+    synonyms: &[&str],
+) -> Vec<Synonym> {
+    let none = BTreeMap::new();
+    let own = image
+        .broker_configs
+        .get(&cfg.node_id.to_string())
+        .unwrap_or(&none);
+    let default = image.broker_configs.get("").unwrap_or(&none);
+    let mut all: Vec<Synonym> = Vec::new();
+    for (map, source) in [
+        (own, SOURCE_DYNAMIC_BROKER),
+        (default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+        (&cfg.explicit, SOURCE_STATIC_BROKER),
+    ] {
+        all.extend(
+            synonyms
+                .iter()
+                .filter_map(|s| map.get(*s).map(|v| ((*s).to_owned(), v.clone(), source))),
+        );
+    }
+    all.extend(
+        synonyms
+            .iter()
+            .filter_map(|s| static_default(s).map(|v| ((*s).to_owned(), v, SOURCE_DEFAULT))),
+    );
+    match all.iter().position(|(n, _, _)| n == name) {
+        Some(i) => all.split_off(i),
+        None => Vec::new(),
+    }
+}
+
+/// The static broker value of a topic config, normalised to the topic key's unit, when
+/// `server.properties` sets one of its synonyms.
+fn static_topic_value(cfg: &BrokerConfig, topic_key: &str) -> Option<String> {
+    let primary = topic_synonym(topic_key)?;
+    let synonyms = broker_config_synonyms(primary);
+    let key = synonyms.iter().find(|k| cfg.explicit.contains_key(**k))?;
     Some(match topic_key {
         "retention.ms" => cfg.log_retention_ms.to_string(),
         "segment.ms" => cfg.log_roll_ms.to_string(),
         "retention.bytes" => cfg.log_retention_bytes.to_string(),
         "segment.bytes" => cfg.log_segment_bytes.to_string(),
         "max.message.bytes" => cfg.message_max_bytes.to_string(),
-        _ => {
-            let key = broker_synonyms(topic_key)
-                .iter()
-                .find(|k| cfg.explicit.contains_key(**k))?;
-            cfg.explicit.get(*key)?.clone()
-        }
+        _ => cfg.explicit.get(*key)?.clone(),
     })
 }
 
-/// Describes every topic config: override, else broker setting, else Kafka's default.
+/// Describes every topic config: the override, else this node's dynamic broker value, else
+/// the static broker setting, else Kafka's default.
 #[must_use]
 pub fn describe_topic(
     cfg: &BrokerConfig,
-    overrides: &std::collections::BTreeMap<String, String>,
+    image: &MetadataImage,
+    overrides: &BTreeMap<String, String>,
 ) -> Vec<Described> {
     topic_config_defaults()
         .iter()
         .map(|(name, default)| {
-            let mut synonyms = Vec::new();
+            let mut synonyms = topic_synonym(name)
+                .map(|b| config_synonyms(cfg, image, b, &broker_config_synonyms(b)))
+                .unwrap_or_default();
             if let Some(v) = overrides.get(*name) {
-                synonyms.push(((*name).to_owned(), v.clone(), SOURCE_DYNAMIC_TOPIC));
+                synonyms.insert(0, ((*name).to_owned(), v.clone(), SOURCE_DYNAMIC_TOPIC));
             }
-            if let Some(v) = broker_value(cfg, name) {
-                let key = broker_synonyms(name)
-                    .iter()
-                    .find(|k| cfg.explicit.contains_key(**k))
-                    .copied()
-                    .unwrap_or("");
-                synonyms.push((key.to_owned(), v, SOURCE_STATIC_BROKER));
-            }
-            let default_key = broker_synonyms(name).first().copied().unwrap_or(name);
-            synonyms.push((
-                default_key.to_owned(),
-                (*default).to_owned(),
-                SOURCE_DEFAULT,
-            ));
-            let (value, source) = (synonyms[0].1.clone(), synonyms[0].2);
+            let value = dynamic::topic_value(image, cfg.node_id, overrides, name)
+                .map(str::to_owned)
+                .or_else(|| static_topic_value(cfg, name))
+                .unwrap_or_else(|| (*default).to_owned());
             Described {
                 name: (*name).to_owned(),
                 value,
-                source,
+                source: synonyms.first().map_or(SOURCE_DEFAULT, |s| s.2),
+                read_only: false,
+                config_type: topic_config_type(name).unwrap_or(TYPE_UNKNOWN),
                 synonyms,
             }
         })
         .collect()
 }
 
-fn describe_broker(cfg: &BrokerConfig) -> Vec<Described> {
+/// Kafka's ConfigType of a broker key: a dynamic key has its topic config's type.
+fn broker_config_type(key: &str) -> i8 {
+    if let Some(t) = dynamic::topic_key(key).and_then(topic_config_type) {
+        return t;
+    }
+    match key {
+        "auto.create.topics.enable"
+        | "delete.topic.enable"
+        | "unclean.leader.election.enable"
+        | "auto.leader.rebalance.enable" => TYPE_BOOLEAN,
+        "node.id"
+        | "num.partitions"
+        | "default.replication.factor"
+        | "socket.request.max.bytes"
+        | "log.roll.hours"
+        | "log.retention.minutes"
+        | "log.retention.hours"
+        | "group.initial.rebalance.delay.ms"
+        | "group.min.session.timeout.ms"
+        | "group.max.session.timeout.ms"
+        | "group.consumer.heartbeat.interval.ms"
+        | "group.consumer.session.timeout.ms"
+        | "group.consumer.max.size"
+        | "offsets.topic.num.partitions"
+        | "offsets.retention.minutes"
+        | "offset.metadata.max.bytes"
+        | "controller.quorum.election.timeout.ms"
+        | "controller.quorum.fetch.timeout.ms"
+        | "controller.quorum.election.backoff.max.ms"
+        | "controller.quorum.request.timeout.ms"
+        | "controller.quorum.retry.backoff.ms"
+        | "controller.quorum.append.linger.ms"
+        | "broker.session.timeout.ms"
+        | "broker.heartbeat.interval.ms"
+        | "metadata.log.segment.bytes" => TYPE_INT,
+        "offsets.topic.replication.factor" => TYPE_SHORT,
+        "queued.max.request.bytes"
+        | "log.retention.check.interval.ms"
+        | "log.flush.scheduler.interval.ms"
+        | "offsets.retention.check.interval.ms"
+        | "replica.lag.time.max.ms"
+        | "metadata.log.max.snapshot.interval.ms"
+        | "metadata.log.max.record.bytes.between.snapshots"
+        | "leader.imbalance.check.interval.seconds" => TYPE_LONG,
+        "process.roles"
+        | "group.consumer.assignors"
+        | "controller.quorum.voters"
+        | "controller.quorum.bootstrap.servers"
+        | "controller.listener.names" => TYPE_LIST,
+        "replica.selector.class" => TYPE_CLASS,
+        _ => TYPE_STRING,
+    }
+}
+
+/// Describes this broker's configs (`name` is its id), or the cluster-wide dynamic
+/// defaults (`name` is empty).
+fn describe_broker(cfg: &BrokerConfig, image: &MetadataImage, name: &str) -> Vec<Described> {
+    if name.is_empty() {
+        let none = BTreeMap::new();
+        let defaults = image.broker_configs.get("").unwrap_or(&none);
+        return defaults
+            .iter()
+            .map(|(k, v)| Described {
+                name: k.clone(),
+                value: v.clone(),
+                source: SOURCE_DYNAMIC_DEFAULT_BROKER,
+                read_only: !dynamic::is_dynamic(k),
+                config_type: broker_config_type(k),
+                synonyms: config_synonyms(cfg, image, k, &broker_config_synonyms(k))
+                    .into_iter()
+                    .filter(|s| s.2 == SOURCE_DYNAMIC_DEFAULT_BROKER)
+                    .collect(),
+            })
+            .collect();
+    }
     cfg.values
         .iter()
         .map(|(k, v)| {
-            let source = if cfg.explicit.contains_key(k) {
-                SOURCE_STATIC_BROKER
-            } else {
-                SOURCE_DEFAULT
-            };
+            let synonyms = config_synonyms(cfg, image, k, &broker_config_synonyms(k));
+            let value = dynamic::broker_value(image, cfg.node_id, k)
+                .map_or_else(|| v.clone(), |(d, _)| d.to_owned());
             Described {
                 name: k.clone(),
-                value: v.clone(),
-                source,
-                synonyms: vec![(k.clone(), v.clone(), source)],
+                value,
+                source: synonyms.first().map_or(SOURCE_DEFAULT, |s| s.2),
+                read_only: !dynamic::is_dynamic(k),
+                config_type: broker_config_type(k),
+                synonyms,
             }
         })
         .collect()
@@ -149,20 +323,21 @@ pub fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConf
                 .with_resource_name(r.resource_name);
             let described = match r.resource_type {
                 RESOURCE_TOPIC => match image.topics.get(&name) {
-                    Some(t) => describe_topic(cfg, &t.configs),
+                    Some(t) => describe_topic(cfg, &image, &t.configs),
                     None => {
                         return result
                             .with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     }
                 },
                 RESOURCE_BROKER if name.is_empty() || name == cfg.node_id.to_string() => {
-                    describe_broker(cfg)
+                    describe_broker(cfg, &image, &name)
                 }
                 RESOURCE_BROKER => {
                     return result
                         .with_error_code(ResponseError::InvalidRequest.code())
                         .with_error_message(Some(StrBytes::from_string(format!(
-                            "unknown broker id {name}"
+                            "Unexpected broker id, expected {} or empty string, but received {name}",
+                            cfg.node_id
                         ))));
                 }
                 _ => {
@@ -196,8 +371,10 @@ pub fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConf
                     DescribeConfigsResourceResult::default()
                         .with_name(StrBytes::from_string(d.name))
                         .with_value(Some(StrBytes::from_string(d.value)))
-                        .with_read_only(r.resource_type == RESOURCE_BROKER)
+                        .with_read_only(d.read_only)
                         .with_config_source(d.source)
+                        .with_is_sensitive(false)
+                        .with_config_type(d.config_type)
                         .with_synonyms(synonyms)
                 })
                 .collect();
@@ -205,4 +382,115 @@ pub fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConf
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_kraft::MetadataRecord;
+    use strata_kraft::record::{ConfigRecord, RESOURCE_TYPE_BROKER};
+
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> BrokerConfig {
+        BrokerConfig::from_pairs(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
+        .unwrap()
+    }
+
+    fn set(image: &mut MetadataImage, resource: &str, key: &str, value: &str) {
+        image
+            .apply(&MetadataRecord::Config(ConfigRecord {
+                resource_type: RESOURCE_TYPE_BROKER,
+                resource_name: resource.to_owned(),
+                name: key.to_owned(),
+                value: Some(value.to_owned()),
+            }))
+            .unwrap();
+    }
+
+    fn find<'a>(all: &'a [Described], name: &str) -> &'a Described {
+        all.iter().find(|d| d.name == name).unwrap()
+    }
+
+    fn chain(d: &Described) -> Vec<(&str, &str, i8)> {
+        d.synonyms
+            .iter()
+            .map(|(n, v, s)| (n.as_str(), v.as_str(), *s))
+            .collect()
+    }
+
+    #[test]
+    fn topic_synonyms_in_kafkas_order() {
+        let cfg = config(&[("node.id", "1"), ("log.retention.hours", "2")]);
+        let mut image = MetadataImage::new("c", 1);
+        let none = BTreeMap::new();
+        // Only a static log.retention.hours: Kafka drops the chain (it does not name
+        // log.retention.ms) and reports DEFAULT_CONFIG, with the effective value.
+        let d = describe_topic(&cfg, &image, &none);
+        let r = find(&d, "retention.ms");
+        assert_eq!((r.value.as_str(), r.source), ("7200000", SOURCE_DEFAULT));
+        assert!(r.synonyms.is_empty());
+        // segment.bytes: Kafka's default only.
+        let s = find(&d, "segment.bytes");
+        assert_eq!(
+            chain(s),
+            [("log.segment.bytes", "1073741824", SOURCE_DEFAULT)]
+        );
+        assert_eq!(s.config_type, TYPE_INT);
+        set(&mut image, "", "log.retention.ms", "5000");
+        set(&mut image, "1", "log.retention.ms", "6000");
+        let overrides: BTreeMap<String, String> =
+            [("retention.ms".to_owned(), "7".to_owned())].into();
+        let d = describe_topic(&cfg, &image, &overrides);
+        let r = find(&d, "retention.ms");
+        assert_eq!((r.value.as_str(), r.source), ("7", SOURCE_DYNAMIC_TOPIC));
+        assert_eq!(
+            chain(r),
+            [
+                ("retention.ms", "7", SOURCE_DYNAMIC_TOPIC),
+                ("log.retention.ms", "6000", SOURCE_DYNAMIC_BROKER),
+                ("log.retention.ms", "5000", SOURCE_DYNAMIC_DEFAULT_BROKER),
+                ("log.retention.hours", "2", SOURCE_STATIC_BROKER),
+                ("log.retention.hours", "168", SOURCE_DEFAULT),
+            ]
+        );
+        assert_eq!(r.config_type, TYPE_LONG);
+        let d = describe_topic(&cfg, &image, &none);
+        let r = find(&d, "retention.ms");
+        assert_eq!(
+            (r.value.as_str(), r.source),
+            ("6000", SOURCE_DYNAMIC_BROKER)
+        );
+    }
+
+    #[test]
+    fn broker_resources() {
+        let cfg = config(&[("node.id", "1"), ("log.segment.bytes", "100000")]);
+        let mut image = MetadataImage::new("c", 1);
+        set(&mut image, "", "log.segment.bytes", "200000");
+        let d = describe_broker(&cfg, &image, "1");
+        let s = find(&d, "log.segment.bytes");
+        assert_eq!(
+            (s.value.as_str(), s.source, s.read_only),
+            ("200000", SOURCE_DYNAMIC_DEFAULT_BROKER, false)
+        );
+        assert_eq!(
+            chain(s),
+            [
+                ("log.segment.bytes", "200000", SOURCE_DYNAMIC_DEFAULT_BROKER),
+                ("log.segment.bytes", "100000", SOURCE_STATIC_BROKER),
+                ("log.segment.bytes", "1073741824", SOURCE_DEFAULT),
+            ]
+        );
+        let h = find(&d, "log.retention.check.interval.ms");
+        assert!(h.read_only);
+        assert_eq!((h.source, h.config_type), (SOURCE_DEFAULT, TYPE_LONG));
+        let defaults = describe_broker(&cfg, &image, "");
+        assert_eq!(defaults.len(), 1);
+        assert_eq!(chain(&defaults[0]).len(), 1);
+    }
 }

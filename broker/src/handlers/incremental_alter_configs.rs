@@ -1,9 +1,9 @@
 //! IncrementalAlterConfigs (key 44, KIP-339): SET, DELETE, APPEND and SUBTRACT on topic config
-//! overrides, written through the metadata log as `ConfigRecord`s. Broker resources are
-//! refused: Strata has no dynamic broker configs yet.
+//! overrides and on dynamic broker configs (KIP-226, a broker id or the cluster-wide default),
+//! written through the metadata log as `ConfigRecord`s. BROKER_LOGGER resources are refused.
 //!
-//! The legacy AlterConfigs (`alter_configs.rs`) shares this file's resource types, its
-//! answer to broker resources and its write path ([`write_topic_configs`]).
+//! The legacy AlterConfigs (`alter_configs.rs`) shares this file's resource types and its
+//! write paths ([`write_topic_configs`], [`write_broker_configs`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,6 +17,7 @@ use strata_protocol::messages::incremental_alter_configs_response::AlterConfigsR
 use strata_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
 use super::RequestContext;
+use crate::config::dynamic;
 use crate::error::metadata_error_code;
 
 /// Kafka's ConfigResource types.
@@ -40,12 +41,58 @@ const LIST_CONFIGS: &[&str] = &[
 /// A resource's error code and message.
 pub(super) type Failure = (i16, String);
 
-/// The answer to a broker resource: there are no dynamic broker configs to alter.
-pub(super) fn broker_resource_refused() -> Failure {
+/// The answer to a BROKER_LOGGER resource: broker log levels cannot be changed here.
+fn broker_logger_refused() -> Failure {
     (
         ResponseError::InvalidRequest.code(),
-        "dynamic broker configs are not supported".to_owned(),
+        "dynamic broker logger configs are not supported".to_owned(),
     )
+}
+
+/// A BROKER resource's current dynamic configs (`""`: the cluster-wide default).
+pub(super) fn broker_overrides(ctx: &RequestContext, resource: &str) -> BTreeMap<String, String> {
+    ctx.broker
+        .image()
+        .broker_configs
+        .get(resource)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Validates and (unless `validate_only`) writes a BROKER resource's changes, `None`
+/// removing a value, through the metadata log. As Kafka's `ConfigAdminManager` does, a key
+/// that is not dynamic and a value that does not parse are both INVALID_REQUEST
+/// (KAFKA-13609), and so is a resource name that is not a broker id.
+///
+/// # Errors
+///
+/// INVALID_REQUEST as above; the metadata error's Kafka code when the write fails.
+pub(super) fn write_broker_configs(
+    ctx: &RequestContext,
+    resource: &str,
+    changes: &[(String, Option<String>)],
+    validate_only: bool,
+    now_ms: i64,
+) -> Result<(), Failure> {
+    let invalid = |m: String| (ResponseError::InvalidRequest.code(), m);
+    dynamic::validate_resource_name(resource).map_err(invalid)?;
+    let fixed: Vec<&str> = changes
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| !dynamic::is_dynamic(k))
+        .collect();
+    if !fixed.is_empty() {
+        return Err(invalid(format!(
+            "Cannot update these configs dynamically: Set({})",
+            fixed.join(", ")
+        )));
+    }
+    for (key, value) in changes {
+        dynamic::validate(key, value.as_deref()).map_err(invalid)?;
+    }
+    ctx.broker
+        .alter_broker_configs(resource, changes, validate_only, now_ms)
+        .map_err(|e| (metadata_error_code(&e), e.to_string()))
 }
 
 /// A topic's current overrides.
@@ -168,7 +215,8 @@ pub fn handle(
         .map(|res| {
             let outcome = match res.resource_type {
                 RESOURCE_TOPIC => alter_topic(ctx, &res, req.validate_only, now),
-                RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => Err(broker_resource_refused()),
+                RESOURCE_BROKER => alter_broker(ctx, &res, req.validate_only, now),
+                RESOURCE_BROKER_LOGGER => Err(broker_logger_refused()),
                 other => Err((
                     ResponseError::InvalidRequest.code(),
                     format!("unknown resource type {other}"),
@@ -254,6 +302,74 @@ fn alter_topic(
         changes.push((key, new_value));
     }
     write_topic_configs(ctx, &topic, &changes, validate_only, now_ms)
+}
+
+fn alter_broker(
+    ctx: &RequestContext,
+    res: &AlterConfigsResource,
+    validate_only: bool,
+    now_ms: i64,
+) -> Result<(), Failure> {
+    let resource = res.resource_name.to_string();
+    let current = broker_overrides(ctx, &resource);
+    let mut seen = BTreeSet::new();
+    let mut changes = Vec::with_capacity(res.configs.len());
+    for c in &res.configs {
+        let key = c.name.to_string();
+        if !seen.insert(key.clone()) {
+            return Err((
+                ResponseError::InvalidRequest.code(),
+                format!("duplicate config key {key}"),
+            ));
+        }
+        let value = c.value.as_ref().map(ToString::to_string);
+        let new_value = match c.config_operation {
+            OP_SET => match value {
+                Some(v) => Some(v),
+                None => {
+                    return Err((
+                        ResponseError::InvalidRequest.code(),
+                        format!("null value not supported for {key}"),
+                    ));
+                }
+            },
+            OP_DELETE => None,
+            OP_APPEND | OP_SUBTRACT => {
+                // Of the dynamic broker configs only `log.cleanup.policy` is a LIST.
+                if key != "log.cleanup.policy" {
+                    return Err((
+                        ResponseError::InvalidConfig.code(),
+                        format!("config value append/subtract is not allowed for config key {key}"),
+                    ));
+                }
+                // The base is the resource's dynamic value, else this broker's static one.
+                let base = current
+                    .get(&key)
+                    .or_else(|| ctx.broker.config.values.get(&key))
+                    .map_or("", String::as_str);
+                let mut list = split_list(base);
+                let operand = split_list(value.as_deref().unwrap_or(""));
+                if c.config_operation == OP_APPEND {
+                    for v in operand {
+                        if !list.contains(&v) {
+                            list.push(v);
+                        }
+                    }
+                } else {
+                    list.retain(|v| !operand.contains(v));
+                }
+                Some(list.join(","))
+            }
+            other => {
+                return Err((
+                    ResponseError::InvalidRequest.code(),
+                    format!("unknown config operation {other} for {key}"),
+                ));
+            }
+        };
+        changes.push((key, new_value));
+    }
+    write_broker_configs(ctx, &resource, &changes, validate_only, now_ms)
 }
 
 fn split_list(s: &str) -> Vec<String> {

@@ -1,5 +1,8 @@
-//! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3, KIP-734), earliest local
-//! (-4, same as earliest without tiered storage), and the first offset at or after a timestamp.
+//! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3, KIP-734: the record
+//! with the largest timestamp, found inside its batch), earliest local (-4, same as earliest
+//! without tiered storage), and the earliest offset at or after the log start whose record
+//! timestamp is at or after a timestamp (records inside batches, compressed ones included). A
+//! timestamp past every record answers offset -1 and timestamp -1, as Kafka does.
 //!
 //! Only the partition's leader in the metadata image answers, and the request's
 //! `current_leader_epoch` (v4+, KIP-320) must match the image's. From v4 each answer carries
@@ -75,7 +78,8 @@ fn answer(
                         MAX_TIMESTAMP => {
                             let log = part.log();
                             let epoch = log.leader_epochs().latest_epoch().unwrap_or(-1);
-                            Ok(log.max_timestamp().map(|t| (t.timestamp, t.offset, epoch)))
+                            log.max_timestamp_record()
+                                .map(|m| m.map(|t| (t.timestamp, t.offset, epoch)))
                         }
                         ts if ts >= 0 => {
                             let log = part.log();

@@ -28,7 +28,7 @@ pub(crate) const OPS_NOT_REQUESTED: i32 = i32::MIN;
 /// KIP-430 bit sets, as Kafka reports them with no authorizer configured: every operation
 /// that applies to the resource. Topic: READ(3) WRITE(4) CREATE(5) DELETE(6) ALTER(7)
 /// DESCRIBE(8) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11).
-const TOPIC_OPS: i32 =
+pub(crate) const TOPIC_OPS: i32 =
     (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 /// Cluster (Kafka's `AclEntry.supportedOperations(CLUSTER)`): CREATE(5) ALTER(7) DESCRIBE(8)
 /// CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12).

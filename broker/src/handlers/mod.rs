@@ -27,6 +27,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
@@ -269,6 +270,9 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         }
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(&ctx, r))
+        }
+        RequestKind::DescribeTopicPartitions(r) => {
+            ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(&ctx, r))
         }
         other => {
             // The decoder admits only the APIs in the version table, and each has an arm above;

@@ -165,11 +165,15 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
         let compacted = image.topics.get(&name).is_some_and(|t| {
-            t.configs
-                .get("cleanup.policy")
-                .unwrap_or(&ctx.broker.config.log_cleanup_policy)
-                .split(',')
-                .any(|p| p.trim() == "compact")
+            crate::config::dynamic::topic_value(
+                image,
+                ctx.broker.config.node_id,
+                &t.configs,
+                "cleanup.policy",
+            )
+            .unwrap_or(&ctx.broker.config.log_cleanup_policy)
+            .split(',')
+            .any(|p| p.trim() == "compact")
         });
         let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
         for pd in topic.partition_data {

@@ -526,6 +526,19 @@ mod round_trip {
                     .with_group_ids(vec![GroupId(StrBytes::from_string(s.topic.clone()))])
                     .with_include_authorized_operations(true),
             ),
+            ApiKey::DescribeTopicPartitions => RequestKind::DescribeTopicPartitions(
+                DescribeTopicPartitionsRequest::default()
+                    .with_topics(vec![
+                        describe_topic_partitions_request::TopicRequest::default()
+                            .with_name(name(s)),
+                    ])
+                    .with_response_partition_limit(2000)
+                    .with_cursor((s.partition % 2 == 0).then(|| {
+                        describe_topic_partitions_request::Cursor::default()
+                            .with_topic_name(name(s))
+                            .with_partition_index(s.partition)
+                    })),
+            ),
             other => panic!("no sample for {other:?}"),
         }
     }
@@ -1078,6 +1091,30 @@ mod round_trip {
                     ]),
                 )
             }
+            ApiKey::DescribeTopicPartitions => ResponseKind::DescribeTopicPartitions(
+                DescribeTopicPartitionsResponse::default()
+                    .with_topics(vec![
+                        describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic::default()
+                            .with_name(Some(name(s)))
+                            .with_topic_id(s.id)
+                            .with_partitions(vec![
+                                describe_topic_partitions_response::DescribeTopicPartitionsResponsePartition::default()
+                                    .with_partition_index(s.partition)
+                                    .with_leader_id(BrokerId(1))
+                                    .with_leader_epoch(4)
+                                    .with_replica_nodes(vec![BrokerId(1), BrokerId(2)])
+                                    .with_isr_nodes(vec![BrokerId(1)])
+                                    .with_eligible_leader_replicas(Some(Vec::new()))
+                                    .with_last_known_elr(Some(Vec::new())),
+                            ])
+                            .with_topic_authorized_operations(0x0df8),
+                    ])
+                    .with_next_cursor((s.partition % 2 == 0).then(|| {
+                        describe_topic_partitions_response::Cursor::default()
+                            .with_topic_name(name(s))
+                            .with_partition_index(s.partition + 1)
+                    })),
+            ),
             other => panic!("no sample for {other:?}"),
         }
     }
