@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 use crate::ApplyError;
+use crate::client_quotas::ClientQuotas;
 use crate::record::{
     BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FencingChange,
     LeaderRecoveryState, MetadataRecord, NO_LEADER_CHANGE, PartitionChangeRecord, PartitionRecord,
@@ -29,6 +30,9 @@ pub struct MetadataImage {
     /// The first producer id of the next block to allocate (Kafka's
     /// `ProducerIdControlManager.nextProducerBlock`); 0 until a `ProducerIdsRecord`.
     pub next_producer_id: i64,
+    /// KIP-546: the client quotas of each user and client-id entity, from
+    /// `ClientQuotaRecord`s; brokers enforce them and DescribeClientQuotas reads them.
+    pub client_quotas: ClientQuotas,
 }
 
 /// A registered broker, as clients need it.
@@ -198,6 +202,10 @@ impl MetadataImage {
             }
             MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
             MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
+            MetadataRecord::ClientQuota(r) => {
+                self.client_quotas.apply(r);
+                Ok(())
+            }
             MetadataRecord::BrokerRegistrationChange(r) => self.apply_broker_registration_change(r),
         }
     }
