@@ -512,11 +512,12 @@ mod tests {
 
     #[test]
     fn the_most_specific_quota_wins_in_kafkas_order() {
-        let u = "ANONYMOUS";
+        const U: &str = "ANONYMOUS";
+        let u = U;
         let all: Vec<(&[(&str, Option<&str>)], f64)> = vec![
-            (&[("user", Some(u)), ("client-id", Some("app"))], 1.0),
-            (&[("user", Some(u)), ("client-id", None)], 2.0),
-            (&[("user", Some(u))], 3.0),
+            (&[("user", Some(U)), ("client-id", Some("app"))], 1.0),
+            (&[("user", Some(U)), ("client-id", None)], 2.0),
+            (&[("user", Some(U))], 3.0),
             (&[("user", None), ("client-id", Some("app"))], 4.0),
             (&[("user", None), ("client-id", None)], 5.0),
             (&[("user", None)], 6.0),

@@ -344,6 +344,9 @@ pub fn alter_client_quotas(
     (records, results)
 }
 
+/// A described entity with its quotas.
+pub type DescribedQuotas<'a> = (&'a QuotaEntity, &'a BTreeMap<String, f64>);
+
 /// One DescribeClientQuotas filter component.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterComponent {
@@ -375,7 +378,7 @@ pub fn describe_client_quotas<'a>(
     quotas: &'a ClientQuotas,
     components: &[FilterComponent],
     strict: bool,
-) -> Result<Vec<(&'a QuotaEntity, &'a BTreeMap<String, f64>)>, ClientQuotaError> {
+) -> Result<Vec<DescribedQuotas<'a>>, ClientQuotaError> {
     // Type → None for "any name", Some(name) for an exact name or the default.
     let mut wanted: BTreeMap<&str, Option<Option<&str>>> = BTreeMap::new();
     for c in components {
