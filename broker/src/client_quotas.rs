@@ -209,8 +209,7 @@ impl Rate {
             return 0;
         }
         let window = self.window_ms(now_ms) as f64;
-        let throttle = ((rate - bound) / bound * window).round() as i64;
-        throttle
+        ((rate - bound) / bound * window).round() as i64
     }
 }
 
