@@ -489,7 +489,10 @@ mod tests {
         assert!(last > 0);
     }
 
-    fn quotas(entries: &[(&[(&str, Option<&str>)], f64)]) -> ClientQuotas {
+    /// An entity's (type, name) pairs and its `producer_byte_rate`.
+    type Quota<'a> = (&'a [(&'a str, Option<&'a str>)], f64);
+
+    fn quotas(entries: &[Quota<'_>]) -> ClientQuotas {
         let mut q = ClientQuotas::default();
         for (entity, v) in entries {
             let parts: Vec<(String, Option<String>)> = entity
@@ -513,7 +516,7 @@ mod tests {
     fn the_most_specific_quota_wins_in_kafkas_order() {
         const U: &str = "ANONYMOUS";
         let u = U;
-        let all: Vec<(&[(&str, Option<&str>)], f64)> = vec![
+        let all: Vec<Quota<'_>> = vec![
             (&[("user", Some(U)), ("client-id", Some("app"))], 1.0),
             (&[("user", Some(U)), ("client-id", None)], 2.0),
             (&[("user", Some(U))], 3.0),

@@ -69,7 +69,7 @@ fn call(port: u16, key: ApiKey, body: RequestKind) -> anyhow::Result<ResponseKin
     anyhow::ensure!(resp[..4] == 9i32.to_be_bytes(), "correlation id");
     anyhow::ensure!(resp[4] == 0, "no tagged fields in the response header");
     let mut body = Bytes::copy_from_slice(&resp[5..]);
-    Ok(ResponseKind::decode(key, &mut body, 1)?)
+    ResponseKind::decode(key, &mut body, 1)
 }
 
 /// An entity as (type, name) pairs, `None` for the default.
