@@ -505,6 +505,27 @@ impl Broker {
         }
     }
 
+    /// AlterClientQuotas (KIP-546) through the metadata log: on the single voter's store,
+    /// or as one entry of the active controller. Each entry's outcome, in request order;
+    /// with `validate_only` everything is checked and nothing written.
+    ///
+    /// # Errors
+    ///
+    /// Not the controller, or a storage error; per-entry failures are data in the results.
+    pub fn alter_client_quotas(
+        &self,
+        entries: &[strata_kraft::client_quotas::QuotaAlteration],
+        validate_only: bool,
+        now_ms: i64,
+    ) -> Result<Vec<Result<(), strata_kraft::client_quotas::ClientQuotaError>>, MetadataError> {
+        let Some(mut store) = self.local_store() else {
+            return self.cluster_alter_client_quotas(entries, validate_only);
+        };
+        let results = store.alter_client_quotas(entries, validate_only, now_ms)?;
+        self.publish_image(&store);
+        Ok(results)
+    }
+
     /// Sets (`Some`) or removes (`None`) config overrides of one topic through the metadata
     /// log (IncrementalAlterConfigs), then gives the topic's open partitions their new
     /// effective log config. Every change is validated before any is written; with

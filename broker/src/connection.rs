@@ -275,13 +275,19 @@ pub async fn serve_on(
     let (tx, rx) = mpsc::channel::<(Slot, Lease)>(MAX_IN_FLIGHT);
     let writer = tokio::spawn(write_responses(broker.clone(), wr, rx, peer));
     let mut buf = BytesMut::with_capacity(READ_BUF);
+    let mute = Arc::new(crate::client_quotas::Mute::default());
     loop {
-        // At shutdown the connection stops reading (a frame half read is dropped with it)
-        // and closes once the requests it holds are answered (`crate::drain`).
+        // KIP-219: a connection a quota throttled reads nothing until its mute is over, so
+        // it holds no more than it had read (TCP flow control stops the client). At
+        // shutdown the connection stops reading (a frame half read is dropped with it) and
+        // closes once the requests it holds are answered (`crate::drain`).
         let next = tokio::select! {
             biased;
             () = crate::drain::begun() => None,
-            next = read_frame(&broker, &mut rd, &mut buf, peer) => next,
+            next = async {
+                mute.wait().await;
+                read_frame(&broker, &mut rd, &mut buf, peer).await
+            } => next,
         };
         let Some((body, lease)) = next else { break };
         let slot = match codec::decode_request_on(listener, body) {
@@ -289,13 +295,14 @@ pub async fn serve_on(
                 controller_slot(&broker, *req, peer, listener_name.clone(), quorum.as_ref())
             }
             Ok(Decoded::Request(req)) => {
-                let ctx = RequestContext::new(
+                let mut ctx = RequestContext::new(
                     broker.clone(),
                     &req.header,
                     req.api_key,
                     Some(peer),
                     listener_name.clone(),
                 );
+                ctx.mute = Some(mute.clone());
                 handlers::dispatch(ctx, req.body).await
             }
             Ok(Decoded::ApiVersionsTooNew { correlation_id }) => Slot::Ready(
@@ -430,7 +437,8 @@ fn controller_slot(
             | ApiKey::AlterConfigs
             | ApiKey::IncrementalAlterConfigs
             | ApiKey::AlterPartitionReassignments
-            | ApiKey::ListPartitionReassignments,
+            | ApiKey::ListPartitionReassignments
+            | ApiKey::AlterClientQuotas,
             Some(_),
         ) => {
             // A broker forwarding to a dedicated controller (or an admin client that

@@ -3,6 +3,7 @@
 //! Each function matches exhaustively with no catch-all arm, so a new variant in a domain
 //! crate fails the build here until someone decides its Kafka code.
 
+use strata_kraft::client_quotas::ClientQuotaError;
 use strata_kraft::{ElectionError, InvalidReassignment, MetadataError, ReassignmentError};
 use strata_protocol::ResponseError;
 use strata_storage::LogError;
@@ -30,6 +31,34 @@ pub fn log_error_code(e: &LogError) -> i16 {
         LogError::CorruptSegment { .. } | LogError::Decompress { .. } | LogError::Io { .. } => {
             ResponseError::KafkaStorageError.code()
         }
+    }
+}
+
+/// A client-quota entity, key or filter refused (KIP-546), as Kafka's error code: an
+/// unknown filter entity type is UNSUPPORTED_VERSION, as Kafka answers it; everything else
+/// is INVALID_REQUEST.
+#[must_use]
+pub fn client_quota_error_code(e: &ClientQuotaError) -> i16 {
+    match e {
+        ClientQuotaError::UnsupportedEntityType { .. } => ResponseError::UnsupportedVersion.code(),
+        ClientQuotaError::EmptyEntity
+        | ClientQuotaError::DuplicateEntityType { .. }
+        | ClientQuotaError::UnknownEntityType { .. }
+        | ClientQuotaError::EmptyName { .. }
+        | ClientQuotaError::InvalidCombination
+        | ClientQuotaError::IpNotSupported
+        | ClientQuotaError::UnknownKey { .. }
+        | ClientQuotaError::NotALong { .. }
+        | ClientQuotaError::InvalidValue { .. }
+        | ClientQuotaError::DuplicateKey { .. }
+        | ClientQuotaError::DuplicateEntity
+        | ClientQuotaError::EmptyFilterType
+        | ClientQuotaError::DuplicateFilterType { .. }
+        | ClientQuotaError::ExactWithoutMatch
+        | ClientQuotaError::DefaultWithMatch
+        | ClientQuotaError::SpecifiedWithMatch
+        | ClientQuotaError::UnknownMatchType { .. }
+        | ClientQuotaError::IpFilterCombination => ResponseError::InvalidRequest.code(),
     }
 }
 

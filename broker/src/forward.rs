@@ -2,8 +2,8 @@
 //!
 //! In cluster mode only the quorum leader writes metadata. A node that is not the leader
 //! sends CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterConfigs,
-//! IncrementalAlterConfigs, AlterPartitionReassignments and ListPartitionReassignments
-//! (KIP-455: the pending moves are the controller's to tell) whole (same API, same version, same body) to the leader's
+//! IncrementalAlterConfigs, AlterPartitionReassignments, ListPartitionReassignments
+//! (KIP-455: the pending moves are the controller's to tell) and AlterClientQuotas whole (same API, same version, same body) to the leader's
 //! registered inter-broker endpoint or, when the leader is a dedicated controller with no
 //! broker registration, to its controller listener (its `controller.quorum.voters`
 //! address), and relays the answer under its own client's correlation id. Metadata's
@@ -11,7 +11,7 @@
 //!
 //! Kafka wraps a forwarded request in an Envelope on the controller listener; here the
 //! request goes as it came, to a combined leader's broker listener as any client's would,
-//! or to a dedicated controller's listener, which serves these eight APIs. What stands in
+//! or to a dedicated controller's listener, which serves these nine APIs. What stands in
 //! for the envelope's "already forwarded" mark is the client id ([`FORWARDED_CLIENT_ID`]): a
 //! node never forwards a request that carries it, so two nodes that each take the other
 //! for the leader (for the moment it takes an election to reach both) cannot bounce a

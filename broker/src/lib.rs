@@ -4,6 +4,8 @@
 //!
 //! # Layout
 //!
+//! - [`client_quotas`]: produce and fetch byte-rate quotas (KIP-13): Kafka's rate
+//!   sensors, the quota that applies to a client, and the connection mute of KIP-219.
 //! - [`config`]: `server.properties` with Kafka's key names, environment and `--override`s.
 //! - [`broker`]: the node's shared state: configuration, the metadata store (single KRaft
 //!   voter) with its current image, and the open partitions.
@@ -35,6 +37,7 @@
 //!   closes only its own connection.
 
 pub mod broker;
+pub mod client_quotas;
 pub mod config;
 pub mod connection;
 pub mod consumer_group;

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 use crate::ApplyError;
+use crate::client_quotas::ClientQuotas;
 use crate::record::{
     BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, FencingChange,
     LeaderRecoveryState, MetadataRecord, NO_LEADER_CHANGE, PartitionChangeRecord, PartitionRecord,
@@ -35,6 +36,9 @@ pub struct MetadataImage {
     /// `ConfigResource` of type BROKER). Only keys with a value are kept, and a resource
     /// left with none is dropped, so equal states compare equal.
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// KIP-546: the client quotas of each user and client-id entity, from
+    /// `ClientQuotaRecord`s; brokers enforce them and DescribeClientQuotas reads them.
+    pub client_quotas: ClientQuotas,
 }
 
 /// A registered broker, as clients need it.
@@ -204,6 +208,10 @@ impl MetadataImage {
             }
             MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
             MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
+            MetadataRecord::ClientQuota(r) => {
+                self.client_quotas.apply(r);
+                Ok(())
+            }
             MetadataRecord::BrokerRegistrationChange(r) => self.apply_broker_registration_change(r),
         }
     }

@@ -10,8 +10,8 @@
 //!
 //! The order is the one replay needs: brokers first (their registrations carry their
 //! fencing and shutdown state whole), then each topic followed by its partitions in id
-//! order and its config overrides, then the dynamic broker configs, then the producer-id
-//! block.
+//! order and its config overrides, then the dynamic broker configs, then the client quotas,
+//! then the producer-id block.
 
 use crate::image::MetadataImage;
 use crate::record::{
@@ -74,6 +74,7 @@ impl MetadataImage {
                 }));
             }
         }
+        out.extend(self.client_quotas.records());
         if self.next_producer_id > 0 {
             // Kafka's `ProducerIdControlManager` snapshots its next block the same way,
             // with no broker behind it.
@@ -219,6 +220,24 @@ mod tests {
                     })
                 }),
             topic_id.prop_map(|id| MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: id })),
+            (
+                prop_oneof![Just("user"), Just("client-id")],
+                proptest::option::of(prop_oneof![Just("a"), Just("b")]),
+                prop_oneof![Just("producer_byte_rate"), Just("consumer_byte_rate")],
+                1..4u8,
+                any::<bool>()
+            )
+                .prop_map(|(t, name, key, value, remove)| {
+                    MetadataRecord::ClientQuota(crate::record::ClientQuotaRecord {
+                        entity: vec![crate::record::QuotaEntityPart {
+                            entity_type: t.into(),
+                            entity_name: name.map(Into::into),
+                        }],
+                        key: key.into(),
+                        value: f64::from(value) * 1024.0,
+                        remove,
+                    })
+                }),
             (1..5000i64).prop_map(|next| MetadataRecord::ProducerIds(ProducerIdsRecord {
                 broker_id: 1,
                 broker_epoch: 0,

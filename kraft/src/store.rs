@@ -373,6 +373,27 @@ impl MetadataStore {
         self.commit(&records, now_ms)
     }
 
+    /// AlterClientQuotas (KIP-546) on the single voter: the records of every entry that
+    /// passes its checks are committed as one batch (unless `validate_only`); the outcomes
+    /// are in request order.
+    ///
+    /// # Errors
+    ///
+    /// A storage error writing the records; per-entry failures are data in the results.
+    pub fn alter_client_quotas(
+        &mut self,
+        entries: &[crate::client_quotas::QuotaAlteration],
+        validate_only: bool,
+        now_ms: i64,
+    ) -> Result<Vec<Result<(), crate::client_quotas::ClientQuotaError>>, MetadataError> {
+        let (records, results) =
+            crate::client_quotas::alter_client_quotas(&self.image.client_quotas, entries);
+        if !validate_only {
+            self.commit(&records, now_ms)?;
+        }
+        Ok(results)
+    }
+
     /// ElectLeaders (KIP-460) on the single voter: the elections
     /// [`crate::cluster_control::elect_leaders`] finds are committed as one batch. On one
     /// node every partition's only replica is the node itself, so in practice each answer is

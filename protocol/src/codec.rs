@@ -222,7 +222,7 @@ pub fn decode_response(
 
 /// The client-listener APIs a node that is not the active controller forwards to it whole
 /// (KIP-590), and whose responses it reads back with [`decode_forwarded_response`].
-pub const FORWARDED_APIS: [ApiKey; 8] = [
+pub const FORWARDED_APIS: [ApiKey; 9] = [
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
@@ -231,6 +231,7 @@ pub const FORWARDED_APIS: [ApiKey; 8] = [
     ApiKey::IncrementalAlterConfigs,
     ApiKey::AlterPartitionReassignments,
     ApiKey::ListPartitionReassignments,
+    ApiKey::AlterClientQuotas,
 ];
 
 /// Decodes one response frame body (without its size prefix) to a request this node

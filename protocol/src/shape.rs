@@ -369,6 +369,43 @@ const OFFSET_FOR_LEADER_EPOCH: Schema = Schema {
     flexible_from: 4,
 };
 
+/// DescribeClientQuotas v0-1 (KIP-546).
+const DESCRIBE_CLIENT_QUOTAS: Schema = Schema {
+    fields: &[
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // entity_type
+                f(T::I8, 0, ALL),  // match_type
+                f(T::Str, 0, ALL), // match (nullable)
+            ]),
+            0,
+            ALL,
+        ), // components
+        f(T::I8, 0, ALL), // strict
+    ],
+    flexible_from: 1,
+};
+
+/// AlterClientQuotas v0-1 (KIP-546). A float64 value takes the eight bytes of an int64.
+const ALTER_CLIENT_QUOTAS: Schema = Schema {
+    fields: &[
+        f(
+            T::Array(&[
+                f(T::Array(&[f(T::Str, 0, ALL), f(T::Str, 0, ALL)]), 0, ALL), // entity: type, name
+                f(
+                    T::Array(&[f(T::Str, 0, ALL), f(T::I64, 0, ALL), f(T::I8, 0, ALL)]),
+                    0,
+                    ALL,
+                ), // ops: key, value, remove
+            ]),
+            0,
+            ALL,
+        ), // entries
+        f(T::I8, 0, ALL), // validate_only
+    ],
+    flexible_from: 1,
+};
+
 const ALTER_CONFIGS: Schema = Schema {
     fields: &[
         f(
@@ -639,6 +676,8 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::OffsetDelete => &OFFSET_DELETE,
         ApiKey::InitProducerId => &INIT_PRODUCER_ID,
         ApiKey::DescribeProducers => &DESCRIBE_PRODUCERS,
+        ApiKey::DescribeClientQuotas => &DESCRIBE_CLIENT_QUOTAS,
+        ApiKey::AlterClientQuotas => &ALTER_CLIENT_QUOTAS,
         ApiKey::ConsumerGroupHeartbeat => &CONSUMER_GROUP_HEARTBEAT,
         ApiKey::ConsumerGroupDescribe => &CONSUMER_GROUP_DESCRIBE,
         ApiKey::DescribeTopicPartitions => &DESCRIBE_TOPIC_PARTITIONS,

@@ -71,6 +71,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::AlterPartitionReassignments, 0, 1),
     api(ApiKey::ListPartitionReassignments, 0, 0),
     api(ApiKey::OffsetDelete, 0, 0),
+    api(ApiKey::DescribeClientQuotas, 0, 1),
+    api(ApiKey::AlterClientQuotas, 0, 1),
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
@@ -98,6 +100,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ///   listener too), at the client table's versions, since a broker forwards them at the
 ///   version its client sent. ListPartitionReassignments is a read Kafka's brokers forward
 ///   as well, since only the controller knows the pending moves for sure (KIP-455).
+///   AlterClientQuotas (KIP-546) is forwarded too: quotas are metadata records.
 pub const CONTROLLER_APIS: &[SupportedApi] = &[
     api(ApiKey::Fetch, 12, 16),
     api(ApiKey::ApiVersions, 0, 4),
@@ -109,6 +112,7 @@ pub const CONTROLLER_APIS: &[SupportedApi] = &[
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::AlterPartitionReassignments, 0, 1),
     api(ApiKey::ListPartitionReassignments, 0, 0),
+    api(ApiKey::AlterClientQuotas, 0, 1),
     api(ApiKey::Vote, 0, 2),
     api(ApiKey::BeginQuorumEpoch, 0, 1),
     api(ApiKey::EndQuorumEpoch, 0, 1),
@@ -210,6 +214,8 @@ mod tests {
                 ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
                 ApiKey::OffsetForLeaderEpoch => OffsetForLeaderEpochRequest::VERSIONS,
                 ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
+                ApiKey::DescribeClientQuotas => DescribeClientQuotasRequest::VERSIONS,
+                ApiKey::AlterClientQuotas => AlterClientQuotasRequest::VERSIONS,
                 ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::VERSIONS,
                 ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::VERSIONS,
                 ApiKey::DescribeTopicPartitions => DescribeTopicPartitionsRequest::VERSIONS,

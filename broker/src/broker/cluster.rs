@@ -427,6 +427,20 @@ impl Broker {
         })
     }
 
+    /// AlterClientQuotas on the active controller: every entry that passes its checks in
+    /// one entry of the metadata log (see [`Broker::alter_client_quotas`]).
+    pub(super) fn cluster_alter_client_quotas(
+        &self,
+        entries: &[strata_kraft::client_quotas::QuotaAlteration],
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), strata_kraft::client_quotas::ClientQuotaError>>, MetadataError> {
+        self.controller_write(|image, _, _| {
+            let (records, results) =
+                strata_kraft::client_quotas::alter_client_quotas(&image.client_quotas, entries);
+            Ok((results, if validate_only { Vec::new() } else { records }))
+        })
+    }
+
     /// Records this broker's epoch from its registration (`-1`: it has none).
     pub fn set_broker_epoch(&self, epoch: i64) {
         if let Some(c) = self.cluster() {

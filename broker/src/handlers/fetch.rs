@@ -240,6 +240,33 @@ async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) 
     }
 }
 
+/// A consumer fetch's quota (KIP-13): its record bytes are recorded against the client's
+/// `consumer_byte_rate`, and a fetch that takes the rate over it answers its throttle time
+/// and no partitions, its bytes taken back out of the rate (Kafka's
+/// `getThrottledResponse` and `unrecordQuotaSensor`); the connection is muted meanwhile.
+pub fn apply_quota(ctx: &RequestContext, fetched: &mut Fetched) {
+    use crate::client_quotas::{QuotaType, unrecord};
+    let bytes: u64 = fetched
+        .records
+        .iter()
+        .flatten()
+        .map(|r| u64::from(r.len))
+        .sum();
+    let throttle = ctx.throttle(QuotaType::Fetch, bytes);
+    if throttle > 0 {
+        unrecord(
+            &ctx.broker.image(),
+            QuotaType::Fetch,
+            ctx.client_id.as_deref().unwrap_or(""),
+            bytes,
+            crate::now_ms(),
+        );
+        fetched.response.responses.clear();
+        fetched.records.clear();
+    }
+    fetched.response.throttle_time_ms = throttle;
+}
+
 /// Encodes a fetch's answer as a response plan. An encoding failure is a broker bug: it is
 /// logged and the connection closes, since the client would otherwise wait forever.
 pub fn encode(ctx: &RequestContext, fetched: Fetched) -> Option<ResponsePlan<FileRegion>> {

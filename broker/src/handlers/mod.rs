@@ -12,6 +12,7 @@ use crate::broker::Broker;
 use crate::connection::Slot;
 use crate::forward;
 
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod api_versions;
@@ -22,6 +23,7 @@ pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -69,6 +71,9 @@ pub struct RequestContext {
     /// broker's endpoint on that same listener, so that a client inside a network and one
     /// outside it are each given addresses they can reach.
     pub listener: Option<Arc<str>>,
+    /// The connection's KIP-219 mute, which a quota-throttled Produce or Fetch extends;
+    /// `None` where there is no client connection.
+    pub mute: Option<Arc<crate::client_quotas::Mute>>,
 }
 
 impl RequestContext {
@@ -89,7 +94,28 @@ impl RequestContext {
             client_id: header.client_id.as_ref().map(|c| c.to_string()),
             peer,
             listener,
+            mute: None,
         }
+    }
+
+    /// Records `bytes` against the client's `kind` quota (KIP-13) and returns the
+    /// throttle time for the response's `throttle_time_ms`; a throttled connection is
+    /// muted for that long (KIP-219).
+    #[must_use]
+    pub fn throttle(&self, kind: crate::client_quotas::QuotaType, bytes: u64) -> i32 {
+        let throttle = crate::client_quotas::record(
+            &self.broker.image(),
+            kind,
+            self.client_id.as_deref().unwrap_or(""),
+            bytes,
+            crate::now_ms(),
+        );
+        if throttle > 0
+            && let Some(mute) = &self.mute
+        {
+            mute.extend(throttle);
+        }
+        throttle
     }
 
     /// Where a client on this request's listener reaches broker `b`: its advertised
@@ -163,22 +189,33 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
     let response = match body {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(&ctx, r)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(&ctx, r)),
-        RequestKind::Produce(r) => match produce::handle(&ctx, r) {
-            produce::Produced::Ready(resp) => ResponseKind::Produce(resp),
-            produce::Produced::NoResponse => return Slot::NoResponse,
-            // The records are appended (in order, inline); only the answer waits for the fsync,
-            // so the connection's next produce can join the same group commit.
-            produce::Produced::AfterFlush(pending) => {
-                return Slot::Pending(tokio::spawn(async move {
-                    let _waiting = crate::metrics::produce_waiting();
-                    let resp = pending.wait().await;
-                    ctx.encode(&ResponseKind::Produce(resp))
-                }));
+        RequestKind::Produce(r) => {
+            let bytes = produce::record_bytes(&r);
+            let produced = produce::handle(&ctx, r);
+            let throttle = ctx.throttle(crate::client_quotas::QuotaType::Produce, bytes);
+            match produced {
+                produce::Produced::Ready(resp) => {
+                    ResponseKind::Produce(resp.with_throttle_time_ms(throttle))
+                }
+                produce::Produced::NoResponse => return Slot::NoResponse,
+                // The records are appended (in order, inline); only the answer waits for the
+                // fsync, so the connection's next produce can join the same group commit.
+                produce::Produced::AfterFlush(pending) => {
+                    return Slot::Pending(tokio::spawn(async move {
+                        let _waiting = crate::metrics::produce_waiting();
+                        let resp = pending.wait().await.with_throttle_time_ms(throttle);
+                        ctx.encode(&ResponseKind::Produce(resp))
+                    }));
+                }
             }
-        },
+        }
         RequestKind::Fetch(r) => {
+            let consumer = r.replica_id.0 < 0 && r.replica_state.replica_id.0 < 0;
             return Slot::PendingPlan(tokio::spawn(async move {
-                let fetched = fetch::handle(&ctx, r).await;
+                let mut fetched = fetch::handle(&ctx, r).await;
+                if consumer {
+                    fetch::apply_quota(&ctx, &mut fetched);
+                }
                 fetch::encode(&ctx, fetched)
             }));
         }
@@ -243,6 +280,13 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::ListPartitionReassignments(r) => {
             list_partition_reassignments::handle_kind(&ctx, r)
         }
+        RequestKind::DescribeClientQuotas(r) => {
+            ResponseKind::DescribeClientQuotas(describe_client_quotas::handle(&ctx, r))
+        }
+        RequestKind::AlterClientQuotas(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, alter_client_quotas::handle_kind);
+        }
+        RequestKind::AlterClientQuotas(r) => alter_client_quotas::handle_kind(&ctx, r),
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(&ctx, r))
         }
@@ -306,6 +350,7 @@ pub fn controller_write(ctx: RequestContext, body: RequestKind) -> Slot {
             RequestKind::ListPartitionReassignments(r) => {
                 list_partition_reassignments::handle_kind(&ctx, r)
             }
+            RequestKind::AlterClientQuotas(r) => alter_client_quotas::handle_kind(&ctx, r),
             other => {
                 tracing::error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "not a metadata write");
                 return None;

@@ -143,6 +143,18 @@ impl PendingProduce {
     }
 }
 
+/// The bytes of a produce's record sets: what its producer quota counts (KIP-13; Kafka
+/// counts the whole request, of which the record sets are all but a few bytes).
+#[must_use]
+pub fn record_bytes(req: &ProduceRequest) -> u64 {
+    req.topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|p| p.records.as_ref())
+        .map(|r| r.len() as u64)
+        .sum()
+}
+
 /// Appends every partition's records (in the order sent) and answers, now or after the group
 /// commit.
 #[must_use]

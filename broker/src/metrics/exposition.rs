@@ -132,6 +132,7 @@ pub fn render(broker: &Broker) -> String {
     }
 
     render_requests(&mut out);
+    crate::client_quotas::render_metrics(&mut out, escape);
 
     let gauges: [(&str, &str, &str, i64); 6] = [
         (

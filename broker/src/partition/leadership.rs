@@ -474,6 +474,7 @@ pub(crate) mod fixture {
             client_id: None,
             peer: None,
             listener: None,
+            mute: None,
         }
     }
 

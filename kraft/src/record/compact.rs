@@ -85,6 +85,10 @@ impl Writer {
     pub(crate) fn bool(&mut self, v: bool) {
         self.buf.push(u8::from(v));
     }
+    /// Kafka's `float64`: the IEEE 754 bits, big-endian.
+    pub(crate) fn f64(&mut self, v: f64) {
+        self.buf.extend_from_slice(&v.to_bits().to_be_bytes());
+    }
     pub(crate) fn uuid(&mut self, v: Uuid) {
         self.buf.extend_from_slice(v.as_bytes());
     }
@@ -223,6 +227,9 @@ impl<'a> Reader<'a> {
     }
     pub(crate) fn bool(&mut self, field: &'static str) -> Result<bool, DecodeError> {
         Ok(self.array::<1>(field)?[0] != 0)
+    }
+    pub(crate) fn f64(&mut self, field: &'static str) -> Result<f64, DecodeError> {
+        Ok(f64::from_bits(u64::from_be_bytes(self.array(field)?)))
     }
     pub(crate) fn uuid(&mut self, field: &'static str) -> Result<Uuid, DecodeError> {
         Ok(Uuid::from_bytes(self.array(field)?))

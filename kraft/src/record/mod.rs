@@ -4,6 +4,7 @@
 //! side; [`MetadataRecord`] is the one enum that dispatches them.
 
 mod broker_registration_change;
+mod client_quota;
 pub(crate) mod compact;
 mod config;
 mod fence_broker;
@@ -17,6 +18,7 @@ mod unfence_broker;
 mod unregister_broker;
 
 pub use broker_registration_change::{BrokerRegistrationChangeRecord, FencingChange};
+pub use client_quota::{ClientQuotaRecord, QuotaEntityPart};
 pub use compact::DecodeError;
 pub use config::{ConfigRecord, RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC};
 pub use fence_broker::FenceBrokerRecord;
@@ -60,6 +62,8 @@ pub enum MetadataRecordType {
     UnfenceBroker = 8,
     /// [`RemoveTopicRecord`].
     RemoveTopic = 9,
+    /// [`ClientQuotaRecord`].
+    ClientQuota = 14,
     /// [`ProducerIdsRecord`].
     ProducerIds = 15,
     /// [`BrokerRegistrationChangeRecord`].
@@ -78,6 +82,7 @@ impl MetadataRecordType {
             7 => Self::FenceBroker,
             8 => Self::UnfenceBroker,
             9 => Self::RemoveTopic,
+            14 => Self::ClientQuota,
             15 => Self::ProducerIds,
             17 => Self::BrokerRegistrationChange,
             _ => return None,
@@ -97,6 +102,7 @@ impl MetadataRecordType {
             | Self::FenceBroker
             | Self::UnfenceBroker
             | Self::RemoveTopic
+            | Self::ClientQuota
             | Self::ProducerIds => 0,
         }
     }
@@ -138,6 +144,8 @@ pub enum MetadataRecord {
     UnfenceBroker(UnfenceBrokerRecord),
     /// A topic was deleted (type 9).
     RemoveTopic(RemoveTopicRecord),
+    /// A client quota was set or removed (type 14).
+    ClientQuota(ClientQuotaRecord),
     /// A block of producer ids was allocated (type 15).
     ProducerIds(ProducerIdsRecord),
     /// A broker's fencing or controlled-shutdown state changed (type 17).
@@ -157,6 +165,7 @@ impl MetadataRecord {
             MetadataRecord::FenceBroker(_) => MetadataRecordType::FenceBroker,
             MetadataRecord::UnfenceBroker(_) => MetadataRecordType::UnfenceBroker,
             MetadataRecord::RemoveTopic(_) => MetadataRecordType::RemoveTopic,
+            MetadataRecord::ClientQuota(_) => MetadataRecordType::ClientQuota,
             MetadataRecord::ProducerIds(_) => MetadataRecordType::ProducerIds,
             MetadataRecord::BrokerRegistrationChange(_) => {
                 MetadataRecordType::BrokerRegistrationChange
@@ -177,6 +186,7 @@ impl MetadataRecord {
             | MetadataRecord::FenceBroker(_)
             | MetadataRecord::UnfenceBroker(_)
             | MetadataRecord::RemoveTopic(_)
+            | MetadataRecord::ClientQuota(_)
             | MetadataRecord::ProducerIds(_) => 0,
         }
     }
@@ -197,6 +207,7 @@ impl MetadataRecord {
             MetadataRecord::FenceBroker(r) => r.encode(&mut w),
             MetadataRecord::UnfenceBroker(r) => r.encode(&mut w),
             MetadataRecord::RemoveTopic(r) => r.encode(&mut w),
+            MetadataRecord::ClientQuota(r) => r.encode(&mut w),
             MetadataRecord::ProducerIds(r) => r.encode(&mut w),
             MetadataRecord::BrokerRegistrationChange(r) => r.encode(&mut w),
         }
@@ -260,6 +271,9 @@ impl MetadataRecord {
             MetadataRecordType::Config => MetadataRecord::Config(ConfigRecord::decode(&mut r)?),
             MetadataRecordType::RemoveTopic => {
                 MetadataRecord::RemoveTopic(RemoveTopicRecord::decode(&mut r)?)
+            }
+            MetadataRecordType::ClientQuota => {
+                MetadataRecord::ClientQuota(ClientQuotaRecord::decode(&mut r)?)
             }
             MetadataRecordType::ProducerIds => {
                 MetadataRecord::ProducerIds(ProducerIdsRecord::decode(&mut r)?)
@@ -456,6 +470,28 @@ mod tests {
                 })
             },
         );
+        let part = (
+            prop_oneof![Just("user"), Just("client-id")],
+            proptest::option::of(".{0,12}"),
+        )
+            .prop_map(|(t, entity_name)| QuotaEntityPart {
+                entity_type: t.to_owned(),
+                entity_name,
+            });
+        let client_quota = (
+            proptest::collection::vec(part, 0..3),
+            ".{0,20}",
+            -1e12..1e12f64,
+            any::<bool>(),
+        )
+            .prop_map(|(entity, key, value, remove)| {
+                MetadataRecord::ClientQuota(ClientQuotaRecord {
+                    entity,
+                    key,
+                    value,
+                    remove,
+                })
+            });
         prop_oneof![
             broker,
             topic,
@@ -464,7 +500,8 @@ mod tests {
             remove,
             producer_ids,
             partition_change,
-            broker_state
+            broker_state,
+            client_quota
         ]
     }
 
@@ -503,7 +540,7 @@ mod tests {
         fn garbage_after_a_valid_header_never_panics(
             ty in prop_oneof![
                 Just(0u8), Just(1), Just(2), Just(3), Just(4), Just(5), Just(7), Just(8),
-                Just(9), Just(15), Just(17)
+                Just(9), Just(14), Just(15), Just(17)
             ],
             version in 0..2u8,
             tail in proptest::collection::vec(any::<u8>(), 0..128),

@@ -139,6 +139,20 @@ fn sample(key: ApiKey, v: i16, topic: &str, id: uuid::Uuid, n: i32) -> ResponseK
                         ]),
                 ]),
         ),
+        ApiKey::AlterClientQuotas => ResponseKind::AlterClientQuotas(
+            AlterClientQuotasResponse::default()
+                .with_throttle_time_ms(n)
+                .with_entries(vec![
+                    alter_client_quotas_response::EntryData::default()
+                        .with_error_code(42)
+                        .with_error_message(Some(s("Invalid configuration key x")))
+                        .with_entity(vec![
+                            alter_client_quotas_response::EntityData::default()
+                                .with_entity_type(s("client-id"))
+                                .with_entity_name(Some(s(topic))),
+                        ]),
+                ]),
+        ),
         other => panic!("{other:?} is not forwarded"),
     }
 }

@@ -539,6 +539,43 @@ mod round_trip {
                             .with_partition_index(s.partition)
                     })),
             ),
+            ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(
+                DescribeClientQuotasRequest::default()
+                    .with_components(vec![
+                        describe_client_quotas_request::ComponentData::default()
+                            .with_entity_type(StrBytes::from_static_str("client-id"))
+                            .with_match_type(0)
+                            .with_match(Some(StrBytes::from_string(s.topic.clone()))),
+                        describe_client_quotas_request::ComponentData::default()
+                            .with_entity_type(StrBytes::from_static_str("user"))
+                            .with_match_type(1)
+                            .with_match(None),
+                    ])
+                    .with_strict(s.partition % 2 == 0),
+            ),
+            ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(
+                AlterClientQuotasRequest::default()
+                    .with_entries(vec![
+                        alter_client_quotas_request::EntryData::default()
+                            .with_entity(vec![
+                                alter_client_quotas_request::EntityData::default()
+                                    .with_entity_type(StrBytes::from_static_str("user"))
+                                    .with_entity_name(None),
+                                alter_client_quotas_request::EntityData::default()
+                                    .with_entity_type(StrBytes::from_static_str("client-id"))
+                                    .with_entity_name(Some(StrBytes::from_string(
+                                        s.topic.clone(),
+                                    ))),
+                            ])
+                            .with_ops(vec![
+                                alter_client_quotas_request::OpData::default()
+                                    .with_key(StrBytes::from_static_str("producer_byte_rate"))
+                                    .with_value(f64::from(s.partition) * 1024.0)
+                                    .with_remove(s.partition % 2 == 0),
+                            ]),
+                    ])
+                    .with_validate_only(s.partition % 3 == 0),
+            ),
             other => panic!("no sample for {other:?}"),
         }
     }
@@ -1114,6 +1151,41 @@ mod round_trip {
                             .with_topic_name(name(s))
                             .with_partition_index(s.partition + 1)
                     })),
+            ),
+            ApiKey::DescribeClientQuotas => ResponseKind::DescribeClientQuotas(
+                DescribeClientQuotasResponse::default()
+                    .with_throttle_time_ms(s.partition)
+                    .with_error_code(0)
+                    .with_error_message(None)
+                    .with_entries(Some(vec![
+                        describe_client_quotas_response::EntryData::default()
+                            .with_entity(vec![
+                                describe_client_quotas_response::EntityData::default()
+                                    .with_entity_type(StrBytes::from_static_str("client-id"))
+                                    .with_entity_name(Some(StrBytes::from_string(
+                                        s.topic.clone(),
+                                    ))),
+                            ])
+                            .with_values(vec![
+                                describe_client_quotas_response::ValueData::default()
+                                    .with_key(StrBytes::from_static_str("consumer_byte_rate"))
+                                    .with_value(f64::from(s.partition)),
+                            ]),
+                    ])),
+            ),
+            ApiKey::AlterClientQuotas => ResponseKind::AlterClientQuotas(
+                AlterClientQuotasResponse::default()
+                    .with_throttle_time_ms(s.partition)
+                    .with_entries(vec![
+                        alter_client_quotas_response::EntryData::default()
+                            .with_error_code(42)
+                            .with_error_message(Some(StrBytes::from_static_str("bad")))
+                            .with_entity(vec![
+                                alter_client_quotas_response::EntityData::default()
+                                    .with_entity_type(StrBytes::from_static_str("user"))
+                                    .with_entity_name(None),
+                            ]),
+                    ]),
             ),
             other => panic!("no sample for {other:?}"),
         }

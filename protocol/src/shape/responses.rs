@@ -499,6 +499,23 @@ const INCREMENTAL_ALTER_CONFIGS: Schema = Schema {
     flexible_from: 1,
 };
 
+/// AlterClientQuotas v0-1 (KIP-590 forwarding).
+const ALTER_CLIENT_QUOTAS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // throttle_time_ms
+        f(
+            T::Array(&[
+                f(T::I16, 0, ALL),                                            // error_code
+                f(T::Str, 0, ALL),                                            // error_message
+                f(T::Array(&[f(T::Str, 0, ALL), f(T::Str, 0, ALL)]), 0, ALL), // entity: type, name
+            ]),
+            0,
+            ALL,
+        ), // entries
+    ],
+    flexible_from: 1,
+};
+
 pub(super) fn response_schema(key: ApiKey) -> Option<&'static Schema> {
     Some(match key {
         ApiKey::Fetch => &FETCH,
@@ -522,6 +539,7 @@ pub(super) fn response_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
         ApiKey::AlterPartitionReassignments => &ALTER_PARTITION_REASSIGNMENTS,
         ApiKey::ListPartitionReassignments => &LIST_PARTITION_REASSIGNMENTS,
+        ApiKey::AlterClientQuotas => &ALTER_CLIENT_QUOTAS,
         _ => return None,
     })
 }
