@@ -292,7 +292,13 @@ impl Partition {
         let now = crate::now_ms();
         let mut replica = self.replica();
         let hw = replica.as_mut().map(|state| {
+            let before = state.isr().len();
             state.on_alter_partition(outcome, now);
+            // Kafka's IsrShrinksPerSec and IsrExpandsPerSec count the leader's own changes
+            // once the controller commits them (`handleAlterPartitionUpdate`); an ISR the
+            // controller changes itself (a fenced broker) arrives as metadata and is not
+            // counted, as in Kafka.
+            crate::metrics::record_isr_change(before, state.isr().len());
             state.high_watermark()
         });
         drop(replica);
@@ -300,6 +306,15 @@ impl Partition {
         if let Some(hw) = hw {
             self.advance_high_watermark_to(hw);
         }
+    }
+
+    /// Whether this node leads the partition and its committed ISR is below the effective
+    /// `min.insync.replicas` (Kafka's `UnderMinIsrPartitionCount` counts these).
+    #[must_use]
+    pub fn is_under_min_isr(&self) -> bool {
+        self.replica()
+            .as_ref()
+            .is_some_and(LeaderState::is_under_min_isr)
     }
 
     /// Records that this node leads the partition in `leader_epoch` (KIP-101): a newer epoch
