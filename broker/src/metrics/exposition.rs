@@ -24,6 +24,14 @@ type PartitionMetric = (
     fn(&PartitionSample) -> String,
 );
 
+/// A traffic metric: Kafka's name part, Strata's, the help, and its counter in a sample.
+type TrafficMetric = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&PartitionSample) -> u64,
+);
+
 /// One partition's sample values, read under its log lock for a moment.
 struct PartitionSample {
     topic: String,
@@ -184,7 +192,7 @@ pub fn render(broker: &Broker) -> String {
 /// are as many as the partitions this node hosts, like Kafka's own per-partition `Log`
 /// gauges beside them; a partition's counters go when it leaves the node.
 fn render_traffic(out: &mut String, partitions: &[PartitionSample]) {
-    let metrics: [(&str, &str, &str, fn(&PartitionSample) -> u64); 3] = [
+    let metrics: [TrafficMetric; 3] = [
         (
             "bytesin",
             "bytes_in",

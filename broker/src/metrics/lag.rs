@@ -34,6 +34,11 @@ struct Committed {
     lag: i64,
 }
 
+/// A per-partition metric: name, help, and its value for one committed partition.
+type PerPartition = (&'static str, &'static str, fn(&Committed) -> i64);
+/// A per-group metric: name, help, and its value over the group's committed partitions.
+type PerGroup = (&'static str, &'static str, fn(&[Committed]) -> i64);
+
 /// Renders the lag of every group this node coordinates.
 pub(super) fn render(out: &mut String, broker: &Broker) {
     let mut groups: Vec<(String, Vec<Committed>)> = Vec::new();
@@ -61,7 +66,7 @@ pub(super) fn render(out: &mut String, broker: &Broker) {
         }
     }
 
-    let per_partition: [(&str, &str, fn(&Committed) -> i64); 2] = [
+    let per_partition: [PerPartition; 2] = [
         (
             "kafka_consumergroup_current_offset",
             "The group's committed offset of the partition (kafka_exporter's name; groups this node coordinates).",
@@ -109,7 +114,7 @@ pub(super) fn render(out: &mut String, broker: &Broker) {
             );
         }
     }
-    let per_group: [(&str, &str, fn(&[Committed]) -> i64); 2] = [
+    let per_group: [PerGroup; 2] = [
         (
             "strata_consumergroup_lag_sum",
             "The group's lag summed over every partition it committed.",

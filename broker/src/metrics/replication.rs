@@ -76,8 +76,7 @@ pub(super) fn render(out: &mut String, broker: &Broker) {
     let active = status.is_none_or(|s| s.role == RoleKind::Leader);
     let global = |v: u64| if active { v } else { 0 };
     let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    let brokers = image.brokers.values();
-    let fenced = brokers.clone().filter(|b| b.fenced).count() as u64;
+    let fenced = image.brokers.values().filter(|b| b.fenced).count() as u64;
     let registered = image.brokers.len() as u64;
 
     let metrics: [(&str, &str, &str, i64); 14] = [
