@@ -143,7 +143,15 @@ impl Partition {
         if let Some(state) = replica.as_mut()
             && state.leader_epoch() == registration.leader_epoch
         {
+            // The image can carry this leader's own ISR change before the AlterPartition
+            // answer does (the controller applies its commit before it answers), and then
+            // it settles the proposal: counted here, as the answer would have been.
+            let before = state.isr().len();
+            let proposed = state.pending_proposal().map(|p| sorted(p.isr_ids()));
             state.on_partition_change(registration, now);
+            if proposed.is_some_and(|p| p == sorted(state.isr().to_vec())) {
+                crate::metrics::record_isr_change(before, state.isr().len());
+            }
             let hw = state.high_watermark();
             drop(replica);
             drop(log);
@@ -592,6 +600,12 @@ impl Partition {
         drop(log);
         self.high_watermark.send_replace(hw);
     }
+}
+
+/// `ids` in ascending order, to compare ISRs as sets.
+fn sorted(mut ids: Vec<i32>) -> Vec<i32> {
+    ids.sort_unstable();
+    ids
 }
 
 #[cfg(test)]

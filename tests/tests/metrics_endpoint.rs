@@ -16,10 +16,12 @@
 //! - `a_bad_metrics_listener_stops_the_broker`: a value that does not parse is a
 //!   configuration error naming the key.
 
+use std::time::Duration;
+
 use anyhow::{bail, ensure};
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use strata_tests::{Broker, free_port};
+use strata_tests::{Broker, free_port, wait_until};
 
 mod metrics_scrape;
 mod rdkafka_clients;
@@ -30,6 +32,14 @@ fn start_with_metrics() -> anyhow::Result<(Broker, u16)> {
     let port = free_port()?;
     let url = format!("http://127.0.0.1:{port}/metrics");
     let b = Broker::start(&[("metrics.listener", &url)])?;
+    // The client port is bound before the node opens, the metrics port once it has: the
+    // broker answering is no sign that the endpoint listens yet.
+    wait_until(
+        "the metrics endpoint listening",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || Ok(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()),
+    )?;
     Ok((b, port))
 }
 
