@@ -233,6 +233,13 @@ impl Broker {
         }
     }
 
+    /// The single voter's metadata log end offset (everything below it is applied); `None`
+    /// on a node of a multi-voter quorum, whose driver reports it instead.
+    #[must_use]
+    pub fn local_metadata_end_offset(&self) -> Option<i64> {
+        self.local_store().map(|s| s.log_end_offset())
+    }
+
     /// The current metadata image.
     #[must_use]
     pub fn image(&self) -> Arc<MetadataImage> {

@@ -145,7 +145,15 @@ impl Partition {
             && state.leader_epoch() == registration.leader_epoch
         {
             state.set_config(config, now);
+            // The image can carry this leader's own ISR change before the AlterPartition
+            // answer does (the controller applies its commit before it answers), and then
+            // it settles the proposal: counted here, as the answer would have been.
+            let before = state.isr().len();
+            let proposed = state.pending_proposal().map(|p| sorted(p.isr_ids()));
             state.on_partition_change(registration, now);
+            if proposed.is_some_and(|p| p == sorted(state.isr().to_vec())) {
+                crate::metrics::record_isr_change(before, state.isr().len());
+            }
             let hw = state.high_watermark();
             drop(replica);
             drop(log);
@@ -294,7 +302,13 @@ impl Partition {
         let now = crate::now_ms();
         let mut replica = self.replica();
         let hw = replica.as_mut().map(|state| {
+            let before = state.isr().len();
             state.on_alter_partition(outcome, now);
+            // Kafka's IsrShrinksPerSec and IsrExpandsPerSec count the leader's own changes
+            // once the controller commits them (`handleAlterPartitionUpdate`); an ISR the
+            // controller changes itself (a fenced broker) arrives as metadata and is not
+            // counted, as in Kafka.
+            crate::metrics::record_isr_change(before, state.isr().len());
             state.high_watermark()
         });
         drop(replica);
@@ -302,6 +316,15 @@ impl Partition {
         if let Some(hw) = hw {
             self.advance_high_watermark_to(hw);
         }
+    }
+
+    /// Whether this node leads the partition and its committed ISR is below the effective
+    /// `min.insync.replicas` (Kafka's `UnderMinIsrPartitionCount` counts these).
+    #[must_use]
+    pub fn is_under_min_isr(&self) -> bool {
+        self.replica()
+            .as_ref()
+            .is_some_and(LeaderState::is_under_min_isr)
     }
 
     /// Records that this node leads the partition in `leader_epoch` (KIP-101): a newer epoch
@@ -579,6 +602,12 @@ impl Partition {
         drop(log);
         self.high_watermark.send_replace(hw);
     }
+}
+
+/// `ids` in ascending order, to compare ISRs as sets.
+fn sorted(mut ids: Vec<i32>) -> Vec<i32> {
+    ids.sort_unstable();
+    ids
 }
 
 #[cfg(test)]

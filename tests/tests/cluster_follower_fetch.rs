@@ -14,7 +14,7 @@
 //!   partition stays at 0;
 //! - a consumer without `client.rack`, and one in the leader's rack, read all N from the
 //!   leader: no follower serves a byte more, the leader sends no one elsewhere, and its
-//!   `kafka_server_brokertopicmetrics_bytesout_total` for the partition grows.
+//!   `strata_partition_bytes_out_total` for the partition grows.
 //!
 //! Every wait is bounded; the test prints what it measured as `measured: ...` lines.
 
@@ -203,9 +203,8 @@ fn a_consumer_reads_from_the_follower_in_its_rack() {
     assert_eq!(served_other, 0.0, "the other follower served nothing");
     assert_eq!(served_leader, 0.0, "the leader is no follower here");
     assert!(redirects > 0.0, "the leader named a preferred read replica");
-    let bytes_out = format!(
-        "kafka_server_brokertopicmetrics_bytesout_total{{topic=\"{TOPIC}\",partition=\"0\"}}"
-    );
+    let bytes_out =
+        format!("strata_partition_bytes_out_total{{topic=\"{TOPIC}\",partition=\"0\"}}");
     assert_eq!(
         sample(&metrics_ports, leader, &bytes_out),
         0.0,

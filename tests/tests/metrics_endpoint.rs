@@ -3,96 +3,43 @@
 //!
 //! - `scrape_after_produce_and_consume_is_consistent`: per partition, messages in equal the
 //!   messages sent, bytes in cover the payloads and equal the log's size, bytes out equal
-//!   the zero-copy plus copied fetch bytes; Produce and Fetch have request counts and
-//!   latency histograms whose buckets add up; connections and file descriptors are
-//!   reported; every sample has a `# TYPE`.
+//!   the zero-copy plus copied fetch bytes; each per-topic value is the sum of its
+//!   partitions'; Produce, Fetch and FetchConsumer have request counts and latency
+//!   histograms whose buckets add up; a single node leads its partitions, none
+//!   under-replicated, is the active controller and has applied its metadata;
+//!   connections and file descriptors are reported; every sample has a `# TYPE`.
+//! - `a_groups_lag_is_positive_while_behind_and_zero_once_caught_up`: a group that read and
+//!   committed 40 of 100 records of one partition and none of 50 of another has lag 60 and
+//!   50 (sum 110, max 60); once it has read and committed the rest, 0 on both.
 //! - `the_endpoint_refuses_what_it_does_not_serve`: another path 404, another method 405,
 //!   an oversized request head 431, garbage 400, and a scrape still works afterwards.
 //! - `a_bad_metrics_listener_stops_the_broker`: a value that does not parse is a
 //!   configuration error naming the key.
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
-use anyhow::{Context, bail, ensure};
-use rdkafka::topic_partition_list::Offset;
-use strata_tests::{Broker, free_port};
+use anyhow::{bail, ensure};
+use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use strata_tests::{Broker, free_port, wait_until};
 
+mod metrics_scrape;
 mod rdkafka_clients;
+use metrics_scrape::{get, http, scrape};
 use rdkafka_clients::*;
-
-/// Sends `request` as is and reads the whole answer (the server closes the connection).
-fn http(port: u16, request: &[u8]) -> anyhow::Result<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).context("connect to metrics")?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    s.write_all(request)?;
-    let mut answer = Vec::new();
-    s.read_to_end(&mut answer).context("read the answer")?;
-    let text = String::from_utf8(answer)?;
-    let (head, body) = text.split_once("\r\n\r\n").context("no end of head")?;
-    let status: u16 = head
-        .split(' ')
-        .nth(1)
-        .context("no status")?
-        .parse()
-        .context("status")?;
-    // A HEAD answer announces the length of the body it leaves out.
-    if let Some(len) = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .filter(|_| !request.starts_with(b"HEAD "))
-    {
-        ensure!(
-            len.parse::<usize>()? == body.len(),
-            "Content-Length {len}, body {}",
-            body.len()
-        );
-    }
-    Ok((status, body.to_owned()))
-}
-
-/// Scrapes and parses every sample: `name{labels}` -> value. Checks that each sample's
-/// metric was declared with `# TYPE` before it.
-fn scrape(port: u16) -> anyhow::Result<BTreeMap<String, f64>> {
-    let (status, body) = http(port, b"GET /metrics HTTP/1.1\r\nHost: strata\r\n\r\n")?;
-    ensure!(status == 200, "status {status}: {body}");
-    let mut declared = Vec::<String>::new();
-    let mut samples = BTreeMap::new();
-    for line in body.lines() {
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            declared.push(rest.split(' ').next().unwrap_or("").to_owned());
-            continue;
-        }
-        if line.starts_with('#') || line.is_empty() {
-            continue;
-        }
-        let (series, value) = line.rsplit_once(' ').context("sample without a value")?;
-        let name = series.split('{').next().unwrap_or(series);
-        ensure!(
-            declared.iter().any(|d| name == d
-                || name
-                    .strip_prefix(d.as_str())
-                    .is_some_and(|s| { ["_bucket", "_sum", "_count"].contains(&s) })),
-            "{name} has no # TYPE"
-        );
-        samples.insert(series.to_owned(), value.parse::<f64>().context("value")?);
-    }
-    Ok(samples)
-}
-
-fn get(samples: &BTreeMap<String, f64>, series: &str) -> anyhow::Result<f64> {
-    samples
-        .get(series)
-        .copied()
-        .with_context(|| format!("no sample {series}"))
-}
 
 fn start_with_metrics() -> anyhow::Result<(Broker, u16)> {
     let port = free_port()?;
     let url = format!("http://127.0.0.1:{port}/metrics");
     let b = Broker::start(&[("metrics.listener", &url)])?;
+    // The client port is bound before the node opens, the metrics port once it has: the
+    // broker answering is no sign that the endpoint listens yet.
+    wait_until(
+        "the metrics endpoint listening",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || Ok(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()),
+    )?;
     Ok((b, port))
 }
 
@@ -132,18 +79,12 @@ fn scrape_after_produce_and_consume_is_consistent() {
         let mut bytes_out_total = 0.0;
         for (p, (&n, &payload)) in sent.iter().zip(&payload).enumerate() {
             let labels = format!("{{topic=\"{topic}\",partition=\"{p}\"}}");
-            let messages = get(
-                &m,
-                &format!("kafka_server_brokertopicmetrics_messagesin_total{labels}"),
-            )?;
+            let messages = get(&m, &format!("strata_partition_messages_in_total{labels}"))?;
             ensure!(
                 messages == n as f64,
                 "partition {p}: messages in {messages}, sent {n}"
             );
-            let bytes_in = get(
-                &m,
-                &format!("kafka_server_brokertopicmetrics_bytesin_total{labels}"),
-            )?;
+            let bytes_in = get(&m, &format!("strata_partition_bytes_in_total{labels}"))?;
             ensure!(
                 bytes_in >= payload as f64,
                 "partition {p}: bytes in {bytes_in} < payload {payload}"
@@ -154,10 +95,7 @@ fn scrape_after_produce_and_consume_is_consistent() {
                 size == bytes_in,
                 "partition {p}: log size {size}, bytes in {bytes_in}"
             );
-            let bytes_out = get(
-                &m,
-                &format!("kafka_server_brokertopicmetrics_bytesout_total{labels}"),
-            )?;
+            let bytes_out = get(&m, &format!("strata_partition_bytes_out_total{labels}"))?;
             ensure!(
                 bytes_out >= bytes_in,
                 "partition {p}: bytes out {bytes_out} < bytes in {bytes_in}"
@@ -176,6 +114,38 @@ fn scrape_after_produce_and_consume_is_consistent() {
                 "segments"
             );
         }
+        // Kafka's per-topic series are the sums of the partitions' within one scrape.
+        for (kafka, strata) in [
+            ("bytesin", "bytes_in"),
+            ("messagesin", "messages_in"),
+            ("bytesout", "bytes_out"),
+        ] {
+            let topic_value = get(
+                &m,
+                &format!("kafka_server_brokertopicmetrics_{kafka}_total{{topic=\"{topic}\"}}"),
+            )?;
+            let partitions: f64 = (0..sent.len())
+                .map(|p| {
+                    get(
+                        &m,
+                        &format!(
+                            "strata_partition_{strata}_total{{topic=\"{topic}\",partition=\"{p}\"}}"
+                        ),
+                    )
+                })
+                .sum::<anyhow::Result<f64>>()?;
+            ensure!(
+                topic_value == partitions && topic_value > 0.0,
+                "{kafka}: topic {topic_value}, partitions' sum {partitions}"
+            );
+        }
+        ensure!(
+            get(
+                &m,
+                &format!("kafka_server_brokertopicmetrics_messagesin_total{{topic=\"{topic}\"}}")
+            )? == (sent[0] + sent[1]) as f64,
+            "messages in per topic"
+        );
         // Every fetched byte went out by sendfile or by copy.
         let sent_bytes = get(&m, "strata_fetch_zero_copy_bytes_total")?
             + get(&m, "strata_fetch_copied_bytes_total")?;
@@ -188,7 +158,14 @@ fn scrape_after_produce_and_consume_is_consistent() {
             "no zero-copy bytes"
         );
 
-        for api in ["Produce", "Fetch", "Metadata", "ApiVersions"] {
+        // A consumer's fetches count as Kafka's FetchConsumer too; no follower fetched.
+        for api in [
+            "Produce",
+            "Fetch",
+            "FetchConsumer",
+            "Metadata",
+            "ApiVersions",
+        ] {
             let requests = get(
                 &m,
                 &format!("kafka_network_requestmetrics_requests_total{{request=\"{api}\"}}"),
@@ -227,6 +204,57 @@ fn scrape_after_produce_and_consume_is_consistent() {
             let sum = get(&m, &format!("{h}_sum{{request=\"{api}\"}}"))?;
             ensure!(sum > 0.0, "{api}: latency sum {sum}");
         }
+        ensure!(
+            get(
+                &m,
+                "kafka_network_requestmetrics_requests_total{request=\"FetchConsumer\"}"
+            )? == get(
+                &m,
+                "kafka_network_requestmetrics_requests_total{request=\"Fetch\"}"
+            )?,
+            "every Fetch was a consumer's"
+        );
+        ensure!(
+            !m.keys().any(|k| k.contains("request=\"FetchFollower\"")),
+            "a single node has no follower fetches"
+        );
+        // A single node leads all it hosts, is its own active controller and has applied
+        // the topic's creation.
+        for (series, want) in [
+            ("kafka_server_replicamanager_partitioncount", 2.0),
+            ("kafka_server_replicamanager_leadercount", 2.0),
+            ("kafka_server_replicamanager_underreplicatedpartitions", 0.0),
+            ("kafka_server_replicamanager_underminisrpartitioncount", 0.0),
+            ("kafka_server_replicamanager_offlinereplicacount", 0.0),
+            ("kafka_server_replicamanager_isrshrinks_total", 0.0),
+            (
+                "kafka_controller_kafkacontroller_activecontrollercount",
+                1.0,
+            ),
+            (
+                "kafka_controller_kafkacontroller_offlinepartitionscount",
+                0.0,
+            ),
+            ("kafka_controller_kafkacontroller_globalpartitioncount", 2.0),
+            ("kafka_controller_kafkacontroller_globaltopiccount", 1.0),
+            ("kafka_controller_kafkacontroller_activebrokercount", 1.0),
+            (
+                "kafka_server_raft_metrics_current_state{state=\"leader\"}",
+                1.0,
+            ),
+        ] {
+            let got = get(&m, series)?;
+            ensure!(got == want, "{series}: {got}, want {want}");
+        }
+        let applied = get(
+            &m,
+            "kafka_server_broker_metadata_metrics_last_applied_record_offset",
+        )?;
+        let end = get(&m, "kafka_server_raft_metrics_log_end_offset")?;
+        ensure!(
+            applied >= 1.0 && applied + 1.0 == end,
+            "metadata applied {applied}, log end {end}"
+        );
         // The producer and the consumer are still connected.
         let connections = get(&m, "kafka_server_socket_server_metrics_connection_count")?;
         ensure!(connections >= 2.0, "{connections} connections");
@@ -242,12 +270,125 @@ fn scrape_after_produce_and_consume_is_consistent() {
         send_to_partition(&producer, topic, 0, 999, b"one more")?;
         await_reports(&producer, &deliveries, sent[0] + sent[1] + 1, PHASE_TIMEOUT)?;
         let again = scrape(port)?;
-        let series = format!(
-            "kafka_server_brokertopicmetrics_messagesin_total{{topic=\"{topic}\",partition=\"0\"}}"
-        );
+        let series =
+            format!("strata_partition_messages_in_total{{topic=\"{topic}\",partition=\"0\"}}");
         ensure!(
             get(&again, &series)? == sent[0] as f64 + 1.0,
             "{series} after one more"
+        );
+        drop(consumer);
+        drop(producer);
+        Ok(())
+    };
+    if let Err(e) = run(&mut b) {
+        panic!("{e:?}");
+    }
+}
+
+/// Commits `offsets` (partition -> next offset to read) of `topic` for the consumer's group.
+fn commit(consumer: &TestConsumer, topic: &str, offsets: &[(i32, i64)]) -> anyhow::Result<()> {
+    let mut tpl = TopicPartitionList::new();
+    for &(p, o) in offsets {
+        tpl.add_partition_offset(topic, p, Offset::Offset(o))?;
+    }
+    consumer.commit(&tpl, CommitMode::Sync)?;
+    Ok(())
+}
+
+/// The next offset to read after the records of `partition` in `got`.
+fn next_offset(got: &[Consumed], partition: i32) -> i64 {
+    got.iter()
+        .filter(|c| c.partition == partition)
+        .map(|c| c.offset + 1)
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_groups_lag_is_positive_while_behind_and_zero_once_caught_up() {
+    let (mut b, port) = start_with_metrics().expect("start strata");
+    let run = |b: &mut Broker| -> anyhow::Result<()> {
+        let (topic, group) = ("lagging", "metrics-lag");
+        create_topic(b, topic, 2)?;
+        let (producer, deliveries) = producer(b, &[])?;
+        let sent = [100usize, 50];
+        for i in 0..sent[0] + sent[1] {
+            let p = i32::from(i >= sent[0]);
+            send_to_partition(&producer, topic, p, i, &value_of("lag", i))?;
+        }
+        await_reports(&producer, &deliveries, sent[0] + sent[1], PHASE_TIMEOUT)?;
+        let consumer = consumer(b, &[("group.id", group)])?;
+
+        // Behind: 40 of partition 0 read and committed, nothing of partition 1.
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
+        consumer.assign(&tpl)?;
+        let got = poll_n(&consumer, 40, PHASE_TIMEOUT)?;
+        let read = next_offset(&got, 0);
+        ensure!(read == 40, "read up to {read}");
+        commit(&consumer, topic, &[(0, read), (1, 0)])?;
+        let m = scrape(port)?;
+        let series = |name: &str, p: i32| {
+            format!("{name}{{consumergroup=\"{group}\",topic=\"{topic}\",partition=\"{p}\"}}")
+        };
+        let want_lag = [sent[0] as f64 - 40.0, sent[1] as f64];
+        for (p, want) in want_lag.iter().enumerate() {
+            let p = i32::try_from(p)?;
+            let lag = get(&m, &series("kafka_consumergroup_lag", p))?;
+            ensure!(lag == *want, "partition {p}: lag {lag}, want {want}");
+        }
+        ensure!(
+            get(&m, &series("kafka_consumergroup_current_offset", 0))? == 40.0,
+            "committed offset of partition 0"
+        );
+        let total = want_lag[0] + want_lag[1];
+        let sum = get(
+            &m,
+            &format!("kafka_consumergroup_lag_sum{{consumergroup=\"{group}\",topic=\"{topic}\"}}"),
+        )?;
+        let group_sum = get(
+            &m,
+            &format!("strata_consumergroup_lag_sum{{consumergroup=\"{group}\"}}"),
+        )?;
+        let group_max = get(
+            &m,
+            &format!("strata_consumergroup_lag_max{{consumergroup=\"{group}\"}}"),
+        )?;
+        ensure!(
+            sum == total && group_sum == total && group_max == want_lag[0],
+            "lag sum {sum}, group's sum {group_sum}, max {group_max}; want {total} and {}",
+            want_lag[0]
+        );
+        println!("measured: lag {want_lag:?} (total {total}) while behind");
+
+        // Caught up: the rest of both partitions read and committed.
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Offset(read))?;
+        tpl.add_partition_offset(topic, 1, Offset::Beginning)?;
+        consumer.assign(&tpl)?;
+        let rest = poll_n(&consumer, sent[0] - 40 + sent[1], PHASE_TIMEOUT)?;
+        let ends = [next_offset(&rest, 0), next_offset(&rest, 1)];
+        ensure!(
+            ends == [sent[0] as i64, sent[1] as i64],
+            "read up to {ends:?}"
+        );
+        commit(&consumer, topic, &[(0, ends[0]), (1, ends[1])])?;
+        let m = scrape(port)?;
+        for p in 0..2 {
+            let lag = get(&m, &series("kafka_consumergroup_lag", p))?;
+            ensure!(lag == 0.0, "partition {p}: lag {lag} once caught up");
+        }
+        ensure!(
+            get(
+                &m,
+                &format!("strata_consumergroup_lag_sum{{consumergroup=\"{group}\"}}")
+            )? == 0.0,
+            "the group's lag once caught up"
+        );
+        // A group that never committed has no lag series.
+        ensure!(
+            !m.keys().any(|k| k.contains("strata-tests-assign-only")),
+            "lag of a group without offsets"
         );
         drop(consumer);
         drop(producer);

@@ -178,8 +178,8 @@ impl RequestContext {
 
 /// Runs a request and returns its response slot, timing it for the metrics endpoint.
 pub async fn dispatch(ctx: RequestContext, body: RequestKind) -> Slot {
-    let (api_key, started) = (ctx.api_key as i16, std::time::Instant::now());
-    crate::metrics::timed(api_key, started, dispatch_api(ctx, body).await)
+    let timer = crate::metrics::RequestTimer::start(ctx.api_key as i16, ctx.api_version, &body);
+    timer.finish(dispatch_api(ctx, body).await)
 }
 
 /// Runs a request and returns its response slot. Requests that may park (Fetch) run in a task

@@ -11,8 +11,8 @@ use std::sync::atomic::Ordering;
 use strata_protocol::messages::ApiKey;
 
 use super::registry::{
-    APIS, CONNECTIONS, FETCH_PURGATORY, FOLLOWER_FETCH_BYTES, LATENCY_BOUNDS_US,
-    PREFERRED_READ_REPLICA_ANSWERS, PRODUCE_PURGATORY, traffic,
+    APIS, CONNECTIONS, FETCH_CONSUMER, FETCH_FOLLOWER, FETCH_PURGATORY, FOLLOWER_FETCH_BYTES,
+    LATENCY_BOUNDS_US, PREFERRED_READ_REPLICA_ANSWERS, PRODUCE_PURGATORY, traffic,
 };
 use crate::broker::Broker;
 
@@ -22,6 +22,14 @@ type PartitionMetric = (
     &'static str,
     &'static str,
     fn(&PartitionSample) -> String,
+);
+
+/// A traffic metric: Kafka's name part, Strata's, the help, and its counter in a sample.
+type TrafficMetric = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&PartitionSample) -> u64,
 );
 
 /// One partition's sample values, read under its log lock for a moment.
@@ -74,25 +82,8 @@ pub fn render(broker: &Broker) -> String {
     }
 
     let mut out = String::with_capacity(4096 + partitions.len() * 1024);
-    let per_partition: [PartitionMetric; 7] = [
-        (
-            "kafka_server_brokertopicmetrics_bytesin_total",
-            "counter",
-            "Record bytes appended by produce requests (Kafka's BytesInPerSec), per partition.",
-            |p| p.bytes_in.to_string(),
-        ),
-        (
-            "kafka_server_brokertopicmetrics_messagesin_total",
-            "counter",
-            "Records appended (Kafka's MessagesInPerSec), per partition.",
-            |p| p.messages_in.to_string(),
-        ),
-        (
-            "kafka_server_brokertopicmetrics_bytesout_total",
-            "counter",
-            "Record bytes answered to fetch requests (Kafka's BytesOutPerSec), per partition.",
-            |p| p.bytes_out.to_string(),
-        ),
+    render_traffic(&mut out, &partitions);
+    let per_partition: [PartitionMetric; 4] = [
         (
             "kafka_log_log_size",
             "gauge",
@@ -133,6 +124,8 @@ pub fn render(broker: &Broker) -> String {
 
     render_requests(&mut out);
     crate::client_quotas::render_metrics(&mut out, escape);
+    super::replication::render(&mut out, broker);
+    super::lag::render(&mut out, broker);
 
     let gauges: [(&str, &str, &str, i64); 6] = [
         (
@@ -194,14 +187,75 @@ pub fn render(broker: &Broker) -> String {
     out
 }
 
-/// Requests and their latency per API, for the APIs that have been called.
+/// Traffic per topic under Kafka's names (`BrokerTopicMetrics` has a `topic` tag), and per
+/// partition under Strata's: one sample of each partition's counters feeds both, so within
+/// a scrape a topic's value is exactly the sum of its partitions'. The per-partition series
+/// are as many as the partitions this node hosts, like Kafka's own per-partition `Log`
+/// gauges beside them; a partition's counters go when it leaves the node.
+fn render_traffic(out: &mut String, partitions: &[PartitionSample]) {
+    let metrics: [TrafficMetric; 3] = [
+        (
+            "bytesin",
+            "bytes_in",
+            "Record bytes appended by produce requests (Kafka's BytesInPerSec)",
+            |p| p.bytes_in,
+        ),
+        (
+            "messagesin",
+            "messages_in",
+            "Records appended (Kafka's MessagesInPerSec)",
+            |p| p.messages_in,
+        ),
+        (
+            "bytesout",
+            "bytes_out",
+            "Record bytes answered to fetch requests (Kafka's BytesOutPerSec)",
+            |p| p.bytes_out,
+        ),
+    ];
+    for (kafka, strata, help, value) in metrics {
+        let name = format!("kafka_server_brokertopicmetrics_{kafka}_total");
+        header(out, &name, "counter", &format!("{help}, per topic."));
+        // Samples are sorted by topic, so each topic's partitions are adjacent.
+        for chunk in partitions.chunk_by(|a, b| a.topic == b.topic) {
+            let total: u64 = chunk.iter().map(value).sum();
+            let _ = writeln!(
+                out,
+                "{name}{{topic=\"{}\"}} {total}",
+                escape(&chunk[0].topic)
+            );
+        }
+        let name = format!("strata_partition_{strata}_total");
+        header(out, &name, "counter", &format!("{help}, per partition."));
+        for p in partitions {
+            let _ = writeln!(
+                out,
+                "{name}{{topic=\"{}\",partition=\"{}\"}} {}",
+                escape(&p.topic),
+                p.partition,
+                value(p)
+            );
+        }
+    }
+}
+
+/// Requests and their latency per API, for the APIs that have been called; Fetch also as
+/// Kafka's `FetchConsumer` and `FetchFollower`.
 fn render_requests(out: &mut String) {
-    let called: Vec<(String, &super::registry::ApiStats)> = ApiKey::iter()
+    let mut called: Vec<(String, &super::registry::ApiStats)> = ApiKey::iter()
         .filter_map(|k| {
             let stats = APIS.get(usize::try_from(k as i16).ok()?)?;
             (stats.count.load(Ordering::Relaxed) > 0).then(|| (format!("{k:?}"), stats))
         })
         .collect();
+    for (name, stats) in [
+        ("FetchConsumer", &FETCH_CONSUMER),
+        ("FetchFollower", &FETCH_FOLLOWER),
+    ] {
+        if stats.count.load(Ordering::Relaxed) > 0 {
+            called.push((name.to_owned(), stats));
+        }
+    }
     let requests = "kafka_network_requestmetrics_requests_total";
     header(
         out,
@@ -243,7 +297,7 @@ fn render_requests(out: &mut String) {
     }
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(super) fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
@@ -259,7 +313,7 @@ fn format_ms(us: u64) -> String {
 }
 
 /// A label value with `\`, `"` and newlines escaped, as the format requires.
-fn escape(v: &str) -> String {
+pub(super) fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

@@ -6,20 +6,26 @@
 //! - [`registry`]: the counters. Hooks on the request path are relaxed atomic adds; traffic
 //!   is counted per partition in a sharded map (a read lock per partition per request).
 //! - [`exposition`]: renders every metric; per-partition log gauges are read at scrape time.
+//! - `replication`: ReplicaManager, controller and quorum gauges, from the image and the
+//!   quorum's status at scrape time.
+//! - `lag`: consumer-group lag of the groups this node coordinates, at scrape time.
 //! - [`http`]: the listener, a minimal HTTP/1.1 server.
 //!
 //! The hooks below are what the rest of the broker calls, one line each.
 
 pub mod exposition;
 pub mod http;
+mod lag;
 pub mod registry;
+mod replication;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 pub use http::MetricsListener;
-use registry::{CONNECTIONS, FETCH_PURGATORY, GaugeGuard, PRODUCE_PURGATORY, traffic};
+use registry::{CONNECTIONS, FETCH_PURGATORY, FetchFrom, GaugeGuard, PRODUCE_PURGATORY, traffic};
+use strata_protocol::messages::RequestKind;
 use strata_storage::FileRegion;
 
 use crate::broker::Broker;
@@ -74,6 +80,16 @@ pub fn record_preferred_read_replica() {
     registry::PREFERRED_READ_REPLICA_ANSWERS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A leader's ISR went from `before` to `after` members (an AlterPartition answer): a
+/// commit that shrank or grew it counts once.
+pub fn record_isr_change(before: usize, after: usize) {
+    match after.cmp(&before) {
+        std::cmp::Ordering::Less => registry::ISR_SHRINKS.fetch_add(1, Ordering::Relaxed),
+        std::cmp::Ordering::Greater => registry::ISR_EXPANDS.fetch_add(1, Ordering::Relaxed),
+        std::cmp::Ordering::Equal => 0,
+    };
+}
+
 /// Counts an open client connection until the guard drops.
 #[must_use]
 pub fn connection_opened() -> GaugeGuard {
@@ -92,31 +108,71 @@ pub fn produce_waiting() -> GaugeGuard {
     GaugeGuard::enter(&PRODUCE_PURGATORY)
 }
 
-/// Records the request's latency when its response is ready: now for an inline answer,
-/// when the task ends for one computed in a task (a parked fetch, a join, a produce
-/// waiting for its fsync). A request whose connection closes is counted too.
-#[must_use]
-pub fn timed(api_key: i16, started: Instant, slot: Slot) -> Slot {
-    match slot {
-        Slot::Ready(_) | Slot::NoResponse | Slot::Close => {
-            registry::record_api(api_key, started.elapsed());
-            slot
+/// What a request is timed as: its API, and for a Fetch who sent it.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestTimer {
+    api_key: i16,
+    fetch: Option<FetchFrom>,
+    started: Instant,
+}
+
+impl RequestTimer {
+    /// Starts timing a request that was just decoded.
+    #[must_use]
+    pub fn start(api_key: i16, api_version: i16, body: &RequestKind) -> Self {
+        let fetch = match body {
+            RequestKind::Fetch(r) => {
+                // Fetch v15 (KIP-903) moved the follower's id into ReplicaState.
+                let replica_id = if api_version >= 15 {
+                    r.replica_state.replica_id.0
+                } else {
+                    r.replica_id.0
+                };
+                Some(if replica_id >= 0 {
+                    FetchFrom::Follower
+                } else {
+                    FetchFrom::Consumer
+                })
+            }
+            _ => None,
+        };
+        RequestTimer {
+            api_key,
+            fetch,
+            started: Instant::now(),
         }
-        Slot::Pending(handle) => Slot::Pending(tokio::spawn(async move {
-            let done = handle.await;
-            registry::record_api(api_key, started.elapsed());
-            done.unwrap_or_else(|e| {
-                tracing::error!(error = %e, "request task failed; closing connection");
-                None
-            })
-        })),
-        Slot::PendingPlan(handle) => Slot::PendingPlan(tokio::spawn(async move {
-            let done = handle.await;
-            registry::record_api(api_key, started.elapsed());
-            done.unwrap_or_else(|e| {
-                tracing::error!(error = %e, "request task failed; closing connection");
-                None
-            })
-        })),
+    }
+
+    fn record(self) {
+        registry::record_api(self.api_key, self.fetch, self.started.elapsed());
+    }
+
+    /// Records the request's latency when its response is ready: now for an inline
+    /// answer, when the task ends for one computed in a task (a parked fetch, a join, a
+    /// produce waiting for its fsync). A request whose connection closes is counted too.
+    #[must_use]
+    pub fn finish(self, slot: Slot) -> Slot {
+        match slot {
+            Slot::Ready(_) | Slot::NoResponse | Slot::Close => {
+                self.record();
+                slot
+            }
+            Slot::Pending(handle) => Slot::Pending(tokio::spawn(async move {
+                let done = handle.await;
+                self.record();
+                done.unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "request task failed; closing connection");
+                    None
+                })
+            })),
+            Slot::PendingPlan(handle) => Slot::PendingPlan(tokio::spawn(async move {
+                let done = handle.await;
+                self.record();
+                done.unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "request task failed; closing connection");
+                    None
+                })
+            })),
+        }
     }
 }

@@ -51,10 +51,32 @@ impl ApiStats {
 /// Per API key, indexed by the key.
 pub static APIS: [ApiStats; MAX_API_KEY] = [const { ApiStats::new() }; MAX_API_KEY];
 
-/// Records one request of `api_key` that took `elapsed`.
-pub fn record_api(api_key: i16, elapsed: Duration) {
+/// Fetches from consumers, kept apart from those of follower replicas as Kafka's
+/// `request="FetchConsumer"` and `request="FetchFollower"` are (each is in `Fetch` too):
+/// a follower's fetch parks for up to `replica.fetch.wait.max.ms` by design, which would
+/// otherwise hide consumers' latency.
+pub static FETCH_CONSUMER: ApiStats = ApiStats::new();
+/// Fetches from follower replicas (see [`FETCH_CONSUMER`]).
+pub static FETCH_FOLLOWER: ApiStats = ApiStats::new();
+
+/// Who sent a Fetch, for [`FETCH_CONSUMER`] and [`FETCH_FOLLOWER`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchFrom {
+    /// A consumer (`replica_id` -1).
+    Consumer,
+    /// A follower replica (`replica_id` >= 0, or from v15 its `ReplicaState`).
+    Follower,
+}
+
+/// Records one request of `api_key` that took `elapsed`; a Fetch also under who sent it.
+pub fn record_api(api_key: i16, fetch: Option<FetchFrom>, elapsed: Duration) {
     if let Some(stats) = usize::try_from(api_key).ok().and_then(|k| APIS.get(k)) {
         stats.record(elapsed);
+    }
+    match fetch {
+        Some(FetchFrom::Consumer) => FETCH_CONSUMER.record(elapsed),
+        Some(FetchFrom::Follower) => FETCH_FOLLOWER.record(elapsed),
+        None => {}
     }
 }
 
@@ -156,6 +178,13 @@ pub static PREFERRED_READ_REPLICA_ANSWERS: AtomicU64 = AtomicU64::new(0);
 /// Produces appended and waiting for their group-commit fsync (Kafka's Produce purgatory
 /// holds acks=all produces waiting for followers; on one node the wait is the fsync).
 pub static PRODUCE_PURGATORY: AtomicI64 = AtomicI64::new(0);
+
+/// ISR shrinks this node proposed as a leader and the controller committed (Kafka's
+/// `IsrShrinksPerSec`).
+pub static ISR_SHRINKS: AtomicU64 = AtomicU64::new(0);
+/// ISR expansions this node proposed as a leader and the controller committed (Kafka's
+/// `IsrExpandsPerSec`).
+pub static ISR_EXPANDS: AtomicU64 = AtomicU64::new(0);
 
 /// Adds one to a gauge for as long as it lives.
 pub struct GaugeGuard(&'static AtomicI64);
