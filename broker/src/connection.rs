@@ -421,7 +421,9 @@ fn controller_slot(
             | ApiKey::AlterConfigs
             | ApiKey::IncrementalAlterConfigs
             | ApiKey::AlterPartitionReassignments
-            | ApiKey::ListPartitionReassignments,
+            | ApiKey::ListPartitionReassignments
+            | ApiKey::CreateAcls
+            | ApiKey::DeleteAcls,
             Some(_),
         ) => {
             // A broker forwarding to a dedicated controller (or an admin client that

@@ -34,6 +34,7 @@
 //! - Nothing on the request path panics on client input; a frame that cannot be answered
 //!   closes only its own connection.
 
+pub mod authorization;
 pub mod broker;
 pub mod config;
 pub mod connection;

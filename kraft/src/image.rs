@@ -29,6 +29,9 @@ pub struct MetadataImage {
     /// The first producer id of the next block to allocate (Kafka's
     /// `ProducerIdControlManager.nextProducerBlock`); 0 until a `ProducerIdsRecord`.
     pub next_producer_id: i64,
+    /// ACL bindings by id (KIP-801: `AccessControlEntryRecord`s); the authorizer reads
+    /// them, DeleteAcls removes by id.
+    pub acls: BTreeMap<Uuid, crate::acl::AclBinding>,
 }
 
 /// A registered broker, as clients need it.
@@ -199,6 +202,16 @@ impl MetadataImage {
             MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
             MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
             MetadataRecord::BrokerRegistrationChange(r) => self.apply_broker_registration_change(r),
+            MetadataRecord::AccessControlEntry(r) => {
+                self.acls.insert(r.id, r.binding.clone());
+                Ok(())
+            }
+            // Kafka's AclControlManager treats an unknown id as a corrupt log; here the
+            // binding is simply gone either way.
+            MetadataRecord::RemoveAccessControlEntry(r) => {
+                self.acls.remove(&r.id);
+                Ok(())
+            }
         }
     }
 

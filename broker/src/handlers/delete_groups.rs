@@ -21,6 +21,11 @@ pub fn handle(ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsRes
         .groups_names
         .into_iter()
         .map(|id| {
+            if !ctx.authorize_group(strata_kraft::acl::AclOperation::Delete, &id.0) {
+                return DeletableGroupResult::default()
+                    .with_group_id(id)
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             let code = match broker.consumer_groups.delete(&id.0) {
                 Some(true) => delete_offsets(ctx, &id.0),
                 Some(false) => ResponseError::NonEmptyGroup.code(),

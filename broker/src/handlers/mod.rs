@@ -17,11 +17,14 @@ pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -181,7 +184,9 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
                 fetch::encode(&ctx, fetched)
             }));
         }
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(&ctx, r)),
+        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(
+            crate::authorization::list_offsets(&ctx, r, list_offsets::handle),
+        ),
         RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(&ctx, r)),
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(&ctx, r)),
         RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(&ctx, r)),
@@ -213,13 +218,24 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(describe_producers::handle(&ctx, r))
         }
-        RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(describe_configs::handle(&ctx, r))
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(describe_acls::handle(&ctx, r)),
+        RequestKind::CreateAcls(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, create_acls::handle_kind);
         }
+        RequestKind::CreateAcls(r) => create_acls::handle_kind(&ctx, r),
+        RequestKind::DeleteAcls(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, delete_acls::handle_kind);
+        }
+        RequestKind::DeleteAcls(r) => delete_acls::handle_kind(&ctx, r),
+        RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(
+            crate::authorization::describe_configs(&ctx, r, describe_configs::handle),
+        ),
         RequestKind::AlterConfigs(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, alter_configs::handle_kind);
         }
-        RequestKind::AlterConfigs(r) => alter_configs::handle_kind(&ctx, r),
+        RequestKind::AlterConfigs(r) => {
+            crate::authorization::alter_configs(&ctx, r, alter_configs::handle_kind)
+        }
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(describe_log_dirs::handle(&ctx, r))
         }
@@ -229,7 +245,11 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::IncrementalAlterConfigs(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, incremental_alter_configs::handle_kind);
         }
-        RequestKind::IncrementalAlterConfigs(r) => incremental_alter_configs::handle_kind(&ctx, r),
+        RequestKind::IncrementalAlterConfigs(r) => crate::authorization::incremental_alter_configs(
+            &ctx,
+            r,
+            incremental_alter_configs::handle_kind,
+        ),
         RequestKind::AlterPartitionReassignments(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, alter_partition_reassignments::handle_kind);
         }
@@ -290,11 +310,19 @@ pub fn controller_write(ctx: RequestContext, body: RequestKind) -> Slot {
         let response = match body {
             RequestKind::CreateTopics(r) => create_topics::handle_kind(&ctx, r),
             RequestKind::DeleteTopics(r) => delete_topics::handle_kind(&ctx, r),
+            RequestKind::CreateAcls(r) => create_acls::handle_kind(&ctx, r),
+            RequestKind::DeleteAcls(r) => delete_acls::handle_kind(&ctx, r),
             RequestKind::CreatePartitions(r) => create_partitions::handle_kind(&ctx, r),
             RequestKind::ElectLeaders(r) => elect_leaders::handle_kind(&ctx, r),
-            RequestKind::AlterConfigs(r) => alter_configs::handle_kind(&ctx, r),
+            RequestKind::AlterConfigs(r) => {
+                crate::authorization::alter_configs(&ctx, r, alter_configs::handle_kind)
+            }
             RequestKind::IncrementalAlterConfigs(r) => {
-                incremental_alter_configs::handle_kind(&ctx, r)
+                crate::authorization::incremental_alter_configs(
+                    &ctx,
+                    r,
+                    incremental_alter_configs::handle_kind,
+                )
             }
             RequestKind::AlterPartitionReassignments(r) => {
                 alter_partition_reassignments::handle_kind(&ctx, r)
