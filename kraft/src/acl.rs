@@ -678,7 +678,8 @@ mod tests {
             img.apply(r).unwrap();
         }
         assert_eq!(img.acls.len(), 1);
-        let (again, _) = create_acls_records(&img, std::slice::from_ref(&ok), || Uuid::from_u128(9));
+        let (again, _) =
+            create_acls_records(&img, std::slice::from_ref(&ok), || Uuid::from_u128(9));
         assert!(again.is_empty());
         let all = AclBindingFilter {
             resource_type: RT::Any,
