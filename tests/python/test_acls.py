@@ -89,6 +89,12 @@ def test_create_describe_delete_and_authorized_operations(broker):
 
 def test_without_an_authorizer_acls_are_security_disabled(broker):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    read = binding("t", AclOperation.READ, AclPermissionType.ALLOW)
     with pytest.raises(KafkaException) as e:
-        admin.describe_acls(everything(), request_timeout=30).result(timeout=TIMEOUT_S)
+        for f in admin.create_acls([read], request_timeout=30).values():
+            f.result(timeout=TIMEOUT_S)
+    assert e.value.args[0].code() == KafkaError.SECURITY_DISABLED
+    with pytest.raises(KafkaException) as e:
+        for f in admin.delete_acls([everything()], request_timeout=30).values():
+            f.result(timeout=TIMEOUT_S)
     assert e.value.args[0].code() == KafkaError.SECURITY_DISABLED
