@@ -231,11 +231,9 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
             crate::authorization::describe_configs(&ctx, r, describe_configs::handle),
         ),
         RequestKind::AlterConfigs(r) if forward::route(&ctx) => {
-            return forwarded(ctx, r, alter_configs::handle_kind);
+            return forwarded(ctx, r, authorized_alter_configs);
         }
-        RequestKind::AlterConfigs(r) => {
-            crate::authorization::alter_configs(&ctx, r, alter_configs::handle_kind)
-        }
+        RequestKind::AlterConfigs(r) => authorized_alter_configs(&ctx, r),
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(describe_log_dirs::handle(&ctx, r))
         }
@@ -243,13 +241,9 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
             ResponseKind::DescribeCluster(describe_cluster::handle(&ctx, r))
         }
         RequestKind::IncrementalAlterConfigs(r) if forward::route(&ctx) => {
-            return forwarded(ctx, r, incremental_alter_configs::handle_kind);
+            return forwarded(ctx, r, authorized_incremental_alter_configs);
         }
-        RequestKind::IncrementalAlterConfigs(r) => crate::authorization::incremental_alter_configs(
-            &ctx,
-            r,
-            incremental_alter_configs::handle_kind,
-        ),
+        RequestKind::IncrementalAlterConfigs(r) => authorized_incremental_alter_configs(&ctx, r),
         RequestKind::AlterPartitionReassignments(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, alter_partition_reassignments::handle_kind);
         }
@@ -314,15 +308,9 @@ pub fn controller_write(ctx: RequestContext, body: RequestKind) -> Slot {
             RequestKind::DeleteAcls(r) => delete_acls::handle_kind(&ctx, r),
             RequestKind::CreatePartitions(r) => create_partitions::handle_kind(&ctx, r),
             RequestKind::ElectLeaders(r) => elect_leaders::handle_kind(&ctx, r),
-            RequestKind::AlterConfigs(r) => {
-                crate::authorization::alter_configs(&ctx, r, alter_configs::handle_kind)
-            }
+            RequestKind::AlterConfigs(r) => authorized_alter_configs(&ctx, r),
             RequestKind::IncrementalAlterConfigs(r) => {
-                crate::authorization::incremental_alter_configs(
-                    &ctx,
-                    r,
-                    incremental_alter_configs::handle_kind,
-                )
+                authorized_incremental_alter_configs(&ctx, r)
             }
             RequestKind::AlterPartitionReassignments(r) => {
                 alter_partition_reassignments::handle_kind(&ctx, r)
@@ -337,6 +325,24 @@ pub fn controller_write(ctx: RequestContext, body: RequestKind) -> Slot {
         };
         ctx.encode(&response)
     }))
+}
+
+/// AlterConfigs behind its authorization, also where a forwarded one falls back to this
+/// node.
+fn authorized_alter_configs(
+    ctx: &RequestContext,
+    r: strata_protocol::messages::AlterConfigsRequest,
+) -> ResponseKind {
+    crate::authorization::alter_configs(ctx, r, alter_configs::handle_kind)
+}
+
+/// IncrementalAlterConfigs behind its authorization, also where a forwarded one falls back
+/// to this node.
+fn authorized_incremental_alter_configs(
+    ctx: &RequestContext,
+    r: strata_protocol::messages::IncrementalAlterConfigsRequest,
+) -> ResponseKind {
+    crate::authorization::incremental_alter_configs(ctx, r, incremental_alter_configs::handle_kind)
 }
 
 /// A controller-bound request on a node that is not the active controller: forwarded to it
