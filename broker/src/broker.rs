@@ -16,6 +16,7 @@ use crate::group::{GroupConfig, GroupCoordinator};
 use crate::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetStoreError, OffsetsConfig};
 use crate::partition::Partition;
 
+mod acls;
 mod cluster;
 mod elections;
 mod log_start_checkpoint;

@@ -127,6 +127,10 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("broker.rack", ""),
     // KIP-392: unset sends every consumer to the leader, as in Kafka.
     ("replica.selector.class", ""),
+    // KIP-801: empty runs without an authorizer (the ACL APIs answer SECURITY_DISABLED).
+    ("authorizer.class.name", ""),
+    ("super.users", ""),
+    ("allow.everyone.if.no.acl.found", "false"),
     // Strata's own: the Prometheus endpoint, `http://host:port/path`; empty serves none.
     ("metrics.listener", ""),
 ];
@@ -237,6 +241,9 @@ pub struct BrokerConfig {
     /// `replica.selector.class` (KIP-392): whether a leader sends consumers to a follower
     /// in their rack.
     pub replica_selector: crate::partition::read_replica::ReplicaSelector,
+    /// `authorizer.class.name` set to Kafka's `StandardAuthorizer` (KIP-801), with its
+    /// `super.users` and `allow.everyone.if.no.acl.found`; `None` authorizes everything.
+    pub authorizer: Option<strata_kraft::acl::AuthorizerConfig>,
     /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group
     /// waits for more members to join.
     pub group_initial_rebalance_delay_ms: i64,
@@ -562,6 +569,11 @@ impl BrokerConfig {
             log_cleanup_policy: get("log.cleanup.policy").to_owned(),
             min_insync_replicas: positive("min.insync.replicas", get("min.insync.replicas"))?,
             rack: Some(get("broker.rack").to_owned()).filter(|r| !r.is_empty()),
+            authorizer: authorizer(
+                get("authorizer.class.name"),
+                get("super.users"),
+                get("allow.everyone.if.no.acl.found"),
+            )?,
             replica_selector: crate::partition::read_replica::ReplicaSelector::parse(get(
                 "replica.selector.class",
             ))
@@ -779,6 +791,39 @@ fn at_least<T: std::str::FromStr + PartialOrd>(
     Ok(n)
 }
 
+/// Kafka's KRaft authorizer; the short name is accepted as `replica.selector.class`'s are.
+const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+/// `authorizer.class.name` and the keys of the authorizer it names. `super.users` is
+/// Kafka's `;`-separated list of principals (`User:admin;User:ops`).
+fn authorizer(
+    class: &str,
+    super_users: &str,
+    allow_if_no_acl: &str,
+) -> Result<Option<strata_kraft::acl::AuthorizerConfig>, ConfigError> {
+    let allow_everyone_if_no_acl_found =
+        boolean("allow.everyone.if.no.acl.found", allow_if_no_acl)?;
+    match class.trim() {
+        "" => Ok(None),
+        c if c == STANDARD_AUTHORIZER || c == "StandardAuthorizer" => {
+            Ok(Some(strata_kraft::acl::AuthorizerConfig {
+                super_users: super_users
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+                allow_everyone_if_no_acl_found,
+            }))
+        }
+        other => Err(invalid(
+            "authorizer.class.name",
+            other,
+            "not org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        )),
+    }
+}
+
 fn boolean(key: &str, v: &str) -> Result<bool, ConfigError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "true" => Ok(true),
@@ -879,6 +924,36 @@ mod tests {
         );
         let err = with("com.example.NearestSelector").unwrap_err();
         assert!(err.to_string().contains("replica.selector.class"), "{err}");
+    }
+
+    #[test]
+    fn the_standard_authorizer_reads_its_keys() {
+        let c = BrokerConfig::from_args(&[], &[]).unwrap();
+        assert!(c.authorizer.is_none());
+        let c = BrokerConfig::from_args(
+            &args(&[
+                "--override",
+                "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "--override",
+                "super.users=User:admin; User:ops",
+                "--override",
+                "allow.everyone.if.no.acl.found=true",
+            ]),
+            &[],
+        )
+        .unwrap();
+        let a = c.authorizer.unwrap();
+        assert!(a.super_users.contains("User:admin") && a.super_users.contains("User:ops"));
+        assert!(a.allow_everyone_if_no_acl_found);
+        let err = BrokerConfig::from_args(
+            &args(&[
+                "--override",
+                "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+            ]),
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("authorizer.class.name"), "{err}");
     }
 
     #[test]

@@ -438,7 +438,9 @@ fn controller_slot(
             | ApiKey::IncrementalAlterConfigs
             | ApiKey::AlterPartitionReassignments
             | ApiKey::ListPartitionReassignments
-            | ApiKey::AlterClientQuotas,
+            | ApiKey::AlterClientQuotas
+            | ApiKey::CreateAcls
+            | ApiKey::DeleteAcls,
             Some(_),
         ) => {
             // A broker forwarding to a dedicated controller (or an admin client that

@@ -36,6 +36,7 @@
 //! - Nothing on the request path panics on client input; a frame that cannot be answered
 //!   closes only its own connection.
 
+pub mod authorization;
 pub mod broker;
 pub mod client_quotas;
 pub mod config;

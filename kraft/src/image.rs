@@ -39,6 +39,9 @@ pub struct MetadataImage {
     /// KIP-546: the client quotas of each user and client-id entity, from
     /// `ClientQuotaRecord`s; brokers enforce them and DescribeClientQuotas reads them.
     pub client_quotas: ClientQuotas,
+    /// ACL bindings by id (KIP-801: `AccessControlEntryRecord`s); the authorizer reads
+    /// them, DeleteAcls removes by id.
+    pub acls: BTreeMap<Uuid, crate::acl::AclBinding>,
 }
 
 /// A registered broker, as clients need it.
@@ -213,6 +216,16 @@ impl MetadataImage {
                 Ok(())
             }
             MetadataRecord::BrokerRegistrationChange(r) => self.apply_broker_registration_change(r),
+            MetadataRecord::AccessControlEntry(r) => {
+                self.acls.insert(r.id, r.binding.clone());
+                Ok(())
+            }
+            // Kafka's AclControlManager treats an unknown id as a corrupt log; here the
+            // binding is simply gone either way.
+            MetadataRecord::RemoveAccessControlEntry(r) => {
+                self.acls.remove(&r.id);
+                Ok(())
+            }
         }
     }
 

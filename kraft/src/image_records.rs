@@ -11,7 +11,7 @@
 //! The order is the one replay needs: brokers first (their registrations carry their
 //! fencing and shutdown state whole), then each topic followed by its partitions in id
 //! order and its config overrides, then the dynamic broker configs, then the client quotas,
-//! then the producer-id block.
+//! then the ACL bindings, then the producer-id block.
 
 use crate::image::MetadataImage;
 use crate::record::{
@@ -75,6 +75,11 @@ impl MetadataImage {
             }
         }
         out.extend(self.client_quotas.records());
+        for (id, binding) in &self.acls {
+            out.push(MetadataRecord::AccessControlEntry(
+                crate::record::AccessControlEntryRecord::new(*id, binding),
+            ));
+        }
         if self.next_producer_id > 0 {
             // Kafka's `ProducerIdControlManager` snapshots its next block the same way,
             // with no broker behind it.
@@ -238,6 +243,25 @@ mod tests {
                         remove,
                     })
                 }),
+            (1..4u128, 0..3i8).prop_map(|(id, op)| {
+                MetadataRecord::AccessControlEntry(crate::record::AccessControlEntryRecord::new(
+                    Uuid::from_u128(id),
+                    &crate::acl::AclBinding {
+                        resource_type: crate::acl::ResourceType::Topic,
+                        resource_name: format!("t{op}"),
+                        pattern_type: crate::acl::PatternType::Literal,
+                        principal: "User:*".into(),
+                        host: "*".into(),
+                        operation: crate::acl::AclOperation::from_code(op + 2),
+                        permission_type: crate::acl::AclPermissionType::Allow,
+                    },
+                ))
+            }),
+            (1..4u128).prop_map(|id| MetadataRecord::RemoveAccessControlEntry(
+                crate::record::RemoveAccessControlEntryRecord {
+                    id: Uuid::from_u128(id)
+                }
+            )),
             (1..5000i64).prop_map(|next| MetadataRecord::ProducerIds(ProducerIdsRecord {
                 broker_id: 1,
                 broker_epoch: 0,

@@ -41,6 +41,7 @@
 //!   forward; a seeded randomized run checks this after every step.
 
 pub mod client_quotas;
+pub mod acl;
 pub mod cluster_control;
 mod controller;
 pub mod entry;

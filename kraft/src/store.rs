@@ -464,6 +464,23 @@ impl MetadataStore {
         Ok(block)
     }
 
+    /// Commits the records `op` computes from the current image as one batch and returns
+    /// its result: for operations whose records come with per-item results (CreateAcls,
+    /// DeleteAcls) rather than one error.
+    ///
+    /// # Errors
+    ///
+    /// A storage error writing the records.
+    pub fn commit_operation<T>(
+        &mut self,
+        now_ms: i64,
+        op: impl FnOnce(&MetadataImage) -> (Vec<MetadataRecord>, T),
+    ) -> Result<T, MetadataError> {
+        let (records, result) = op(&self.image);
+        self.commit(&records, now_ms)?;
+        Ok(result)
+    }
+
     /// Closes the metadata log cleanly.
     ///
     /// # Errors

@@ -222,9 +222,11 @@ pub fn decode_response(
 
 /// The client-listener APIs a node that is not the active controller forwards to it whole
 /// (KIP-590), and whose responses it reads back with [`decode_forwarded_response`].
-pub const FORWARDED_APIS: [ApiKey; 9] = [
+pub const FORWARDED_APIS: [ApiKey; 11] = [
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
     ApiKey::CreatePartitions,
     ApiKey::ElectLeaders,
     ApiKey::AlterConfigs,

@@ -638,6 +638,33 @@ const DESCRIBE_TOPIC_PARTITIONS: Schema = Schema {
     flexible_from: 0,
 };
 
+/// The fields of an ACL binding or filter (CreateAcls' creations, DescribeAcls' and
+/// DeleteAcls' filters): the same seven in the same order.
+const ACL_FIELDS: [F; 7] = [
+    f(T::I8, 0, ALL),  // resource_type
+    f(T::Str, 0, ALL), // resource_name
+    f(T::I8, 1, ALL),  // pattern_type
+    f(T::Str, 0, ALL), // principal
+    f(T::Str, 0, ALL), // host
+    f(T::I8, 0, ALL),  // operation
+    f(T::I8, 0, ALL),  // permission_type
+];
+
+const DESCRIBE_ACLS: Schema = Schema {
+    fields: &ACL_FIELDS,
+    flexible_from: 2,
+};
+
+const CREATE_ACLS: Schema = Schema {
+    fields: &[f(T::Array(&ACL_FIELDS), 0, ALL)], // creations
+    flexible_from: 2,
+};
+
+const DELETE_ACLS: Schema = Schema {
+    fields: &[f(T::Array(&ACL_FIELDS), 0, ALL)], // filters
+    flexible_from: 2,
+};
+
 mod controller;
 mod responses;
 
@@ -663,6 +690,9 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::DeleteTopics => &DELETE_TOPICS,
         ApiKey::DeleteRecords => &DELETE_RECORDS,
         ApiKey::DescribeConfigs => &DESCRIBE_CONFIGS,
+        ApiKey::DescribeAcls => &DESCRIBE_ACLS,
+        ApiKey::CreateAcls => &CREATE_ACLS,
+        ApiKey::DeleteAcls => &DELETE_ACLS,
         ApiKey::OffsetForLeaderEpoch => &OFFSET_FOR_LEADER_EPOCH,
         ApiKey::AlterConfigs => &ALTER_CONFIGS,
         ApiKey::DescribeLogDirs => &DESCRIBE_LOG_DIRS,

@@ -38,6 +38,9 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 ///   dynamic broker configs); BROKER_LOGGER resources are refused.
 /// - DescribeTopicPartitions (KIP-966) has no eligible leader replicas to report: ELR is off.
 /// - DescribeLogDirs starts at v1: Kafka 4.0 removed v0 (KIP-896).
+/// - DescribeAcls, CreateAcls and DeleteAcls start at v1 (KIP-290's pattern types): Kafka
+///   4.0 removed v0 (KIP-896). Without `authorizer.class.name` they answer
+///   SECURITY_DISABLED, as Kafka does.
 /// - OffsetForLeaderEpoch starts at v2, the first with `current_leader_epoch` (KIP-320),
 ///   where Kafka 4.0's codec starts too; consumers use it to validate positions, and a
 ///   follower's `replica_id` (v3+) is answered as a consumer's.
@@ -61,6 +64,9 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
+    api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
     api(ApiKey::DescribeConfigs, 1, 4),
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::DescribeLogDirs, 1, 4),
@@ -94,8 +100,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ///   (`LastFetchedEpoch`, `ClusterId`, the diverging epoch) and v17's `ReplicaDirectoryId`
 ///   (KIP-853) is not accepted yet.
 /// - AlterPartition starts at v2: Kafka 4.0's codec has no v0 or v1 (topic names).
-/// - CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions, ElectLeaders,
-///   IncrementalAlterConfigs and AlterPartitionReassignments are the metadata writes
+/// - CreateTopics, DeleteTopics, CreateAcls, DeleteAcls, AlterConfigs, CreatePartitions,
+///   ElectLeaders, IncrementalAlterConfigs and AlterPartitionReassignments are the metadata writes
 ///   brokers forward to a dedicated controller (Kafka's controller serves them on this
 ///   listener too), at the client table's versions, since a broker forwards them at the
 ///   version its client sent. ListPartitionReassignments is a read Kafka's brokers forward
@@ -106,6 +112,8 @@ pub const CONTROLLER_APIS: &[SupportedApi] = &[
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::ElectLeaders, 0, 2),
@@ -201,6 +209,9 @@ mod tests {
                 ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
                 ApiKey::DeleteRecords => DeleteRecordsRequest::VERSIONS,
                 ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
+                ApiKey::DescribeAcls => DescribeAclsRequest::VERSIONS,
+                ApiKey::CreateAcls => CreateAclsRequest::VERSIONS,
+                ApiKey::DeleteAcls => DeleteAclsRequest::VERSIONS,
                 ApiKey::AlterConfigs => AlterConfigsRequest::VERSIONS,
                 ApiKey::DescribeLogDirs => DescribeLogDirsRequest::VERSIONS,
                 ApiKey::DescribeCluster => DescribeClusterRequest::VERSIONS,

@@ -252,6 +252,15 @@ impl Broker {
         self.spawn_and_wait()
     }
 
+    /// Sets (`Some`) or removes (`None`) one of the caller's `--override`s for the next
+    /// [`Broker::restart`], e.g. to restart without a setting the first start needed.
+    pub fn set_override(&mut self, key: &str, value: Option<&str>) {
+        self.extra_overrides.retain(|(k, _)| k != key);
+        if let Some(v) = value {
+            self.extra_overrides.push((key.to_owned(), v.to_owned()));
+        }
+    }
+
     fn args(&self) -> Vec<String> {
         let listener = format!("PLAINTEXT://127.0.0.1:{}", self.port);
         let mut overrides = vec![

@@ -19,6 +19,11 @@ pub fn handle(
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
     let group_id = req.group_id.0.to_string();
+    if !ctx.authorize_group(strata_kraft::acl::AclOperation::Read, &group_id) {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(strata_protocol::ResponseError::GroupAuthorizationFailed.code())
+            .with_member_epoch(-1);
+    }
     if let Err(e) = crate::offsets::placement::check(&ctx.broker, &group_id) {
         return ConsumerGroupHeartbeatResponse::default()
             .with_error_code(e.code())

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use strata_kraft::CreateTopic;
+use strata_kraft::acl::{AclOperation, ResourceType};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::create_topics_response::{
@@ -27,6 +28,8 @@ pub fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsRes
         .map(|t| t.name.0.to_string())
         .filter(|n| !seen.insert(n.clone()))
         .collect();
+    // Kafka's handleCreateTopicsRequest: CREATE on the cluster, or else on each topic.
+    let cluster_create = ctx.authorize_cluster(AclOperation::Create);
     let topics =
         req.topics
             .into_iter()
@@ -44,6 +47,17 @@ pub fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsRes
                     return fail(
                         ResponseError::InvalidRequest.code(),
                         format!("topic {name} appears more than once"),
+                    );
+                }
+                let from_a_node = name == crate::offsets::OFFSETS_TOPIC
+                    && ctx.client_id.as_deref() == Some(crate::forward::INTERNAL_CLIENT_ID);
+                if !from_a_node
+                    && !cluster_create
+                    && !ctx.authorize(AclOperation::Create, ResourceType::Topic, &name)
+                {
+                    return fail(
+                        ResponseError::TopicAuthorizationFailed.code(),
+                        "Authorization failed.".to_owned(),
                     );
                 }
                 let (num_partitions, replication_factor) = if t.assignments.is_empty() {

@@ -21,6 +21,11 @@ pub fn handle(ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsRes
         .groups_names
         .into_iter()
         .map(|id| {
+            if !ctx.authorize_group(strata_kraft::acl::AclOperation::Delete, &id.0) {
+                return DeletableGroupResult::default()
+                    .with_group_id(id)
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             let code = if let Err(e) = crate::offsets::placement::check(broker, &id.0) {
                 // Only the group's coordinator may delete it.
                 e.code()

@@ -1,5 +1,6 @@
 //! DeleteTopics (key 20): by name (all versions) or by topic id (v6+, KIP-516).
 
+use strata_kraft::acl::{AclOperation, ResourceType};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -27,7 +28,16 @@ pub fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsRes
         .into_iter()
         .map(|(name, id)| {
             let image = ctx.broker.image();
+            // Kafka's handleDeleteTopicsRequest: DELETE on the topic, named or found by
+            // id, refused whether or not a named topic exists.
+            let topic_name = name
+                .clone()
+                .or_else(|| image.topic_by_id(id).map(|t| t.name.clone()));
+            let authorized = topic_name
+                .as_deref()
+                .is_none_or(|n| ctx.authorize(AclOperation::Delete, ResourceType::Topic, n));
             let resolved = match &name {
+                _ if !authorized => Err(ResponseError::TopicAuthorizationFailed.code()),
                 Some(n) => image
                     .topics
                     .get(n)

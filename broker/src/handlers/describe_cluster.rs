@@ -19,7 +19,7 @@ use strata_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use strata_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
 use super::RequestContext;
-use super::metadata::{CLUSTER_OPS, OPS_NOT_REQUESTED};
+use super::metadata::OPS_NOT_REQUESTED;
 
 /// Kafka's `EndpointType` ids.
 const ENDPOINT_BROKER: i8 = 1;
@@ -73,7 +73,10 @@ pub fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> DescribeClus
         .collect();
     let controller_id = super::metadata::live_broker(&image, ctx.broker.config.node_id);
     let cluster_ops = if req.include_cluster_authorized_operations {
-        CLUSTER_OPS
+        ctx.authorized_operations(
+            strata_kraft::acl::ResourceType::Cluster,
+            strata_kraft::acl::CLUSTER_NAME,
+        )
     } else {
         OPS_NOT_REQUESTED
     };

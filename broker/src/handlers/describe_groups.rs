@@ -6,31 +6,35 @@ use strata_protocol::messages::describe_groups_response::{DescribedGroup, Descri
 use strata_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use strata_protocol::{ResponseError, StrBytes};
 
+use strata_kraft::acl::{AclOperation, ResourceType};
+
 use super::RequestContext;
 
 /// Kafka's "authorized operations not requested" sentinel.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
-/// KIP-430: with no authorizer, Kafka reports every operation that applies to a group
-/// (`AclEntry.supportedOperations(GROUP)`): READ(3), DELETE(6), DESCRIBE(8).
-const GROUP_OPS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
-
 /// Describes the groups.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
     let v = ctx.api_version;
-    let ops = if req.include_authorized_operations {
-        GROUP_OPS
-    } else {
-        AUTHORIZED_OPERATIONS_OMITTED
-    };
     let groups = req
         .groups
         .into_iter()
         .map(|id| {
+            // KIP-430: what the authorizer allows (every group operation without one).
+            let ops = if req.include_authorized_operations {
+                ctx.authorized_operations(ResourceType::Group, &id.0)
+            } else {
+                AUTHORIZED_OPERATIONS_OMITTED
+            };
             let out = DescribedGroup::default()
                 .with_group_id(id.clone())
                 .with_authorized_operations(ops);
+            if !ctx.authorize(AclOperation::Describe, ResourceType::Group, &id.0) {
+                return out
+                    .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             // Only the group's coordinator knows it (Kafka's `handleDescribeGroup`).
             if let Err(e) = crate::offsets::placement::check(&ctx.broker, &id.0) {
                 // Kafka's `groupError`: the state is unknown, an empty string.

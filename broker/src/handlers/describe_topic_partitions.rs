@@ -10,8 +10,10 @@
 //! least 1, and `next_cursor` names where the next page starts: the first partition left
 //! out of a topic cut short, or the next topic when the page filled up at a topic's end. A
 //! named topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION (with the zero topic id)
-//! and takes no room. Authorized operations are always filled, every topic operation as
-//! Kafka reports them with no authorizer. Strata has no eligible leader replicas (KIP-966's
+//! and takes no room. With an authorizer, only topics the client may DESCRIBE are listed,
+//! and a named one it may not is TOPIC_AUTHORIZATION_FAILED; each topic's authorized
+//! operations are filled (every topic operation with no authorizer, as Kafka reports
+//! them), an error topic's left at the schema's default. Strata has no eligible leader replicas (KIP-966's
 //! ELR is off), so both ELR fields are empty lists.
 
 use std::collections::BTreeSet;
@@ -27,8 +29,12 @@ use strata_protocol::messages::{
 };
 use uuid::Uuid;
 
+use strata_kraft::acl::{AclOperation, ResourceType};
+
 use super::RequestContext;
-use super::metadata::TOPIC_OPS;
+
+/// The schema's default for an error topic's authorized operations.
+const OPS_UNSET: i32 = i32::MIN;
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions one response
 /// carries.
@@ -60,6 +66,7 @@ pub fn handle(
             .topics
             .keys()
             .filter(|n| n.as_str() != crate::offsets::OFFSETS_TOPIC)
+            .filter(|n| ctx.authorize(AclOperation::Describe, ResourceType::Topic, n))
             .cloned()
             .collect()
     } else {
@@ -75,6 +82,13 @@ pub fn handle(
         if remaining == 0 {
             next_cursor = Some(cursor(&name, 0));
             break;
+        }
+        if !all && !ctx.authorize(AclOperation::Describe, ResourceType::Topic, &name) {
+            topics.push(error_topic(
+                name,
+                ResponseError::TopicAuthorizationFailed.code(),
+            ));
+            continue;
         }
         let Some(t) = image.topics.get(&name) else {
             topics.push(error_topic(
@@ -112,7 +126,8 @@ pub fn handle(
             })
             .collect();
         remaining -= partitions.len();
-        topics.push(topic_response(t, partitions));
+        let ops = ctx.authorized_operations(ResourceType::Topic, &name);
+        topics.push(topic_response(t, partitions, ops));
         if end < t.partitions.len() {
             next_cursor = Some(cursor(&name, i32::try_from(end).unwrap_or(i32::MAX)));
             break;
@@ -132,13 +147,14 @@ fn cursor(topic: &str, partition: i32) -> Cursor {
 fn topic_response(
     t: &TopicImage,
     partitions: Vec<DescribeTopicPartitionsResponsePartition>,
+    ops: i32,
 ) -> DescribeTopicPartitionsResponseTopic {
     DescribeTopicPartitionsResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
         .with_topic_id(t.topic_id)
         .with_is_internal(t.name == crate::offsets::OFFSETS_TOPIC)
         .with_partitions(partitions)
-        .with_topic_authorized_operations(TOPIC_OPS)
+        .with_topic_authorized_operations(ops)
 }
 
 fn error_topic(name: String, code: i16) -> DescribeTopicPartitionsResponseTopic {
@@ -147,7 +163,7 @@ fn error_topic(name: String, code: i16) -> DescribeTopicPartitionsResponseTopic 
         .with_is_internal(name == crate::offsets::OFFSETS_TOPIC)
         .with_name(Some(TopicName(StrBytes::from_string(name))))
         .with_topic_id(Uuid::nil())
-        .with_topic_authorized_operations(TOPIC_OPS)
+        .with_topic_authorized_operations(OPS_UNSET)
 }
 
 #[cfg(test)]
@@ -253,7 +269,10 @@ mod tests {
         );
         let t = &handle(&ctx, request(&["a"], 10, None)).topics[0];
         assert_eq!(t.topic_id, broker.image().topics["a"].topic_id);
-        assert_eq!(t.topic_authorized_operations, TOPIC_OPS);
+        assert_eq!(
+            t.topic_authorized_operations,
+            ctx.authorized_operations(ResourceType::Topic, "a")
+        );
         assert_eq!(t.partitions[0].eligible_leader_replicas, Some(Vec::new()));
         // A cursor naming a topic the request does not: INVALID_REQUEST for each.
         let bad = handle(&ctx, request(&["a"], 10, Some(("b", 0))));

@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use futures_util::future::select_all;
 use strata_kraft::MetadataImage;
+use strata_kraft::acl::{AclOperation, ResourceType};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::fetch_plan::{self, ResponsePlan};
@@ -139,11 +140,16 @@ async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) 
         }
         let slot = topics.len();
         topics.push(resp);
+        // Kafka's handleFetchRequest: READ on the topic, once the topic is known.
+        let authorized = name
+            .as_deref()
+            .is_none_or(|n| ctx.authorize(AclOperation::Read, ResourceType::Topic, n));
         for p in &t.partitions {
             let mut current_leader = None;
             let mut follower = false;
             let partition = match &name {
                 None => Err(ResponseError::UnknownTopicId.code()),
+                Some(_) if !authorized => Err(ResponseError::TopicAuthorizationFailed.code()),
                 Some(n) => leadership::readable_partition(
                     &ctx.broker,
                     image,

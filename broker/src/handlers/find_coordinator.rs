@@ -57,6 +57,15 @@ fn locate(ctx: &RequestContext, key_type: i8, key: &str) -> (i16, i32, StrBytes,
     if key_type != GROUP_KEY {
         return own();
     }
+    // Kafka's handleFindCoordinatorRequest: DESCRIBE on the group.
+    if !ctx.authorize_group(strata_kraft::acl::AclOperation::Describe, key) {
+        return (
+            strata_protocol::ResponseError::GroupAuthorizationFailed.code(),
+            -1,
+            StrBytes::default(),
+            -1,
+        );
+    }
     match placement::coordinator(&ctx.broker, key) {
         Placed::Local => own(),
         Placed::Remote(node) => match ctx.broker.image().brokers.get(&node) {

@@ -9,6 +9,10 @@ use crate::error::group_error_code;
 /// Records the heartbeat.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+    if !ctx.authorize_group(strata_kraft::acl::AclOperation::Read, &req.group_id.0) {
+        return HeartbeatResponse::default()
+            .with_error_code(strata_protocol::ResponseError::GroupAuthorizationFailed.code());
+    }
     if let Err(e) = crate::offsets::placement::check(&ctx.broker, &req.group_id.0) {
         return HeartbeatResponse::default().with_error_code(e.code());
     }

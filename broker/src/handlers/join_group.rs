@@ -12,6 +12,13 @@ use crate::group::{JoinRequest, Protocol};
 /// Joins the group and waits for the generation to form.
 pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
     let v = ctx.api_version;
+    if !ctx.authorize_group(strata_kraft::acl::AclOperation::Read, &req.group_id.0) {
+        return JoinGroupResponse::default()
+            .with_error_code(strata_protocol::ResponseError::GroupAuthorizationFailed.code())
+            .with_generation_id(-1)
+            .with_protocol_name((v < 7).then(StrBytes::default))
+            .with_member_id(req.member_id);
+    }
     if let Err(e) = crate::offsets::placement::check(&ctx.broker, &req.group_id.0) {
         return JoinGroupResponse::default()
             .with_error_code(e.code())

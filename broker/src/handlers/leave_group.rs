@@ -12,6 +12,10 @@ use crate::error::group_error_code;
 /// Removes the members and rebalances the group.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse {
+    if !ctx.authorize_group(strata_kraft::acl::AclOperation::Read, &req.group_id.0) {
+        return LeaveGroupResponse::default()
+            .with_error_code(strata_protocol::ResponseError::GroupAuthorizationFailed.code());
+    }
     if let Err(e) = crate::offsets::placement::check(&ctx.broker, &req.group_id.0) {
         return LeaveGroupResponse::default().with_error_code(e.code());
     }

@@ -44,9 +44,16 @@ pub fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsRespons
     } else {
         Vec::new()
     };
+    // Kafka's handleListGroupsRequest: DESCRIBE on the cluster lists every group, else
+    // only the groups the client may DESCRIBE.
+    let every_group = ctx.authorize_cluster(strata_kraft::acl::AclOperation::Describe);
     let mut resp = ListGroupsResponse::default().with_groups(
         groups
             .into_iter()
+            .filter(|g| {
+                every_group
+                    || ctx.authorize_group(strata_kraft::acl::AclOperation::Describe, &g.group_id)
+            })
             .map(|g| {
                 let mut out = ListedGroup::default()
                     .with_group_id(GroupId(StrBytes::from_string(g.group_id)))

@@ -11,6 +11,7 @@
 
 use std::collections::HashSet;
 
+use strata_kraft::acl::{AclOperation, CLUSTER_NAME, ResourceType};
 use strata_kraft::{CreateTopic, MetadataImage, TopicImage};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
@@ -25,16 +26,6 @@ use super::RequestContext;
 /// Kafka's "authorized operations not requested" sentinel.
 pub(crate) const OPS_NOT_REQUESTED: i32 = i32::MIN;
 
-/// KIP-430 bit sets, as Kafka reports them with no authorizer configured: every operation
-/// that applies to the resource. Topic: READ(3) WRITE(4) CREATE(5) DELETE(6) ALTER(7)
-/// DESCRIBE(8) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11).
-pub(crate) const TOPIC_OPS: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
-/// Cluster (Kafka's `AclEntry.supportedOperations(CLUSTER)`): CREATE(5) ALTER(7) DESCRIBE(8)
-/// CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12).
-pub(crate) const CLUSTER_OPS: i32 =
-    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
-
 /// Answers a Metadata request.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
@@ -48,21 +39,26 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     // Auto-creation is on for v0-v3 and when v4+ allows it.
     let may_create =
         broker.config.auto_create_topics && (ctx.api_version < 4 || req.allow_auto_topic_creation);
-    let topic_ops = if req.include_topic_authorized_operations {
-        TOPIC_OPS
-    } else {
-        OPS_NOT_REQUESTED
-    };
+    // KIP-430: what the authorizer allows this client (every operation without one).
+    let include_topic_ops = req.include_topic_authorized_operations;
     let cluster_ops = if req.include_cluster_authorized_operations {
-        CLUSTER_OPS
+        ctx.authorized_operations(ResourceType::Cluster, CLUSTER_NAME)
     } else {
         OPS_NOT_REQUESTED
     };
+    let describable = |name: &str| ctx.authorize(AclOperation::Describe, ResourceType::Topic, name);
     let offline = Offline {
         partitions: broker.offline_partitions(),
         node_id: broker.config.node_id,
     };
-    let topic_response = |t: &TopicImage| topic_response(t, topic_ops, &offline);
+    let topic_response = |t: &TopicImage| {
+        let ops = if include_topic_ops {
+            ctx.authorized_operations(ResourceType::Topic, &t.name)
+        } else {
+            OPS_NOT_REQUESTED
+        };
+        topic_response(t, ops, &offline)
+    };
     let mut topics = Vec::new();
     if all {
         // A cluster's `__consumer_offsets` places the group coordinators; as on a single
@@ -73,6 +69,9 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                 .topics
                 .values()
                 .filter(|t| t.name != crate::offsets::OFFSETS_TOPIC)
+                // Kafka's handleTopicMetadataRequest leaves out, unannounced, the topics
+                // the client may not DESCRIBE.
+                .filter(|t| describable(&t.name))
                 .map(topic_response),
         );
     } else {
@@ -82,6 +81,16 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                 Some(name) => image.topics.get(name),
                 None => image.topic_by_id(wanted.topic_id),
             };
+            let named = by_name.as_deref().or(found.map(|t| t.name.as_str()));
+            if named.is_some_and(|n| !describable(n)) {
+                // A named topic the client may not DESCRIBE, whether or not it exists.
+                topics.push(error_topic(
+                    by_name.clone(),
+                    wanted.topic_id,
+                    ResponseError::TopicAuthorizationFailed.code(),
+                ));
+                continue;
+            }
             if let Some(t) = found {
                 topics.push(topic_response(t));
                 continue;
@@ -99,6 +108,17 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                     Some(name),
                     Uuid::nil(),
                     ResponseError::UnknownTopicOrPartition.code(),
+                ));
+                continue;
+            }
+            if !ctx.authorize_cluster(AclOperation::Create)
+                && !ctx.authorize(AclOperation::Create, ResourceType::Topic, &name)
+            {
+                // Auto-creation needs CREATE on the cluster or the topic.
+                topics.push(error_topic(
+                    Some(name),
+                    Uuid::nil(),
+                    ResponseError::TopicAuthorizationFailed.code(),
                 ));
                 continue;
             }

@@ -18,12 +18,15 @@ pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_client_quotas;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -219,7 +222,9 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
                 fetch::encode(&ctx, fetched)
             }));
         }
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(&ctx, r)),
+        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(
+            crate::authorization::list_offsets(&ctx, r, list_offsets::handle),
+        ),
         RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(&ctx, r)),
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(&ctx, r)),
         RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(&ctx, r)),
@@ -251,13 +256,22 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(describe_producers::handle(&ctx, r))
         }
-        RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(describe_configs::handle(&ctx, r))
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(describe_acls::handle(&ctx, r)),
+        RequestKind::CreateAcls(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, create_acls::handle_kind);
         }
+        RequestKind::CreateAcls(r) => create_acls::handle_kind(&ctx, r),
+        RequestKind::DeleteAcls(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, delete_acls::handle_kind);
+        }
+        RequestKind::DeleteAcls(r) => delete_acls::handle_kind(&ctx, r),
+        RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(
+            crate::authorization::describe_configs(&ctx, r, describe_configs::handle),
+        ),
         RequestKind::AlterConfigs(r) if forward::route(&ctx) => {
-            return forwarded(ctx, r, alter_configs::handle_kind);
+            return forwarded(ctx, r, authorized_alter_configs);
         }
-        RequestKind::AlterConfigs(r) => alter_configs::handle_kind(&ctx, r),
+        RequestKind::AlterConfigs(r) => authorized_alter_configs(&ctx, r),
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(describe_log_dirs::handle(&ctx, r))
         }
@@ -265,9 +279,9 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
             ResponseKind::DescribeCluster(describe_cluster::handle(&ctx, r))
         }
         RequestKind::IncrementalAlterConfigs(r) if forward::route(&ctx) => {
-            return forwarded(ctx, r, incremental_alter_configs::handle_kind);
+            return forwarded(ctx, r, authorized_incremental_alter_configs);
         }
-        RequestKind::IncrementalAlterConfigs(r) => incremental_alter_configs::handle_kind(&ctx, r),
+        RequestKind::IncrementalAlterConfigs(r) => authorized_incremental_alter_configs(&ctx, r),
         RequestKind::AlterPartitionReassignments(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, alter_partition_reassignments::handle_kind);
         }
@@ -338,11 +352,13 @@ pub fn controller_write(ctx: RequestContext, body: RequestKind) -> Slot {
         let response = match body {
             RequestKind::CreateTopics(r) => create_topics::handle_kind(&ctx, r),
             RequestKind::DeleteTopics(r) => delete_topics::handle_kind(&ctx, r),
+            RequestKind::CreateAcls(r) => create_acls::handle_kind(&ctx, r),
+            RequestKind::DeleteAcls(r) => delete_acls::handle_kind(&ctx, r),
             RequestKind::CreatePartitions(r) => create_partitions::handle_kind(&ctx, r),
             RequestKind::ElectLeaders(r) => elect_leaders::handle_kind(&ctx, r),
-            RequestKind::AlterConfigs(r) => alter_configs::handle_kind(&ctx, r),
+            RequestKind::AlterConfigs(r) => authorized_alter_configs(&ctx, r),
             RequestKind::IncrementalAlterConfigs(r) => {
-                incremental_alter_configs::handle_kind(&ctx, r)
+                authorized_incremental_alter_configs(&ctx, r)
             }
             RequestKind::AlterPartitionReassignments(r) => {
                 alter_partition_reassignments::handle_kind(&ctx, r)
@@ -358,6 +374,24 @@ pub fn controller_write(ctx: RequestContext, body: RequestKind) -> Slot {
         };
         ctx.encode(&response)
     }))
+}
+
+/// AlterConfigs behind its authorization, also where a forwarded one falls back to this
+/// node.
+fn authorized_alter_configs(
+    ctx: &RequestContext,
+    r: strata_protocol::messages::AlterConfigsRequest,
+) -> ResponseKind {
+    crate::authorization::alter_configs(ctx, r, alter_configs::handle_kind)
+}
+
+/// IncrementalAlterConfigs behind its authorization, also where a forwarded one falls back
+/// to this node.
+fn authorized_incremental_alter_configs(
+    ctx: &RequestContext,
+    r: strata_protocol::messages::IncrementalAlterConfigsRequest,
+) -> ResponseKind {
+    crate::authorization::incremental_alter_configs(ctx, r, incremental_alter_configs::handle_kind)
 }
 
 /// A controller-bound request on a node that is not the active controller: forwarded to it

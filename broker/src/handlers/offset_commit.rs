@@ -7,6 +7,7 @@
 //! UNKNOWN_TOPIC_OR_PARTITION, metadata longer than `offset.metadata.max.bytes` gets
 //! OFFSET_METADATA_TOO_LARGE. The rest are written as one batch.
 
+use strata_kraft::acl::{AclOperation, ResourceType};
 use strata_protocol::ResponseError;
 use strata_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -32,7 +33,10 @@ pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitRes
         member_id: &req.member_id,
         group_instance_id: req.group_instance_id.as_deref(),
     };
-    let group_error = if !valid_group_id(&group) {
+    // Kafka's handleOffsetCommitRequest: READ on the group, then READ on each topic.
+    let group_error = if !ctx.authorize_group(AclOperation::Read, &group) {
+        Some(ResponseError::GroupAuthorizationFailed.code())
+    } else if !valid_group_id(&group) {
         Some(ResponseError::InvalidGroupId.code())
     } else if let Err(e) = crate::offsets::placement::check(broker, &group) {
         Some(e.code())
@@ -62,6 +66,7 @@ pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitRes
     let mut topics = Vec::with_capacity(req.topics.len());
     for (ti, topic) in req.topics.into_iter().enumerate() {
         let name = topic.name.0.to_string();
+        let topic_authorized = ctx.authorize(AclOperation::Read, ResourceType::Topic, &name);
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in topic.partitions {
             let metadata = p
@@ -70,6 +75,8 @@ pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitRes
                 .unwrap_or_default();
             let code = if let Some(code) = group_error {
                 code
+            } else if !topic_authorized {
+                ResponseError::TopicAuthorizationFailed.code()
             } else if !known(&name, p.partition_index) {
                 ResponseError::UnknownTopicOrPartition.code()
             } else if metadata.len() > max_metadata {

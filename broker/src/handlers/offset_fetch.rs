@@ -115,7 +115,11 @@ fn lookup(
     wanted: Option<Vec<(TopicName, Vec<i32>)>>,
 ) -> (i16, Vec<(TopicName, Vec<Answer>)>) {
     let store = &ctx.broker.offsets;
-    let error = if valid_group_id(group) {
+    // Kafka's handleOffsetFetchRequest: DESCRIBE on the group; with every topic asked
+    // for, the topics the client may not DESCRIBE are left out.
+    let error = if !ctx.authorize_group(strata_kraft::acl::AclOperation::Describe, group) {
+        ResponseError::GroupAuthorizationFailed.code()
+    } else if valid_group_id(group) {
         crate::offsets::placement::check(&ctx.broker, group).map_or_else(|e| e.code(), |()| 0)
     } else {
         ResponseError::InvalidGroupId.code()
@@ -144,7 +148,13 @@ fn lookup(
         None if invalid => (error, Vec::new()),
         None => {
             let mut out: Vec<(TopicName, Vec<Answer>)> = Vec::new();
-            for (topic, p, v) in store.fetch_all(group) {
+            for (topic, p, v) in store.fetch_all(group).into_iter().filter(|(t, _, _)| {
+                ctx.authorize(
+                    strata_kraft::acl::AclOperation::Describe,
+                    strata_kraft::acl::ResourceType::Topic,
+                    t,
+                )
+            }) {
                 let answer = (p, v.offset, v.leader_epoch, v.metadata);
                 match out.last_mut() {
                     Some((name, parts)) if *name.0 == *topic => parts.push(answer),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use strata_kraft::MetadataImage;
+use strata_kraft::acl::{AclOperation, ResourceType};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::compression::decompress;
@@ -187,6 +188,8 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
             .split(',')
             .any(|p| p.trim() == "compact")
         });
+        // Kafka's handleProduceRequest: WRITE on the topic, checked before anything else.
+        let authorized = ctx.authorize(AclOperation::Write, ResourceType::Topic, &name);
         let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
         for pd in topic.partition_data {
             let mut resp = PartitionProduceResponse::default()
@@ -221,6 +224,7 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                 }
             };
             let outcome = match (valid_acks, partition, pd.records) {
+                _ if !authorized => Err((ResponseError::TopicAuthorizationFailed.code(), None)),
                 (false, _, _) => Err((ResponseError::InvalidRequiredAcks.code(), None)),
                 (true, None, _) => Err((unavailable, None)),
                 (true, Some(_), None) => Err((

@@ -11,6 +11,10 @@ use crate::group::SyncRequest;
 
 /// Syncs with the group and waits for this member's assignment.
 pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> SyncGroupResponse {
+    if !ctx.authorize_group(strata_kraft::acl::AclOperation::Read, &req.group_id.0) {
+        return SyncGroupResponse::default()
+            .with_error_code(strata_protocol::ResponseError::GroupAuthorizationFailed.code());
+    }
     if let Err(e) = crate::offsets::placement::check(&ctx.broker, &req.group_id.0) {
         return SyncGroupResponse::default().with_error_code(e.code());
     }

@@ -3,6 +3,7 @@
 //! Each record type lives in its own file with its byte layout, encode and decode side by
 //! side; [`MetadataRecord`] is the one enum that dispatches them.
 
+mod access_control_entry;
 mod broker_registration_change;
 mod client_quota;
 pub(crate) mod compact;
@@ -17,6 +18,7 @@ mod topic;
 mod unfence_broker;
 mod unregister_broker;
 
+pub use access_control_entry::{AccessControlEntryRecord, RemoveAccessControlEntryRecord};
 pub use broker_registration_change::{BrokerRegistrationChangeRecord, FencingChange};
 pub use client_quota::{ClientQuotaRecord, QuotaEntityPart};
 pub use compact::DecodeError;
@@ -68,6 +70,10 @@ pub enum MetadataRecordType {
     ProducerIds = 15,
     /// [`BrokerRegistrationChangeRecord`].
     BrokerRegistrationChange = 17,
+    /// [`AccessControlEntryRecord`].
+    AccessControlEntry = 23,
+    /// [`RemoveAccessControlEntryRecord`].
+    RemoveAccessControlEntry = 24,
 }
 
 impl MetadataRecordType {
@@ -85,6 +91,8 @@ impl MetadataRecordType {
             14 => Self::ClientQuota,
             15 => Self::ProducerIds,
             17 => Self::BrokerRegistrationChange,
+            23 => Self::AccessControlEntry,
+            24 => Self::RemoveAccessControlEntry,
             _ => return None,
         })
     }
@@ -103,7 +111,9 @@ impl MetadataRecordType {
             | Self::UnfenceBroker
             | Self::RemoveTopic
             | Self::ClientQuota
-            | Self::ProducerIds => 0,
+            | Self::ProducerIds
+            | Self::AccessControlEntry
+            | Self::RemoveAccessControlEntry => 0,
         }
     }
 }
@@ -150,6 +160,10 @@ pub enum MetadataRecord {
     ProducerIds(ProducerIdsRecord),
     /// A broker's fencing or controlled-shutdown state changed (type 17).
     BrokerRegistrationChange(BrokerRegistrationChangeRecord),
+    /// An ACL binding was created (type 23).
+    AccessControlEntry(AccessControlEntryRecord),
+    /// An ACL binding was deleted (type 24).
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
 }
 
 impl MetadataRecord {
@@ -170,6 +184,10 @@ impl MetadataRecord {
             MetadataRecord::BrokerRegistrationChange(_) => {
                 MetadataRecordType::BrokerRegistrationChange
             }
+            MetadataRecord::AccessControlEntry(_) => MetadataRecordType::AccessControlEntry,
+            MetadataRecord::RemoveAccessControlEntry(_) => {
+                MetadataRecordType::RemoveAccessControlEntry
+            }
         }
     }
 
@@ -187,7 +205,9 @@ impl MetadataRecord {
             | MetadataRecord::UnfenceBroker(_)
             | MetadataRecord::RemoveTopic(_)
             | MetadataRecord::ClientQuota(_)
-            | MetadataRecord::ProducerIds(_) => 0,
+            | MetadataRecord::ProducerIds(_)
+            | MetadataRecord::AccessControlEntry(_)
+            | MetadataRecord::RemoveAccessControlEntry(_) => 0,
         }
     }
 
@@ -210,6 +230,8 @@ impl MetadataRecord {
             MetadataRecord::ClientQuota(r) => r.encode(&mut w),
             MetadataRecord::ProducerIds(r) => r.encode(&mut w),
             MetadataRecord::BrokerRegistrationChange(r) => r.encode(&mut w),
+            MetadataRecord::AccessControlEntry(r) => r.encode(&mut w),
+            MetadataRecord::RemoveAccessControlEntry(r) => r.encode(&mut w),
         }
         w.buf
     }
@@ -277,6 +299,14 @@ impl MetadataRecord {
             }
             MetadataRecordType::ProducerIds => {
                 MetadataRecord::ProducerIds(ProducerIdsRecord::decode(&mut r)?)
+            }
+            MetadataRecordType::AccessControlEntry => {
+                MetadataRecord::AccessControlEntry(AccessControlEntryRecord::decode(&mut r)?)
+            }
+            MetadataRecordType::RemoveAccessControlEntry => {
+                MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord::decode(
+                    &mut r,
+                )?)
             }
         };
         r.finish()?;
@@ -492,6 +522,26 @@ mod tests {
                     remove,
                 })
             });
+        let acl = (uuid(), any::<[i8; 4]>(), ".{0,12}", ".{0,12}", ".{0,8}").prop_map(
+            |(id, [rt, pt, op, perm], resource_name, principal, host)| {
+                use crate::acl::*;
+                MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                    id,
+                    binding: AclBinding {
+                        resource_type: ResourceType::from_code(rt.rem_euclid(8)),
+                        resource_name,
+                        pattern_type: PatternType::from_code(pt.rem_euclid(5)),
+                        principal,
+                        host,
+                        operation: AclOperation::from_code(op.rem_euclid(15)),
+                        permission_type: AclPermissionType::from_code(perm.rem_euclid(4)),
+                    },
+                })
+            },
+        );
+        let remove_acl = uuid().prop_map(|id| {
+            MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id })
+        });
         prop_oneof![
             broker,
             topic,
@@ -501,7 +551,9 @@ mod tests {
             producer_ids,
             partition_change,
             broker_state,
-            client_quota
+            client_quota,
+            acl,
+            remove_acl
         ]
     }
 
@@ -540,7 +592,7 @@ mod tests {
         fn garbage_after_a_valid_header_never_panics(
             ty in prop_oneof![
                 Just(0u8), Just(1), Just(2), Just(3), Just(4), Just(5), Just(7), Just(8),
-                Just(9), Just(14), Just(15), Just(17)
+                Just(9), Just(14), Just(15), Just(17), Just(23), Just(24)
             ],
             version in 0..2u8,
             tail in proptest::collection::vec(any::<u8>(), 0..128),

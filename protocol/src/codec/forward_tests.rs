@@ -105,6 +105,35 @@ fn sample(key: ApiKey, v: i16, topic: &str, id: uuid::Uuid, n: i32) -> ResponseK
                         .with_resource_name(s(topic)),
                 ]),
         ),
+        ApiKey::CreateAcls => ResponseKind::CreateAcls(
+            CreateAclsResponse::default()
+                .with_throttle_time_ms(n)
+                .with_results(vec![
+                    create_acls_response::AclCreationResult::default()
+                        .with_error_code(42)
+                        .with_error_message(Some(s("Invalid patternType MATCH"))),
+                ]),
+        ),
+        ApiKey::DeleteAcls => ResponseKind::DeleteAcls(
+            DeleteAclsResponse::default()
+                .with_throttle_time_ms(n)
+                .with_filter_results(vec![
+                    delete_acls_response::DeleteAclsFilterResult::default()
+                        .with_error_code(42)
+                        .with_error_message(Some(s("bad filter")))
+                        .with_matching_acls(vec![
+                            delete_acls_response::DeleteAclsMatchingAcl::default()
+                                .with_error_code(0)
+                                .with_resource_type(2)
+                                .with_resource_name(s(topic))
+                                .with_pattern_type(if v >= 1 { 4 } else { 3 })
+                                .with_principal(s("User:alice"))
+                                .with_host(s("*"))
+                                .with_operation(4)
+                                .with_permission_type(3),
+                        ]),
+                ]),
+        ),
         ApiKey::AlterPartitionReassignments => ResponseKind::AlterPartitionReassignments(
             AlterPartitionReassignmentsResponse::default()
                 .with_throttle_time_ms(n)

@@ -211,6 +211,40 @@ mod round_trip {
                         .with_resource_name(StrBytes::from_string(s.topic.clone())),
                 ]),
             ),
+            ApiKey::DescribeAcls => RequestKind::DescribeAcls(
+                DescribeAclsRequest::default()
+                    .with_resource_type_filter(2)
+                    .with_resource_name_filter(Some(StrBytes::from_string(s.topic.clone())))
+                    .with_pattern_type_filter(2)
+                    .with_principal_filter(None)
+                    .with_host_filter(Some(StrBytes::from_static_str("*")))
+                    .with_operation(4)
+                    .with_permission_type(3),
+            ),
+            ApiKey::CreateAcls => RequestKind::CreateAcls(
+                CreateAclsRequest::default().with_creations(vec![
+                    create_acls_request::AclCreation::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_string(s.topic.clone()))
+                        .with_resource_pattern_type(4)
+                        .with_principal(StrBytes::from_static_str("User:alice"))
+                        .with_host(StrBytes::from_static_str("*"))
+                        .with_operation(3)
+                        .with_permission_type(3),
+                ]),
+            ),
+            ApiKey::DeleteAcls => RequestKind::DeleteAcls(
+                DeleteAclsRequest::default().with_filters(vec![
+                    delete_acls_request::DeleteAclsFilter::default()
+                        .with_resource_type_filter(1)
+                        .with_resource_name_filter(None)
+                        .with_pattern_type_filter(3)
+                        .with_principal_filter(Some(StrBytes::from_static_str("User:alice")))
+                        .with_host_filter(None)
+                        .with_operation(1)
+                        .with_permission_type(1),
+                ]),
+            ),
             ApiKey::AlterConfigs => RequestKind::AlterConfigs(
                 AlterConfigsRequest::default()
                     .with_resources(vec![
@@ -779,6 +813,45 @@ mod round_trip {
                     describe_configs_response::DescribeConfigsResult::default()
                         .with_resource_type(2)
                         .with_resource_name(StrBytes::from_string(s.topic.clone())),
+                ]),
+            ),
+            ApiKey::DescribeAcls => ResponseKind::DescribeAcls(
+                DescribeAclsResponse::default()
+                    .with_error_code(0)
+                    .with_resources(vec![
+                        describe_acls_response::DescribeAclsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_string(s.topic.clone()))
+                            .with_pattern_type(3)
+                            .with_acls(vec![
+                                describe_acls_response::AclDescription::default()
+                                    .with_principal(StrBytes::from_static_str("User:alice"))
+                                    .with_host(StrBytes::from_static_str("*"))
+                                    .with_operation(3)
+                                    .with_permission_type(3),
+                            ]),
+                    ]),
+            ),
+            ApiKey::CreateAcls => ResponseKind::CreateAcls(
+                CreateAclsResponse::default().with_results(vec![
+                    create_acls_response::AclCreationResult::default()
+                        .with_error_code(42)
+                        .with_error_message(Some(StrBytes::from_static_str("bad"))),
+                ]),
+            ),
+            ApiKey::DeleteAcls => ResponseKind::DeleteAcls(
+                DeleteAclsResponse::default().with_filter_results(vec![
+                    delete_acls_response::DeleteAclsFilterResult::default()
+                        .with_matching_acls(vec![
+                            delete_acls_response::DeleteAclsMatchingAcl::default()
+                                .with_resource_type(2)
+                                .with_resource_name(StrBytes::from_string(s.topic.clone()))
+                                .with_pattern_type(3)
+                                .with_principal(StrBytes::from_static_str("User:alice"))
+                                .with_host(StrBytes::from_static_str("*"))
+                                .with_operation(3)
+                                .with_permission_type(3),
+                        ]),
                 ]),
             ),
             ApiKey::AlterConfigs => {

@@ -516,6 +516,53 @@ const ALTER_CLIENT_QUOTAS: Schema = Schema {
     flexible_from: 1,
 };
 
+/// CreateAcls v1-3 (KIP-590 forwarding).
+const CREATE_ACLS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // throttle_time_ms
+        f(
+            T::Array(&[
+                f(T::I16, 0, ALL), // error_code
+                f(T::Str, 0, ALL), // error_message
+            ]),
+            0,
+            ALL,
+        ), // results
+    ],
+    flexible_from: 2,
+};
+
+/// DeleteAcls v1-3 (KIP-590 forwarding).
+const DELETE_ACLS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // throttle_time_ms
+        f(
+            T::Array(&[
+                f(T::I16, 0, ALL), // error_code
+                f(T::Str, 0, ALL), // error_message
+                f(
+                    T::Array(&[
+                        f(T::I16, 0, ALL), // error_code
+                        f(T::Str, 0, ALL), // error_message
+                        f(T::I8, 0, ALL),  // resource_type
+                        f(T::Str, 0, ALL), // resource_name
+                        f(T::I8, 1, ALL),  // pattern_type
+                        f(T::Str, 0, ALL), // principal
+                        f(T::Str, 0, ALL), // host
+                        f(T::I8, 0, ALL),  // operation
+                        f(T::I8, 0, ALL),  // permission_type
+                    ]),
+                    0,
+                    ALL,
+                ), // matching_acls
+            ]),
+            0,
+            ALL,
+        ), // filter_results
+    ],
+    flexible_from: 2,
+};
+
 pub(super) fn response_schema(key: ApiKey) -> Option<&'static Schema> {
     Some(match key {
         ApiKey::Fetch => &FETCH,
@@ -537,6 +584,8 @@ pub(super) fn response_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::ElectLeaders => &ELECT_LEADERS,
         ApiKey::AlterConfigs => &ALTER_CONFIGS,
         ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
+        ApiKey::CreateAcls => &CREATE_ACLS,
+        ApiKey::DeleteAcls => &DELETE_ACLS,
         ApiKey::AlterPartitionReassignments => &ALTER_PARTITION_REASSIGNMENTS,
         ApiKey::ListPartitionReassignments => &LIST_PARTITION_REASSIGNMENTS,
         ApiKey::AlterClientQuotas => &ALTER_CLIENT_QUOTAS,
