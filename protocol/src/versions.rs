@@ -40,6 +40,8 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - OffsetForLeaderEpoch starts at v2, the first with `current_leader_epoch` (KIP-320),
 ///   where Kafka 4.0's codec starts too; consumers use it to validate positions, and a
 ///   follower's `replica_id` (v3+) is answered as a consumer's.
+/// - DescribeQuorum is forwarded to the active controller, as Kafka's brokers do for
+///   `kafka-metadata-quorum.sh --bootstrap-server`.
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::Produce, 3, 11),
     api(ApiKey::Fetch, 4, 16),
@@ -70,6 +72,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::AlterPartitionReassignments, 0, 1),
     api(ApiKey::ListPartitionReassignments, 0, 0),
     api(ApiKey::OffsetDelete, 0, 0),
+    api(ApiKey::DescribeQuorum, 0, 2),
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
