@@ -6,6 +6,8 @@ use std::collections::HashMap;
 
 use anyhow::{Context, bail};
 
+use super::UsageError;
+
 /// One subcommand's parsed arguments.
 #[derive(Debug, Default)]
 pub struct Args {
@@ -23,7 +25,7 @@ impl Args {
     ///
     /// # Errors
     ///
-    /// An unknown option, or an option missing its value.
+    /// A [`UsageError`]: an unknown option, or an option missing its value.
     pub fn parse(args: &[String], options: &[&str], switches: &[&str]) -> anyhow::Result<Args> {
         let mut out = Args::default();
         let mut iter = args.iter();
@@ -44,11 +46,11 @@ impl Args {
                     None => iter
                         .next()
                         .cloned()
-                        .with_context(|| format!("{name} needs a value"))?,
+                        .ok_or_else(|| UsageError(format!("{name} needs a value")))?,
                 };
                 out.values.entry(name.to_owned()).or_default().push(value);
             } else {
-                bail!("unknown option {arg}");
+                return Err(UsageError(format!("unknown option {arg}")).into());
             }
         }
         Ok(out)

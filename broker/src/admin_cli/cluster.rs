@@ -123,7 +123,7 @@ fn quorum(client: &mut Client) -> anyhow::Result<()> {
     let p = describe_quorum(client)?;
     if p.error_code != 0 {
         bail!(
-            "DescribeQuorum: {} (leader {}, epoch {})",
+            "DescribeQuorum: {} (leader {}, epoch {}; ask the leader's controller listener, or any broker with --bootstrap-server)",
             describe_error(p.error_code, p.error_message.as_ref()),
             p.leader_id.0,
             p.leader_epoch

@@ -139,11 +139,11 @@ pub fn run(client: &mut Client, args: &[String]) -> anyhow::Result<()> {
         bail!("usage: {USAGE}");
     }
     let window = a.number::<f64>("--window")?.unwrap_or(DEFAULT_WINDOW_SECS);
-    if !(window > 0.0 && window <= 3600.0) {
+    if window.is_nan() || window <= 0.0 || window > 3600.0 {
         bail!("--window must be between 0 and 3600 seconds");
     }
     let factor = a.number::<f64>("--factor")?.unwrap_or(DEFAULT_FACTOR);
-    if !(factor > 1.0) {
+    if factor.is_nan() || factor <= 1.0 {
         bail!("--factor must be more than 1");
     }
     let top = a.number::<usize>("--top")?.unwrap_or(DEFAULT_TOP);

@@ -60,7 +60,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// A failure of the command line itself (exit 2), as opposed to one the cluster answered.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-struct UsageError(String);
+pub struct UsageError(pub String);
 
 /// Runs the subcommand on its arguments (those after `admin`).
 pub fn main(args: &[String]) -> ExitCode {
