@@ -254,8 +254,11 @@ mod tests {
     #[test]
     fn the_controller_rpcs_are_not_on_the_client_listener() {
         for a in CONTROLLER_APIS {
-            let shared = matches!(a.key, ApiKey::ApiVersions | ApiKey::Fetch)
-                || crate::codec::FORWARDED_APIS.contains(&a.key);
+            // DescribeQuorum: clients ask any broker, which forwards it (as Kafka's do).
+            let shared = matches!(
+                a.key,
+                ApiKey::ApiVersions | ApiKey::Fetch | ApiKey::DescribeQuorum
+            ) || crate::codec::FORWARDED_APIS.contains(&a.key);
             assert_eq!(supported(a.key).is_some(), shared, "{:?}", a.key);
         }
         // A broker forwards a write at the version its client sent: the controller
