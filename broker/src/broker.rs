@@ -241,6 +241,15 @@ impl Broker {
         self.local_store().map(|s| s.log_end_offset())
     }
 
+    /// A single voter's quorum as DescribeQuorum reports it: its epoch and its metadata
+    /// log's end offset (also its high watermark, as a lone voter commits on append).
+    /// `(-1, -1)` on a node of a multi-voter quorum, which asks its Raft driver instead.
+    #[must_use]
+    pub fn single_voter_quorum(&self) -> (i32, i64) {
+        self.local_store()
+            .map_or((-1, -1), |s| (s.epoch(), s.log_end_offset()))
+    }
+
     /// The current metadata image.
     #[must_use]
     pub fn image(&self) -> Arc<MetadataImage> {

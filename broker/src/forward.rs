@@ -332,8 +332,14 @@ async fn exchange(
     let answer = crate::frame_io::read_frame(&mut conn.stream, MAX_RESPONSE_BYTES)
         .await
         .map_err(io)?;
-    let response = codec::decode_forwarded_response(api_key, version, answer)
-        .map_err(|e| codec_error(e.to_string()))?;
+    // DescribeQuorum is a controller-listener API a client listener also forwards
+    // (handlers/describe_quorum.rs); its answer reads as the controller listener's.
+    let response = if api_key == ApiKey::DescribeQuorum {
+        codec::decode_response(api_key, version, answer)
+    } else {
+        codec::decode_forwarded_response(api_key, version, answer)
+    }
+    .map_err(|e| codec_error(e.to_string()))?;
     if response.correlation_id != expected {
         return Err(ForwardError::OutOfOrder {
             node_id: to.node_id,

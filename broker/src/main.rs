@@ -1,8 +1,10 @@
 //! `strata [server.properties] [--override key=value]...`
 //!
 //! Starts one broker node. With no arguments it serves `localhost:9092` with data in `./data`.
-//! `strata healthcheck ...` asks a running node instead (see `healthcheck.rs`).
+//! `strata healthcheck ...` asks a running node instead (see `healthcheck.rs`), and
+//! `strata admin ...` administers a running cluster (see `admin_cli/`).
 
+mod admin_cli;
 mod healthcheck;
 
 use std::process::ExitCode;
@@ -24,6 +26,9 @@ const DRAIN_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
 fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some("healthcheck") {
         return healthcheck::main(&std::env::args().skip(2).collect::<Vec<_>>());
+    }
+    if std::env::args().nth(1).as_deref() == Some("admin") {
+        return admin_cli::main(&std::env::args().skip(2).collect::<Vec<_>>());
     }
     tracing_subscriber::fmt()
         .with_env_filter(

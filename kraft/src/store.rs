@@ -193,6 +193,12 @@ impl MetadataStore {
         self.config = config;
     }
 
+    /// The Raft epoch of a single voter's log (DescribeQuorum reports it).
+    #[must_use]
+    pub fn epoch(&self) -> i32 {
+        SINGLE_VOTER_EPOCH
+    }
+
     /// The offset the next metadata record will take (KIP-631 uses it as the broker epoch).
     pub fn log_end_offset(&self) -> i64 {
         self.log.log_end_offset()

@@ -259,6 +259,50 @@ pub fn decode_forwarded_response(
     decode_response_body(api_key, version, frame)
 }
 
+/// Decodes one response frame body (without its size prefix) to a request an admin client
+/// sent to a broker's client listener at `api_key` and `version` (the `strata admin`
+/// subcommands). The API must be one of [`SUPPORTED_APIS`](crate::versions::SUPPORTED_APIS)
+/// at a version of its range, or DescribeQuorum, which an admin tool also asks of a
+/// controller listener (KIP-919's `--bootstrap-controller`). Where the response has a
+/// schema in [`crate::shape`] its counts are walked before the codec allocates; the others
+/// (Metadata, ListOffsets, the group reads) are decoded from a frame the caller has already
+/// capped in size, from the broker the operator named.
+///
+/// # Errors
+///
+/// [`DecodeError::UnknownApiKey`] or [`DecodeError::UnsupportedVersion`] when the request
+/// was not a client one; [`DecodeError::Malformed`] when the frame does not parse.
+pub fn decode_client_response(
+    api_key: ApiKey,
+    version: i16,
+    mut frame: Bytes,
+) -> Result<Response, DecodeError> {
+    let served = ListenerType::Broker.supported(api_key).or_else(|| {
+        ListenerType::Controller
+            .supported(api_key)
+            .filter(|_| api_key == ApiKey::DescribeQuorum)
+    });
+    check_sent(served, api_key, version)?;
+    if crate::shape::response_schema_known(api_key) {
+        return decode_response_body(api_key, version, frame);
+    }
+    let malformed = |correlation_id: i32, source: BoxError| DecodeError::Malformed {
+        api_key,
+        version,
+        correlation_id,
+        source,
+    };
+    let header = ResponseHeader::decode(&mut frame, api_key.response_header_version(version))
+        .map_err(|e| malformed(-1, e.into()))?;
+    let correlation_id = header.correlation_id;
+    let body = ResponseKind::decode(api_key, &mut frame, version)
+        .map_err(|e| malformed(correlation_id, e.into()))?;
+    Ok(Response {
+        correlation_id,
+        body,
+    })
+}
+
 /// Whether a response to `api_key` at `version` may be read: the API is in the table the
 /// request was sent from (`served`), at a version of its range.
 fn check_sent(

@@ -42,6 +42,51 @@ pub fn subscription_topics(metadata: &Bytes) -> Option<Vec<String>> {
     Some(sub.topics.iter().map(|t| t.to_string()).collect())
 }
 
+/// The partitions of a serialized `ConsumerProtocolAssignment` (a 2-byte version, then the
+/// version-0 fields: an array of topics, each a name and an array of int32 partitions,
+/// then nullable user data), as a group's SyncGroup assignment or DescribeGroups'
+/// `member_assignment` carries them. Every later version extends the version-0 prefix, so
+/// it is read whatever the version, as Kafka's `ConsumerProtocol` does.
+///
+/// Returns `None` when the bytes are not an assignment. It is walked by hand, every count
+/// checked against the bytes left, so a lying count allocates nothing. An empty assignment
+/// (no bytes, as a member between rebalances has) is no partitions.
+#[must_use]
+pub fn assignment_partitions(assignment: &[u8]) -> Option<Vec<(String, Vec<i32>)>> {
+    if assignment.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut buf = assignment;
+    if buf.remaining() < 2 + 4 {
+        return None;
+    }
+    let _version = buf.get_i16();
+    let topics = usize::try_from(buf.get_i32()).ok()?;
+    // Each topic takes at least a 2-byte name length and a 4-byte partition count.
+    if topics > buf.remaining() / 6 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(topics);
+    for _ in 0..topics {
+        if buf.remaining() < 2 {
+            return None;
+        }
+        let len = usize::try_from(buf.get_i16()).ok()?;
+        if buf.remaining() < len + 4 {
+            return None;
+        }
+        let name = String::from_utf8(buf[..len].to_vec()).ok()?;
+        buf.advance(len);
+        let count = usize::try_from(buf.get_i32()).ok()?;
+        if count > buf.remaining() / 4 {
+            return None;
+        }
+        let partitions = (0..count).map(|_| buf.get_i32()).collect();
+        out.push((name, partitions));
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +114,37 @@ mod tests {
                 Some(vec!["a".to_owned(), "b".to_owned()])
             );
         }
+    }
+
+    #[test]
+    fn reads_assignments_and_refuses_lying_counts() {
+        use kafka_protocol::messages::ConsumerProtocolAssignment;
+        use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
+        for v in 0..=3 {
+            let a = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
+                TopicPartition::default()
+                    .with_topic(kafka_protocol::messages::TopicName(
+                        StrBytes::from_static_str("t"),
+                    ))
+                    .with_partitions(vec![0, 2]),
+            ]);
+            let mut b = BytesMut::new();
+            b.put_i16(v);
+            a.encode(&mut b, v).unwrap();
+            assert_eq!(
+                assignment_partitions(&b),
+                Some(vec![("t".to_owned(), vec![0, 2])])
+            );
+        }
+        assert_eq!(assignment_partitions(&[]), Some(Vec::new()));
+        let mut b = BytesMut::new();
+        b.put_i16(0);
+        b.put_i32(1);
+        b.put_i16(1);
+        b.put_slice(b"t");
+        b.put_i32(i32::MAX);
+        assert_eq!(assignment_partitions(&b), None);
+        assert_eq!(assignment_partitions(b"\x00\x00\xff\xff\xff\xff"), None);
     }
 
     #[test]

@@ -744,6 +744,12 @@ pub fn check(key: ApiKey, version: i16, body: &[u8]) -> Result<(), ShapeError> {
     w.structure(s.fields)
 }
 
+/// Whether [`check_response`] has a schema for `key`'s responses.
+#[must_use]
+pub fn response_schema_known(key: ApiKey) -> bool {
+    responses::response_schema(key).is_some()
+}
+
 /// Checks that `body` (a response after its header) holds every field the codec will read
 /// for `key` at `version`. Only the controller listener's APIs have response schemas: they
 /// are the responses a node reads from its peers.

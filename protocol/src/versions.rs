@@ -44,6 +44,8 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - OffsetForLeaderEpoch starts at v2, the first with `current_leader_epoch` (KIP-320),
 ///   where Kafka 4.0's codec starts too; consumers use it to validate positions, and a
 ///   follower's `replica_id` (v3+) is answered as a consumer's.
+/// - DescribeQuorum is forwarded to the active controller, as Kafka's brokers do for
+///   `kafka-metadata-quorum.sh --bootstrap-server`.
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::Produce, 3, 11),
     api(ApiKey::Fetch, 4, 16),
@@ -79,6 +81,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::DescribeClientQuotas, 0, 1),
     api(ApiKey::AlterClientQuotas, 0, 1),
+    api(ApiKey::DescribeQuorum, 0, 2),
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
@@ -271,8 +274,11 @@ mod tests {
     #[test]
     fn the_controller_rpcs_are_not_on_the_client_listener() {
         for a in CONTROLLER_APIS {
-            let shared = matches!(a.key, ApiKey::ApiVersions | ApiKey::Fetch)
-                || crate::codec::FORWARDED_APIS.contains(&a.key);
+            // DescribeQuorum: clients ask any broker, which forwards it (as Kafka's do).
+            let shared = matches!(
+                a.key,
+                ApiKey::ApiVersions | ApiKey::Fetch | ApiKey::DescribeQuorum
+            ) || crate::codec::FORWARDED_APIS.contains(&a.key);
             assert_eq!(supported(a.key).is_some(), shared, "{:?}", a.key);
         }
         // A broker forwards a write at the version its client sent: the controller

@@ -32,6 +32,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;
@@ -323,6 +324,12 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
             ResponseKind::DescribeGroups(describe_groups::handle(&ctx, r))
         }
         RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(&ctx, r)),
+        RequestKind::DescribeQuorum(r) => {
+            return Slot::Pending(tokio::spawn(async move {
+                let resp = describe_quorum::handle(&ctx, r).await;
+                ctx.encode(&resp)
+            }));
+        }
         RequestKind::ConsumerGroupHeartbeat(r) => {
             ResponseKind::ConsumerGroupHeartbeat(consumer_group_heartbeat::handle(&ctx, r))
         }

@@ -555,6 +555,16 @@ mod round_trip {
                     r
                 })
             }
+            ApiKey::DescribeQuorum => {
+                RequestKind::DescribeQuorum(DescribeQuorumRequest::default().with_topics(vec![
+                    describe_quorum_request::TopicData::default()
+                        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+                        .with_partitions(vec![
+                            describe_quorum_request::PartitionData::default()
+                                .with_partition_index(0),
+                        ]),
+                ]))
+            }
             ApiKey::ConsumerGroupDescribe => RequestKind::ConsumerGroupDescribe(
                 ConsumerGroupDescribeRequest::default()
                     .with_group_ids(vec![GroupId(StrBytes::from_string(s.topic.clone()))])
@@ -1170,6 +1180,31 @@ mod round_trip {
                             ]),
                     )),
             ),
+            ApiKey::DescribeQuorum => {
+                let mut voter = describe_quorum_response::ReplicaState::default()
+                    .with_replica_id(BrokerId(s.partition))
+                    .with_log_end_offset(s.offset);
+                if v >= 1 {
+                    voter = voter
+                        .with_last_fetch_timestamp(1_700_000_000_000)
+                        .with_last_caught_up_timestamp(-1);
+                }
+                if v >= 2 {
+                    voter = voter.with_replica_directory_id(s.id);
+                }
+                ResponseKind::DescribeQuorum(DescribeQuorumResponse::default().with_topics(vec![
+                    describe_quorum_response::TopicData::default()
+                        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+                        .with_partitions(vec![
+                            describe_quorum_response::PartitionData::default()
+                                .with_leader_id(BrokerId(s.partition))
+                                .with_leader_epoch(3)
+                                .with_high_watermark(s.offset)
+                                .with_current_voters(vec![voter.clone()])
+                                .with_observers(vec![voter]),
+                        ]),
+                ]))
+            }
             ApiKey::ConsumerGroupDescribe => {
                 let tp = consumer_group_describe_response::TopicPartitions::default()
                     .with_topic_id(s.id)

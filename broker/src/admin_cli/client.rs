@@ -1,0 +1,481 @@
+//! A blocking Kafka client for the admin subcommands: one connection per broker, each
+//! opened with ApiVersions, requests routed the way Kafka's admin client routes them
+//! (metadata writes to any broker, which forwards them to the controller; partition reads
+//! to each partition's leader; group requests to the group's coordinator).
+//!
+//! Every request is bounded by the client's timeout (connect, write and read together),
+//! and a response's size prefix is checked against [`MAX_RESPONSE_BYTES`] before anything
+//! is allocated for it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use strata_protocol::codec;
+use strata_protocol::messages::{
+    ApiKey, ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest, MetadataResponse,
+    RequestKind, ResponseKind, TopicName, metadata_request::MetadataRequestTopic,
+};
+use strata_protocol::{ResponseError, StrBytes};
+
+/// The client id the admin subcommands send.
+pub const CLIENT_ID: &str = "strata-admin";
+
+/// The largest response read: a Metadata or DescribeLogDirs answer for a large cluster fits
+/// many times over.
+const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
+/// How often a request that met a retriable error (no leader yet, coordinator loading) is
+/// sent again, in all.
+pub const RETRIES: u32 = 10;
+
+/// The pause between those tries.
+pub const RETRY_BACKOFF: Duration = Duration::from_millis(300);
+
+/// The versions the subcommands send: each a version both Strata and Kafka 3.x/4.x brokers
+/// serve, whose fields the subcommands fill in.
+pub fn version_of(api: ApiKey) -> i16 {
+    match api {
+        ApiKey::ApiVersions => 3,
+        ApiKey::Metadata => 12,
+        ApiKey::CreateTopics => 7,
+        ApiKey::DeleteTopics => 6,
+        ApiKey::CreatePartitions => 3,
+        ApiKey::IncrementalAlterConfigs => 1,
+        ApiKey::DescribeConfigs => 4,
+        ApiKey::DescribeLogDirs => 4,
+        ApiKey::ListOffsets => 7,
+        ApiKey::FindCoordinator => 4,
+        ApiKey::ListGroups => 4,
+        ApiKey::DescribeGroups => 5,
+        ApiKey::OffsetFetch => 8,
+        ApiKey::OffsetCommit => 8,
+        ApiKey::DeleteGroups => 2,
+        ApiKey::DescribeCluster => 1,
+        ApiKey::DescribeQuorum => 1,
+        _ => 0,
+    }
+}
+
+/// A Kafka error code as Kafka's tools print it (`UNKNOWN_TOPIC_OR_PARTITION`).
+pub fn error_name(code: i16) -> String {
+    match ResponseError::try_from_code(code) {
+        None => "NONE".to_owned(),
+        Some(ResponseError::Unknown(c)) => format!("UNKNOWN_ERROR_CODE_{c}"),
+        Some(e) => {
+            let camel = format!("{e:?}");
+            let mut out = String::with_capacity(camel.len() + 8);
+            for (i, ch) in camel.chars().enumerate() {
+                if ch.is_ascii_uppercase() && i > 0 {
+                    out.push('_');
+                }
+                out.push(ch.to_ascii_uppercase());
+            }
+            out
+        }
+    }
+}
+
+/// Whether Kafka marks `code` retriable (a leader being elected, a coordinator loading).
+pub fn retriable(code: i16) -> bool {
+    ResponseError::try_from_code(code).is_some_and(|e| e.is_retriable())
+}
+
+/// An error code with the broker's message, when it gave one, for the operator.
+pub fn describe_error(code: i16, message: Option<&StrBytes>) -> String {
+    match message.filter(|m| !m.is_empty()) {
+        Some(m) => format!("{} ({m})", error_name(code)),
+        None => error_name(code),
+    }
+}
+
+/// One broker connection, with the version ranges its ApiVersions answer listed.
+struct Connection {
+    stream: TcpStream,
+    /// `api_key → max version` from ApiVersions.
+    versions: HashMap<i16, (i16, i16)>,
+}
+
+/// A broker as Metadata names it.
+#[derive(Debug, Clone)]
+pub struct BrokerAddr {
+    pub id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+}
+
+/// The admin client: the bootstrap address, the brokers Metadata named, and an open
+/// connection to each broker asked so far.
+pub struct Client {
+    /// What `--bootstrap-server` named.
+    bootstrap: String,
+    /// Each request's bound.
+    timeout: Duration,
+    /// Brokers by id, from the last Metadata answer.
+    brokers: BTreeMap<i32, BrokerAddr>,
+    /// Open connections: `None` is the bootstrap connection, `Some(id)` a broker's.
+    connections: HashMap<Option<i32>, Connection>,
+    /// The next request's correlation id.
+    correlation_id: i32,
+    /// Whether the bootstrap address is a controller listener (`--bootstrap-controller`).
+    controller_listener: bool,
+}
+
+impl Client {
+    /// A client of the cluster `bootstrap` (`host:port`) belongs to; nothing is sent yet.
+    pub fn new(bootstrap: &str, timeout: Duration) -> Client {
+        Client {
+            bootstrap: bootstrap.to_owned(),
+            timeout,
+            brokers: BTreeMap::new(),
+            connections: HashMap::new(),
+            correlation_id: 0,
+            controller_listener: false,
+        }
+    }
+
+    /// A client of a controller listener (KIP-919's `--bootstrap-controller`), which serves
+    /// only the controller's APIs (DescribeQuorum among them).
+    pub fn new_controller(bootstrap: &str, timeout: Duration) -> Client {
+        let mut c = Client::new(bootstrap, timeout);
+        c.controller_listener = true;
+        c
+    }
+
+    /// Sends `body` to the bootstrap broker and returns its answer.
+    ///
+    /// # Errors
+    ///
+    /// When the broker cannot be reached, does not serve the API at the version sent, or
+    /// the answer does not decode.
+    pub fn send_any(&mut self, api: ApiKey, body: RequestKind) -> anyhow::Result<ResponseKind> {
+        self.send(None, api, body)
+    }
+
+    /// Sends `body` to broker `id` (known from Metadata) and returns its answer.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::send_any`], and when no Metadata answer named the broker.
+    pub fn send_to(
+        &mut self,
+        id: i32,
+        api: ApiKey,
+        body: RequestKind,
+    ) -> anyhow::Result<ResponseKind> {
+        self.send(Some(id), api, body)
+    }
+
+    fn send(
+        &mut self,
+        node: Option<i32>,
+        api: ApiKey,
+        body: RequestKind,
+    ) -> anyhow::Result<ResponseKind> {
+        let deadline = Instant::now() + self.timeout;
+        let version = version_of(api);
+        let result = self.round_trip(node, api, version, &body, deadline);
+        if result.is_err() {
+            // The connection may be mid-frame: never reuse it.
+            self.connections.remove(&node);
+        }
+        result.with_context(|| format!("{api:?} to {}", self.describe_node(node)))
+    }
+
+    fn describe_node(&self, node: Option<i32>) -> String {
+        match node {
+            None => self.bootstrap.clone(),
+            Some(id) => match self.brokers.get(&id) {
+                Some(b) => format!("broker {id} ({}:{})", b.host, b.port),
+                None => format!("broker {id}"),
+            },
+        }
+    }
+
+    fn round_trip(
+        &mut self,
+        node: Option<i32>,
+        api: ApiKey,
+        version: i16,
+        body: &RequestKind,
+        deadline: Instant,
+    ) -> anyhow::Result<ResponseKind> {
+        if !self.connections.contains_key(&node) {
+            let addr = match node {
+                None => self.bootstrap.clone(),
+                Some(id) => {
+                    let b = self
+                        .brokers
+                        .get(&id)
+                        .with_context(|| format!("broker {id} is not in the cluster's metadata"))?;
+                    format!("{}:{}", b.host, b.port)
+                }
+            };
+            let conn = self.open(&addr, deadline)?;
+            self.connections.insert(node, conn);
+        }
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let correlation_id = self.correlation_id;
+        let conn = self
+            .connections
+            .get_mut(&node)
+            .context("the connection just opened is gone")?;
+        match conn.versions.get(&(api as i16)) {
+            Some(&(min, max)) if (min..=max).contains(&version) => {}
+            Some(&(min, max)) => bail!(
+                "UNSUPPORTED_VERSION: the broker serves {api:?} v{min}-v{max}, this tool sends v{version}"
+            ),
+            None => bail!("UNSUPPORTED_VERSION: the broker does not serve {api:?}"),
+        }
+        exchange(
+            &mut conn.stream,
+            api,
+            version,
+            correlation_id,
+            body,
+            deadline,
+        )
+    }
+
+    fn open(&mut self, addr: &str, deadline: Instant) -> anyhow::Result<Connection> {
+        let addrs: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve {addr}"))?
+            .collect();
+        let mut last_error = None;
+        for a in &addrs {
+            match TcpStream::connect_timeout(a, remaining(deadline)?) {
+                Ok(mut stream) => {
+                    stream.set_nodelay(true)?;
+                    self.correlation_id = self.correlation_id.wrapping_add(1);
+                    let body = RequestKind::ApiVersions(
+                        ApiVersionsRequest::default()
+                            .with_client_software_name(StrBytes::from_static_str(CLIENT_ID))
+                            .with_client_software_version(StrBytes::from_static_str(env!(
+                                "CARGO_PKG_VERSION"
+                            ))),
+                    );
+                    let ResponseKind::ApiVersions(r) = exchange(
+                        &mut stream,
+                        ApiKey::ApiVersions,
+                        version_of(ApiKey::ApiVersions),
+                        self.correlation_id,
+                        &body,
+                        deadline,
+                    )?
+                    else {
+                        bail!("{addr} did not answer ApiVersions with ApiVersions");
+                    };
+                    if r.error_code != 0 {
+                        bail!(
+                            "{addr} answered ApiVersions with {}",
+                            error_name(r.error_code)
+                        );
+                    }
+                    let versions = r
+                        .api_keys
+                        .iter()
+                        .map(|k| (k.api_key, (k.min_version, k.max_version)))
+                        .collect();
+                    return Ok(Connection { stream, versions });
+                }
+                Err(e) => last_error = Some(anyhow::Error::new(e).context(format!("connect {a}"))),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| anyhow::anyhow!("{addr} resolves to nothing")))
+    }
+
+    /// Metadata for `topics` (`None`: every topic), and the brokers it names are
+    /// remembered for routing.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::send_any`].
+    pub fn metadata(&mut self, topics: Option<&[String]>) -> anyhow::Result<MetadataResponse> {
+        let request = MetadataRequest::default()
+            .with_topics(topics.map(|ts| {
+                ts.iter()
+                    .map(|t| {
+                        MetadataRequestTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(t.clone()))))
+                    })
+                    .collect()
+            }))
+            .with_allow_auto_topic_creation(false);
+        let ResponseKind::Metadata(m) =
+            self.send_any(ApiKey::Metadata, RequestKind::Metadata(request))?
+        else {
+            bail!("Metadata was not answered with Metadata");
+        };
+        self.brokers = m
+            .brokers
+            .iter()
+            .map(|b| {
+                (
+                    b.node_id.0,
+                    BrokerAddr {
+                        id: b.node_id.0,
+                        host: b.host.to_string(),
+                        port: b.port,
+                        rack: b.rack.as_ref().map(ToString::to_string),
+                    },
+                )
+            })
+            .collect();
+        Ok(m)
+    }
+
+    /// The brokers the last Metadata answer named.
+    pub fn brokers(&self) -> &BTreeMap<i32, BrokerAddr> {
+        &self.brokers
+    }
+
+    /// The coordinator of `group` (FindCoordinator v4, key type 0), retried while the
+    /// coordinator is not yet available (the first lookup has `__consumer_offsets` created).
+    ///
+    /// # Errors
+    ///
+    /// When the lookup fails or keeps answering a retriable error.
+    pub fn coordinator(&mut self, group: &str) -> anyhow::Result<i32> {
+        let mut last = String::new();
+        for _ in 0..RETRIES {
+            let request = FindCoordinatorRequest::default()
+                .with_key_type(0)
+                .with_coordinator_keys(vec![StrBytes::from_string(group.to_owned())]);
+            let ResponseKind::FindCoordinator(r) = self.send_any(
+                ApiKey::FindCoordinator,
+                RequestKind::FindCoordinator(request),
+            )?
+            else {
+                bail!("FindCoordinator was not answered with FindCoordinator");
+            };
+            let c = r
+                .coordinators
+                .first()
+                .context("FindCoordinator answered no coordinator")?;
+            if c.error_code == 0 {
+                let id = c.node_id.0;
+                self.brokers.insert(
+                    id,
+                    BrokerAddr {
+                        id,
+                        host: c.host.to_string(),
+                        port: c.port,
+                        rack: self.brokers.get(&id).and_then(|b| b.rack.clone()),
+                    },
+                );
+                return Ok(id);
+            }
+            last = describe_error(c.error_code, c.error_message.as_ref());
+            if !retriable(c.error_code) {
+                break;
+            }
+            std::thread::sleep(RETRY_BACKOFF);
+        }
+        bail!("cannot find the coordinator of group {group}: {last}")
+    }
+
+    /// Whether this client was pointed at a controller listener.
+    pub fn is_controller_listener(&self) -> bool {
+        self.controller_listener
+    }
+}
+
+/// The leader of each partition of `m`'s topics: `(topic, partition) → leader id` (-1 when
+/// none).
+pub fn leaders(m: &MetadataResponse) -> BTreeMap<(String, i32), i32> {
+    m.topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| (n.to_string(), t)))
+        .flat_map(|(name, t)| {
+            t.partitions
+                .iter()
+                .map(move |p| ((name.clone(), p.partition_index), p.leader_id.0))
+        })
+        .collect()
+}
+
+/// Writes one request and reads its answer on `stream`, within `deadline`.
+fn exchange(
+    stream: &mut TcpStream,
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &RequestKind,
+    deadline: Instant,
+) -> anyhow::Result<ResponseKind> {
+    let frame = codec::encode_request(api, version, correlation_id, CLIENT_ID, body)?;
+    stream.set_write_timeout(Some(remaining(deadline)?))?;
+    stream.write_all(&frame).context("send the request")?;
+    let mut prefix = [0u8; 4];
+    read_exact_by(stream, &mut prefix, deadline).context("read the response size")?;
+    let size = i32::from_be_bytes(prefix);
+    let len = usize::try_from(size)
+        .ok()
+        .filter(|&n| (4..=MAX_RESPONSE_BYTES).contains(&n))
+        .with_context(|| format!("response size {size} is out of range"))?;
+    let mut buf = vec![0u8; len];
+    read_exact_by(stream, &mut buf, deadline).context("read the response")?;
+    let response = codec::decode_client_response(api, version, Bytes::from(buf))
+        .context("decode the response")?;
+    if response.correlation_id != correlation_id {
+        bail!(
+            "the response carries correlation id {}, not {correlation_id}",
+            response.correlation_id
+        );
+    }
+    Ok(response.body)
+}
+
+/// Time left before `deadline`, or the error that the request ran out of it.
+fn remaining(deadline: Instant) -> anyhow::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        bail!("REQUEST_TIMED_OUT: no answer in time");
+    }
+    Ok(left)
+}
+
+/// `read_exact` that gives up at `deadline`.
+fn read_exact_by(
+    stream: &mut TcpStream,
+    mut buf: &mut [u8],
+    deadline: Instant,
+) -> anyhow::Result<()> {
+    while !buf.is_empty() {
+        stream.set_read_timeout(Some(remaining(deadline)?))?;
+        match stream.read(buf) {
+            Ok(0) => bail!("the broker closed the connection"),
+            Ok(n) => buf = &mut buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                bail!("REQUEST_TIMED_OUT: no answer in time")
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_names_are_kafkas() {
+        assert_eq!(error_name(0), "NONE");
+        assert_eq!(error_name(3), "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!(error_name(36), "TOPIC_ALREADY_EXISTS");
+        assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(error_name(9999), "UNKNOWN_ERROR_CODE_9999");
+    }
+}

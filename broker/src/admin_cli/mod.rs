@@ -1,0 +1,152 @@
+//! `strata admin ...`: the operator's command line for a running cluster, in the spirit of
+//! Kafka's `kafka-topics.sh`, `kafka-consumer-groups.sh` and `kafka-metadata-quorum.sh`.
+//! Part of the `strata` binary, not of the library.
+//!
+//! ```text
+//! strata admin [--bootstrap-server HOST:PORT | --bootstrap-controller HOST:PORT] [--timeout-ms N]
+//!              (topics | groups | cluster | partitions --hot | kafka-topics) ...
+//! ```
+//!
+//! It speaks the Kafka protocol (the `kafka-protocol` message types through this project's
+//! codec) to any Kafka-compatible broker: a single node or a cluster, whose partition
+//! requests go to each partition's leader and group requests to the group's coordinator.
+//! Results print as aligned tables on stdout, progress on stderr; a failure prints Kafka's
+//! error name on stderr and exits 1 (2 for a bad command line).
+//!
+//! # Layout
+//!
+//! | file | what |
+//! |---|---|
+//! | `client.rs` | the blocking client: connections, ApiVersions, routing, error names |
+//! | `args.rs` | the small option parser the subcommands share |
+//! | `table.rs` | aligned tables |
+//! | `logs.rs` | offsets (ListOffsets) and sizes (DescribeLogDirs) from partition leaders |
+//! | `topics.rs` | `topics create/list/describe/alter-config/add-partitions/delete` |
+//! | `groups.rs` | `groups list/describe/reset-offsets/delete` |
+//! | `cluster.rs` | `cluster brokers/controller/quorum/under-replicated` |
+//! | `hot.rs` | `partitions --hot` |
+//! | `kafka_topics.rs` | `kafka-topics`, Kafka's `kafka-topics.sh` argument forms |
+
+mod args;
+mod client;
+mod cluster;
+mod groups;
+mod hot;
+mod kafka_topics;
+mod logs;
+mod table;
+mod topics;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use client::Client;
+
+const USAGE: &str = "\
+usage: strata admin [--bootstrap-server HOST:PORT] [--bootstrap-controller HOST:PORT] [--timeout-ms N] COMMAND ...
+
+  --bootstrap-server      a broker of the cluster (default localhost:9092)
+  --bootstrap-controller  a controller listener instead (KIP-919), for `cluster quorum`
+  --timeout-ms            the bound on each request (default 30000)
+
+commands:";
+
+/// `--bootstrap-server`'s default, Kafka's.
+const DEFAULT_BOOTSTRAP: &str = "localhost:9092";
+
+/// Each request's default bound: Kafka's `request.timeout.ms` for its admin client.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A failure of the command line itself (exit 2), as opposed to one the cluster answered.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Runs the subcommand on its arguments (those after `admin`).
+pub fn main(args: &[String]) -> ExitCode {
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<UsageError>().is_some() => {
+            eprintln!("strata admin: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("strata admin: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage() -> String {
+    format!(
+        "{USAGE}\n{}\n{}\n{}\n{}\n{}",
+        topics::USAGE,
+        groups::USAGE,
+        cluster::USAGE,
+        hot::USAGE,
+        kafka_topics::USAGE
+    )
+}
+
+fn run(args: &[String]) -> anyhow::Result<()> {
+    // The connection options may come anywhere (Kafka's tools take them among the others).
+    let mut bootstrap = None;
+    let mut controller = None;
+    let mut timeout = DEFAULT_TIMEOUT;
+    let mut rest = Vec::new();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| iter.next().cloned())
+                .ok_or_else(|| UsageError(format!("{name} needs a value")))
+        };
+        match name {
+            "--bootstrap-server" => bootstrap = Some(value()?),
+            "--bootstrap-controller" => controller = Some(value()?),
+            "--timeout-ms" => {
+                let v = value()?;
+                let ms: u64 = v.parse().ok().filter(|ms| *ms > 0).ok_or_else(|| {
+                    UsageError(format!("--timeout-ms must be a positive number, not {v:?}"))
+                })?;
+                timeout = Duration::from_millis(ms);
+            }
+            "--help" | "-h" => {
+                println!("{}", usage());
+                return Ok(());
+            }
+            _ => rest.push(arg.clone()),
+        }
+    }
+    let Some((command, rest)) = rest.split_first() else {
+        return Err(UsageError(usage()).into());
+    };
+    let mut client = match (&bootstrap, &controller) {
+        (Some(_), Some(_)) => {
+            return Err(UsageError(
+                "--bootstrap-server and --bootstrap-controller exclude each other".to_owned(),
+            )
+            .into());
+        }
+        (_, Some(c)) => Client::new_controller(c, timeout),
+        (b, None) => Client::new(b.as_deref().unwrap_or(DEFAULT_BOOTSTRAP), timeout),
+    };
+    if client.is_controller_listener() && command != "cluster" {
+        return Err(
+            UsageError("--bootstrap-controller serves only `cluster quorum`".to_owned()).into(),
+        );
+    }
+    match command.as_str() {
+        "topics" => topics::run(&mut client, rest),
+        "groups" => groups::run(&mut client, rest),
+        "cluster" => cluster::run(&mut client, rest),
+        "partitions" => hot::run(&mut client, rest),
+        "kafka-topics" => kafka_topics::run(&mut client, rest),
+        other => Err(UsageError(format!("unknown command {other:?}\n{}", usage())).into()),
+    }
+}
