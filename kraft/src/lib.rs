@@ -40,8 +40,8 @@
 //!   member of its ISR, never empties an ISR, and only moves leader and partition epochs
 //!   forward; a seeded randomized run checks this after every step.
 
-pub mod client_quotas;
 pub mod acl;
+pub mod client_quotas;
 pub mod cluster_control;
 mod controller;
 pub mod entry;
