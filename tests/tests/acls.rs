@@ -204,7 +204,11 @@ fn producers_and_consumers_are_authorized_deny_wins_and_super_users_bypass() {
     assert!(made[0].is_ok(), "{made:?}");
     // A super user needs no binding, and a DENY does not stop it.
     let deny_all = acl(TOPIC, "or", PREFIXED, ALL, DENY);
-    assert!(create(port, &[deny_all.clone()]).iter().all(|r| r.0 == 0));
+    assert!(
+        create(port, std::slice::from_ref(&deny_all))
+            .iter()
+            .all(|r| r.0 == 0)
+    );
     assert_eq!(produce_one(&b, "orders"), Ok(()));
     assert!(delete(port, &[any()])[0].0 == 0);
     let results = create(
@@ -230,7 +234,11 @@ fn producers_and_consumers_are_authorized_deny_wins_and_super_users_bypass() {
     assert_eq!(produce_one(&b, "orders"), Ok(()));
     // A DENY on a prefix wins over the literal ALLOW.
     let deny = acl(TOPIC, "ord", PREFIXED, WRITE, DENY);
-    assert!(create(port, &[deny.clone()]).iter().all(|r| r.0 == 0));
+    assert!(
+        create(port, std::slice::from_ref(&deny))
+            .iter()
+            .all(|r| r.0 == 0)
+    );
     assert_eq!(
         produce_one(&b, "orders"),
         Err(RDKafkaErrorCode::TopicAuthorizationFailed)
