@@ -19,15 +19,14 @@
 //! Every wait is bounded; the test prints what it measured as `measured: ...` lines.
 
 mod cluster;
+mod metrics_scrape;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, ensure};
 use cluster::{Cluster, create_topic_raw};
+use metrics_scrape::scrape;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -53,27 +52,6 @@ const SETTINGS: &[(&str, &str)] = &[
 
 const FOLLOWER_SERVED: &str = "strata_fetch_follower_served_bytes_total";
 const PREFERRED: &str = "strata_fetch_preferred_read_replica_total";
-
-/// One GET of the metrics endpoint on `port`: every sample, `name{labels}` -> value.
-fn scrape(port: u16) -> anyhow::Result<BTreeMap<String, f64>> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).context("connect to metrics")?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: strata\r\n\r\n")?;
-    let mut answer = Vec::new();
-    s.read_to_end(&mut answer).context("read the answer")?;
-    let text = String::from_utf8(answer)?;
-    let (head, body) = text.split_once("\r\n\r\n").context("no end of head")?;
-    ensure!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let mut samples = BTreeMap::new();
-    for line in body
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-    {
-        let (series, value) = line.rsplit_once(' ').context("sample without a value")?;
-        samples.insert(series.to_owned(), value.parse::<f64>().context("value")?);
-    }
-    Ok(samples)
-}
 
 /// One sample of node `id`'s metrics.
 fn sample(metrics_ports: &BTreeMap<i32, u16>, id: i32, series: &str) -> f64 {

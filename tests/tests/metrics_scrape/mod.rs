@@ -2,6 +2,9 @@
 //! sends a request as is, [`scrape`] parses every sample of a `GET /metrics` and checks
 //! that each metric was declared with `# TYPE`.
 
+// Each test binary that includes this module uses only some of it.
+#![allow(dead_code)]
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
