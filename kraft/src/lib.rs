@@ -68,8 +68,8 @@ pub use error::{
 };
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use meta_properties::{
-    META_PROPERTIES_FILE, MetaProperties, cluster_id_from_voters, generate_cluster_id,
-    kafka_uuid_string,
+    META_PROPERTIES_FILE, MetaProperties, cluster_id_from_bootstrap_servers,
+    cluster_id_from_voters, generate_cluster_id, kafka_uuid_string, parse_kafka_uuid,
 };
 pub use record::MetadataRecord;
 pub use store::{ImageReader, METADATA_LOG_DIR, MetadataStore};

@@ -8,11 +8,15 @@
 //! version=1
 //! cluster.id=<22 characters of URL-safe base64, no padding>
 //! node.id=<node.id>
+//! directory.id=<22 characters of URL-safe base64, no padding>
 //! ```
 //!
-//! Lines starting with `#` or `!` are comments; keys we don't know (Kafka 3.7+ writes
-//! `directory.id`, KIP-858) are ignored. The file is written once, atomically (temp file,
-//! fsync, rename, fsync of the directory), and only read afterwards.
+//! Lines starting with `#` or `!` are comments; keys we don't know are ignored.
+//! `directory.id` (KIP-858, written by Kafka 3.7+ and by Strata since dynamic quorums) is
+//! new for every formatting of the directory: KIP-853 tells a voter that lost its disk from
+//! the voter it was by it. A file written without one reads as the nil id. The file is
+//! written once, atomically (temp file, fsync, rename, fsync of the directory), and only
+//! read afterwards.
 
 use std::fs;
 use std::io::{self, Write};
@@ -32,6 +36,8 @@ pub struct MetaProperties {
     pub cluster_id: String,
     /// The node this dir belongs to.
     pub node_id: i32,
+    /// This formatting of the dir (KIP-858); the nil id when the file has none.
+    pub directory_id: Uuid,
 }
 
 /// Kafka's string form of a UUID: its 16 bytes in URL-safe base64 without padding
@@ -52,6 +58,34 @@ pub fn kafka_uuid_string(id: Uuid) -> String {
             ALPHABET[sextet as usize] as char
         })
         .collect()
+}
+
+/// Parses Kafka's string form of a UUID ([`kafka_uuid_string`]'s inverse).
+pub fn parse_kafka_uuid(s: &str) -> Option<Uuid> {
+    if s.len() != 22 {
+        return None;
+    }
+    let mut n: u128 = 0;
+    for (i, c) in s.bytes().enumerate() {
+        let sextet = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        };
+        if i < 21 {
+            n = (n << 6) | u128::from(sextet);
+        } else {
+            // The last sextet carries the 2 low bits and 4 zero bits of padding.
+            if sextet & 0x0f != 0 {
+                return None;
+            }
+            n = (n << 2) | u128::from(sextet >> 4);
+        }
+    }
+    Some(Uuid::from_u128(n))
 }
 
 /// A fresh cluster id, drawing UUIDs from `next_uuid` until one does not start with `-`
@@ -87,7 +121,32 @@ pub fn cluster_id_from_voters<'a>(voters: impl IntoIterator<Item = (i32, &'a str
         .map(|(id, host, port)| format!("{id}@{host}:{port}"))
         .collect::<Vec<_>>()
         .join(",");
-    let mut input = format!("strata cluster.id from controller.quorum.voters={text}").into_bytes();
+    derived_cluster_id(&format!(
+        "strata cluster.id from controller.quorum.voters={text}"
+    ))
+}
+
+/// The cluster id of a dynamic quorum (KIP-853) started without `cluster.id`: as
+/// [`cluster_id_from_voters`], from `controller.quorum.bootstrap.servers` (sorted, as
+/// `host:port`), which every node of the cluster lists alike.
+pub fn cluster_id_from_bootstrap_servers<'a>(
+    servers: impl IntoIterator<Item = (&'a str, u16)>,
+) -> String {
+    let mut servers: Vec<(&str, u16)> = servers.into_iter().collect();
+    servers.sort_unstable();
+    let text = servers
+        .iter()
+        .map(|(host, port)| format!("{host}:{port}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    derived_cluster_id(&format!(
+        "strata cluster.id from controller.quorum.bootstrap.servers={text}"
+    ))
+}
+
+/// The id for a labelled text (see [`cluster_id_from_voters`]).
+fn derived_cluster_id(label: &str) -> String {
+    let mut input = label.as_bytes().to_vec();
     let label_len = input.len();
     for attempt in 0u32.. {
         input.truncate(label_len);
@@ -130,6 +189,7 @@ impl MetaProperties {
         let mut version = None;
         let mut cluster_id = None;
         let mut node_id = None;
+        let mut directory_id = Uuid::nil();
         for line in text.lines().map(str::trim) {
             if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
                 continue;
@@ -142,6 +202,13 @@ impl MetaProperties {
                 "version" => version = Some(value.to_owned()),
                 "cluster.id" => cluster_id = Some(value.to_owned()),
                 "node.id" => node_id = Some(value.to_owned()),
+                "directory.id" => {
+                    directory_id =
+                        parse_kafka_uuid(value).ok_or(bad(MetaPropertiesError::InvalidValue {
+                            key: "directory.id",
+                            value: value.to_owned(),
+                        }))?;
+                }
                 _ => {}
             }
         }
@@ -162,15 +229,23 @@ impl MetaProperties {
         Ok(MetaProperties {
             cluster_id,
             node_id,
+            directory_id,
         })
     }
 
     /// The file's text.
     pub fn render(&self) -> String {
-        format!(
+        let mut text = format!(
             "#Written by Strata. Kafka meta.properties format.\nversion=1\ncluster.id={}\nnode.id={}\n",
             self.cluster_id, self.node_id
-        )
+        );
+        if !self.directory_id.is_nil() {
+            text.push_str(&format!(
+                "directory.id={}\n",
+                kafka_uuid_string(self.directory_id)
+            ));
+        }
+        text
     }
 
     /// Reads `<log_dir>/meta.properties`, or on first start writes one with a new
@@ -207,6 +282,7 @@ impl MetaProperties {
                 let props = MetaProperties {
                     cluster_id: new_cluster_id(),
                     node_id,
+                    directory_id: Uuid::new_v4(),
                 };
                 fs::create_dir_all(log_dir).map_err(io_err(log_dir))?;
                 write_atomically(&path, props.render().as_bytes()).map_err(io_err(&path))?;
@@ -265,9 +341,33 @@ mod tests {
         ] {
             assert_ne!(a, other);
         }
+        let d = cluster_id_from_bootstrap_servers([("h1", 9093), ("h2", 9093)]);
+        assert_eq!(
+            d,
+            cluster_id_from_bootstrap_servers([("h2", 9093), ("h1", 9093)])
+        );
+        assert_ne!(d, cluster_id_from_bootstrap_servers([("h1", 9093)]));
+        assert_ne!(d, a);
         // Fixed across releases: a cluster formatted by one version must be joinable by the
         // next, whose nodes derive the id again for an empty data directory.
         assert_eq!(a, "HfQjQDVQiC2Hb6u2lNR9Aw");
+    }
+
+    #[test]
+    fn kafka_uuid_strings_parse_back() {
+        for n in [
+            0,
+            1,
+            7,
+            u128::MAX,
+            0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+        ] {
+            let id = Uuid::from_u128(n);
+            assert_eq!(parse_kafka_uuid(&kafka_uuid_string(id)), Some(id));
+        }
+        assert_eq!(parse_kafka_uuid("AAAAAAAAAAAAAAAAAAAAAB"), None); // padding bits set
+        assert_eq!(parse_kafka_uuid("AAAA"), None);
+        assert_eq!(parse_kafka_uuid("AAAAAAAAAAAAAAAAAAAA*A"), None);
     }
 
     #[test]
@@ -294,13 +394,14 @@ mod tests {
 
     #[test]
     fn parses_kafka_written_files() {
-        let text = "#\n#Tue Jan 02 10:00:00 UTC 2024\nnode.id=3\ndirectory.id=abc\nversion=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\n";
+        let text = "#\n#Tue Jan 02 10:00:00 UTC 2024\nnode.id=3\ndirectory.id=J8aAPcfLQt2bqs1JT_rMgQ\nversion=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\n";
         let p = MetaProperties::parse(text, Path::new("m")).unwrap();
         assert_eq!(
             p,
             MetaProperties {
                 cluster_id: "MkU3OEVBNTcwNTJENDM2Qk".into(),
-                node_id: 3
+                node_id: 3,
+                directory_id: parse_kafka_uuid("J8aAPcfLQt2bqs1JT_rMgQ").unwrap(),
             }
         );
         assert_eq!(

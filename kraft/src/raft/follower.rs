@@ -33,6 +33,17 @@ impl RaftNode {
         r: FetchResult,
         out: &mut Vec<Action>,
     ) {
+        if self.config.bootstrap.contains(&from) {
+            // KIP-853: an answer through a bootstrap server names the leader by its node
+            // id; follow it there (its entries come from the leader itself).
+            let unattached = matches!(self.role, Role::Unattached(_));
+            if let Some(l) = r.leader.filter(|&l| l != self.key.id)
+                && (r.epoch > self.quorum.epoch || (r.epoch == self.quorum.epoch && unattached))
+            {
+                self.become_follower(now, r.epoch, l, out);
+            }
+            return;
+        }
         if r.error.is_some() {
             if self.observe_epoch(now, r.epoch, r.leader, out) || r.epoch < self.quorum.epoch {
                 return;

@@ -10,7 +10,7 @@
 
 #[cfg(test)]
 use super::Fault;
-use super::log::{Entry, Payload};
+use super::log::{Entry, Payload, VoterSet};
 use super::messages::{FetchError, Message};
 use super::node::RaftNode;
 use super::state::Role;
@@ -294,9 +294,13 @@ impl RaftNode {
             ));
             return;
         }
-        let mut voters = self.voters().to_vec();
+        let mut set = self.log.voter_set().cloned().unwrap_or_else(|| VoterSet {
+            keys: self.config.voters.clone(),
+            endpoints: Default::default(),
+        });
+        let voters = &mut set.keys;
         match change {
-            VoterChange::Add(key) => {
+            VoterChange::Add(key, endpoint) => {
                 if voters.iter().any(|v| v.id == key.id) {
                     out.push(Action::VoterChangeRejected(
                         VoterChangeError::DuplicateVoter,
@@ -313,6 +317,9 @@ impl RaftNode {
                     return;
                 }
                 voters.push(key);
+                if let Some(endpoint) = endpoint {
+                    set.endpoints.insert(key.id, endpoint);
+                }
             }
             VoterChange::Remove(key) => {
                 if !voters.contains(&key) || voters.len() == 1 {
@@ -320,13 +327,14 @@ impl RaftNode {
                     return;
                 }
                 voters.retain(|v| *v != key);
+                set.endpoints.remove(&key.id);
             }
         }
         let epoch = self.quorum.epoch;
         let base_offset = self.log.end_offset();
         let entry = Entry {
             epoch,
-            payload: Payload::Voters(voters),
+            payload: Payload::Voters(set),
         };
         self.log.append(entry.clone());
         out.push(Action::AppendToLog {
@@ -364,8 +372,8 @@ impl RaftNode {
 }
 
 /// A requested change of the voter set.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) enum VoterChange {
-    Add(ReplicaKey),
+    Add(ReplicaKey, Option<super::Endpoint>),
     Remove(ReplicaKey),
 }

@@ -13,7 +13,30 @@
 
 use bytes::Bytes;
 
-use super::{NodeId, ReplicaKey};
+use std::collections::BTreeMap;
+
+use super::{Endpoint, NodeId, ReplicaKey};
+
+/// A voter set as KIP-853's `VotersRecord` holds it: who votes, and where each voter's
+/// controller listener is (a voter from a static `controller.quorum.voters` has none here;
+/// the configuration says where it is).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VoterSet {
+    /// The voters.
+    pub keys: Vec<ReplicaKey>,
+    /// Each voter's endpoint, by node id, where one was given.
+    pub endpoints: BTreeMap<NodeId, Endpoint>,
+}
+
+impl VoterSet {
+    /// Voters with no endpoints recorded.
+    pub fn of(keys: Vec<ReplicaKey>) -> Self {
+        VoterSet {
+            keys,
+            endpoints: BTreeMap::new(),
+        }
+    }
+}
 
 /// One log entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +58,7 @@ pub enum Payload {
     },
     /// KIP-853's `VotersRecord` control record: the voter set from this entry on. It takes
     /// effect when appended, committed or not, and is undone if truncated.
-    Voters(Vec<ReplicaKey>),
+    Voters(VoterSet),
     /// An application record (a metadata record batch).
     Data(Bytes),
 }
@@ -59,7 +82,7 @@ pub struct Snapshot {
     pub data: Bytes,
     /// The voter set in force at `end_offset` (KIP-853 keeps it in the snapshot), if the
     /// log below changed it.
-    pub voters: Option<Vec<ReplicaKey>>,
+    pub voters: Option<VoterSet>,
 }
 
 /// The log as the core sees it: an optional snapshot, then the entries after it.
@@ -72,7 +95,7 @@ pub struct RaftLog {
     /// `(epoch, start offset)` for each epoch among `entries`, ascending in both.
     epochs: Vec<(i32, i64)>,
     /// `(offset, voters)` of each `Voters` entry among `entries`, ascending.
-    voter_changes: Vec<(i64, Vec<ReplicaKey>)>,
+    voter_changes: Vec<(i64, VoterSet)>,
 }
 
 impl RaftLog {
@@ -108,10 +131,15 @@ impl RaftLog {
 
     /// The latest voter set in the log (committed or not), if the log has one.
     pub fn voters(&self) -> Option<&[ReplicaKey]> {
+        self.voter_set().map(|v| v.keys.as_slice())
+    }
+
+    /// The latest voter set in the log with its endpoints, if the log has one.
+    pub fn voter_set(&self) -> Option<&VoterSet> {
         self.voter_changes
             .last()
-            .map(|(_, v)| v.as_slice())
-            .or(self.snapshot.as_ref().and_then(|s| s.voters.as_deref()))
+            .map(|(_, v)| v)
+            .or(self.snapshot.as_ref().and_then(|s| s.voters.as_ref()))
     }
 
     /// The offset of the latest `Voters` entry, if one is after the snapshot.
@@ -120,7 +148,7 @@ impl RaftLog {
     }
 
     /// The voter set in force at `offset` (set by an entry below it).
-    pub fn voters_at(&self, offset: i64) -> Option<Vec<ReplicaKey>> {
+    pub fn voters_at(&self, offset: i64) -> Option<VoterSet> {
         let idx = self.voter_changes.partition_point(|&(o, _)| o < offset);
         match idx {
             0 => self.snapshot.as_ref().and_then(|s| s.voters.clone()),

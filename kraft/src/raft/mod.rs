@@ -48,7 +48,7 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 pub use leader::{QuorumDescription, ReplicaDescription};
-pub use log::{Entry, Payload, RaftLog, Snapshot, SnapshotId};
+pub use log::{Entry, Payload, RaftLog, Snapshot, SnapshotId, VoterSet};
 pub use messages::{FetchError, Message};
 pub use node::RaftNode;
 pub use state::{QuorumState, RoleKind};
@@ -69,6 +69,19 @@ pub struct ReplicaKey {
     pub directory_id: Uuid,
 }
 
+/// Where a voter's controller listener is (KIP-853 `VotersRecord.Endpoints`). The core
+/// only carries it along with the voter set, so every node learns how to reach each
+/// voter from the log itself; the driver connects with it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Endpoint {
+    /// The listener's name (`controller.listener.names`).
+    pub name: String,
+    /// Host name or address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+}
+
 /// Settings of the quorum, with Kafka's names and defaults.
 #[derive(Debug, Clone)]
 pub struct RaftConfig {
@@ -76,6 +89,11 @@ pub struct RaftConfig {
     /// voters were formatted with), in force until the log holds a `Voters` entry
     /// (KIP-853). A node whose [`ReplicaKey`] is not in the voter set is an observer.
     pub voters: Vec<ReplicaKey>,
+    /// `controller.quorum.bootstrap.servers` (KIP-853), as the ids the driver gives them
+    /// (negative, since their node ids are unknown): an observer that knows no leader and
+    /// no other voter sends its Fetch to these in turn, and follows the leader the answer
+    /// names.
+    pub bootstrap: Vec<NodeId>,
     /// `controller.quorum.election.timeout.ms`: an election timer is drawn from
     /// `[t, 2t)`.
     pub election_timeout_ms: u64,
@@ -103,6 +121,7 @@ impl RaftConfig {
     pub fn new(voters: Vec<ReplicaKey>) -> Self {
         RaftConfig {
             voters,
+            bootstrap: Vec::new(),
             election_timeout_ms: 1000,
             fetch_timeout_ms: 2000,
             election_backoff_max_ms: 1000,
@@ -152,8 +171,9 @@ pub enum Input {
         /// The snapshot's bytes, served to followers that fall behind the log start.
         data: Bytes,
     },
-    /// KIP-853 AddRaftVoter, on the leader: make a caught-up observer a voter.
-    AddVoter(ReplicaKey),
+    /// KIP-853 AddRaftVoter, on the leader: make a caught-up observer a voter, reached at
+    /// the endpoint given (recorded in the `Voters` entry).
+    AddVoter(ReplicaKey, Option<Endpoint>),
     /// KIP-853 RemoveRaftVoter, on the leader.
     RemoveVoter(ReplicaKey),
 }

@@ -23,7 +23,7 @@ use bytes::Bytes;
 
 use super::follower::FetchResult;
 use super::leader::VoterChange;
-use super::log::{Entry, Payload, RaftLog, Snapshot, SnapshotId};
+use super::log::{Entry, Payload, RaftLog, Snapshot, SnapshotId, VoterSet};
 use super::messages::Message;
 use super::state::{
     Election, Follower, LeaderState, QuorumState, ReplicaProgress, Resigned, Role, RoleKind,
@@ -112,7 +112,9 @@ impl RaftNode {
                 }
             }
             Input::Snapshot { end_offset, data } => self.take_snapshot(end_offset, data, &mut out),
-            Input::AddVoter(key) => self.change_voters(now, VoterChange::Add(key), &mut out),
+            Input::AddVoter(key, endpoint) => {
+                self.change_voters(now, VoterChange::Add(key, endpoint), &mut out);
+            }
             Input::RemoveVoter(key) => self.change_voters(now, VoterChange::Remove(key), &mut out),
         }
         out
@@ -181,6 +183,12 @@ impl RaftNode {
     /// (KIP-853), else the bootstrap set.
     pub fn voters(&self) -> &[ReplicaKey] {
         self.log.voters().unwrap_or(&self.config.voters)
+    }
+
+    /// The voter set in force with the endpoints its `Voters` entry records; `None` while
+    /// the bootstrap set from the configuration is in force.
+    pub fn voter_set(&self) -> Option<&VoterSet> {
+        self.log.voter_set()
     }
 
     /// Whether this node, with its current directory, is in the voter set.
@@ -481,13 +489,17 @@ impl RaftNode {
                         self.become_prospective(now, out);
                     }
                 } else if now >= u.next_discovery_at {
-                    // An observer with no leader asks the voters in turn (Kafka sends its
-                    // Fetch to a random bootstrap server).
+                    // An observer with no leader asks the voters in turn, or, knowing none
+                    // but itself, the bootstrap servers (KIP-853; Kafka sends its Fetch to
+                    // a random bootstrap server).
                     u.next_discovery_at = now + retry;
-                    let others: Vec<NodeId> = voter_ids
+                    let mut others: Vec<NodeId> = voter_ids
                         .into_iter()
                         .filter(|&id| id != self.key.id)
                         .collect();
+                    if others.is_empty() {
+                        others.clone_from(&self.config.bootstrap);
+                    }
                     if !others.is_empty() {
                         let to = others[u.next_discovery_voter % others.len()];
                         u.next_discovery_voter += 1;

@@ -411,23 +411,23 @@ fn voter_changes_go_one_at_a_time_after_the_leader_commits_in_its_epoch() {
     assert!(matches!(
         &actions[0],
         Action::AppendToLog { base_offset: 2, entries }
-            if entries[0].payload == Payload::Voters(vec![key(1), key(2)])
+            if entries[0].payload == Payload::Voters(VoterSet::of(vec![key(1), key(2)]))
     ));
     // The change is in force at once: two voters now.
     assert_eq!(leader.voters(), &[key(1), key(2)]);
     // The next waits for this one to commit.
     assert_eq!(
-        rejected(&leader.step(3, Input::AddVoter(key(3)))),
+        rejected(&leader.step(3, Input::AddVoter(key(3), None))),
         Some(VoterChangeError::ChangeInProgress)
     );
     leader.high_watermark = 3;
     assert_eq!(
-        rejected(&leader.step(4, Input::AddVoter(key(2)))),
+        rejected(&leader.step(4, Input::AddVoter(key(2), None))),
         Some(VoterChangeError::DuplicateVoter)
     );
     // Node 3 has not fetched as an observer: not caught up.
     assert_eq!(
-        rejected(&leader.step(5, Input::AddVoter(key(3)))),
+        rejected(&leader.step(5, Input::AddVoter(key(3), None))),
         Some(VoterChangeError::NotCaughtUp)
     );
     leader.step(
@@ -442,11 +442,99 @@ fn voter_changes_go_one_at_a_time_after_the_leader_commits_in_its_epoch() {
             },
         },
     );
-    assert!(rejected(&leader.step(7, Input::AddVoter(key(3)))).is_none());
+    assert!(rejected(&leader.step(7, Input::AddVoter(key(3), None))).is_none());
     assert_eq!(leader.voters(), &[key(1), key(2), key(3)]);
     assert_eq!(described_voters(&leader), 3);
 }
 
 fn described_voters(leader: &RaftNode) -> usize {
     leader.describe_quorum(0).map_or(0, |d| d.voters.len())
+}
+
+#[test]
+fn an_observer_with_no_voters_finds_the_leader_through_a_bootstrap_server() {
+    // KIP-853: a node that joins a dynamic quorum knows no voter, only bootstrap servers.
+    let mut config = RaftConfig::new(Vec::new());
+    config.bootstrap = vec![NodeId(-1), NodeId(-2)];
+    let mut observer = RaftNode::new(
+        config,
+        key(4),
+        QuorumState::default(),
+        RaftLog::default(),
+        0,
+        4,
+    );
+    assert!(!observer.is_voter());
+    let asked: Vec<NodeId> = observer
+        .step(0, Input::Tick)
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                to,
+                msg: Message::FetchRequest { .. },
+            } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].0 < 0, "asked {asked:?}");
+    // The bootstrap server answers as the leader itself (node 1, epoch 3): follow node 1
+    // by its id, and fetch from it there.
+    let actions = observer.step(
+        1,
+        Input::Message {
+            from: asked[0],
+            msg: Message::FetchResponse {
+                epoch: 3,
+                leader: Some(NodeId(1)),
+                error: None,
+                fetch_offset: 0,
+                last_fetched_epoch: 0,
+                diverging: None,
+                snapshot_id: None,
+                entries: Vec::new(),
+                high_watermark: 0,
+            },
+        },
+    );
+    assert_eq!(observer.leader(), Some(NodeId(1)));
+    assert_eq!(observer.epoch(), 3);
+    assert!(actions.iter().any(|a| matches!(
+        a,
+        Action::Send {
+            to: NodeId(1),
+            msg: Message::FetchRequest { .. }
+        }
+    )));
+}
+
+#[test]
+fn an_added_voter_s_endpoint_is_recorded_in_the_voters_entry() {
+    let mut leader = leader_of(2, &[1, 2]);
+    leader.high_watermark = 2;
+    leader.step(
+        1,
+        Input::Message {
+            from: NodeId(4),
+            msg: Message::FetchRequest {
+                epoch: 2,
+                replica: key(4),
+                fetch_offset: 2,
+                last_fetched_epoch: 2,
+            },
+        },
+    );
+    let endpoint = Endpoint {
+        name: "CONTROLLER".into(),
+        host: "127.0.0.1".into(),
+        port: 9093,
+    };
+    leader.step(2, Input::AddVoter(key(4), Some(endpoint.clone())));
+    let set = leader.voter_set().expect("a Voters entry");
+    assert_eq!(set.keys, vec![key(1), key(2), key(3), key(4)]);
+    assert_eq!(set.endpoints.get(&NodeId(4)), Some(&endpoint));
+    // Removing the voter drops its endpoint with it.
+    leader.high_watermark = 3;
+    leader.step(3, Input::RemoveVoter(key(4)));
+    assert!(leader.voter_set().unwrap().endpoints.is_empty());
 }

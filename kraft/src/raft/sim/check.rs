@@ -44,10 +44,14 @@ impl Disk {
             .iter()
             .rev()
             .find_map(|e| match &e.payload {
-                Payload::Voters(v) => Some(v.clone()),
+                Payload::Voters(v) => Some(v.keys.clone()),
                 _ => None,
             })
-            .or_else(|| self.snapshot.as_ref().and_then(|s| s.0.voters.clone()))
+            .or_else(|| {
+                self.snapshot
+                    .as_ref()
+                    .and_then(|s| s.0.voters.as_ref().map(|v| v.keys.clone()))
+            })
     }
 
     pub(super) fn end(&self) -> usize {
@@ -89,7 +93,7 @@ fn chain_hash(prev: u64, entry: &Entry) -> u64 {
         }
         Payload::Voters(voters) => {
             eat(3);
-            for v in voters {
+            for v in &voters.keys {
                 v.id.0.to_le_bytes().into_iter().for_each(&mut eat);
                 v.directory_id.as_bytes().iter().copied().for_each(&mut eat);
             }

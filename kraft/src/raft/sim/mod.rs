@@ -557,7 +557,7 @@ impl Sim {
         let input = if let Some(&v) = stale {
             Input::RemoveVoter(v)
         } else if let Some(k) = missing {
-            Input::AddVoter(k)
+            Input::AddVoter(k, None)
         } else if self.rng.random_ratio(1, 20) {
             Input::RemoveVoter(voters[self.rng.random_range(0..voters.len())])
         } else {
