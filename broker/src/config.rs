@@ -36,9 +36,6 @@ pub enum ConfigError {
     /// entry that does not parse), in Kafka's words.
     #[error("invalid {key}: {message}")]
     Rejected { key: &'static str, message: String },
-    /// A valid Kafka configuration that Strata cannot run yet.
-    #[error("{what} is not supported yet")]
-    NotYetSupported { what: String },
     #[error("--override needs key=value, got {arg:?}")]
     BadOverride { arg: String },
     #[error(
@@ -108,6 +105,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("controller.quorum.fetch.timeout.ms", "2000"),
     ("controller.quorum.election.backoff.max.ms", "1000"),
     ("controller.quorum.request.timeout.ms", "2000"),
+    ("controller.quorum.auto.join.enable", "false"),
     ("controller.quorum.retry.backoff.ms", "20"),
     ("controller.quorum.append.linger.ms", "25"),
     ("broker.session.timeout.ms", "9000"),
@@ -169,6 +167,9 @@ pub struct BrokerConfig {
     pub quorum_voters: Vec<QuorumVoter>,
     /// `controller.quorum.bootstrap.servers`: a dynamic quorum's contact points (KIP-853).
     pub quorum_bootstrap_servers: Vec<(String, u16)>,
+    /// `controller.quorum.auto.join.enable` (KIP-853): a controller that is not a voter of
+    /// a dynamic quorum asks the leader to add it (AddRaftVoter) once it has caught up.
+    pub quorum_auto_join: bool,
     /// A node with the controller role and no quorum configured at all: the single voter of
     /// its own quorum, without a controller listener (the zero-configuration node).
     pub standalone_quorum: bool,
@@ -503,6 +504,10 @@ impl BrokerConfig {
                 "unclean.leader.election.enable",
                 get("unclean.leader.election.enable"),
             )?,
+            quorum_auto_join: boolean(
+                "controller.quorum.auto.join.enable",
+                get("controller.quorum.auto.join.enable"),
+            )?,
             auto_leader_rebalance_enable: boolean(
                 "auto.leader.rebalance.enable",
                 get("auto.leader.rebalance.enable"),
@@ -655,36 +660,26 @@ impl BrokerConfig {
         Ok(cfg)
     }
 
-    /// Whether this node's topology is one Strata can run today: a combined, dedicated
-    /// broker or dedicated controller node with a static voter set
-    /// (`controller.quorum.voters`), or the standalone single voter. A dynamic quorum
-    /// (`controller.quorum.bootstrap.servers` alone) is a valid Kafka configuration that is
-    /// not served yet; starting such a node as a cluster of its own would split the
-    /// cluster, so it is refused.
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError::NotYetSupported`] naming what is missing.
-    pub fn check_runnable(&self) -> Result<(), ConfigError> {
-        if self.quorum_voters.is_empty() && !self.standalone_quorum {
-            return Err(ConfigError::NotYetSupported {
-                what: "controller.quorum.bootstrap.servers without controller.quorum.voters: a \
-                       dynamic quorum (KIP-853)"
-                    .to_owned(),
-            });
-        }
-        Ok(())
-    }
-
     /// Whether this node follows the metadata quorum through the Raft driver rather than
     /// keeping a single voter's store: every node of a static quorum with several voters,
-    /// and every dedicated broker or controller (a dedicated broker is an observer of the
-    /// controllers' quorum, however many voters it has; a dedicated controller serves
-    /// brokers that are other processes).
+    /// every node of a dynamic quorum (`controller.quorum.bootstrap.servers`, KIP-853:
+    /// voters come and go, so even one voter runs the driver), and every dedicated broker
+    /// or controller (a dedicated broker is an observer of the controllers' quorum, however
+    /// many voters it has; a dedicated controller serves brokers that are other processes).
     #[must_use]
     pub fn runs_quorum(&self) -> bool {
         !self.standalone_quorum
-            && (self.quorum_voters.len() > 1 || !self.process_roles.is_combined())
+            && (self.quorum_voters.len() > 1
+                || self.is_dynamic_quorum()
+                || !self.process_roles.is_combined())
+    }
+
+    /// Whether the voters come from the metadata log rather than the configuration: only
+    /// `controller.quorum.bootstrap.servers` is set (KIP-853; Kafka uses the static
+    /// `controller.quorum.voters` when both are).
+    #[must_use]
+    pub fn is_dynamic_quorum(&self) -> bool {
+        self.quorum_voters.is_empty() && !self.quorum_bootstrap_servers.is_empty()
     }
 
     /// Whether connections on `listener` (a name from `listeners`) are served the

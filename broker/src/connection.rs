@@ -339,7 +339,8 @@ pub async fn serve_on(
 /// APIs (`versions::CONTROLLER_APIS`), as Kafka's controller does on its listener. With a
 /// multi-voter quorum running, Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot go to its
 /// driver, which answers with the core's response (or closes the connection when the core
-/// gives none), DescribeQuorum is answered from the core, and the metadata writes that
+/// gives none), DescribeQuorum is answered from the core, AddRaftVoter and RemoveRaftVoter
+/// (KIP-853) change the voter set through the leader's core, and the metadata writes that
 /// brokers forward are answered by their handlers ([`handlers::controller_write`]). The other controller RPCs,
 /// and the quorum RPCs on a node without a quorum driver, decode but have no handler yet,
 /// so their connection is closed, which is what a Kafka node does with a request it does
@@ -454,10 +455,23 @@ fn controller_slot(
             );
             handlers::controller_write(ctx, req.body)
         }
+        (ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter, Some(quorum)) => {
+            // KIP-853: the leader adds or removes a voter; the answer waits for the commit.
+            let quorum = quorum.clone();
+            let names = broker.config.controller_listener_names.clone();
+            Slot::Pending(tokio::spawn(async move {
+                let body = match &req.body {
+                    RequestKind::AddRaftVoter(r) => quorum.add_voter(r, &names).await,
+                    RequestKind::RemoveRaftVoter(r) => quorum.remove_voter(r).await,
+                    _ => return None,
+                };
+                encode(&body)
+            }))
+        }
         (ApiKey::DescribeQuorum, Some(quorum)) => {
             let quorum = quorum.clone();
             Slot::Pending(tokio::spawn(async move {
-                let body = quorum.describe().await;
+                let body = quorum.describe(version).await;
                 encode(&body)
             }))
         }

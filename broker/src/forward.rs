@@ -157,15 +157,12 @@ fn controller_of(broker: &Broker) -> Option<Controller> {
     let image = broker.image();
     // A combined leader takes it on its inter-broker listener, as any client request; a
     // dedicated controller registers no broker endpoint and takes it on its controller
-    // listener (the address in `controller.quorum.voters`), as Kafka's controllers do.
+    // listener (its address in the quorum), as Kafka's controllers do.
     let (host, port) =
         crate::broker::inter_broker_endpoint(broker, &image, leader).or_else(|| {
-            broker
-                .config
-                .quorum_voters
-                .iter()
-                .find(|v| v.id == leader)
-                .map(|v| (v.host.clone(), v.port))
+            // The quorum knows every voter's address: from `controller.quorum.voters`, or
+            // from the voter set in the metadata log (KIP-853).
+            broker.quorum()?.address_of(leader)
         })?;
     Some(Controller {
         node_id: leader,

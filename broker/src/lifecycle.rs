@@ -377,13 +377,11 @@ impl ControllerClient {
         body: &RequestKind,
     ) -> Result<ResponseKind, String> {
         if self.conn.as_ref().is_none_or(|(n, _)| *n != node) {
-            let voter = broker
-                .config
-                .quorum_voters
-                .iter()
-                .find(|v| v.id == node)
+            let (host, port) = broker
+                .quorum()
+                .and_then(|q| q.address_of(node))
                 .ok_or_else(|| format!("node {node} is not a voter"))?;
-            let stream = TcpStream::connect((voter.host.as_str(), voter.port))
+            let stream = TcpStream::connect((host.as_str(), port))
                 .await
                 .map_err(|e| e.to_string())?;
             let _ = stream.set_nodelay(true);

@@ -42,10 +42,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let env: Vec<(String, String)> = std::env::vars().collect();
-    let config = match BrokerConfig::from_args(&args, &env).and_then(|c| {
-        c.check_runnable()?;
-        Ok(c)
-    }) {
+    let config = match BrokerConfig::from_args(&args, &env) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("strata: configuration error: {e}");
@@ -153,7 +150,9 @@ async fn accept_loop(broker: Arc<Broker>, listener: BoundListener, quorum: Optio
 ///   `controller.quorum.voters` ([`strata_kraft::cluster_id_from_voters`]) and formats an
 ///   empty data directory with it; a formatted one keeps the id it holds, so a cluster
 ///   whose voter list is later edited stays one cluster. Dedicated brokers name the same
-///   voters as the controllers, so they derive the same id.
+///   voters as the controllers, so they derive the same id. A dynamic quorum (KIP-853)
+///   derives it likewise from `controller.quorum.bootstrap.servers`
+///   ([`strata_kraft::cluster_id_from_bootstrap_servers`]).
 /// - Not set, a single voter: `None`; its metadata store formats the directory with a
 ///   random id.
 fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<Option<String>> {
@@ -175,18 +174,27 @@ fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<Option<String>> {
     if !config.runs_quorum() {
         return Ok(None);
     }
-    let derived = strata_kraft::cluster_id_from_voters(
-        config
-            .quorum_voters
-            .iter()
-            .map(|v| (v.id, v.host.as_str(), v.port)),
-    );
+    let derived = if config.is_dynamic_quorum() {
+        strata_kraft::cluster_id_from_bootstrap_servers(
+            config
+                .quorum_bootstrap_servers
+                .iter()
+                .map(|(host, port)| (host.as_str(), *port)),
+        )
+    } else {
+        strata_kraft::cluster_id_from_voters(
+            config
+                .quorum_voters
+                .iter()
+                .map(|v| (v.id, v.host.as_str(), v.port)),
+        )
+    };
     let props =
         strata_kraft::MetaProperties::load_or_create(&config.log_dir, config.node_id, || {
             derived.clone()
         })?;
     if props.cluster_id == derived {
-        tracing::info!(cluster_id = %derived, "cluster.id not set: the id derived from controller.quorum.voters");
+        tracing::info!(cluster_id = %derived, "cluster.id not set: the id derived from controller.quorum.voters (or controller.quorum.bootstrap.servers)");
     } else {
         tracing::info!(
             cluster_id = %props.cluster_id,
@@ -235,7 +243,7 @@ async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
     let (quorum, lifecycle) = match (images_tx, images_rx) {
         (Some(tx), Some(rx)) => {
             let cluster_id = broker.image().cluster_id.clone();
-            let q = quorum::start(&broker.config, &cluster_id, tx)?;
+            let q = quorum::start(&broker.config, &cluster_id, tx).await?;
             broker.attach_quorum(q.clone());
             tokio::spawn(strata_broker::broker::follow_images(broker.clone(), rx));
             (

@@ -262,8 +262,8 @@ pub fn decode_forwarded_response(
 /// Decodes one response frame body (without its size prefix) to a request an admin client
 /// sent to a broker's client listener at `api_key` and `version` (the `strata admin`
 /// subcommands). The API must be one of [`SUPPORTED_APIS`](crate::versions::SUPPORTED_APIS)
-/// at a version of its range, or DescribeQuorum, which an admin tool also asks of a
-/// controller listener (KIP-919's `--bootstrap-controller`). Where the response has a
+/// at a version of its range, or DescribeQuorum, AddRaftVoter or RemoveRaftVoter, which an
+/// admin tool asks of a controller listener (KIP-919's `--bootstrap-controller`, KIP-853). Where the response has a
 /// schema in [`crate::shape`] its counts are walked before the codec allocates; the others
 /// (Metadata, ListOffsets, the group reads) are decoded from a frame the caller has already
 /// capped in size, from the broker the operator named.
@@ -280,7 +280,12 @@ pub fn decode_client_response(
     let served = ListenerType::Broker.supported(api_key).or_else(|| {
         ListenerType::Controller
             .supported(api_key)
-            .filter(|_| api_key == ApiKey::DescribeQuorum)
+            .filter(|_| {
+                matches!(
+                    api_key,
+                    ApiKey::DescribeQuorum | ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter
+                )
+            })
     });
     check_sent(served, api_key, version)?;
     if crate::shape::response_schema_known(api_key) {

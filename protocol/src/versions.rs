@@ -100,8 +100,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ///
 /// Version notes:
 /// - Fetch is the Raft replication fetch (KIP-595); v12 is the first with its fields
-///   (`LastFetchedEpoch`, `ClusterId`, the diverging epoch) and v17's `ReplicaDirectoryId`
-///   (KIP-853) is not accepted yet.
+///   (`LastFetchedEpoch`, `ClusterId`, the diverging epoch), v17 adds `ReplicaDirectoryId`
+///   (KIP-853), which a dynamic quorum's leader needs to count a voter's fetches.
 /// - AlterPartition starts at v2: Kafka 4.0's codec has no v0 or v1 (topic names).
 /// - CreateTopics, DeleteTopics, CreateAcls, DeleteAcls, AlterConfigs, CreatePartitions,
 ///   ElectLeaders, IncrementalAlterConfigs and AlterPartitionReassignments are the metadata writes
@@ -111,7 +111,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ///   as well, since only the controller knows the pending moves for sure (KIP-455).
 ///   AlterClientQuotas (KIP-546) is forwarded too: quotas are metadata records.
 pub const CONTROLLER_APIS: &[SupportedApi] = &[
-    api(ApiKey::Fetch, 12, 16),
+    api(ApiKey::Fetch, 12, 17),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),

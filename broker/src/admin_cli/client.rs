@@ -55,7 +55,7 @@ pub fn version_of(api: ApiKey) -> i16 {
         ApiKey::OffsetCommit => 8,
         ApiKey::DeleteGroups => 2,
         ApiKey::DescribeCluster => 1,
-        ApiKey::DescribeQuorum => 1,
+        ApiKey::DescribeQuorum => 2,
         _ => 0,
     }
 }
@@ -144,6 +144,13 @@ impl Client {
         let mut c = Client::new(bootstrap, timeout);
         c.controller_listener = true;
         c
+    }
+
+    /// Points the client at another address in place of the bootstrap one (the quorum's
+    /// leader, where a follower's DescribeQuorum names it), dropping that connection.
+    pub fn redirect(&mut self, addr: &str) {
+        self.bootstrap = addr.to_owned();
+        self.connections.remove(&None);
     }
 
     /// Sends `body` to the bootstrap broker and returns its answer.

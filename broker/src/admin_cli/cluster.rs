@@ -1,16 +1,21 @@
 //! `strata admin cluster`: the brokers, the active controller, the metadata quorum
 //! (DescribeQuorum, as Kafka's `kafka-metadata-quorum.sh describe --status --replication`)
 //! and the under-replicated partitions (ISR smaller than the replica set, as
-//! `kafka-topics.sh --describe --under-replicated-partitions`).
+//! `kafka-topics.sh --describe --under-replicated-partitions`). On a controller listener,
+//! `add-controller` and `remove-controller` change a dynamic quorum's voters (KIP-853's
+//! AddRaftVoter and RemoveRaftVoter, as `kafka-metadata-quorum.sh add-controller` and
+//! `remove-controller`); the request goes to the leader, which a follower's DescribeQuorum
+//! names with its endpoint.
 
 use anyhow::{Context, bail};
 use strata_protocol::StrBytes;
 use strata_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use strata_protocol::messages::describe_quorum_response::{
-    PartitionData as PartitionData2, ReplicaState,
+    Node, PartitionData as PartitionData2, ReplicaState,
 };
 use strata_protocol::messages::{
-    ApiKey, DescribeQuorumRequest, RequestKind, ResponseKind, TopicName,
+    AddRaftVoterRequest, ApiKey, DescribeQuorumRequest, RemoveRaftVoterRequest, RequestKind,
+    ResponseKind, TopicName, add_raft_voter_request,
 };
 
 use super::client::{Client, describe_error, error_name};
@@ -21,7 +26,11 @@ strata admin cluster [describe]          everything below
 strata admin cluster brokers
 strata admin cluster controller
 strata admin cluster quorum              (also with --bootstrap-controller HOST:PORT)
-strata admin cluster under-replicated";
+strata admin cluster under-replicated
+strata admin --bootstrap-controller HOST:PORT cluster add-controller --controller-id N
+    --controller-directory-id ID --controller-endpoint NAME://HOST:PORT
+strata admin --bootstrap-controller HOST:PORT cluster remove-controller --controller-id N
+    --controller-directory-id ID";
 
 /// The metadata log's topic (KIP-595).
 const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -32,6 +41,14 @@ const METADATA_TOPIC: &str = "__cluster_metadata";
 ///
 /// A bad command line, an unreachable broker, or any error a broker answered.
 pub fn run(client: &mut Client, args: &[String]) -> anyhow::Result<()> {
+    if let Some(change @ ("add-controller" | "remove-controller")) =
+        args.first().map(String::as_str)
+    {
+        if !client.is_controller_listener() {
+            bail!("{change} needs --bootstrap-controller (a controller listener)");
+        }
+        return change_voters(client, change == "add-controller", &args[1..]);
+    }
     if let Some(extra) = args.get(1) {
         bail!("unexpected argument {extra}\nusage:\n{USAGE}");
     }
@@ -66,7 +83,7 @@ pub fn run(client: &mut Client, args: &[String]) -> anyhow::Result<()> {
 /// it, else Metadata's `controller_id` (which a KRaft broker may set to itself, KIP-590).
 fn active_controller(client: &mut Client) -> anyhow::Result<i32> {
     match describe_quorum(client) {
-        Ok(p) if p.error_code == 0 && p.leader_id.0 >= 0 => Ok(p.leader_id.0),
+        Ok((p, _)) if p.error_code == 0 && p.leader_id.0 >= 0 => Ok(p.leader_id.0),
         _ => Ok(client.metadata(Some(&[]))?.controller_id.0),
     }
 }
@@ -94,8 +111,31 @@ fn brokers(client: &mut Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// DescribeQuorum for `__cluster_metadata` partition 0: its partition answer.
-fn describe_quorum(client: &mut Client) -> anyhow::Result<PartitionData2> {
+/// DescribeQuorum for `__cluster_metadata` partition 0: its partition answer. On a
+/// controller listener that does not lead, asks again at the leader's endpoint, as v2's
+/// `Nodes` name it (KIP-853).
+fn describe_quorum(client: &mut Client) -> anyhow::Result<(PartitionData2, Vec<Node>)> {
+    let (p, nodes) = describe_quorum_once(client)?;
+    if client.is_controller_listener()
+        && p.error_code == NOT_LEADER_OR_FOLLOWER
+        && let Some(addr) = endpoint_of(&nodes, p.leader_id.0)
+    {
+        client.redirect(&addr);
+        return describe_quorum_once(client);
+    }
+    Ok((p, nodes))
+}
+
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+
+/// `host:port` of node `id` among DescribeQuorum's `Nodes`.
+fn endpoint_of(nodes: &[Node], id: i32) -> Option<String> {
+    let n = nodes.iter().find(|n| n.node_id.0 == id && id >= 0)?;
+    let l = n.listeners.first()?;
+    Some(format!("{}:{}", l.host, l.port))
+}
+
+fn describe_quorum_once(client: &mut Client) -> anyhow::Result<(PartitionData2, Vec<Node>)> {
     let request = DescribeQuorumRequest::default().with_topics(vec![
         TopicData::default()
             .with_topic_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
@@ -112,15 +152,99 @@ fn describe_quorum(client: &mut Client) -> anyhow::Result<PartitionData2> {
             describe_error(r.error_code, r.error_message.as_ref())
         );
     }
-    r.topics
+    let p = r
+        .topics
         .into_iter()
         .next()
         .and_then(|t| t.partitions.into_iter().next())
-        .context("DescribeQuorum answered no partition")
+        .context("DescribeQuorum answered no partition")?;
+    Ok((p, r.nodes))
+}
+
+/// `add-controller` / `remove-controller`: AddRaftVoter or RemoveRaftVoter at the leader.
+fn change_voters(client: &mut Client, add: bool, args: &[String]) -> anyhow::Result<()> {
+    let mut id = None;
+    let mut directory = None;
+    let mut endpoint = None;
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        let value = rest
+            .next()
+            .with_context(|| format!("{flag} needs a value\nusage:\n{USAGE}"))?;
+        match flag.as_str() {
+            "--controller-id" => {
+                id = Some(value.parse::<i32>().context("--controller-id: a node id")?);
+            }
+            "--controller-directory-id" => {
+                directory = Some(
+                    strata_kraft::parse_kafka_uuid(value)
+                        .context("--controller-directory-id: a directory id as Kafka prints it")?,
+                );
+            }
+            "--controller-endpoint" if add => endpoint = Some(value.clone()),
+            other => bail!("unknown option {other}\nusage:\n{USAGE}"),
+        }
+    }
+    let (Some(id), Some(directory)) = (id, directory) else {
+        bail!("--controller-id and --controller-directory-id are required\nusage:\n{USAGE}");
+    };
+    // The leader takes the change: find it first.
+    let (p, nodes) = describe_quorum_once(client)?;
+    if p.error_code == NOT_LEADER_OR_FOLLOWER
+        && let Some(addr) = endpoint_of(&nodes, p.leader_id.0)
+    {
+        client.redirect(&addr);
+    }
+    // No cluster id, as Kafka's admin client sends none unless told: the controller then
+    // takes the request for its own cluster.
+    let cluster_id = None;
+    let (api, body) = if add {
+        let endpoint = endpoint.context("--controller-endpoint NAME://HOST:PORT is required")?;
+        let (name, host_port) = endpoint
+            .split_once("://")
+            .context("--controller-endpoint: NAME://HOST:PORT")?;
+        let (host, port) = host_port
+            .rsplit_once(':')
+            .context("--controller-endpoint: NAME://HOST:PORT")?;
+        let listener = add_raft_voter_request::Listener::default()
+            .with_name(StrBytes::from_string(name.to_ascii_uppercase()))
+            .with_host(StrBytes::from_string(host.to_owned()))
+            .with_port(port.parse().context("--controller-endpoint: a port")?);
+        let request = AddRaftVoterRequest::default()
+            .with_cluster_id(cluster_id)
+            .with_timeout_ms(30_000)
+            .with_voter_id(id)
+            .with_voter_directory_id(directory)
+            .with_listeners(vec![listener]);
+        (ApiKey::AddRaftVoter, RequestKind::AddRaftVoter(request))
+    } else {
+        let request = RemoveRaftVoterRequest::default()
+            .with_cluster_id(cluster_id)
+            .with_voter_id(id)
+            .with_voter_directory_id(directory);
+        (
+            ApiKey::RemoveRaftVoter,
+            RequestKind::RemoveRaftVoter(request),
+        )
+    };
+    let (code, message) = match client.send_any(api, body)? {
+        ResponseKind::AddRaftVoter(r) => (r.error_code, r.error_message),
+        ResponseKind::RemoveRaftVoter(r) => (r.error_code, r.error_message),
+        _ => bail!("{api:?} was not answered with {api:?}"),
+    };
+    if code != 0 {
+        bail!("{api:?}: {}", describe_error(code, message.as_ref()));
+    }
+    println!(
+        "{} controller {id} (directory {})",
+        if add { "Added" } else { "Removed" },
+        strata_kraft::kafka_uuid_string(directory)
+    );
+    Ok(())
 }
 
 fn quorum(client: &mut Client) -> anyhow::Result<()> {
-    let p = describe_quorum(client)?;
+    let (p, nodes) = describe_quorum(client)?;
     if p.error_code != 0 {
         bail!(
             "DescribeQuorum: {} (leader {}, epoch {}; ask the leader's controller listener, or any broker with --bootstrap-server)",
@@ -146,6 +270,8 @@ fn quorum(client: &mut Client) -> anyhow::Result<()> {
         "LAG",
         "LAST-FETCH-MS",
         "LAST-CAUGHT-UP-MS",
+        "DIRECTORY-ID",
+        "ENDPOINT",
     ]);
     let mut row = |s: &ReplicaState, role: &str| {
         let ms = |v: i64| if v < 0 { "-".to_owned() } else { v.to_string() };
@@ -160,6 +286,13 @@ fn quorum(client: &mut Client) -> anyhow::Result<()> {
             },
             ms(s.last_fetch_timestamp),
             ms(s.last_caught_up_timestamp),
+            // A static voter has none (KIP-853's directory ids come with dynamic quorums).
+            if s.replica_directory_id.is_nil() {
+                "-".to_owned()
+            } else {
+                strata_kraft::kafka_uuid_string(s.replica_directory_id)
+            },
+            endpoint_of(&nodes, s.replica_id.0).unwrap_or_else(|| "-".to_owned()),
         ]);
     };
     for v in &p.current_voters {

@@ -47,7 +47,7 @@ pub async fn handle(ctx: &RequestContext, req: DescribeQuorumRequest) -> Respons
         }
     }
     match ctx.broker.quorum() {
-        Some(quorum) => quorum.describe().await,
+        Some(quorum) => quorum.describe(ctx.api_version).await,
         None => single_voter(ctx),
     }
 }
@@ -73,5 +73,12 @@ fn single_voter(ctx: &RequestContext) -> ResponseKind {
         voters: vec![me],
         observers: Vec::new(),
     };
-    crate::quorum::wire::describe_quorum_response(Some(&description), Some(node), epoch, log_end)
+    // A standalone node has no controller listener: no endpoint to list.
+    crate::quorum::wire::describe_quorum_response(
+        Some(&description),
+        Some(node),
+        epoch,
+        log_end,
+        &[],
+    )
 }

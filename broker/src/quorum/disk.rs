@@ -21,7 +21,7 @@ use std::path::Path;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use strata_kraft::Uuid;
-use strata_kraft::raft::{Entry, NodeId, Payload, ReplicaKey};
+use strata_kraft::raft::{Endpoint, Entry, NodeId, Payload, ReplicaKey, VoterSet};
 use strata_protocol::record_batch::{
     RecordBatchView, SimpleRecord, encode_batch, peek_total_len, write_crc,
 };
@@ -262,14 +262,22 @@ pub fn control_record<'a>(batch: &RecordBatchView<'a>) -> Option<(i16, &'a [u8])
 }
 
 /// `VotersRecord` v0's value for `voters` (see the module doc).
-pub fn voters_value(voters: &[ReplicaKey]) -> Bytes {
+pub fn voters_value(voters: &VoterSet) -> Bytes {
     let mut v = BytesMut::new();
     v.put_i16(0);
-    put_uvarint(&mut v, voters.len() as u64 + 1);
-    for voter in voters {
+    put_uvarint(&mut v, voters.keys.len() as u64 + 1);
+    for voter in &voters.keys {
         v.put_i32(voter.id.0);
         v.put_slice(voter.directory_id.as_bytes());
-        v.put_u8(1); // Endpoints: empty
+        // Endpoints: the controller listener the voter was added with, if any.
+        let endpoint = voters.endpoints.get(&voter.id);
+        put_uvarint(&mut v, u64::from(endpoint.is_some()) + 1);
+        if let Some(e) = endpoint {
+            put_compact_string(&mut v, &e.name);
+            put_compact_string(&mut v, &e.host);
+            v.put_u16(e.port);
+            v.put_u8(0); // no tagged fields
+        }
         v.put_i16(0); // KRaftVersionFeature.MinSupportedVersion
         v.put_i16(1); // KRaftVersionFeature.MaxSupportedVersion
         v.put_u8(0);
@@ -277,6 +285,11 @@ pub fn voters_value(voters: &[ReplicaKey]) -> Bytes {
     }
     v.put_u8(0);
     v.freeze()
+}
+
+fn put_compact_string(out: &mut BytesMut, s: &str) {
+    put_uvarint(out, s.len() as u64 + 1);
+    out.put_slice(s.as_bytes());
 }
 
 /// One entry as one batch (see the module doc), base offset 0 (the log assigns it).
@@ -354,27 +367,72 @@ pub fn decode_entry(batch: &RecordBatchView<'_>) -> Option<Entry> {
     Some(Entry { epoch, payload })
 }
 
-pub fn decode_voters(value: &[u8]) -> Option<Vec<ReplicaKey>> {
-    let mut pos = 2; // version
-    let (n, used) = get_uvarint(value.get(pos..)?)?;
-    pos += used;
-    let count = usize::try_from(n.checked_sub(1)?).ok()?;
-    let mut voters = Vec::with_capacity(count.min(value.len() / 28));
+/// A `VotersRecord` value back to the voter set. Every count and length is checked
+/// against the bytes that are there before anything is allocated for it.
+pub fn decode_voters(value: &[u8]) -> Option<VoterSet> {
+    let mut r = Reader { buf: value, pos: 2 }; // version
+    let count = r.count(21)?;
+    let mut voters = VoterSet::default();
     for _ in 0..count {
-        let id = i32::from_be_bytes(value.get(pos..pos + 4)?.try_into().ok()?);
-        let dir = Uuid::from_slice(value.get(pos + 4..pos + 20)?).ok()?;
-        pos += 20;
-        // Endpoints (written empty by us), the feature range and tagged fields.
-        if value.get(pos..pos + 7)? != [1, 0, 0, 0, 1, 0, 0] {
-            return None;
+        let id = NodeId(i32::from_be_bytes(r.take(4)?.try_into().ok()?));
+        let directory_id = Uuid::from_slice(r.take(16)?).ok()?;
+        for i in 0..r.count(4)? {
+            let name = r.string()?;
+            let host = r.string()?;
+            let port = u16::from_be_bytes(r.take(2)?.try_into().ok()?);
+            r.skip_tagged_fields()?;
+            // KIP-853 allows several listeners; the first is the one a voter is reached at.
+            if i == 0 {
+                voters.endpoints.insert(id, Endpoint { name, host, port });
+            }
         }
-        pos += 7;
-        voters.push(ReplicaKey {
-            id: NodeId(id),
-            directory_id: dir,
-        });
+        r.take(4)?; // KRaftVersionFeature: min and max supported versions
+        r.skip_tagged_fields()?;
+        r.skip_tagged_fields()?;
+        voters.keys.push(ReplicaKey { id, directory_id });
     }
     Some(voters)
+}
+
+/// A bounds-checked cursor over a record value.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let out = self.buf.get(self.pos..self.pos.checked_add(n)?)?;
+        self.pos += n;
+        Some(out)
+    }
+
+    fn uvarint(&mut self) -> Option<u64> {
+        let (v, used) = get_uvarint(self.buf.get(self.pos..)?)?;
+        self.pos += used;
+        Some(v)
+    }
+
+    /// A compact array's length, refused when the remaining bytes cannot hold that many
+    /// elements of at least `min_size` bytes.
+    fn count(&mut self, min_size: usize) -> Option<usize> {
+        let n = usize::try_from(self.uvarint()?.checked_sub(1)?).ok()?;
+        (n.checked_mul(min_size)? <= self.buf.len() - self.pos).then_some(n)
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let len = usize::try_from(self.uvarint()?.checked_sub(1)?).ok()?;
+        String::from_utf8(self.take(len)?.to_vec()).ok()
+    }
+
+    fn skip_tagged_fields(&mut self) -> Option<()> {
+        for _ in 0..self.uvarint()? {
+            self.uvarint()?; // tag
+            let len = usize::try_from(self.uvarint()?).ok()?;
+            self.take(len)?;
+        }
+        Some(())
+    }
 }
 
 fn control_key(kind: i16) -> Bytes {
@@ -426,7 +484,18 @@ mod tests {
             },
             Entry {
                 epoch: 2,
-                payload: Payload::Voters(vec![key]),
+                payload: Payload::Voters(VoterSet {
+                    keys: vec![key],
+                    endpoints: [(
+                        key.id,
+                        Endpoint {
+                            name: "CONTROLLER".into(),
+                            host: "127.0.0.1".into(),
+                            port: 9093,
+                        },
+                    )]
+                    .into(),
+                }),
             },
         ];
         let mut disk = RaftDisk::open(&path, 0, 1 << 30).unwrap();

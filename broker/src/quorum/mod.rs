@@ -10,8 +10,10 @@
 //! - **Timers**: the task sleeps until the core's `next_deadline()` or the next input,
 //!   whichever comes first, and ticks the core. `now` is milliseconds since the driver
 //!   started (a monotonic clock); the election-timer seed comes from the OS.
-//! - **Outbound**: one task per other voter ([`peer`]) keeps one connection to its
-//!   controller listener, sends the core's requests in order, waits a bounded time for each
+//! - **Outbound**: one task per node the core talks to ([`peer`]), started on its first
+//!   message, keeps one connection to its controller listener (where `controller.quorum.voters`,
+//!   the voter set's endpoints (KIP-853), a leader's `NodeEndpoints` or the bootstrap servers
+//!   say it is), sends the core's requests in order, waits a bounded time for each
 //!   answer, hands the answer back to the core, and reconnects with a backoff when the
 //!   connection fails. A request that fails is dropped; the core retries on its timers.
 //! - **Inbound**: a controller-listener connection hands Vote, BeginQuorumEpoch,
@@ -44,11 +46,13 @@
 //! | `wire/mod.rs` | core messages to and from Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot, DescribeQuorum |
 //! | `wire/fetch_snapshot.rs` | FetchSnapshot's pages: the request for one, cutting one, reading one back |
 //! | `peer.rs` | one outbound connection per voter |
+//! | `membership.rs` | a dynamic quorum (KIP-853): founding it, auto-join, AddRaftVoter and RemoveRaftVoter |
 //!
 //! A snapshot is encoded on the driver's task, so a very large image delays the quorum's
 //! next step by that long (Kafka writes its snapshots on a separate thread).
 
 pub mod disk;
+mod membership;
 mod peer;
 pub mod snapshot;
 mod snapshotting;
@@ -63,8 +67,8 @@ use strata_kraft::entry::{decode_entry, encode_entry};
 use strata_kraft::quorum_state::QuorumStateStore;
 use strata_kraft::raft::Payload;
 use strata_kraft::raft::{
-    Action, Input, Message, NodeId, QuorumDescription, RaftConfig, RaftLog, RaftNode, ReplicaKey,
-    RoleKind,
+    Action, Endpoint, Entry, Input, Message, NodeId, Payload as RaftPayload, QuorumDescription,
+    RaftConfig, RaftLog, RaftNode, ReplicaKey, RoleKind, VoterChangeError, VoterSet,
 };
 use strata_kraft::{MetadataError, MetadataImage, MetadataRecord, Uuid};
 use strata_protocol::messages::{RequestKind, ResponseKind};
@@ -138,9 +142,19 @@ enum Command {
     },
     /// A peer's answer to a request of ours.
     Response { from: NodeId, msg: Message },
-    /// DescribeQuorum.
+    /// Where nodes are, as a peer's answer named them (a leader's `NodeEndpoints`).
+    Learned {
+        endpoints: Vec<(NodeId, String, u16)>,
+    },
+    /// DescribeQuorum: the leader's view, and the voters' endpoints.
     Describe {
-        reply: oneshot::Sender<Option<QuorumDescription>>,
+        reply: oneshot::Sender<(Option<QuorumDescription>, Vec<(NodeId, Endpoint)>)>,
+    },
+    /// AddRaftVoter or RemoveRaftVoter (KIP-853): the change's entry `(offset, epoch)`
+    /// once the core appended it, or why it would not.
+    ChangeVoters {
+        change: Input,
+        reply: oneshot::Sender<Result<(i64, i32), VoterChangeError>>,
     },
     /// A clean shutdown: a leader resigns (EndQuorumEpoch), so the others need not wait
     /// for the fetch timeout.
@@ -161,9 +175,27 @@ pub struct QuorumHandle {
     status: Arc<RwLock<QuorumStatus>>,
     /// The cluster id every request must carry.
     cluster_id: Arc<str>,
+    /// Where each node the quorum knows of takes controller requests (see [`Addresses`]).
+    addresses: Addresses,
 }
 
+/// Node id → controller listener `(host, port)`: from `controller.quorum.voters`, the
+/// voter set's endpoints, leaders' `NodeEndpoints`, and (under negative ids) the bootstrap
+/// servers. Shared by the driver, which keeps it current, and the handles.
+type Addresses = Arc<RwLock<HashMap<NodeId, (String, u16)>>>;
+
 impl QuorumHandle {
+    /// Where controller `id` takes requests on its controller listener, if known: for a
+    /// dynamic quorum the voters' addresses come from the metadata log, not the
+    /// configuration.
+    pub fn address_of(&self, id: i32) -> Option<(String, u16)> {
+        self.addresses
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&NodeId(id))
+            .cloned()
+    }
+
     /// The latest status.
     pub fn status(&self) -> QuorumStatus {
         *self.status.read().unwrap_or_else(|e| e.into_inner())
@@ -187,6 +219,7 @@ impl QuorumHandle {
             .ok()?;
         let answer = rx.await.ok()?;
         let mut response = wire::response_to_wire(&answer, crate::now_ms())?;
+        wire::add_leader_endpoint(&mut response, |id| self.address_of(id.0));
         if let Some((position, max_bytes)) = wire::snapshot_page(body) {
             // KIP-630: the core answers with the whole snapshot; send the page asked for.
             wire::page_snapshot_response(&mut response, position, max_bytes);
@@ -259,20 +292,36 @@ impl QuorumHandle {
         }
     }
 
-    /// DescribeQuorum's answer body.
-    pub async fn describe(&self) -> ResponseKind {
+    /// DescribeQuorum's answer body, at request version `version`.
+    pub async fn describe(&self, version: i16) -> ResponseKind {
         let (reply, rx) = oneshot::channel();
-        let description = match self.tx.send(Command::Describe { reply }).await {
-            Ok(()) => rx.await.ok().flatten(),
-            Err(_) => None,
+        let (description, nodes) = match self.tx.send(Command::Describe { reply }).await {
+            Ok(()) => rx.await.unwrap_or_default(),
+            Err(_) => Default::default(),
         };
         let s = self.status();
-        wire::describe_quorum_response(description.as_ref(), s.leader, s.epoch, s.high_watermark)
+        // v2 (KIP-853) added the directory ids and the voters' endpoints.
+        let v2 = version >= 2;
+        let mut description = description;
+        if let Some(d) = description.as_mut().filter(|_| !v2) {
+            for r in d.voters.iter_mut().chain(d.observers.iter_mut()) {
+                r.replica.directory_id = Uuid::nil();
+            }
+        }
+        wire::describe_quorum_response(
+            description.as_ref(),
+            s.leader,
+            s.epoch,
+            s.high_watermark,
+            if v2 { &nodes } else { &[] },
+        )
     }
 }
 
-/// Starts the driver for `config`'s static voter set, with this node's Raft state in
-/// `<log_dir>/__cluster_metadata-0`.
+/// Starts the driver for `config`'s quorum: the static voter set of
+/// `controller.quorum.voters`, or a dynamic one (KIP-853) found through
+/// `controller.quorum.bootstrap.servers` (see [`membership`]), with this node's Raft state
+/// in `<log_dir>/__cluster_metadata-0`.
 ///
 /// # Errors
 ///
@@ -280,7 +329,7 @@ impl QuorumHandle {
 ///
 /// Every committed metadata entry is applied, in order, to the image this node publishes
 /// on `images` (its `controller_id` is the quorum's leader as this node knows it).
-pub fn start(
+pub async fn start(
     config: &BrokerConfig,
     cluster_id: &str,
     images: tokio::sync::watch::Sender<Arc<MetadataImage>>,
@@ -291,29 +340,80 @@ pub fn start(
         source,
     })?;
     let state_store = QuorumStateStore::new(&dir);
-    let quorum = state_store.read()?.map(Into::into).unwrap_or_default();
+    let quorum: strata_kraft::raft::QuorumState =
+        state_store.read()?.map(Into::into).unwrap_or_default();
     let loaded = snapshot::load_latest(&dir)?;
     let segment_bytes = u32::try_from(config.metadata_log_segment_bytes).unwrap_or(u32::MAX);
     let mut raft_disk = disk::RaftDisk::open(&dir, crate::now_ms(), segment_bytes)?;
-    let entries = entries_after(&mut raft_disk, loaded.as_ref().map(|l| l.snapshot.id))?;
+    let mut entries = entries_after(&mut raft_disk, loaded.as_ref().map(|l| l.snapshot.id))?;
     let mut image = MetadataImage::new(cluster_id.to_owned(), -1);
     let applied = loaded.as_ref().map_or(0, |l| l.snapshot.id.end_offset);
     if let Some(l) = &loaded {
         apply_all(&mut image, &l.checkpoint.records, applied);
         images.send_replace(Arc::new(image.clone()));
     }
-    let voter_key = |id: i32| ReplicaKey {
-        id: NodeId(id),
-        directory_id: Uuid::nil(),
+    let dynamic = config.is_dynamic_quorum();
+    // A static voter has no directory id (Kafka's NO_DIRECTORY_ID); a dynamic one is
+    // known by the directory its metadata log was formatted in (KIP-853).
+    let me = ReplicaKey {
+        id: NodeId(config.node_id),
+        directory_id: if dynamic {
+            membership::directory_id(config, cluster_id)
+        } else {
+            Uuid::nil()
+        },
     };
+    let my_endpoint = membership::controller_endpoint(config);
+    let timeouts = config.quorum;
+    let request_timeout =
+        Duration::from_millis(u64::try_from(timeouts.request_timeout_ms).unwrap_or(2000));
+    if dynamic
+        && quorum.epoch == 0
+        && loaded.is_none()
+        && entries.is_empty()
+        && let Some(endpoint) = &my_endpoint
+        && membership::is_founder(config, endpoint)
+        && !membership::quorum_exists(config, endpoint, cluster_id, request_timeout).await
+    {
+        // KIP-853's `format --standalone`: this node is the first voter.
+        let founding = Entry {
+            epoch: 0,
+            payload: RaftPayload::Voters(VoterSet {
+                keys: vec![me],
+                endpoints: [(me.id, endpoint.clone())].into(),
+            }),
+        };
+        durable(|| raft_disk.append(0, std::slice::from_ref(&founding), crate::now_ms()))?;
+        entries.push(founding);
+        tracing::info!(
+            node_id = config.node_id,
+            directory_id = %me.directory_id,
+            endpoint = %format!("{}:{}", endpoint.host, endpoint.port),
+            "founded the dynamic metadata quorum as its first voter (the first of controller.quorum.bootstrap.servers)"
+        );
+    }
     let mut raft_config = RaftConfig::new(
         config
             .quorum_voters
             .iter()
-            .map(|v| voter_key(v.id))
+            .map(|v| ReplicaKey {
+                id: NodeId(v.id),
+                directory_id: Uuid::nil(),
+            })
             .collect(),
     );
-    let t = config.quorum;
+    let mut addresses: HashMap<NodeId, (String, u16)> = config
+        .quorum_voters
+        .iter()
+        .map(|v| (NodeId(v.id), (v.host.clone(), v.port)))
+        .collect();
+    if dynamic {
+        for (i, (host, port)) in config.quorum_bootstrap_servers.iter().enumerate() {
+            raft_config.bootstrap.push(membership::bootstrap_id(i));
+            addresses.insert(membership::bootstrap_id(i), (host.clone(), *port));
+        }
+    }
+    let t = timeouts;
     raft_config.election_timeout_ms = u64::try_from(t.election_timeout_ms).unwrap_or(1000);
     raft_config.fetch_timeout_ms = u64::try_from(t.fetch_timeout_ms).unwrap_or(2000);
     raft_config.election_backoff_max_ms = u64::try_from(t.election_backoff_max_ms).unwrap_or(1000);
@@ -323,10 +423,8 @@ pub fn start(
     // metadata write waits for the followers' next fetch to commit. 50 ms keeps a write's
     // commit near that of a parked fetch at twenty small requests a second per follower.
     raft_config.fetch_max_wait_ms = 50;
-    let request_timeout = Duration::from_millis(raft_config.request_timeout_ms);
     let retry_backoff =
         Duration::from_millis(u64::try_from(t.retry_backoff_ms).unwrap_or(20).max(20));
-    let me = voter_key(config.node_id);
     let seed = Uuid::new_v4().as_u64_pair().0;
     let node = RaftNode::new(
         raft_config,
@@ -341,7 +439,8 @@ pub fn start(
         epoch = node.epoch(),
         snapshot_end_offset = applied,
         log_end_offset = raft_disk.log_end_offset(),
-        voters = config.quorum_voters.len(),
+        voters = node.voters().len(),
+        dynamic,
         "metadata quorum starting"
     );
     let status = Arc::new(RwLock::new(QuorumStatus {
@@ -353,30 +452,27 @@ pub fn start(
         applied_offset: applied,
     }));
     let cluster_id: Arc<str> = Arc::from(cluster_id);
+    let addresses: Addresses = Arc::new(RwLock::new(addresses));
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
-    let mut peers = HashMap::new();
-    for v in &config.quorum_voters {
-        if v.id == config.node_id {
-            continue;
-        }
-        peers.insert(
-            NodeId(v.id),
-            peer::spawn(
-                NodeId(v.id),
-                format!("{}:{}", v.host, v.port),
-                config.node_id,
-                Arc::clone(&cluster_id),
-                tx.clone(),
-                request_timeout,
-                retry_backoff,
-            ),
-        );
-    }
-    let driver = Driver {
+    let auto_join = (dynamic && config.quorum_auto_join && config.process_roles.controller)
+        .then_some(my_endpoint)
+        .flatten();
+    let mut driver = Driver {
         node,
         state_store,
         disk: raft_disk,
-        peers,
+        peers: HashMap::new(),
+        links: PeerLinks {
+            my_id: config.node_id,
+            cluster_id: Arc::clone(&cluster_id),
+            commands: tx.clone(),
+            request_timeout,
+            retry_backoff,
+        },
+        addresses: Arc::clone(&addresses),
+        voter_endpoints: None,
+        auto_join,
+        next_join_at: Instant::now(),
         status: Arc::clone(&status),
         started: Instant::now(),
         image,
@@ -384,6 +480,7 @@ pub fn start(
         images,
         pending: std::collections::BTreeMap::new(),
         proposing: None,
+        changing: None,
         dir,
         snapshot_policy: SnapshotPolicy {
             max_bytes: u64::try_from(config.metadata_log_max_record_bytes_between_snapshots)
@@ -397,12 +494,28 @@ pub fn start(
         last_snapshot_at: Instant::now(),
         unreleased: None,
     };
+    driver.refresh_addresses();
     tokio::spawn(driver.run(rx));
     Ok(QuorumHandle {
         tx,
         status,
         cluster_id,
+        addresses,
     })
+}
+
+/// What a connection task to a peer is started with.
+struct PeerLinks {
+    /// This node's id, in the client id of its requests.
+    my_id: i32,
+    /// Sent in every request.
+    cluster_id: Arc<str>,
+    /// Where the peers' answers go.
+    commands: mpsc::Sender<Command>,
+    /// `controller.quorum.request.timeout.ms`.
+    request_timeout: Duration,
+    /// `controller.quorum.retry.backoff.ms`.
+    retry_backoff: Duration,
 }
 
 /// The inbound request a step answers: its sender, its API (and version), and where the
@@ -421,8 +534,19 @@ struct Driver {
     state_store: QuorumStateStore,
     /// The durable log the core mirrors.
     disk: disk::RaftDisk,
-    /// Outbound queues, one per other voter.
-    peers: HashMap<NodeId, mpsc::Sender<Message>>,
+    /// Outbound queues, one per node messaged so far, with the address each connects to.
+    peers: HashMap<NodeId, ((String, u16), mpsc::Sender<Message>)>,
+    /// What a new peer task is started with.
+    links: PeerLinks,
+    /// Where nodes are; shared with the handles.
+    addresses: Addresses,
+    /// The voter set whose endpoints are in `addresses`, to notice a new one.
+    voter_endpoints: Option<VoterSet>,
+    /// KIP-853 auto-join: this node's controller endpoint, when it is to ask to become a
+    /// voter of a dynamic quorum.
+    auto_join: Option<Endpoint>,
+    /// When it may ask next.
+    next_join_at: Instant,
     /// Shared with the handles.
     status: Arc<RwLock<QuorumStatus>>,
     /// The origin of the core's clock.
@@ -437,6 +561,8 @@ struct Driver {
     pending: std::collections::BTreeMap<i64, (i32, ProposalReply)>,
     /// The answer to the proposal being stepped, until the core says where it went.
     proposing: Option<ProposalReply>,
+    /// The answer to the voter change being stepped, likewise.
+    changing: Option<oneshot::Sender<Result<(i64, i32), VoterChangeError>>>,
     /// `__cluster_metadata-0`, where the snapshot files live.
     dir: PathBuf,
     /// When to take a snapshot.
@@ -480,9 +606,24 @@ impl Driver {
                 Some(Command::Response { from, msg }) => {
                     self.step(Input::Message { from, msg }, None)
                 }
-                Some(Command::Describe { reply }) => {
-                    let _ = reply.send(self.node.describe_quorum(self.now()));
+                Some(Command::Learned { endpoints }) => {
+                    let mut addresses = self.addresses.write().unwrap_or_else(|e| e.into_inner());
+                    for (id, host, port) in endpoints {
+                        addresses.insert(id, (host, port));
+                    }
                     Ok(())
+                }
+                Some(Command::Describe { reply }) => {
+                    let _ = reply.send((self.node.describe_quorum(self.now()), self.voter_nodes()));
+                    Ok(())
+                }
+                Some(Command::ChangeVoters { change, reply }) => {
+                    self.changing = Some(reply);
+                    let result = self.step(change, None);
+                    if let Some(reply) = self.changing.take() {
+                        let _ = reply.send(Err(VoterChangeError::NotLeader));
+                    }
+                    result
                 }
                 Some(Command::Resign { done }) => {
                     let result = self.step(Input::Resign, None);
@@ -515,6 +656,8 @@ impl Driver {
             self.carry_out(action, &mut reply)?;
         }
         self.maybe_snapshot()?;
+        self.refresh_addresses();
+        self.maybe_join();
         let mut status = self.status.write().unwrap_or_else(|e| e.into_inner());
         *status = QuorumStatus {
             role: self.node.role(),
@@ -563,7 +706,7 @@ impl Driver {
                             tracing::debug!(to = to.0, "dropping an unsolicited response");
                         }
                     }
-                } else if let Some(peer) = self.peers.get(&to) {
+                } else if let Some(peer) = self.peer(to) {
                     // A full queue means the peer is unreachable; the core retries.
                     let _ = peer.try_send(msg);
                 }
@@ -614,6 +757,8 @@ impl Driver {
             } => {
                 if let Some(reply) = self.proposing.take() {
                     self.pending.insert(base_offset, (epoch, reply));
+                } else if let Some(reply) = self.changing.take() {
+                    let _ = reply.send(Ok((base_offset, epoch)));
                 }
             }
             Action::NotLeader { .. } => {
@@ -621,13 +766,131 @@ impl Driver {
                     let _ = reply.send(Err(MetadataError::NotController));
                 }
             }
-            Action::VoterChangeRejected(_) => {}
+            Action::VoterChangeRejected(e) => {
+                if let Some(reply) = self.changing.take() {
+                    let _ = reply.send(Err(e));
+                }
+            }
         }
         Ok(())
     }
 }
 
 impl Driver {
+    /// The outbound queue to `to`, started on first use, and started again when the node's
+    /// address changed (a voter re-added with another endpoint). `None` while its address
+    /// is unknown: the message is dropped and the core sends again on its timers.
+    fn peer(&mut self, to: NodeId) -> Option<&mpsc::Sender<Message>> {
+        let addr = self
+            .addresses
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&to)
+            .cloned()?;
+        let stale = self.peers.get(&to).is_none_or(|(a, _)| *a != addr);
+        if stale {
+            let l = &self.links;
+            let queue = peer::spawn(
+                to,
+                format!("{}:{}", addr.0, addr.1),
+                l.my_id,
+                Arc::clone(&l.cluster_id),
+                l.commands.clone(),
+                l.request_timeout,
+                l.retry_backoff,
+            );
+            self.peers.insert(to, (addr, queue));
+        }
+        self.peers.get(&to).map(|(_, q)| q)
+    }
+
+    /// Puts the endpoints of the voter set in force into `addresses` when it changed.
+    fn refresh_addresses(&mut self) {
+        let set = self.node.voter_set();
+        if set == self.voter_endpoints.as_ref() {
+            return;
+        }
+        if let Some(set) = set {
+            let mut addresses = self.addresses.write().unwrap_or_else(|e| e.into_inner());
+            for (id, e) in &set.endpoints {
+                addresses.insert(*id, (e.host.clone(), e.port));
+            }
+        }
+        self.voter_endpoints = set.cloned();
+    }
+
+    /// The voters with their endpoints, for DescribeQuorum v2's `Nodes`: from the voter
+    /// set, else (static voters) `addresses` under this node's controller listener name.
+    fn voter_nodes(&self) -> Vec<(NodeId, Endpoint)> {
+        let set = self.node.voter_set();
+        let addresses = self.addresses.read().unwrap_or_else(|e| e.into_inner());
+        let name = self
+            .auto_join
+            .as_ref()
+            .map_or_else(|| "CONTROLLER".to_owned(), |e| e.name.clone());
+        self.node
+            .voters()
+            .iter()
+            .filter_map(|v| {
+                let endpoint = set
+                    .and_then(|s| s.endpoints.get(&v.id))
+                    .cloned()
+                    .or_else(|| {
+                        addresses.get(&v.id).map(|(host, port)| Endpoint {
+                            name: name.clone(),
+                            host: host.clone(),
+                            port: *port,
+                        })
+                    })?;
+                Some((v.id, endpoint))
+            })
+            .collect()
+    }
+
+    /// KIP-853 auto-join: a controller that follows a leader as an observer and has caught
+    /// up asks the leader to add it, about once a second (see [`membership`]).
+    fn maybe_join(&mut self) {
+        let Some(endpoint) = &self.auto_join else {
+            return;
+        };
+        let me = self.node.key();
+        let (RoleKind::Follower, Some(leader)) = (self.node.role(), self.node.leader()) else {
+            return;
+        };
+        let hw = self.node.high_watermark();
+        if self.node.is_voter()
+            || hw == 0
+            || self.disk.log_end_offset() < hw
+            || Instant::now() < self.next_join_at
+        {
+            return;
+        }
+        let Some((host, port)) = self
+            .addresses
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&leader)
+            .cloned()
+        else {
+            return;
+        };
+        self.next_join_at = Instant::now() + Duration::from_secs(1);
+        let stale = self
+            .node
+            .voters()
+            .iter()
+            .find(|v| v.id == me.id && v.directory_id != me.directory_id)
+            .copied();
+        tokio::spawn(membership::join(
+            format!("{host}:{port}"),
+            self.links.cluster_id.to_string(),
+            me,
+            endpoint.clone(),
+            stale,
+            self.links.request_timeout,
+        ));
+    }
+
     /// Applies every committed entry not applied yet to the image, publishes it, and
     /// answers the proposals that committed. An entry that does not decode or apply is
     /// logged and skipped: every node skips it alike, since they all apply the same bytes.

@@ -1,4 +1,4 @@
-//! One outbound connection per voter: the core's requests to that voter go out on it in
+//! One outbound connection per node the core talks to (a voter, a leader, a bootstrap server): the core's requests to that voter go out on it in
 //! order, each answered or given up within `controller.quorum.request.timeout.ms`.
 //!
 //! A FetchSnapshot is one request of the core but several on the wire: the snapshot is
@@ -131,6 +131,11 @@ async fn exchange_one(
         return Ok(None);
     };
     let response = exchange(peer, link, api, version, &body).await?;
+    let endpoints = wire::node_endpoints(&response);
+    if !endpoints.is_empty() {
+        // Before the answer: following the leader it names needs its address.
+        let _ = peer.driver.send(Command::Learned { endpoints }).await;
+    }
     Ok(wire::response_from_wire(response, msg))
 }
 

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use strata_kraft::raft::{ReplicaKey, Snapshot, SnapshotId};
+use strata_kraft::raft::{Snapshot, SnapshotId, VoterSet};
 use strata_kraft::{MetadataError, MetadataRecord};
 use strata_protocol::record_batch::{
     RecordBatchView, SimpleRecord, encode_batch, set_base_offset, set_partition_leader_epoch,
@@ -93,7 +93,7 @@ pub enum SnapshotError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Checkpoint {
     /// The voter set in force at the end offset, if the log had one.
-    pub voters: Option<Vec<ReplicaKey>>,
+    pub voters: Option<VoterSet>,
     /// The records that rebuild the metadata image.
     pub records: Vec<MetadataRecord>,
 }
@@ -423,7 +423,7 @@ impl Assembly {
 
 #[cfg(test)]
 mod tests {
-    use strata_kraft::raft::NodeId;
+    use strata_kraft::raft::{NodeId, ReplicaKey};
     use strata_kraft::record::{RemoveTopicRecord, TopicRecord};
     use strata_kraft::{MetadataImage, Uuid};
 
@@ -440,10 +440,10 @@ mod tests {
                 .unwrap();
         }
         Checkpoint {
-            voters: Some(vec![ReplicaKey {
+            voters: Some(VoterSet::of(vec![ReplicaKey {
                 id: NodeId(3),
                 directory_id: Uuid::from_u128(9),
-            }]),
+            }])),
             records: image.records(),
         }
     }

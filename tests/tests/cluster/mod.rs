@@ -246,7 +246,19 @@ impl Cluster {
         settings: &[(&str, &str)],
         cluster_id: Option<&str>,
     ) -> Cluster {
-        Cluster::start_combined(n, settings, cluster_id, |_| Vec::new())
+        Cluster::start_combined(n, settings, cluster_id, false, |_| Vec::new())
+    }
+
+    /// `n` combined nodes of a dynamic quorum (KIP-853): `controller.quorum.bootstrap.servers`
+    /// names every controller listener (node 1's first, so node 1 founds the quorum),
+    /// `controller.quorum.auto.join.enable=true`, no `controller.quorum.voters` and no
+    /// `cluster.id`.
+    ///
+    /// # Panics
+    ///
+    /// If a file cannot be written or a process spawned.
+    pub fn start_dynamic(n: usize, settings: &[(&str, &str)]) -> Cluster {
+        Cluster::start_combined(n, settings, None, true, |_| Vec::new())
     }
 
     /// `n` combined nodes, `cluster_id` as in [`Cluster::start_with_cluster_id`], node `id`'s
@@ -255,18 +267,32 @@ impl Cluster {
         n: usize,
         settings: &[(&str, &str)],
         cluster_id: Option<&str>,
+        dynamic: bool,
         node_settings: impl Fn(i32) -> Vec<(String, String)>,
     ) -> Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let ports: Vec<(u16, u16)> = (0..n)
             .map(|_| (free_port().unwrap(), free_port().unwrap()))
             .collect();
-        let voters = ports
-            .iter()
-            .enumerate()
-            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
-            .collect::<Vec<_>>()
-            .join(",");
+        let quorum = if dynamic {
+            let servers = ports
+                .iter()
+                .map(|(_, c)| format!("127.0.0.1:{c}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            format!(
+                "controller.quorum.bootstrap.servers={servers}
+                 controller.quorum.auto.join.enable=true"
+            )
+        } else {
+            let voters = ports
+                .iter()
+                .enumerate()
+                .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
+                .collect::<Vec<_>>()
+                .join(",");
+            format!("controller.quorum.voters={voters}")
+        };
         let mut nodes = Vec::new();
         for (i, &(port, controller_port)) in ports.iter().enumerate() {
             let id = i32::try_from(i).unwrap() + 1;
@@ -277,7 +303,7 @@ impl Cluster {
                  listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
                  advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
                  controller.listener.names=CONTROLLER\n\
-                 controller.quorum.voters={voters}\n\
+                 {quorum}\n\
                  log.dirs={}\n",
                 data_dir.display()
             );
@@ -373,7 +399,7 @@ impl Cluster {
         settings: &[(&str, &str)],
         node_settings: impl Fn(i32) -> Vec<(String, String)>,
     ) -> Cluster {
-        Cluster::start_combined(n, settings, Some(CLUSTER_ID), node_settings)
+        Cluster::start_combined(n, settings, Some(CLUSTER_ID), false, node_settings)
     }
 
     /// The node with id `id`.

@@ -69,7 +69,6 @@ fn no_configuration_is_a_standalone_combined_node() {
         ("localhost", 9092)
     );
     assert_eq!(c.inter_broker_listener_name, "PLAINTEXT");
-    assert!(c.check_runnable().is_ok());
     assert!(!c.runs_quorum());
     // The harness's form: one PLAINTEXT listener, nothing else.
     let c = cfg(&[("listeners", "PLAINTEXT://127.0.0.1:4000")]).unwrap();
@@ -201,14 +200,12 @@ fn a_three_voter_combined_node_parses() {
     );
     assert_eq!(c.advertised_port, 19092);
     // Runnable without a cluster.id: the voters derive one from their voter set.
-    assert!(c.check_runnable().is_ok());
     assert_eq!(c.cluster_id, None);
     let c = cfg(&with(
         COMBINED_3,
         &[("cluster.id", "MkU3OEVBNTcwNTJENDM2Qg")],
     ))
     .unwrap();
-    assert!(c.check_runnable().is_ok());
 }
 
 #[test]
@@ -230,7 +227,6 @@ fn a_single_voter_with_a_controller_listener_runs() {
     );
     // advertised.listeners unset: clients are told about PLAINTEXT only.
     assert_eq!(c.advertised_port, 9092);
-    assert!(c.check_runnable().is_ok());
 }
 
 #[test]
@@ -297,8 +293,8 @@ fn bootstrap_servers_follow_kafkas_parse_rules() {
     ])
     .unwrap();
     assert_eq!(c.quorum_bootstrap_servers.len(), 1);
-    // ...and not runnable yet.
-    assert!(c.check_runnable().is_err());
+    // ...and runs the quorum driver with its voters from the log (KIP-853).
+    assert!(c.is_dynamic_quorum() && c.runs_quorum());
 }
 
 #[test]
@@ -376,7 +372,6 @@ fn a_dedicated_controller_binds_only_controller_listeners() {
         ("127.0.0.1", 19093)
     );
     // Runnable: it runs the quorum driver, as a voter, with no broker role.
-    assert!(c.check_runnable().is_ok());
     assert!(c.runs_quorum());
     // A single dedicated controller serves brokers in other processes: it runs the driver
     // too, where a combined single voter keeps its own store.
@@ -389,7 +384,7 @@ fn a_dedicated_controller_binds_only_controller_listeners() {
         ],
     ))
     .unwrap();
-    assert!(single.check_runnable().is_ok() && single.runs_quorum());
+    assert!(single.runs_quorum());
 }
 
 #[test]
@@ -410,7 +405,6 @@ fn a_dedicated_broker_must_not_bind_the_controller_listener() {
     let c = cfg(&ok).unwrap();
     assert!(c.process_roles.broker && !c.process_roles.controller);
     // Runnable: an observer of the controllers' quorum.
-    assert!(c.check_runnable().is_ok());
     assert!(c.runs_quorum());
     refused(
         &with(&ok, &[("node.id", "2")]),
@@ -609,7 +603,6 @@ fn the_shipped_cluster_configs_are_runnable() {
     let load = |name: &str| {
         let path = dir.join(name).display().to_string();
         let c = BrokerConfig::from_args(&[path], &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
-        c.check_runnable().unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(c.runs_quorum(), "{name}");
         assert_eq!(c.quorum_voters.len(), 3, "{name}");
         c

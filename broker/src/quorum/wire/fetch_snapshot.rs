@@ -10,7 +10,7 @@ use strata_protocol::messages::{
 
 use super::{
     NONE, POSITION_OUT_OF_RANGE, SNAPSHOT_NOT_FOUND, SNAPSHOT_PAGE_BYTES, fetch_error, leader_from,
-    topic,
+    metadata_topic,
 };
 
 /// A FetchSnapshot request for the page of `snapshot_id` at `position`.
@@ -29,7 +29,7 @@ pub fn fetch_snapshot_request(
     p.position = position;
     p.replica_directory_id = replica.directory_id;
     let mut t = fetch_snapshot_request::TopicSnapshot::default();
-    t.name = topic();
+    t.name = metadata_topic();
     t.partitions = vec![p];
     let mut r = FetchSnapshotRequest::default();
     r.cluster_id = Some(StrBytes::from_string(cluster_id.to_owned()));

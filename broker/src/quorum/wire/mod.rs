@@ -19,7 +19,7 @@
 use bytes::Bytes;
 use strata_kraft::Uuid;
 use strata_kraft::raft::{
-    Entry, FetchError, Message, NodeId, QuorumDescription, ReplicaKey, SnapshotId,
+    Endpoint, Entry, FetchError, Message, NodeId, QuorumDescription, ReplicaKey, SnapshotId,
 };
 use strata_protocol::StrBytes;
 use strata_protocol::messages::{
@@ -52,7 +52,7 @@ pub const BEGIN_QUORUM_EPOCH_VERSION: i16 = 1;
 /// See [`VOTE_VERSION`].
 pub const END_QUORUM_EPOCH_VERSION: i16 = 1;
 /// Fetch v16: `replica_state` and the topic id.
-pub const FETCH_VERSION: i16 = 16;
+pub const FETCH_VERSION: i16 = 17;
 /// FetchSnapshot v1: KIP-853's `replica_directory_id`.
 pub const FETCH_SNAPSHOT_VERSION: i16 = 1;
 /// The most bytes of a snapshot one FetchSnapshot asks for (Kafka's follower asks for its
@@ -67,7 +67,7 @@ const UNKNOWN_LEADER_EPOCH: i16 = 76;
 const SNAPSHOT_NOT_FOUND: i16 = 98;
 const POSITION_OUT_OF_RANGE: i16 = 99;
 
-fn topic() -> TopicName {
+pub(in crate::quorum) fn metadata_topic() -> TopicName {
     TopicName(StrBytes::from_static_str(METADATA_TOPIC))
 }
 
@@ -144,7 +144,7 @@ pub fn request_to_wire(msg: &Message, to: NodeId, cluster_id: &str) -> Option<Re
             p.last_offset = *end_offset;
             p.pre_vote = *pre_vote;
             let mut t = vote_request::TopicData::default();
-            t.topic_name = topic();
+            t.topic_name = metadata_topic();
             t.partitions = vec![p];
             let mut r = VoteRequest::default();
             r.cluster_id = cluster;
@@ -163,7 +163,7 @@ pub fn request_to_wire(msg: &Message, to: NodeId, cluster_id: &str) -> Option<Re
             p.leader_id = BrokerId(leader.id.0);
             p.leader_epoch = *epoch;
             let mut t = begin_quorum_epoch_request::TopicData::default();
-            t.topic_name = topic();
+            t.topic_name = metadata_topic();
             t.partitions = vec![p];
             let mut r = BeginQuorumEpochRequest::default();
             r.cluster_id = cluster;
@@ -191,7 +191,7 @@ pub fn request_to_wire(msg: &Message, to: NodeId, cluster_id: &str) -> Option<Re
                 })
                 .collect();
             let mut t = end_quorum_epoch_request::TopicData::default();
-            t.topic_name = topic();
+            t.topic_name = metadata_topic();
             t.partitions = vec![p];
             let mut r = EndQuorumEpochRequest::default();
             r.cluster_id = cluster;
@@ -211,8 +211,10 @@ pub fn request_to_wire(msg: &Message, to: NodeId, cluster_id: &str) -> Option<Re
             p.last_fetched_epoch = *last_fetched_epoch;
             p.log_start_offset = 0;
             p.partition_max_bytes = 8 * 1024 * 1024;
+            // v17 (KIP-853): the leader counts a voter's fetch only from its own directory.
+            p.replica_directory_id = replica.directory_id;
             let mut t = fetch_request::FetchTopic::default();
-            t.topic = topic();
+            t.topic = metadata_topic();
             t.topic_id = METADATA_TOPIC_ID;
             t.partitions = vec![p];
             let mut state = fetch_request::ReplicaState::default();
@@ -473,7 +475,7 @@ pub fn response_to_wire(msg: &Message, now_ms: i64) -> Option<ResponseKind> {
             p.leader_epoch = *epoch;
             p.vote_granted = *granted;
             let mut t = vote_response::TopicData::default();
-            t.topic_name = topic();
+            t.topic_name = metadata_topic();
             t.partitions = vec![p];
             let mut r = VoteResponse::default();
             r.topics = vec![t];
@@ -485,7 +487,7 @@ pub fn response_to_wire(msg: &Message, now_ms: i64) -> Option<ResponseKind> {
             p.leader_id = BrokerId(-1);
             p.leader_epoch = *epoch;
             let mut t = begin_quorum_epoch_response::TopicData::default();
-            t.topic_name = topic();
+            t.topic_name = metadata_topic();
             t.partitions = vec![p];
             let mut r = BeginQuorumEpochResponse::default();
             r.topics = vec![t];
@@ -497,7 +499,7 @@ pub fn response_to_wire(msg: &Message, now_ms: i64) -> Option<ResponseKind> {
             p.leader_id = BrokerId(-1);
             p.leader_epoch = *epoch;
             let mut t = end_quorum_epoch_response::TopicData::default();
-            t.topic_name = topic();
+            t.topic_name = metadata_topic();
             t.partitions = vec![p];
             let mut r = EndQuorumEpochResponse::default();
             r.topics = vec![t];
@@ -532,7 +534,7 @@ pub fn response_to_wire(msg: &Message, now_ms: i64) -> Option<ResponseKind> {
             }
             p.records = Some(entries_to_records(*fetch_offset, entries, now_ms));
             let mut t = fetch_response::FetchableTopicResponse::default();
-            t.topic = topic();
+            t.topic = metadata_topic();
             t.topic_id = METADATA_TOPIC_ID;
             t.partitions = vec![p];
             let mut r = FetchResponse::default();
@@ -566,7 +568,7 @@ pub fn response_to_wire(msg: &Message, now_ms: i64) -> Option<ResponseKind> {
                 p.unaligned_records = s.data.clone();
             }
             let mut t = fetch_snapshot_response::TopicSnapshot::default();
-            t.name = topic();
+            t.name = metadata_topic();
             t.partitions = vec![p];
             let mut r = FetchSnapshotResponse::default();
             r.topics = vec![t];
@@ -654,13 +656,58 @@ pub fn response_from_wire(body: ResponseKind, request: &Message) -> Option<Messa
     }
 }
 
+/// Adds the leader's endpoint to a Fetch answer (`NodeEndpoints`, KIP-951, as KIP-853
+/// uses it): an observer that found the leader through a bootstrap server learns from it
+/// where to fetch.
+pub fn add_leader_endpoint(
+    response: &mut ResponseKind,
+    endpoint_of: impl Fn(NodeId) -> Option<(String, u16)>,
+) {
+    let ResponseKind::Fetch(r) = response else {
+        return;
+    };
+    let leader = r
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.current_leader.leader_id.0)
+        .find(|&id| id >= 0);
+    if let Some(id) = leader
+        && let Some((host, port)) = endpoint_of(NodeId(id))
+    {
+        let mut e = fetch_response::NodeEndpoint::default();
+        e.node_id = BrokerId(id);
+        e.host = StrBytes::from_string(host);
+        e.port = i32::from(port);
+        r.node_endpoints = vec![e];
+    }
+}
+
+/// The endpoints a Fetch answer names (see [`add_leader_endpoint`]).
+pub fn node_endpoints(response: &ResponseKind) -> Vec<(NodeId, String, u16)> {
+    let ResponseKind::Fetch(r) = response else {
+        return Vec::new();
+    };
+    r.node_endpoints
+        .iter()
+        .filter_map(|e| {
+            let port = u16::try_from(e.port).ok()?;
+            (e.node_id.0 >= 0).then(|| (NodeId(e.node_id.0), e.host.to_string(), port))
+        })
+        .collect()
+}
+
 /// DescribeQuorum's answer: the leader's view, or on any other node
 /// NOT_LEADER_OR_FOLLOWER with the leader and epoch it knows.
+///
+/// `nodes` are the voters' endpoints, listed in v2's `Nodes` (KIP-853), so a client that
+/// asked any controller learns where the leader and the other voters are.
 pub fn describe_quorum_response(
     description: Option<&QuorumDescription>,
     leader: Option<NodeId>,
     epoch: i32,
     high_watermark: i64,
+    nodes: &[(NodeId, Endpoint)],
 ) -> ResponseKind {
     let mut p = describe_quorum_response::PartitionData::default();
     p.partition_index = 0;
@@ -690,10 +737,23 @@ pub fn describe_quorum_response(
         }
     }
     let mut t = describe_quorum_response::TopicData::default();
-    t.topic_name = topic();
+    t.topic_name = metadata_topic();
     t.partitions = vec![p];
     let mut r = DescribeQuorumResponse::default();
     r.topics = vec![t];
+    r.nodes = nodes
+        .iter()
+        .map(|(id, e)| {
+            let mut l = describe_quorum_response::Listener::default();
+            l.name = StrBytes::from_string(e.name.clone());
+            l.host = StrBytes::from_string(e.host.clone());
+            l.port = e.port;
+            let mut n = describe_quorum_response::Node::default();
+            n.node_id = BrokerId(id.0);
+            n.listeners = vec![l];
+            n
+        })
+        .collect();
     ResponseKind::DescribeQuorum(r)
 }
 
