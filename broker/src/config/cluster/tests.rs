@@ -206,6 +206,7 @@ fn a_three_voter_combined_node_parses() {
         &[("cluster.id", "MkU3OEVBNTcwNTJENDM2Qg")],
     ))
     .unwrap();
+    assert_eq!(c.cluster_id.as_deref(), Some("MkU3OEVBNTcwNTJENDM2Qg"));
 }
 
 #[test]
