@@ -278,14 +278,12 @@ pub fn decode_client_response(
     mut frame: Bytes,
 ) -> Result<Response, DecodeError> {
     let served = ListenerType::Broker.supported(api_key).or_else(|| {
-        ListenerType::Controller
-            .supported(api_key)
-            .filter(|_| {
-                matches!(
-                    api_key,
-                    ApiKey::DescribeQuorum | ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter
-                )
-            })
+        ListenerType::Controller.supported(api_key).filter(|_| {
+            matches!(
+                api_key,
+                ApiKey::DescribeQuorum | ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter
+            )
+        })
     });
     check_sent(served, api_key, version)?;
     if crate::shape::response_schema_known(api_key) {

@@ -391,6 +391,7 @@ pub fn decode_voters(value: &[u8]) -> Option<VoterSet> {
         r.skip_tagged_fields()?;
         voters.keys.push(ReplicaKey { id, directory_id });
     }
+    r.skip_tagged_fields()?;
     Some(voters)
 }
 
@@ -571,5 +572,45 @@ mod tests {
         }
         assert_eq!(decode_entries(&set).unwrap(), entries);
         assert!(decode_entries(&set[..set.len() - 1]).is_none());
+    }
+
+    /// KIP-853's `VotersRecord`: endpoints survive a round trip; a value cut anywhere, or
+    /// with a count larger than its bytes could hold, is refused without a panic or a
+    /// large allocation; the old form without endpoints still reads.
+    #[test]
+    fn voters_records_round_trip_and_refuse_bad_bytes() {
+        let set = VoterSet {
+            keys: vec![
+                ReplicaKey {
+                    id: NodeId(1),
+                    directory_id: Uuid::from_u128(11),
+                },
+                ReplicaKey {
+                    id: NodeId(2),
+                    directory_id: Uuid::from_u128(22),
+                },
+            ],
+            endpoints: [(
+                NodeId(2),
+                Endpoint {
+                    name: "CONTROLLER".into(),
+                    host: "controller-2.example".into(),
+                    port: 9093,
+                },
+            )]
+            .into(),
+        };
+        let value = voters_value(&set);
+        assert_eq!(decode_voters(&value), Some(set.clone()));
+        for cut in 0..value.len() {
+            assert_eq!(decode_voters(&value[..cut]), None, "cut at {cut}");
+        }
+        // A voter count of 2^32 in a value of a few bytes.
+        let mut huge = vec![0, 0];
+        huge.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x10]);
+        assert_eq!(decode_voters(&huge), None);
+        // The form written before endpoints: an empty Endpoints array per voter.
+        let old = voters_value(&VoterSet::of(set.keys.clone()));
+        assert_eq!(decode_voters(&old), Some(VoterSet::of(set.keys)));
     }
 }

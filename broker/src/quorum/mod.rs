@@ -454,6 +454,16 @@ pub async fn start(
     let cluster_id: Arc<str> = Arc::from(cluster_id);
     let addresses: Addresses = Arc::new(RwLock::new(addresses));
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+    let listener_name = my_endpoint.as_ref().map_or_else(
+        || {
+            config
+                .controller_listener_names
+                .first()
+                .cloned()
+                .unwrap_or_default()
+        },
+        |e| e.name.clone(),
+    );
     let auto_join = (dynamic && config.quorum_auto_join && config.process_roles.controller)
         .then_some(my_endpoint)
         .flatten();
@@ -472,6 +482,7 @@ pub async fn start(
         addresses: Arc::clone(&addresses),
         voter_endpoints: None,
         auto_join,
+        listener_name,
         next_join_at: Instant::now(),
         status: Arc::clone(&status),
         started: Instant::now(),
@@ -545,6 +556,8 @@ struct Driver {
     /// KIP-853 auto-join: this node's controller endpoint, when it is to ask to become a
     /// voter of a dynamic quorum.
     auto_join: Option<Endpoint>,
+    /// The controller listener's name, under which static voters' endpoints are listed.
+    listener_name: String,
     /// When it may ask next.
     next_join_at: Instant,
     /// Shared with the handles.
@@ -824,10 +837,7 @@ impl Driver {
     fn voter_nodes(&self) -> Vec<(NodeId, Endpoint)> {
         let set = self.node.voter_set();
         let addresses = self.addresses.read().unwrap_or_else(|e| e.into_inner());
-        let name = self
-            .auto_join
-            .as_ref()
-            .map_or_else(|| "CONTROLLER".to_owned(), |e| e.name.clone());
+        let name = &self.listener_name;
         self.node
             .voters()
             .iter()

@@ -469,8 +469,10 @@ fn controller_rpcs() -> impl Iterator<Item = &'static crate::versions::Supported
     CONTROLLER_APIS.iter().filter(|a| {
         let shared = crate::versions::supported(a.key);
         if let Some(client) = shared {
+            // Fetch v17 (KIP-853's ReplicaDirectoryId) is the controller's alone: a
+            // broker's client listener stops at v16 (see the test below).
             assert!(
-                client.min <= a.min && a.max <= client.max,
+                client.min <= a.min && (a.max <= client.max || a.key == ApiKey::Fetch),
                 "{:?} is covered by the client table",
                 a.key
             );
@@ -652,6 +654,45 @@ proptest! {
         raw.truncate(cut);
         let _ = decode_response(api.key, api.max, Bytes::from(raw));
     }
+}
+
+/// KIP-853: a dynamic quorum's fetcher names its directory in Fetch v17, which only the
+/// controller listener accepts.
+#[test]
+fn fetch_v17_is_served_on_the_controller_listener_only() {
+    let mut p = fetch_request::FetchPartition::default()
+        .with_partition(0)
+        .with_fetch_offset(7)
+        .with_last_fetched_epoch(2);
+    p.replica_directory_id = uuid::Uuid::from_u128(9);
+    let body = RequestKind::Fetch(
+        FetchRequest::default()
+            .with_cluster_id(Some(s("c")))
+            .with_replica_state(fetch_request::ReplicaState::default().with_replica_id(BrokerId(2)))
+            .with_topics(vec![
+                fetch_request::FetchTopic::default()
+                    .with_topic_id(uuid::Uuid::from_u128(1))
+                    .with_partitions(vec![p]),
+            ]),
+    );
+    let f = frame(ApiKey::Fetch, 17, &body);
+    match decode_request_on(ListenerType::Controller, f.clone()) {
+        Ok(Decoded::Request(r)) => match r.body {
+            RequestKind::Fetch(got) => assert_eq!(
+                got.topics[0].partitions[0].replica_directory_id,
+                uuid::Uuid::from_u128(9)
+            ),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(
+            decode_request(f),
+            Err(DecodeError::UnsupportedVersion { .. })
+        ),
+        "a client listener serves Fetch up to v16"
+    );
 }
 
 #[test]

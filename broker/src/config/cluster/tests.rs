@@ -618,5 +618,11 @@ fn the_shipped_cluster_configs_are_runnable() {
         let c = load(&format!("dedicated/broker{}.properties", n + 3));
         assert!(c.process_roles.broker && !c.process_roles.controller);
         assert_eq!(c.node_id, n + 3);
+        // The dynamic quorum's nodes: no voters, three bootstrap servers, auto-join.
+        let path = dir.join(format!("dynamic/node{n}.properties"));
+        let c = BrokerConfig::from_args(&[path.display().to_string()], &[]).unwrap();
+        assert!(c.is_dynamic_quorum() && c.runs_quorum() && c.quorum_auto_join);
+        assert_eq!(c.quorum_bootstrap_servers.len(), 3);
+        assert_eq!(c.node_id, n);
     }
 }

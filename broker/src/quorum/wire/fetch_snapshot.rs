@@ -193,7 +193,11 @@ mod tests {
         use strata_kraft::MetadataRecord;
         use strata_kraft::record::TopicRecord;
 
-        let voters = Some(strata_kraft::raft::VoterSet::of(vec![key(1), key(2), key(3)]));
+        let voters = Some(strata_kraft::raft::VoterSet::of(vec![
+            key(1),
+            key(2),
+            key(3),
+        ]));
         let checkpoint = Checkpoint {
             voters: voters.clone(),
             records: (0..2000)
