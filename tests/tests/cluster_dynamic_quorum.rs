@@ -177,6 +177,9 @@ fn a_dynamic_quorum_forms_fails_over_and_replaces_a_lost_disk() {
         assert_eq!(founded, usize::from(n.id == 1), "node {}", n.id);
     }
     for r in &formed.rows {
+        // DescribeQuorum's fetch times are the leader's wall clock, as Kafka's: recent.
+        let ago: i64 = r["LAST-FETCH-MS-AGO"].parse().unwrap();
+        assert!((0..600_000).contains(&ago), "{r:?}");
         let id: i32 = r["NODE"].parse().unwrap();
         assert_eq!(
             r["ENDPOINT"],

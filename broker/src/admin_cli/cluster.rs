@@ -268,13 +268,24 @@ fn quorum(client: &mut Client) -> anyhow::Result<()> {
         "ROLE",
         "LOG-END-OFFSET",
         "LAG",
-        "LAST-FETCH-MS",
-        "LAST-CAUGHT-UP-MS",
+        "LAST-FETCH-MS-AGO",
+        "LAST-CAUGHT-UP-MS-AGO",
         "DIRECTORY-ID",
         "ENDPOINT",
     ]);
     let mut row = |s: &ReplicaState, role: &str| {
-        let ms = |v: i64| if v < 0 { "-".to_owned() } else { v.to_string() };
+        // The timestamps are the leader's wall clock (ms since the epoch), as Kafka's; shown
+        // as how long ago, as `kafka-metadata-quorum.sh --human-readable` does.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let ms = |v: i64| {
+            if v < 0 {
+                "-".to_owned()
+            } else {
+                (now - v).max(0).to_string()
+            }
+        };
         t.row(vec![
             s.replica_id.0.to_string(),
             role.to_owned(),

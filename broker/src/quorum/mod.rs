@@ -129,6 +129,10 @@ pub struct QuorumStatus {
 /// 5 s is ample for a quorum with a majority on a LAN.
 const PROPOSAL_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// DescribeQuorum's parts from the driver: the leader's description (`None` elsewhere) and
+/// the voters' endpoints.
+type Described = (Option<QuorumDescription>, Vec<(NodeId, Endpoint)>);
+
 /// The answer to a proposal: the entry's offset once it is committed and applied.
 type ProposalReply = std::sync::mpsc::Sender<Result<i64, MetadataError>>;
 
@@ -147,9 +151,7 @@ enum Command {
         endpoints: Vec<(NodeId, String, u16)>,
     },
     /// DescribeQuorum: the leader's view, and the voters' endpoints.
-    Describe {
-        reply: oneshot::Sender<(Option<QuorumDescription>, Vec<(NodeId, Endpoint)>)>,
-    },
+    Describe { reply: oneshot::Sender<Described> },
     /// AddRaftVoter or RemoveRaftVoter (KIP-853): the change's entry `(offset, epoch)`
     /// once the core appended it, or why it would not.
     ChangeVoters {
@@ -486,6 +488,7 @@ pub async fn start(
         next_join_at: Instant::now(),
         status: Arc::clone(&status),
         started: Instant::now(),
+        started_wall_ms: u64::try_from(crate::now_ms()).unwrap_or(0),
         image,
         applied,
         images,
@@ -564,6 +567,8 @@ struct Driver {
     status: Arc<RwLock<QuorumStatus>>,
     /// The origin of the core's clock.
     started: Instant,
+    /// The wall clock (ms since the epoch) at `started`.
+    started_wall_ms: u64,
     /// The committed metadata, as of `applied`.
     image: MetadataImage,
     /// Every entry below this offset is applied to `image`.
@@ -627,7 +632,7 @@ impl Driver {
                     Ok(())
                 }
                 Some(Command::Describe { reply }) => {
-                    let _ = reply.send((self.node.describe_quorum(self.now()), self.voter_nodes()));
+                    let _ = reply.send((self.describe(), self.voter_nodes()));
                     Ok(())
                 }
                 Some(Command::ChangeVoters { change, reply }) => {
@@ -830,6 +835,20 @@ impl Driver {
             }
         }
         self.voter_endpoints = set.cloned();
+    }
+
+    /// The leader's DescribeQuorum, its fetch times on the wall clock as Kafka reports them
+    /// (the core's clock counts from the driver's start).
+    fn describe(&self) -> Option<QuorumDescription> {
+        let mut d = self.node.describe_quorum(self.now())?;
+        let wall = |t: &mut Option<u64>| {
+            *t = t.map(|t| self.started_wall_ms.saturating_add(t));
+        };
+        for r in d.voters.iter_mut().chain(d.observers.iter_mut()) {
+            wall(&mut r.last_fetch_ms);
+            wall(&mut r.last_caught_up_ms);
+        }
+        Some(d)
     }
 
     /// The voters with their endpoints, for DescribeQuorum v2's `Nodes`: from the voter
