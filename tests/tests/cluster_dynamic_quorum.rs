@@ -15,6 +15,8 @@
 //! - The operator removes a stopped voter with `strata admin cluster remove-controller`;
 //!   two voters go on committing metadata. A duplicate or unknown voter is refused with
 //!   Kafka's error names.
+//! - A dedicated broker that names only the bootstrap servers follows the quorum as an
+//!   observer and registers as a broker.
 //!
 //! Every wait is bounded.
 
@@ -346,5 +348,20 @@ fn a_dynamic_quorum_forms_fails_over_and_replaces_a_lost_disk() {
     assert!(
         !unknown.ok && unknown.stderr.contains("VOTER_NOT_FOUND"),
         "{unknown:?}"
+    );
+
+    // A dedicated broker of the dynamic quorum: an observer, and a live broker.
+    c.add_dynamic_broker(4);
+    let mut brokers = staying.clone();
+    brokers.push(4);
+    c.wait_brokers(&[staying[0], 4], &brokers, TIMEOUT)
+        .expect("the dedicated broker registers");
+    let seen = quorum(controller_port(&c, staying[0])).expect("the quorum");
+    assert!(
+        seen.rows
+            .iter()
+            .any(|r| r["NODE"] == "4" && r["ROLE"] == "Observer"),
+        "{:?}",
+        seen.rows
     );
 }

@@ -261,6 +261,36 @@ impl Cluster {
         Cluster::start_combined(n, settings, None, true, |_| Vec::new())
     }
 
+    /// Adds a dedicated broker (`process.roles=broker`) with node id `id` to a cluster from
+    /// [`Cluster::start_dynamic`], naming the same bootstrap servers, and starts it: it
+    /// follows the quorum as an observer and registers with the active controller.
+    ///
+    /// # Panics
+    ///
+    /// If its file cannot be written or the process spawned.
+    pub fn add_dynamic_broker(&mut self, id: i32) {
+        let servers = self
+            .nodes
+            .iter()
+            .filter(|n| n.controller_port != 0)
+            .map(|n| format!("127.0.0.1:{}", n.controller_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        let port = free_port().unwrap();
+        let text = format!(
+            "process.roles=broker\n\
+             node.id={id}\n\
+             listeners=PLAINTEXT://127.0.0.1:{port}\n\
+             controller.listener.names=CONTROLLER\n\
+             controller.quorum.bootstrap.servers={servers}\n\
+             log.dirs={}\n",
+            Node::data_dir_in(self.dir.path(), id).display()
+        );
+        let mut node = Node::write(self.dir.path(), id, port, 0, text, &[]);
+        node.spawn();
+        self.nodes.push(node);
+    }
+
     /// `n` combined nodes, `cluster_id` as in [`Cluster::start_with_cluster_id`], node `id`'s
     /// config ending with `settings` and then `node_settings(id)`.
     fn start_combined(
