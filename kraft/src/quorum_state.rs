@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 use uuid::Uuid;
 
-use crate::meta_properties::kafka_uuid_string;
+use crate::meta_properties::{kafka_uuid_string, parse_kafka_uuid};
 
 /// The file's name inside the metadata log directory (Kafka's `DEFAULT_FILE_NAME`).
 pub const QUORUM_STATE_FILE: &str = "quorum-state";
@@ -290,34 +290,6 @@ fn render(state: &QuorumState) -> String {
     // serde_json writes the keys sorted; the order does not matter to a JSON reader,
     // Kafka's included.
     value.to_string()
-}
-
-/// Parses Kafka's UUID string: 22 characters of URL-safe base64 without padding.
-fn parse_kafka_uuid(s: &str) -> Option<Uuid> {
-    if s.len() != 22 {
-        return None;
-    }
-    // 22 sextets hold 132 bits: the UUID's 128, then 4 that Kafka's strings leave zero.
-    let mut bits: u128 = 0;
-    for (i, c) in s.bytes().enumerate() {
-        let sextet = u128::from(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' => 62,
-            b'_' => 63,
-            _ => return None,
-        });
-        if i < 21 {
-            bits = (bits << 6) | sextet;
-        } else {
-            if sextet & 0x0f != 0 {
-                return None;
-            }
-            bits = (bits << 2) | (sextet >> 4);
-        }
-    }
-    Some(Uuid::from_u128(bits))
 }
 
 #[cfg(test)]
