@@ -625,9 +625,12 @@ impl Driver {
                     self.step(Input::Message { from, msg }, None)
                 }
                 Some(Command::Learned { endpoints }) => {
+                    // Only for nodes not known otherwise: where this node's configuration
+                    // or the voter set says a node is wins over what the node says of
+                    // itself (a static voter may be reached through a proxy, say).
                     let mut addresses = self.addresses.write().unwrap_or_else(|e| e.into_inner());
                     for (id, host, port) in endpoints {
-                        addresses.insert(id, (host, port));
+                        addresses.entry(id).or_insert((host, port));
                     }
                     Ok(())
                 }
