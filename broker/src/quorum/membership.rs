@@ -99,7 +99,7 @@ fn is_wildcard(host: &str) -> bool {
 /// Whether `host:port` names `me`: the same port, and the same host, or a host that
 /// resolves to one of `me`'s addresses, or (for a wildcard listener) to an address of
 /// this machine (one a socket can be bound to).
-fn is_this_node(me: &Endpoint, host: &str, port: u16) -> bool {
+pub(super) fn is_this_node(me: &Endpoint, host: &str, port: u16) -> bool {
     if port != me.port {
         return false;
     }

@@ -411,6 +411,13 @@ pub async fn start(
         .collect();
     if dynamic {
         for (i, (host, port)) in config.quorum_bootstrap_servers.iter().enumerate() {
+            // Asking itself where the leader is would only cost a discovery round.
+            if my_endpoint
+                .as_ref()
+                .is_some_and(|me| membership::is_this_node(me, host, *port))
+            {
+                continue;
+            }
             raft_config.bootstrap.push(membership::bootstrap_id(i));
             addresses.insert(membership::bootstrap_id(i), (host.clone(), *port));
         }
