@@ -128,7 +128,7 @@ pub fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsRes
                             .map(|d| {
                                 CreatableTopicConfigs::default()
                                     .with_name(StrBytes::from_string(d.name))
-                                    .with_value(Some(StrBytes::from_string(d.value)))
+                                    .with_value(d.value.map(StrBytes::from_string))
                                     .with_config_source(d.source)
                             })
                             .collect();
