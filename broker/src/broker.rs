@@ -543,6 +543,27 @@ impl Broker {
         Ok(results)
     }
 
+    /// AlterUserScramCredentials (KIP-554): the controller's checks, then the accepted
+    /// alterations as `UserScramCredentialRecord`s and `RemoveUserScramCredentialRecord`s
+    /// in the metadata log, on the single voter or through the active controller.
+    ///
+    /// # Errors
+    ///
+    /// A storage or controller error; per-user outcomes are data in the results.
+    pub fn alter_user_scram_credentials(
+        &self,
+        deletions: &[strata_kraft::scram::ScramDeletion],
+        upsertions: &[strata_kraft::scram::ScramUpsertion],
+        now_ms: i64,
+    ) -> Result<strata_kraft::scram::ScramResults, MetadataError> {
+        let Some(mut store) = self.local_store() else {
+            return self.cluster_alter_user_scram_credentials(deletions, upsertions);
+        };
+        let results = store.alter_user_scram_credentials(deletions, upsertions, now_ms)?;
+        self.publish_image(&store);
+        Ok(results)
+    }
+
     /// Sets (`Some`) or removes (`None`) config overrides of one topic through the metadata
     /// log (IncrementalAlterConfigs), then gives the topic's open partitions their new
     /// effective log config. Every change is validated before any is written; with

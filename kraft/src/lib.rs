@@ -52,6 +52,7 @@ mod meta_properties;
 pub mod quorum_state;
 pub mod raft;
 pub mod record;
+pub mod scram;
 mod store;
 mod topic_config;
 
