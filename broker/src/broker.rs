@@ -345,6 +345,7 @@ impl Broker {
             replication_factor: 1,
             configs,
             validate_only: false,
+            assignments: None,
         })
     }
 
