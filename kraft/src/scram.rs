@@ -144,6 +144,16 @@ fn check_user_and_mechanism(name: &str, mechanism: i8) -> Result<(), ScramError>
     Ok(())
 }
 
+fn check_iterations(iterations: i32) -> Result<(), ScramError> {
+    if iterations < MIN_ITERATIONS {
+        Err(ScramError::TooFewIterations { iterations })
+    } else if iterations > MAX_ITERATIONS {
+        Err(ScramError::TooManyIterations { iterations })
+    } else {
+        Ok(())
+    }
+}
+
 fn hmac<M: Mac + hmac::digest::KeyInit>(key: &[u8], message: &[u8]) -> Vec<u8> {
     let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
@@ -199,13 +209,12 @@ pub fn alter_user_scram_credentials(
             .users
             .get(name)
             .is_some_and(|m| m.contains_key(mechanism));
-        match check_user_and_mechanism(name, *mechanism).and_then(|()| {
-            if exists {
-                Ok(())
-            } else {
-                Err(ScramError::DeleteUnknown)
-            }
-        }) {
+        let found = if exists {
+            Ok(())
+        } else {
+            Err(ScramError::DeleteUnknown)
+        };
+        match check_user_and_mechanism(name, *mechanism).and(found) {
             Ok(()) => {
                 deletes.insert(name, *mechanism);
             }
@@ -226,20 +235,7 @@ pub fn alter_user_scram_credentials(
             errors.insert(name, ScramError::AlteredTwice);
             continue;
         }
-        let checked = check_user_and_mechanism(name, u.mechanism).and_then(|()| {
-            if u.iterations < MIN_ITERATIONS {
-                Err(ScramError::TooFewIterations {
-                    iterations: u.iterations,
-                })
-            } else if u.iterations > MAX_ITERATIONS {
-                Err(ScramError::TooManyIterations {
-                    iterations: u.iterations,
-                })
-            } else {
-                Ok(())
-            }
-        });
-        match checked {
+        match check_user_and_mechanism(name, u.mechanism).and(check_iterations(u.iterations)) {
             Ok(()) => {
                 upserts.insert(name, u);
             }
