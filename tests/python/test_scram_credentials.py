@@ -6,6 +6,8 @@ crash and restart. Only the mechanism and the iteration count are described back
 stores them but does not authenticate with them yet (it has no SASL listener).
 """
 
+import time
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from kafka.admin import KafkaAdminClient
@@ -200,3 +202,27 @@ def test_a_user_altered_twice_in_one_request_is_a_duplicate(broker):
                         upsert("erin")])
     assert got == {"dave": KafkaError.DUPLICATE_RESOURCE, "erin": None}
     assert describe(admin) == {"erin": [(ScramMechanism.SCRAM_SHA_256, 8192)]}
+
+
+def test_every_node_takes_an_alteration_and_every_node_describes_it(cluster):
+    """On a cluster the controller writes the credential (a node that is not the active
+    controller forwards the request), and every node describes it from its own image."""
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=30_000)
+    try:
+        for node in (1, 2, 3):
+            req = AlterUserScramCredentialsRequest_v0(
+                deletions=[],
+                upsertions=[(f"user-{node}", 1, 4096 * node, b"salt", b"x" * 32, {})],
+                tags={},
+            )
+            resp = kp.send_request(req, node_id=node)
+            assert [(r[0], r[1]) for r in resp.results] == [(f"user-{node}", 0)], (node, resp)
+    finally:
+        kp.close()
+    want = {f"user-{n}": [(ScramMechanism.SCRAM_SHA_256, 4096 * n)] for n in (1, 2, 3)}
+    for node in (1, 2, 3):
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap([node])})
+        deadline = time.monotonic() + 30
+        while (got := describe(admin, list(want))) != want:
+            assert time.monotonic() < deadline, (node, got)
+            time.sleep(0.2)
