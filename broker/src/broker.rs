@@ -345,6 +345,7 @@ impl Broker {
             replication_factor: 1,
             configs,
             validate_only: false,
+            assignments: None,
         })
     }
 
@@ -539,6 +540,27 @@ impl Broker {
             return self.cluster_alter_client_quotas(entries, validate_only);
         };
         let results = store.alter_client_quotas(entries, validate_only, now_ms)?;
+        self.publish_image(&store);
+        Ok(results)
+    }
+
+    /// AlterUserScramCredentials (KIP-554): the controller's checks, then the accepted
+    /// alterations as `UserScramCredentialRecord`s and `RemoveUserScramCredentialRecord`s
+    /// in the metadata log, on the single voter or through the active controller.
+    ///
+    /// # Errors
+    ///
+    /// A storage or controller error; per-user outcomes are data in the results.
+    pub fn alter_user_scram_credentials(
+        &self,
+        deletions: &[strata_kraft::scram::ScramDeletion],
+        upsertions: &[strata_kraft::scram::ScramUpsertion],
+        now_ms: i64,
+    ) -> Result<strata_kraft::scram::ScramResults, MetadataError> {
+        let Some(mut store) = self.local_store() else {
+            return self.cluster_alter_user_scram_credentials(deletions, upsertions);
+        };
+        let results = store.alter_user_scram_credentials(deletions, upsertions, now_ms)?;
         self.publish_image(&store);
         Ok(results)
     }

@@ -12,6 +12,7 @@ use thiserror::Error;
 
 pub mod cluster;
 pub mod dynamic;
+pub mod dynamic_keys;
 pub mod env;
 
 pub use cluster::{Endpoint, ProcessRoles, QuorumVoter, SecurityProtocol};

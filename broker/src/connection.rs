@@ -440,6 +440,7 @@ fn controller_slot(
             | ApiKey::AlterPartitionReassignments
             | ApiKey::ListPartitionReassignments
             | ApiKey::AlterClientQuotas
+            | ApiKey::AlterUserScramCredentials
             | ApiKey::CreateAcls
             | ApiKey::DeleteAcls,
             Some(_),

@@ -4,6 +4,7 @@
 //! crate fails the build here until someone decides its Kafka code.
 
 use strata_kraft::client_quotas::ClientQuotaError;
+use strata_kraft::scram::ScramError;
 use strata_kraft::{ElectionError, InvalidReassignment, MetadataError, ReassignmentError};
 use strata_protocol::ResponseError;
 use strata_storage::LogError;
@@ -59,6 +60,24 @@ pub fn client_quota_error_code(e: &ClientQuotaError) -> i16 {
         | ClientQuotaError::SpecifiedWithMatch
         | ClientQuotaError::UnknownMatchType { .. }
         | ClientQuotaError::IpFilterCombination => ResponseError::InvalidRequest.code(),
+    }
+}
+
+/// A SCRAM credential error (KIP-554) as Kafka's error code (`ScramControlManager`,
+/// `ScramImage.describe`).
+#[must_use]
+pub fn scram_error_code(e: &ScramError) -> i16 {
+    match e {
+        ScramError::AlteredTwice | ScramError::DescribedTwice { .. } => {
+            ResponseError::DuplicateResource.code()
+        }
+        ScramError::EmptyUser
+        | ScramError::TooFewIterations { .. }
+        | ScramError::TooManyIterations { .. } => ResponseError::UnacceptableCredential.code(),
+        ScramError::UnknownMechanism { .. } => ResponseError::UnsupportedSaslMechanism.code(),
+        ScramError::DeleteUnknown | ScramError::DescribeUnknown { .. } => {
+            ResponseError::ResourceNotFound.code()
+        }
     }
 }
 

@@ -39,6 +39,10 @@ pub struct CreateTopic {
     pub configs: BTreeMap<String, String>,
     /// Validate fully, write nothing (CreateTopics `validate_only`).
     pub validate_only: bool,
+    /// A manual replica assignment, one replica list per partition from 0 (CreateTopics'
+    /// `assignments`; `num_partitions` and `replication_factor` are then -1): placed as
+    /// given instead of by the controller.
+    pub assignments: Option<Vec<Vec<i32>>>,
 }
 
 /// Broker-level defaults the controller fills in for `-1` (KIP-464).
@@ -124,30 +128,44 @@ pub fn create_topic_records(
     if image.topics.contains_key(&req.name) {
         return Err(MetadataError::TopicAlreadyExists(req.name.clone()));
     }
-    let num_partitions = if req.num_partitions == -1 {
-        config.num_partitions
-    } else {
-        req.num_partitions
+    let placement = match &req.assignments {
+        Some(assignments) => {
+            validate_manual_assignment(image, assignments, None)?;
+            if !(1..=MAX_PARTITIONS_PER_TOPIC as usize).contains(&assignments.len()) {
+                return Err(MetadataError::InvalidPartitions(
+                    i32::try_from(assignments.len()).unwrap_or(i32::MAX),
+                ));
+            }
+            None
+        }
+        None => {
+            let num_partitions = if req.num_partitions == -1 {
+                config.num_partitions
+            } else {
+                req.num_partitions
+            };
+            if !(1..=MAX_PARTITIONS_PER_TOPIC).contains(&num_partitions) {
+                return Err(MetadataError::InvalidPartitions(num_partitions));
+            }
+            let replication_factor = if req.replication_factor == -1 {
+                config.default_replication_factor
+            } else {
+                req.replication_factor
+            };
+            let brokers = placement_brokers(image);
+            let rf = usize::try_from(replication_factor).unwrap_or(0);
+            if rf == 0 || rf > brokers.len() {
+                return Err(MetadataError::InvalidReplicationFactor {
+                    requested: replication_factor,
+                    available_brokers: brokers.len(),
+                });
+            }
+            Some((brokers, num_partitions, rf))
+        }
     };
-    if !(1..=MAX_PARTITIONS_PER_TOPIC).contains(&num_partitions) {
-        return Err(MetadataError::InvalidPartitions(num_partitions));
-    }
-    let replication_factor = if req.replication_factor == -1 {
-        config.default_replication_factor
-    } else {
-        req.replication_factor
-    };
-    let brokers = placement_brokers(image);
-    let rf = usize::try_from(replication_factor).unwrap_or(0);
-    if rf == 0 || rf > brokers.len() {
-        return Err(MetadataError::InvalidReplicationFactor {
-            requested: replication_factor,
-            available_brokers: brokers.len(),
-        });
-    }
     validate_topic_configs(&req.configs)?;
 
-    let mut records = Vec::with_capacity(1 + req.configs.len() + num_partitions as usize);
+    let mut records = Vec::with_capacity(1 + req.configs.len());
     records.push(MetadataRecord::Topic(TopicRecord {
         name: req.name.clone(),
         topic_id,
@@ -160,11 +178,66 @@ pub fn create_topic_records(
             value: Some(v.clone()),
         })
     }));
-    let placement = place_replicas(&brokers, 0, num_partitions as usize, rf, topic_id.as_u128());
-    for (partition_id, replicas) in (0..num_partitions).zip(placement) {
+    let replica_lists = match (placement, &req.assignments) {
+        (Some((brokers, num_partitions, rf)), _) => {
+            place_replicas(&brokers, 0, num_partitions as usize, rf, topic_id.as_u128())
+        }
+        (None, Some(assignments)) => assignments.clone(),
+        (None, None) => Vec::new(),
+    };
+    for (partition_id, replicas) in (0..).zip(replica_lists) {
         records.push(new_partition(topic_id, partition_id, replicas));
     }
     Ok(records)
+}
+
+/// Kafka's `ReplicationControlManager.validateManualPartitionAssignment`, for every partition
+/// of a manual assignment: a replica list is not empty, names no broker twice and only
+/// registered brokers, and has as many replicas as the others (`rf`, when the topic already
+/// has partitions).
+///
+/// # Errors
+///
+/// [`MetadataError::InvalidReplicaAssignment`] with Kafka's message.
+fn validate_manual_assignment(
+    image: &MetadataImage,
+    assignments: &[Vec<i32>],
+    mut rf: Option<usize>,
+) -> Result<(), MetadataError> {
+    let invalid = |m: String| Err(MetadataError::InvalidReplicaAssignment(m));
+    for replicas in assignments {
+        if replicas.is_empty() {
+            return invalid(
+                "The manual partition assignment includes an empty replica list.".into(),
+            );
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for b in replicas {
+            if !seen.insert(*b) {
+                return invalid(format!(
+                    "The manual partition assignment includes the broker {b} more than once."
+                ));
+            }
+            if !image.brokers.contains_key(b) {
+                return invalid(format!(
+                    "The manual partition assignment includes broker {b}, but no such broker is \
+                     registered."
+                ));
+            }
+        }
+        match rf {
+            Some(rf) if replicas.len() != rf => {
+                return invalid(format!(
+                    "The manual partition assignment includes a partition with {} replica(s), \
+                     but this is not consistent with previous partitions, which have {rf} \
+                     replica(s).",
+                    replicas.len()
+                ));
+            }
+            _ => rf = Some(replicas.len()),
+        }
+    }
+    Ok(())
 }
 
 /// The brokers new replicas may go to: registered, unfenced and not shutting down
@@ -245,36 +318,7 @@ pub fn create_partitions_records(
                     a.len()
                 ));
             }
-            for replicas in a {
-                if replicas.is_empty() {
-                    return invalid(
-                        "The manual partition assignment includes an empty replica list.".into(),
-                    );
-                }
-                let mut seen = std::collections::BTreeSet::new();
-                for b in replicas {
-                    if !seen.insert(*b) {
-                        return invalid(format!(
-                            "The manual partition assignment includes the broker {b} more \
-                             than once."
-                        ));
-                    }
-                    if !image.brokers.contains_key(b) {
-                        return invalid(format!(
-                            "The manual partition assignment includes broker {b}, but no such \
-                             broker is registered."
-                        ));
-                    }
-                }
-                if replicas.len() != rf {
-                    return invalid(format!(
-                        "The manual partition assignment includes a partition with {} \
-                         replica(s), but this is not consistent with previous partitions, \
-                         which have {rf} replica(s).",
-                        replicas.len()
-                    ));
-                }
-            }
+            validate_manual_assignment(image, a, Some(rf))?;
             a.to_vec()
         }
         None => {
@@ -504,6 +548,34 @@ mod tests {
         for r in records {
             img.apply(r).unwrap();
         }
+    }
+
+    #[test]
+    fn a_manual_assignment_is_placed_as_given_and_checked() {
+        let img = image_with_broker();
+        let manual = |lists: Vec<Vec<i32>>| CreateTopic {
+            name: "manual".into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: Some(lists),
+            ..Default::default()
+        };
+        let records = create(&img, &manual(vec![vec![1], vec![1]])).unwrap();
+        let placed: Vec<(i32, Vec<i32>)> = records
+            .iter()
+            .filter_map(|r| match r {
+                MetadataRecord::Partition(p) => Some((p.partition_id, p.replicas.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(placed, vec![(0, vec![1]), (1, vec![1])]);
+        let message = |lists| match create(&img, &manual(lists)) {
+            Err(MetadataError::InvalidReplicaAssignment(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(message(vec![vec![1, 2]]).contains("broker 2, but no such broker"));
+        assert!(message(vec![vec![1, 1]]).contains("more than once"));
+        assert!(message(vec![vec![]]).contains("empty replica list"));
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub struct MetadataImage {
     /// ACL bindings by id (KIP-801: `AccessControlEntryRecord`s); the authorizer reads
     /// them, DeleteAcls removes by id.
     pub acls: BTreeMap<Uuid, crate::acl::AclBinding>,
+    /// KIP-554: each user's SCRAM credentials, from `UserScramCredentialRecord`s;
+    /// DescribeUserScramCredentials reads them (Strata does not authenticate with them yet).
+    pub scram: crate::scram::ScramCredentials,
 }
 
 /// A registered broker, as clients need it.
@@ -213,6 +216,14 @@ impl MetadataImage {
             MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
             MetadataRecord::ClientQuota(r) => {
                 self.client_quotas.apply(r);
+                Ok(())
+            }
+            MetadataRecord::UserScramCredential(r) => {
+                self.scram.apply_set(r);
+                Ok(())
+            }
+            MetadataRecord::RemoveUserScramCredential(r) => {
+                self.scram.apply_remove(r);
                 Ok(())
             }
             MetadataRecord::BrokerRegistrationChange(r) => self.apply_broker_registration_change(r),

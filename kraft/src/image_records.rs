@@ -75,6 +75,7 @@ impl MetadataImage {
             }
         }
         out.extend(self.client_quotas.records());
+        out.extend(self.scram.records());
         for (id, binding) in &self.acls {
             out.push(MetadataRecord::AccessControlEntry(
                 crate::record::AccessControlEntryRecord::new(*id, binding),

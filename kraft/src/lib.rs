@@ -14,6 +14,7 @@
 //! |---|---|
 //! | `record/mod.rs` | [`MetadataRecord`]: Kafka's metadata framing, record versions and the dispatch `match` |
 //! | `record/{register_broker,topic,partition,config,remove_topic,producer_ids,client_quota}.rs` | one record type each: byte layout, encode, decode |
+//! | `record/user_scram_credential.rs` | `UserScramCredentialRecord` and `RemoveUserScramCredentialRecord` (types 11, 12) |
 //! | `record/{partition_change,fence_broker,unfence_broker,unregister_broker,broker_registration_change}.rs` | the leader/ISR change and broker-lifecycle records (types 5, 7, 8, 1, 17), tagged fields included |
 //! | `record/compact.rs` | Kafka's flexible ("compact") field encoding, reader never panics |
 //! | `image.rs` | [`MetadataImage`] and the pure [`MetadataImage::apply`] |
@@ -21,6 +22,7 @@
 //! | `controller.rs` | sans-IO validation: request + image → records or [`MetadataError`] |
 //! | `cluster_control/` | the active controller's cluster state machine, sans-IO: broker registration, heartbeats and fencing ([`cluster_control::BrokerHeartbeats`]), controlled shutdown, leader election, AlterPartition, rack-aware placement |
 //! | `client_quotas.rs` | client quotas (KIP-546) in the image: AlterClientQuotas' checks and records, DescribeClientQuotas' filter |
+//! | `scram.rs` | SCRAM credentials (KIP-554) in the image: AlterUserScramCredentials' checks, key derivation and records, DescribeUserScramCredentials' answer |
 //! | `topic_config.rs` | Kafka's topic config names, defaults and value checks |
 //! | `meta_properties.rs` | `meta.properties` (cluster id, node id) and Kafka's UUID strings |
 //! | `quorum_state.rs` | the `quorum-state` file (epoch, vote, leader) in Kafka's JSON format, replaced atomically |
@@ -52,6 +54,7 @@ mod meta_properties;
 pub mod quorum_state;
 pub mod raft;
 pub mod record;
+pub mod scram;
 mod store;
 mod topic_config;
 

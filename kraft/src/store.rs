@@ -400,6 +400,24 @@ impl MetadataStore {
         Ok(results)
     }
 
+    /// AlterUserScramCredentials (KIP-554) on the single voter: the records of
+    /// [`crate::scram::alter_user_scram_credentials`], committed before the results return.
+    ///
+    /// # Errors
+    ///
+    /// A storage error; per-user outcomes are data in the results.
+    pub fn alter_user_scram_credentials(
+        &mut self,
+        deletions: &[crate::scram::ScramDeletion],
+        upsertions: &[crate::scram::ScramUpsertion],
+        now_ms: i64,
+    ) -> Result<crate::scram::ScramResults, MetadataError> {
+        let (records, results) =
+            crate::scram::alter_user_scram_credentials(&self.image.scram, deletions, upsertions);
+        self.commit(&records, now_ms)?;
+        Ok(results)
+    }
+
     /// ElectLeaders (KIP-460) on the single voter: the elections
     /// [`crate::cluster_control::elect_leaders`] finds are committed as one batch. On one
     /// node every partition's only replica is the node itself, so in practice each answer is

@@ -23,6 +23,7 @@ fn topic(name: &str, partitions: i32, configs: &[(&str, &str)]) -> CreateTopic {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect::<BTreeMap<_, _>>(),
         validate_only: false,
+        assignments: None,
     }
 }
 

@@ -222,7 +222,7 @@ pub fn decode_response(
 
 /// The client-listener APIs a node that is not the active controller forwards to it whole
 /// (KIP-590), and whose responses it reads back with [`decode_forwarded_response`].
-pub const FORWARDED_APIS: [ApiKey; 11] = [
+pub const FORWARDED_APIS: [ApiKey; 12] = [
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreateAcls,
@@ -234,6 +234,7 @@ pub const FORWARDED_APIS: [ApiKey; 11] = [
     ApiKey::AlterPartitionReassignments,
     ApiKey::ListPartitionReassignments,
     ApiKey::AlterClientQuotas,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// Decodes one response frame body (without its size prefix) to a request this node

@@ -386,6 +386,31 @@ const DESCRIBE_CLIENT_QUOTAS: Schema = Schema {
     flexible_from: 1,
 };
 
+/// DescribeUserScramCredentials v0 (KIP-554): a nullable array of user names.
+const DESCRIBE_USER_SCRAM_CREDENTIALS: Schema = Schema {
+    fields: &[f(T::Array(&[f(T::Str, 0, ALL)]), 0, ALL)], // users: name
+    flexible_from: 0,
+};
+
+/// AlterUserScramCredentials v0 (KIP-554).
+const ALTER_USER_SCRAM_CREDENTIALS: Schema = Schema {
+    fields: &[
+        f(T::Array(&[f(T::Str, 0, ALL), f(T::I8, 0, ALL)]), 0, ALL), // deletions: name, mechanism
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL),   // name
+                f(T::I8, 0, ALL),    // mechanism
+                f(T::I32, 0, ALL),   // iterations
+                f(T::Bytes, 0, ALL), // salt
+                f(T::Bytes, 0, ALL), // salted_password
+            ]),
+            0,
+            ALL,
+        ), // upsertions
+    ],
+    flexible_from: 0,
+};
+
 /// AlterClientQuotas v0-1 (KIP-546). A float64 value takes the eight bytes of an int64.
 const ALTER_CLIENT_QUOTAS: Schema = Schema {
     fields: &[
@@ -708,6 +733,8 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::DescribeProducers => &DESCRIBE_PRODUCERS,
         ApiKey::DescribeClientQuotas => &DESCRIBE_CLIENT_QUOTAS,
         ApiKey::AlterClientQuotas => &ALTER_CLIENT_QUOTAS,
+        ApiKey::DescribeUserScramCredentials => &DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ApiKey::AlterUserScramCredentials => &ALTER_USER_SCRAM_CREDENTIALS,
         ApiKey::ConsumerGroupHeartbeat => &CONSUMER_GROUP_HEARTBEAT,
         ApiKey::ConsumerGroupDescribe => &CONSUMER_GROUP_DESCRIBE,
         ApiKey::DescribeTopicPartitions => &DESCRIBE_TOPIC_PARTITIONS,

@@ -81,6 +81,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::DescribeClientQuotas, 0, 1),
     api(ApiKey::AlterClientQuotas, 0, 1),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0),
     api(ApiKey::DescribeQuorum, 0, 2),
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::DescribeProducers, 0, 0),
@@ -109,7 +111,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ///   listener too), at the client table's versions, since a broker forwards them at the
 ///   version its client sent. ListPartitionReassignments is a read Kafka's brokers forward
 ///   as well, since only the controller knows the pending moves for sure (KIP-455).
-///   AlterClientQuotas (KIP-546) is forwarded too: quotas are metadata records.
+///   AlterClientQuotas (KIP-546) and AlterUserScramCredentials (KIP-554) are forwarded too:
+///   quotas and SCRAM credentials are metadata records.
 pub const CONTROLLER_APIS: &[SupportedApi] = &[
     api(ApiKey::Fetch, 12, 17),
     api(ApiKey::ApiVersions, 0, 4),
@@ -124,6 +127,7 @@ pub const CONTROLLER_APIS: &[SupportedApi] = &[
     api(ApiKey::AlterPartitionReassignments, 0, 1),
     api(ApiKey::ListPartitionReassignments, 0, 0),
     api(ApiKey::AlterClientQuotas, 0, 1),
+    api(ApiKey::AlterUserScramCredentials, 0, 0),
     api(ApiKey::Vote, 0, 2),
     api(ApiKey::BeginQuorumEpoch, 0, 1),
     api(ApiKey::EndQuorumEpoch, 0, 1),
@@ -230,6 +234,10 @@ mod tests {
                 ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
                 ApiKey::DescribeClientQuotas => DescribeClientQuotasRequest::VERSIONS,
                 ApiKey::AlterClientQuotas => AlterClientQuotasRequest::VERSIONS,
+                ApiKey::DescribeUserScramCredentials => {
+                    DescribeUserScramCredentialsRequest::VERSIONS
+                }
+                ApiKey::AlterUserScramCredentials => AlterUserScramCredentialsRequest::VERSIONS,
                 ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::VERSIONS,
                 ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::VERSIONS,
                 ApiKey::DescribeTopicPartitions => DescribeTopicPartitionsRequest::VERSIONS,

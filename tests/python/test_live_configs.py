@@ -293,6 +293,69 @@ def test_broker_configs_are_dynamic_described_and_survive_a_restart(broker):
     assert described(admin, broker_1, "1")["log.segment.bytes"].value == "4096"
 
 
+def test_kafkas_other_dynamic_broker_configs_are_accepted_and_described(broker):
+    """Kafka's dynamic broker configs beyond the log defaults (`DynamicBrokerConfig`: SASL,
+    SSL, listeners, thread pools, ...) are accepted, stored and described even though Strata
+    does not act on them; Kafka's own rules about them still refuse what Kafka refuses."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    broker_1 = ConfigResource.Type.BROKER
+    before = described(admin, broker_1, "1")
+    relogin = before["sasl.kerberos.min.time.before.relogin"]
+    assert (relogin.value, relogin.source, relogin.is_read_only) == (
+        "60000", ConfigSource.DEFAULT_CONFIG.value, False)
+    assert before["background.threads"].value == "10"
+
+    # IncrementalAlterConfigs, as librdkafka's test 0081 sets it.
+    alter(admin, broker_1, "1", sasl__kerberos__min__time__before__relogin="58000",
+          background__threads="9")
+    # The legacy AlterConfigs replaces the resource's set: both keys named again.
+    legacy = ConfigResource(broker_1, "1", set_config={
+        "sasl.kerberos.min.time.before.relogin": "58000",
+        "background.threads": "9",
+        "listener.name.external.sasl.jaas.config": "secret-jaas",
+    })
+    admin.alter_configs([legacy])[legacy].result(timeout=TIMEOUT_S)
+    after = described(admin, broker_1, "1")
+    for key, value in (("sasl.kerberos.min.time.before.relogin", "58000"),
+                       ("background.threads", "9")):
+        assert (after[key].value, after[key].source) == (
+            value, ConfigSource.DYNAMIC_BROKER_CONFIG.value), key
+    jaas = after["listener.name.external.sasl.jaas.config"]
+    # A password is never described back in clear.
+    assert jaas.is_sensitive and jaas.value is None, jaas
+
+    # Kafka's rules: a bad value, a thread pool more than doubled, a keystore without a
+    # listener prefix, and a read-only key are all INVALID_REQUEST.
+    for bad in ({"sasl.kerberos.min.time.before.relogin": "soon"},
+                {"background.threads": "21"},
+                {"ssl.keystore.location": "/tmp/k.jks"},
+                {"log.dirs": "/tmp/x"}):
+        with pytest.raises(KafkaException) as exc:
+            alter(admin, broker_1, "1", **{k.replace(".", "__"): v for k, v in bad.items()})
+        assert exc.value.args[0].code() == KafkaError.INVALID_REQUEST, (bad, exc.value)
+    # A per-broker key at the cluster-wide default (empty name), through kafka-python.
+    kp = kp_admin(broker)
+    try:
+        resp = kp.alter_configs([KpConfigResource(
+            ConfigResourceType.BROKER, "", {"sasl.kerberos.min.time.before.relogin": "1"})])
+        assert [r[0] for r in resp.resources] == [42], resp
+    finally:
+        kp.close()
+
+    # Kept in the metadata log.
+    broker.kill9()
+    broker.restart()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    again = wait_for(
+        "the broker answers DescribeConfigs",
+        lambda: _try(lambda: described(admin, broker_1, "1")),
+    )
+    assert again["sasl.kerberos.min.time.before.relogin"].value == "58000"
+    alter(admin, broker_1, "1", sasl__kerberos__min__time__before__relogin=None)
+    gone = described(admin, broker_1, "1")["sasl.kerberos.min.time.before.relogin"]
+    assert (gone.value, gone.source) == ("60000", ConfigSource.DEFAULT_CONFIG.value)
+
+
 def _try(f):
     """f(), or None while the cluster is not there yet (a node starting, metadata not in)."""
     try:

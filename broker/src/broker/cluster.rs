@@ -441,6 +441,24 @@ impl Broker {
         })
     }
 
+    /// AlterUserScramCredentials on the active controller: the records of
+    /// [`strata_kraft::scram::alter_user_scram_credentials`], committed before the results
+    /// return.
+    pub(super) fn cluster_alter_user_scram_credentials(
+        &self,
+        deletions: &[strata_kraft::scram::ScramDeletion],
+        upsertions: &[strata_kraft::scram::ScramUpsertion],
+    ) -> Result<strata_kraft::scram::ScramResults, MetadataError> {
+        self.controller_write(|image, _, _| {
+            let (records, results) = strata_kraft::scram::alter_user_scram_credentials(
+                &image.scram,
+                deletions,
+                upsertions,
+            );
+            Ok((results, records))
+        })
+    }
+
     /// Records this broker's epoch from its registration (`-1`: it has none).
     pub fn set_broker_epoch(&self, epoch: i64) {
         if let Some(c) = self.cluster() {

@@ -8,9 +8,13 @@
 //! Each node resolves a key as Kafka does: its own dynamic value, else the cluster default,
 //! else its static `server.properties` value, else Kafka's default.
 //!
-//! Strata's dynamic configs are the log defaults Kafka reconfigures live
-//! (`DynamicLogConfig.ReconfigurableConfigs`, each the broker synonym of a topic config) that
-//! Strata acts on. Every other known broker key is read-only, as in Kafka: changing it is
+//! The dynamic keys are Kafka's (`DynamicBrokerConfig.AllDynamicConfigs`): the log defaults
+//! Kafka reconfigures live (`DynamicLogConfig`, each the broker synonym of a topic config,
+//! [`DYNAMIC_LOG_CONFIGS`]) and the rest of Kafka's set ([`super::dynamic_keys`]: thread
+//! pools, listeners, SSL and SASL, connection limits, the log cleaner, tiered storage, ...).
+//! Strata acts on the log defaults it implements; the others are validated, stored and
+//! described exactly as Kafka does, though nothing in Strata reads them yet (it has no SASL
+//! or TLS). Every other known broker key is read-only, as in Kafka: changing it is
 //! INVALID_REQUEST "Cannot update these configs dynamically" (a bad value of a dynamic key is
 //! INVALID_REQUEST too, Kafka's KAFKA-13609 behaviour). `log.retention.check.interval.ms` is
 //! read-only in Kafka (the retention task is scheduled once at start) and so here.
@@ -19,26 +23,66 @@ use std::collections::BTreeMap;
 
 use strata_kraft::MetadataImage;
 
+use super::dynamic_keys::{self, Scope};
+
 /// Kafka's `ConfigSource` of a dynamic value set on this broker.
 pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
 /// Kafka's `ConfigSource` of a dynamic value set as the cluster-wide default.
 pub const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 
-/// The dynamic broker keys and the topic config each is the default of (Kafka's
-/// `ServerTopicConfigSynonyms`), in broker-key order.
+/// The log defaults Kafka reconfigures live (`DynamicLogConfig.ReconfigurableConfigs`): each
+/// broker key and the topic config it is the default of (Kafka's
+/// `ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS`), in broker-key order. A value is
+/// checked with the topic config's rule.
 pub const DYNAMIC_LOG_CONFIGS: &[(&str, &str)] = &[
+    ("compression.gzip.level", "compression.gzip.level"),
+    ("compression.lz4.level", "compression.lz4.level"),
+    ("compression.type", "compression.type"),
+    ("compression.zstd.level", "compression.zstd.level"),
+    ("log.cleaner.delete.retention.ms", "delete.retention.ms"),
+    ("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms"),
+    (
+        "log.cleaner.min.cleanable.ratio",
+        "min.cleanable.dirty.ratio",
+    ),
+    ("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms"),
     ("log.cleanup.policy", "cleanup.policy"),
     ("log.flush.interval.messages", "flush.messages"),
     ("log.flush.interval.ms", "flush.ms"),
     ("log.index.interval.bytes", "index.interval.bytes"),
     ("log.index.size.max.bytes", "segment.index.bytes"),
+    ("log.local.retention.bytes", "local.retention.bytes"),
+    ("log.local.retention.ms", "local.retention.ms"),
+    (
+        "log.message.downconversion.enable",
+        "message.downconversion.enable",
+    ),
+    (
+        "log.message.timestamp.after.max.ms",
+        "message.timestamp.after.max.ms",
+    ),
+    (
+        "log.message.timestamp.before.max.ms",
+        "message.timestamp.before.max.ms",
+    ),
+    (
+        "log.message.timestamp.difference.max.ms",
+        "message.timestamp.difference.max.ms",
+    ),
     ("log.message.timestamp.type", "message.timestamp.type"),
+    ("log.preallocate", "preallocate"),
     ("log.retention.bytes", "retention.bytes"),
     ("log.retention.ms", "retention.ms"),
+    ("log.roll.jitter.ms", "segment.jitter.ms"),
     ("log.roll.ms", "segment.ms"),
     ("log.segment.bytes", "segment.bytes"),
+    ("log.segment.delete.delay.ms", "file.delete.delay.ms"),
     ("message.max.bytes", "max.message.bytes"),
     ("min.insync.replicas", "min.insync.replicas"),
+    (
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+    ),
 ];
 
 /// The topic config a dynamic broker key is the default of; `None` for a read-only key.
@@ -59,10 +103,27 @@ pub fn broker_key(topic_key: &str) -> Option<&'static str> {
         .map(|(b, _)| *b)
 }
 
-/// Whether `key` may change on a BROKER resource.
+/// Whether `key` may change on a BROKER resource: a log default, another of Kafka's dynamic
+/// broker configs, or a listener-prefixed form of one.
 #[must_use]
 pub fn is_dynamic(key: &str) -> bool {
     topic_key(key).is_some()
+        || dynamic_keys::find(key).is_some()
+        || dynamic_keys::listener_base(key).is_some()
+}
+
+/// Kafka's ConfigType id of a dynamic broker key that is not a log default, and whether
+/// it is sensitive (a password, never described in clear).
+#[must_use]
+pub fn key_type(key: &str) -> Option<(i8, bool)> {
+    dynamic_keys::find(key)
+        .or_else(|| dynamic_keys::listener_base(key))
+        .map(|k| {
+            (
+                k.value_type.config_type(),
+                k.value_type == dynamic_keys::ValueType::Password,
+            )
+        })
 }
 
 /// The dynamic value of a broker key on `node_id`, and its source: the broker's own value,
@@ -123,30 +184,115 @@ pub fn with_dynamic_defaults(
     merged
 }
 
-/// Checks one change to a BROKER resource: the key is dynamic and the value (unless the
-/// change removes it) is valid for the topic config it is the default of.
+/// Checks a BROKER resource's changes (`None` removes a value) as Kafka's
+/// `DynamicBrokerConfig.validateConfigs` and `DynamicThreadPool` do, in Kafka's order: keys
+/// that are not dynamic, security configs without a listener prefix, values that do not
+/// parse, per-broker keys on the cluster-wide default (`resource` empty), and thread pools
+/// resized beyond half or double their current size. `current` gives a key's value before
+/// the change (dynamic, else static, else Kafka's default).
+///
+/// Kafka also accepts names it does not know (custom configs for plugins); Strata refuses
+/// them as not dynamic, since nothing here could read them.
 ///
 /// # Errors
 ///
 /// Kafka's message for the INVALID_REQUEST answer.
-pub fn validate(key: &str, value: Option<&str>) -> Result<(), String> {
-    let Some(topic) = topic_key(key) else {
+pub fn validate_changes(
+    resource: &str,
+    changes: &[(String, Option<String>)],
+    current: impl Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    let set_of = |keys: Vec<&str>| format!("Set({})", keys.join(", "));
+    let fixed: Vec<&str> = changes
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| !is_dynamic(k))
+        .collect();
+    if !fixed.is_empty() {
         return Err(format!(
-            "Cannot update these configs dynamically: Set({key})"
+            "Cannot update these configs dynamically: {}",
+            set_of(fixed)
         ));
-    };
-    if value.is_none() {
-        return Ok(());
     }
-    strata_kraft::validate_topic_config(topic, value).map_err(|e| match e {
-        strata_kraft::MetadataError::InvalidConfig { reason, .. } => {
-            format!(
-                "Invalid value {} for configuration {key}: {reason}",
-                value.unwrap_or("")
-            )
+    let unprefixed: Vec<&str> = changes
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| dynamic_keys::find(k).is_some_and(|d| d.scope == Scope::ListenerOnly))
+        .collect();
+    if !unprefixed.is_empty() {
+        return Err(format!(
+            "These security configs can be dynamically updated only per-listener using the \
+             listener prefix: {}",
+            set_of(unprefixed)
+        ));
+    }
+    for (key, value) in changes {
+        let Some(value) = value else { continue };
+        let checked = match topic_key(key) {
+            Some(topic) => {
+                strata_kraft::validate_topic_config(topic, Some(value)).map_err(|e| match e {
+                    strata_kraft::MetadataError::InvalidConfig { reason, .. } => reason.to_string(),
+                    other => other.to_string(),
+                })
+            }
+            None => dynamic_keys::find(key)
+                .or_else(|| dynamic_keys::listener_base(key))
+                .map_or(Ok(()), |d| d.value_type.check(value)),
+        };
+        checked
+            .map_err(|reason| format!("Invalid value {value} for configuration {key}: {reason}"))?;
+    }
+    if resource.is_empty() {
+        let per_broker: Vec<&str> = changes
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| {
+                dynamic_keys::find(k).is_some_and(|d| d.scope != Scope::ClusterWide)
+                    || dynamic_keys::listener_base(k).is_some_and(|d| {
+                        !matches!(d.name, "max.connections" | "max.connection.creation.rate")
+                    })
+            })
+            .collect();
+        if !per_broker.is_empty() {
+            return Err(format!(
+                "Cannot update these configs at default cluster level, broker id must be \
+                 specified: {}",
+                set_of(per_broker)
+            ));
         }
-        other => other.to_string(),
-    })
+    }
+    for (key, value) in changes {
+        if !dynamic_keys::THREAD_POOL_CONFIGS.contains(&key.as_str()) {
+            continue;
+        }
+        let (Some(new), Some(old)) = (
+            value.as_deref().and_then(|v| v.trim().parse::<i64>().ok()),
+            current(key).and_then(|v| v.trim().parse::<i64>().ok()),
+        ) else {
+            continue;
+        };
+        if new == old {
+            continue;
+        }
+        let failed = format!("Dynamic thread count update validation failed for {key}={new}");
+        if new < old / 2 {
+            return Err(format!(
+                "{failed}, value should be at least half the current value {old}"
+            ));
+        }
+        if new > old * 2 {
+            return Err(format!(
+                "{failed}, value should not be greater than double the current value {old}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Kafka's default of a dynamic broker key that is not a log default.
+#[must_use]
+pub fn key_default(key: &str) -> Option<&'static str> {
+    dynamic_keys::find(key).and_then(|k| k.default)
 }
 
 /// Checks a BROKER resource's name: empty (the cluster-wide default) or a broker id.
@@ -206,21 +352,61 @@ mod tests {
         assert_eq!(merged.len(), 1);
     }
 
+    fn check(resource: &str, key: &str, value: Option<&str>) -> Result<(), String> {
+        let changes = [(key.to_owned(), value.map(str::to_owned))];
+        validate_changes(resource, &changes, |k| {
+            (k == "background.threads").then(|| "10".to_owned())
+        })
+    }
+
     #[test]
     fn only_dynamic_keys_with_valid_values_change() {
-        assert!(validate("log.retention.ms", Some("60000")).is_ok());
-        assert!(validate("log.retention.ms", None).is_ok());
-        assert!(validate("log.retention.ms", Some("soon")).is_err());
-        assert!(validate("min.insync.replicas", Some("0")).is_err());
-        assert!(validate("log.message.timestamp.type", Some("LogAppendTime")).is_ok());
-        let e = validate("log.retention.hours", Some("1")).unwrap_err();
-        assert!(
-            e.starts_with("Cannot update these configs dynamically"),
-            "{e}"
+        assert!(check("1", "log.retention.ms", Some("60000")).is_ok());
+        assert!(check("1", "log.retention.ms", None).is_ok());
+        assert!(check("1", "log.retention.ms", Some("soon")).is_err());
+        assert!(check("1", "min.insync.replicas", Some("0")).is_err());
+        assert!(check("1", "log.message.timestamp.type", Some("LogAppendTime")).is_ok());
+        let e = check("1", "log.retention.hours", Some("1")).unwrap_err();
+        assert_eq!(
+            e,
+            "Cannot update these configs dynamically: Set(log.retention.hours)"
         );
-        assert!(validate("log.retention.check.interval.ms", Some("1")).is_err());
+        assert!(check("1", "log.retention.check.interval.ms", Some("1")).is_err());
         assert!(validate_resource_name("").is_ok());
         assert!(validate_resource_name("3").is_ok());
         assert!(validate_resource_name("x").is_err());
+    }
+
+    #[test]
+    fn kafkas_other_dynamic_keys_follow_kafkas_rules() {
+        // Kafka's DynamicListenerConfig: a SASL key, per broker only.
+        assert!(check("1", "sasl.kerberos.min.time.before.relogin", Some("58000")).is_ok());
+        let e = check("", "sasl.kerberos.min.time.before.relogin", Some("58000")).unwrap_err();
+        assert!(
+            e.starts_with("Cannot update these configs at default cluster level"),
+            "{e}"
+        );
+        let e = check("1", "sasl.kerberos.min.time.before.relogin", Some("x")).unwrap_err();
+        assert!(e.starts_with("Invalid value x for configuration"), "{e}");
+        // Keystores only under a listener prefix.
+        let e = check("1", "ssl.keystore.location", Some("/k.jks")).unwrap_err();
+        assert!(e.starts_with("These security configs"), "{e}");
+        assert!(
+            check(
+                "1",
+                "listener.name.external.ssl.keystore.location",
+                Some("/k")
+            )
+            .is_ok()
+        );
+        // Thread pools resize within half and double of the current size (10).
+        assert!(check("", "background.threads", Some("9")).is_ok());
+        assert!(check("", "background.threads", None).is_ok());
+        assert!(check("", "background.threads", Some("21")).is_err());
+        assert!(check("", "background.threads", Some("4")).is_err());
+        assert!(check("", "background.threads", Some("0")).is_err());
+        assert!(is_dynamic("compression.type"));
+        assert!(!is_dynamic("node.id"));
+        assert_eq!(key_type("sasl.jaas.config"), Some((9, true)));
     }
 }

@@ -172,6 +172,20 @@ impl GroupCoordinator {
         self.shared.timer.wake(|| run_timer(shared));
     }
 
+    /// Fires the timers already due before a request looks at the groups, so that a session
+    /// that has ended is over by the time the request is answered, whatever the timer task's
+    /// wake-up latency (on a loaded machine it fires milliseconds late, and a DeleteGroups
+    /// arriving in between found an expired static member still there: NON_EMPTY_GROUP).
+    /// Kafka's coordinator likewise expires a member at its deadline, not when it next looks.
+    fn fire_due_timers(&self) {
+        let now = now_ms();
+        let due = self.lock().core.next_deadline().is_some_and(|d| d <= now);
+        if due {
+            let out = self.lock().core.tick(now);
+            self.shared.persist_then_deliver(out);
+        }
+    }
+
     /// JoinGroup; waits while the request is parked.
     pub async fn join(&self, req: JoinRequest) -> JoinResponse {
         let member_id = req.member_id.clone();
@@ -249,12 +263,14 @@ impl GroupCoordinator {
     /// ListGroups.
     #[must_use]
     pub fn list(&self, states: &[String]) -> Vec<ListedGroup> {
+        self.fire_due_timers();
         self.lock().core.list(states)
     }
 
     /// DescribeGroups for one group.
     #[must_use]
     pub fn describe(&self, group_id: &str) -> Option<DescribedGroup> {
+        self.fire_due_timers();
         self.lock().core.describe(group_id)
     }
 
@@ -263,6 +279,7 @@ impl GroupCoordinator {
     /// # Errors
     /// As [`Coordinator::delete`].
     pub fn delete(&self, group_id: &str) -> Result<(), GroupError> {
+        self.fire_due_timers();
         let r = self.lock().core.delete(group_id);
         self.shared.persist_then_deliver(Vec::new());
         r
@@ -331,6 +348,7 @@ impl GroupCoordinator {
     /// "Stable"), `None` if the coordinator does not know it.
     #[must_use]
     pub fn group_state(&self, group_id: &str) -> Option<&'static str> {
+        self.fire_due_timers();
         self.lock().core.group(group_id).map(|g| g.state.name())
     }
 
@@ -345,6 +363,7 @@ impl GroupCoordinator {
     /// Whether the group has no members, or is not known.
     #[must_use]
     pub fn is_empty_or_unknown(&self, group_id: &str) -> bool {
+        self.fire_due_timers();
         self.lock()
             .core
             .group(group_id)
@@ -362,5 +381,63 @@ async fn run_timer(shared: Arc<Shared>) {
             .await;
         let out = shared.lock().core.tick(now_ms());
         shared.persist_then_deliver(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::group::{Protocol, SyncRequest};
+
+    /// A request that arrives after a member's session ended sees the member gone, even when
+    /// the timer task has not run yet (librdkafka's 0081 deletes a static member's group one
+    /// session after closing it).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_request_after_the_session_ended_sees_the_member_gone() {
+        let coordinator = GroupCoordinator::new(GroupConfig {
+            initial_rebalance_delay_ms: 0,
+            min_session_timeout_ms: 1,
+            ..GroupConfig::default()
+        });
+        let joined = coordinator
+            .join(JoinRequest {
+                group_id: "g".to_owned(),
+                member_id: String::new(),
+                group_instance_id: Some("instance".to_owned()),
+                client_id: "c".to_owned(),
+                client_host: "/127.0.0.1".to_owned(),
+                session_timeout_ms: 50,
+                rebalance_timeout_ms: 1000,
+                protocol_type: "consumer".to_owned(),
+                protocols: vec![Protocol {
+                    name: "range".to_owned(),
+                    metadata: Bytes::new(),
+                }],
+                require_known_member_id: false,
+                supports_skip_assignment: false,
+            })
+            .await;
+        assert_eq!(joined.error, None);
+        let synced = coordinator
+            .sync(SyncRequest {
+                group_id: "g".to_owned(),
+                generation_id: joined.generation_id,
+                member_id: joined.member_id.clone(),
+                group_instance_id: Some("instance".to_owned()),
+                protocol_type: None,
+                protocol_name: None,
+                assignments: vec![(joined.member_id.clone(), Bytes::new())],
+            })
+            .await;
+        assert_eq!(synced.error, None);
+        assert_eq!(coordinator.group_state("g"), Some("Stable"));
+        // A blocking sleep: the current-thread runtime cannot run the timer task meanwhile.
+        std::thread::sleep(Duration::from_millis(80));
+        assert_eq!(coordinator.group_state("g"), Some("Empty"));
+        assert_eq!(coordinator.delete("g"), Ok(()));
     }
 }

@@ -16,7 +16,8 @@
 //! - [`persist`]: Kafka's GroupMetadataValue record, and a group to and from it.
 //! - [`driver`]: the tokio side ([`GroupCoordinator`], stored in `Broker::groups`): a mutex
 //!   around the core, oneshot channels for parked requests, and a task that sleeps until the
-//!   next deadline.
+//!   next deadline. Requests that read or delete groups fire the timers already due first,
+//!   so an ended session is over when they look, however late that task wakes.
 //! - [`error`]: [`GroupError`], mapped to Kafka codes in `crate::error`.
 //!
 //! # Invariants

@@ -27,6 +27,7 @@ use strata_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse}
 
 use super::RequestContext;
 use crate::config::dynamic::{self, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER};
+use crate::config::dynamic_keys::DYNAMIC_BROKER_KEYS;
 use crate::config::{BROKER_DEFAULTS, BrokerConfig};
 
 /// Kafka's ConfigResource types.
@@ -54,49 +55,20 @@ pub type Synonym = (String, String, i8);
 /// One described config: its effective value, source, and the chain of synonyms behind it.
 pub struct Described {
     pub name: String,
-    pub value: String,
+    /// `None` where Kafka's value is null (no default), or the config is sensitive.
+    pub value: Option<String>,
     pub source: i8,
     pub read_only: bool,
     pub config_type: i8,
+    /// A password: its value and its synonyms' are never sent (Kafka's `isSensitive`).
+    pub sensitive: bool,
     pub synonyms: Vec<Synonym>,
 }
 
 /// The broker key that supplies a topic config's default (Kafka's
 /// `ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS`).
 fn topic_synonym(topic_key: &str) -> Option<&'static str> {
-    Some(match topic_key {
-        "cleanup.policy" => "log.cleanup.policy",
-        "compression.type" => "compression.type",
-        "compression.gzip.level" => "compression.gzip.level",
-        "compression.lz4.level" => "compression.lz4.level",
-        "compression.zstd.level" => "compression.zstd.level",
-        "delete.retention.ms" => "log.cleaner.delete.retention.ms",
-        "file.delete.delay.ms" => "log.segment.delete.delay.ms",
-        "flush.messages" => "log.flush.interval.messages",
-        "flush.ms" => "log.flush.interval.ms",
-        "index.interval.bytes" => "log.index.interval.bytes",
-        "local.retention.bytes" => "log.local.retention.bytes",
-        "local.retention.ms" => "log.local.retention.ms",
-        "max.compaction.lag.ms" => "log.cleaner.max.compaction.lag.ms",
-        "max.message.bytes" => "message.max.bytes",
-        "message.downconversion.enable" => "log.message.downconversion.enable",
-        "message.timestamp.after.max.ms" => "log.message.timestamp.after.max.ms",
-        "message.timestamp.before.max.ms" => "log.message.timestamp.before.max.ms",
-        "message.timestamp.difference.max.ms" => "log.message.timestamp.difference.max.ms",
-        "message.timestamp.type" => "log.message.timestamp.type",
-        "min.cleanable.dirty.ratio" => "log.cleaner.min.cleanable.ratio",
-        "min.compaction.lag.ms" => "log.cleaner.min.compaction.lag.ms",
-        "min.insync.replicas" => "min.insync.replicas",
-        "preallocate" => "log.preallocate",
-        "retention.bytes" => "log.retention.bytes",
-        "retention.ms" => "log.retention.ms",
-        "segment.bytes" => "log.segment.bytes",
-        "segment.index.bytes" => "log.index.size.max.bytes",
-        "segment.jitter.ms" => "log.roll.jitter.ms",
-        "segment.ms" => "log.roll.ms",
-        "unclean.leader.election.enable" => "unclean.leader.election.enable",
-        _ => return None,
-    })
+    dynamic::broker_key(topic_key)
 }
 
 /// The broker keys that set one broker value, most specific first (Kafka's
@@ -126,7 +98,9 @@ fn static_default(key: &str) -> Option<String> {
         None => topic_config_defaults()
             .iter()
             .find(|(t, _)| topic_synonym(t) == Some(key))
-            .map(|(_, d)| (*d).to_owned()),
+            .map(|(_, d)| *d)
+            .or_else(|| dynamic::key_default(key))
+            .map(str::to_owned),
     }
 }
 
@@ -205,10 +179,11 @@ pub fn describe_topic(
                 .unwrap_or_else(|| (*default).to_owned());
             Described {
                 name: (*name).to_owned(),
-                value,
+                value: Some(value),
                 source: synonyms.first().map_or(SOURCE_DEFAULT, |s| s.2),
                 read_only: false,
                 config_type: topic_config_type(name).unwrap_or(TYPE_UNKNOWN),
+                sensitive: false,
                 synonyms,
             }
         })
@@ -218,6 +193,9 @@ pub fn describe_topic(
 /// Kafka's ConfigType of a broker key: a dynamic key has its topic config's type.
 fn broker_config_type(key: &str) -> i8 {
     if let Some(t) = dynamic::topic_key(key).and_then(topic_config_type) {
+        return t;
+    }
+    if let Some((t, _)) = dynamic::key_type(key) {
         return t;
     }
     match key {
@@ -269,6 +247,11 @@ fn broker_config_type(key: &str) -> i8 {
     }
 }
 
+/// Whether a broker key is a password (Kafka's `isSensitive`).
+fn is_sensitive(key: &str) -> bool {
+    dynamic::key_type(key).is_some_and(|(_, sensitive)| sensitive)
+}
+
 /// Describes this broker's configs (`name` is its id), or the cluster-wide dynamic
 /// defaults (`name` is empty).
 fn describe_broker(cfg: &BrokerConfig, image: &MetadataImage, name: &str) -> Vec<Described> {
@@ -279,10 +262,11 @@ fn describe_broker(cfg: &BrokerConfig, image: &MetadataImage, name: &str) -> Vec
             .iter()
             .map(|(k, v)| Described {
                 name: k.clone(),
-                value: v.clone(),
+                value: Some(v.clone()),
                 source: SOURCE_DYNAMIC_DEFAULT_BROKER,
                 read_only: !dynamic::is_dynamic(k),
                 config_type: broker_config_type(k),
+                sensitive: is_sensitive(k),
                 synonyms: config_synonyms(cfg, image, k, &broker_config_synonyms(k))
                     .into_iter()
                     .filter(|s| s.2 == SOURCE_DYNAMIC_DEFAULT_BROKER)
@@ -290,18 +274,39 @@ fn describe_broker(cfg: &BrokerConfig, image: &MetadataImage, name: &str) -> Vec
             })
             .collect();
     }
-    cfg.values
+    // Every key Strata reads, every dynamic key of Kafka's (with Kafka's default where it
+    // has one), and whatever dynamic value is set (a listener-prefixed key, say).
+    let mut keys: BTreeMap<&str, Option<&str>> = cfg
+        .values
         .iter()
+        .map(|(k, v)| (k.as_str(), Some(v.as_str())))
+        .collect();
+    for k in DYNAMIC_BROKER_KEYS {
+        keys.entry(k.name).or_insert(k.default);
+    }
+    for resource in [cfg.node_id.to_string(), String::new()] {
+        for k in image
+            .broker_configs
+            .get(&resource)
+            .into_iter()
+            .flat_map(|c| c.keys())
+        {
+            keys.entry(k.as_str()).or_insert(None);
+        }
+    }
+    keys.into_iter()
         .map(|(k, v)| {
             let synonyms = config_synonyms(cfg, image, k, &broker_config_synonyms(k));
             let value = dynamic::broker_value(image, cfg.node_id, k)
-                .map_or_else(|| v.clone(), |(d, _)| d.to_owned());
+                .map(|(d, _)| d.to_owned())
+                .or_else(|| v.map(str::to_owned));
             Described {
-                name: k.clone(),
+                name: k.to_owned(),
                 value,
                 source: synonyms.first().map_or(SOURCE_DEFAULT, |s| s.2),
                 read_only: !dynamic::is_dynamic(k),
                 config_type: broker_config_type(k),
+                sensitive: is_sensitive(k),
                 synonyms,
             }
         })
@@ -359,9 +364,10 @@ pub fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConf
                         d.synonyms
                             .iter()
                             .map(|(n, v, s)| {
+                                let value = (!d.sensitive).then(|| StrBytes::from_string(v.clone()));
                                 DescribeConfigsSynonym::default()
                                     .with_name(StrBytes::from_string(n.clone()))
-                                    .with_value(Some(StrBytes::from_string(v.clone())))
+                                    .with_value(value)
                                     .with_source(*s)
                             })
                             .collect()
@@ -370,10 +376,10 @@ pub fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConf
                     };
                     DescribeConfigsResourceResult::default()
                         .with_name(StrBytes::from_string(d.name))
-                        .with_value(Some(StrBytes::from_string(d.value)))
+                        .with_value(d.value.filter(|_| !d.sensitive).map(StrBytes::from_string))
                         .with_read_only(d.read_only)
                         .with_config_source(d.source)
-                        .with_is_sensitive(false)
+                        .with_is_sensitive(d.sensitive)
                         .with_config_type(d.config_type)
                         .with_synonyms(synonyms)
                 })
@@ -432,7 +438,10 @@ mod tests {
         // log.retention.ms) and reports DEFAULT_CONFIG, with the effective value.
         let d = describe_topic(&cfg, &image, &none);
         let r = find(&d, "retention.ms");
-        assert_eq!((r.value.as_str(), r.source), ("7200000", SOURCE_DEFAULT));
+        assert_eq!(
+            (r.value.as_deref().unwrap(), r.source),
+            ("7200000", SOURCE_DEFAULT)
+        );
         assert!(r.synonyms.is_empty());
         // segment.bytes: Kafka's default only.
         let s = find(&d, "segment.bytes");
@@ -447,7 +456,10 @@ mod tests {
             [("retention.ms".to_owned(), "7".to_owned())].into();
         let d = describe_topic(&cfg, &image, &overrides);
         let r = find(&d, "retention.ms");
-        assert_eq!((r.value.as_str(), r.source), ("7", SOURCE_DYNAMIC_TOPIC));
+        assert_eq!(
+            (r.value.as_deref().unwrap(), r.source),
+            ("7", SOURCE_DYNAMIC_TOPIC)
+        );
         assert_eq!(
             chain(r),
             [
@@ -462,7 +474,7 @@ mod tests {
         let d = describe_topic(&cfg, &image, &none);
         let r = find(&d, "retention.ms");
         assert_eq!(
-            (r.value.as_str(), r.source),
+            (r.value.as_deref().unwrap(), r.source),
             ("6000", SOURCE_DYNAMIC_BROKER)
         );
     }
@@ -475,7 +487,7 @@ mod tests {
         let d = describe_broker(&cfg, &image, "1");
         let s = find(&d, "log.segment.bytes");
         assert_eq!(
-            (s.value.as_str(), s.source, s.read_only),
+            (s.value.as_deref().unwrap(), s.source, s.read_only),
             ("200000", SOURCE_DYNAMIC_DEFAULT_BROKER, false)
         );
         assert_eq!(

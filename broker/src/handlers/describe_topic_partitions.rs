@@ -242,6 +242,7 @@ mod tests {
                     replication_factor: 1,
                     configs: Default::default(),
                     validate_only: false,
+                    assignments: None,
                 },
                 crate::now_ms(),
             )

@@ -25,6 +25,9 @@ pub(super) const RESOURCE_TOPIC: i8 = 2;
 pub(super) const RESOURCE_BROKER: i8 = 4;
 pub(super) const RESOURCE_BROKER_LOGGER: i8 = 8;
 
+/// Kafka's `ConfigType` id of a LIST config.
+const TYPE_LIST: i8 = 7;
+
 /// Kafka's AlterConfigOp types.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -76,20 +79,27 @@ pub(super) fn write_broker_configs(
 ) -> Result<(), Failure> {
     let invalid = |m: String| (ResponseError::InvalidRequest.code(), m);
     dynamic::validate_resource_name(resource).map_err(invalid)?;
-    let fixed: Vec<&str> = changes
-        .iter()
-        .map(|(k, _)| k.as_str())
-        .filter(|k| !dynamic::is_dynamic(k))
-        .collect();
-    if !fixed.is_empty() {
-        return Err(invalid(format!(
-            "Cannot update these configs dynamically: Set({})",
-            fixed.join(", ")
-        )));
-    }
-    for (key, value) in changes {
-        dynamic::validate(key, value.as_deref()).map_err(invalid)?;
-    }
+    let image = ctx.broker.image();
+    let statics = &ctx.broker.config.values;
+    let current = |key: &str| {
+        let dynamic = if resource.is_empty() {
+            image
+                .broker_configs
+                .get("")
+                .and_then(|c| c.get(key))
+                .cloned()
+        } else {
+            resource
+                .parse::<i32>()
+                .ok()
+                .and_then(|id| dynamic::broker_value(&image, id, key))
+                .map(|(v, _)| v.to_owned())
+        };
+        dynamic
+            .or_else(|| statics.get(key).cloned())
+            .or_else(|| dynamic::key_default(key).map(str::to_owned))
+    };
+    dynamic::validate_changes(resource, changes, current).map_err(invalid)?;
     ctx.broker
         .alter_broker_configs(resource, changes, validate_only, now_ms)
         .map_err(|e| (metadata_error_code(&e), e.to_string()))
@@ -335,8 +345,10 @@ fn alter_broker(
             },
             OP_DELETE => None,
             OP_APPEND | OP_SUBTRACT => {
-                // Of the dynamic broker configs only `log.cleanup.policy` is a LIST.
-                if key != "log.cleanup.policy" {
+                // Kafka's `prepareIncrementalConfigs`: only LIST configs append or subtract.
+                let list = key == "log.cleanup.policy"
+                    || dynamic::key_type(&key).is_some_and(|(t, _)| t == TYPE_LIST);
+                if !list {
                     return Err((
                         ResponseError::InvalidConfig.code(),
                         format!("config value append/subtract is not allowed for config key {key}"),
@@ -346,7 +358,9 @@ fn alter_broker(
                 let base = current
                     .get(&key)
                     .or_else(|| ctx.broker.config.values.get(&key))
-                    .map_or("", String::as_str);
+                    .map(String::as_str)
+                    .or_else(|| dynamic::key_default(&key))
+                    .unwrap_or("");
                 let mut list = split_list(base);
                 let operand = split_list(value.as_deref().unwrap_or(""));
                 if c.config_operation == OP_APPEND {

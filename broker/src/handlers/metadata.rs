@@ -149,6 +149,7 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                 replication_factor: -1,
                 configs: Default::default(),
                 validate_only: false,
+                assignments: None,
             };
             match broker.create_topic(create, crate::now_ms()) {
                 Ok(_) => {

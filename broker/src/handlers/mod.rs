@@ -15,6 +15,7 @@ use crate::forward;
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -34,6 +35,7 @@ pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
@@ -302,6 +304,15 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
             return forwarded(ctx, r, alter_client_quotas::handle_kind);
         }
         RequestKind::AlterClientQuotas(r) => alter_client_quotas::handle_kind(&ctx, r),
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            describe_user_scram_credentials::handle(&ctx, r),
+        ),
+        RequestKind::AlterUserScramCredentials(r) if forward::route(&ctx) => {
+            return forwarded(ctx, r, alter_user_scram_credentials::handle_kind);
+        }
+        RequestKind::AlterUserScramCredentials(r) => {
+            alter_user_scram_credentials::handle_kind(&ctx, r)
+        }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(&ctx, r))
         }
@@ -374,6 +385,9 @@ pub fn controller_write(ctx: RequestContext, body: RequestKind) -> Slot {
                 list_partition_reassignments::handle_kind(&ctx, r)
             }
             RequestKind::AlterClientQuotas(r) => alter_client_quotas::handle_kind(&ctx, r),
+            RequestKind::AlterUserScramCredentials(r) => {
+                alter_user_scram_credentials::handle_kind(&ctx, r)
+            }
             other => {
                 tracing::error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "not a metadata write");
                 return None;

@@ -457,6 +457,7 @@ pub(crate) mod fixture {
                     replication_factor: 1,
                     configs: Default::default(),
                     validate_only: false,
+                    assignments: None,
                 },
                 crate::now_ms(),
             )

@@ -101,6 +101,11 @@ impl Writer {
         self.compact_len(s.len());
         self.buf.extend_from_slice(s.as_bytes());
     }
+    /// Compact bytes: a length of `len + 1`, then the bytes.
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        self.compact_len(b.len());
+        self.buf.extend_from_slice(b);
+    }
     pub(crate) fn nullable_string(&mut self, s: Option<&str>) {
         match s {
             Some(s) => self.string(s),
@@ -252,6 +257,14 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(bytes)
             .map(|s| Some(s.to_owned()))
             .map_err(|_| DecodeError::InvalidUtf8 { field })
+    }
+
+    /// Compact (non-null) bytes.
+    pub(crate) fn bytes(&mut self, field: &'static str) -> Result<Vec<u8>, DecodeError> {
+        let len = self
+            .compact_len(field)?
+            .ok_or(DecodeError::UnexpectedNull { field })?;
+        Ok(self.take(len, field)?.to_vec())
     }
 
     pub(crate) fn string(&mut self, field: &'static str) -> Result<String, DecodeError> {

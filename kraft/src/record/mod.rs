@@ -17,6 +17,7 @@ mod remove_topic;
 mod topic;
 mod unfence_broker;
 mod unregister_broker;
+mod user_scram_credential;
 
 pub use access_control_entry::{AccessControlEntryRecord, RemoveAccessControlEntryRecord};
 pub use broker_registration_change::{BrokerRegistrationChangeRecord, FencingChange};
@@ -34,6 +35,7 @@ pub use remove_topic::RemoveTopicRecord;
 pub use topic::TopicRecord;
 pub use unfence_broker::UnfenceBrokerRecord;
 pub use unregister_broker::UnregisterBrokerRecord;
+pub use user_scram_credential::{RemoveUserScramCredentialRecord, UserScramCredentialRecord};
 
 use compact::{Reader, Writer};
 
@@ -64,6 +66,10 @@ pub enum MetadataRecordType {
     UnfenceBroker = 8,
     /// [`RemoveTopicRecord`].
     RemoveTopic = 9,
+    /// [`UserScramCredentialRecord`].
+    UserScramCredential = 11,
+    /// [`RemoveUserScramCredentialRecord`].
+    RemoveUserScramCredential = 12,
     /// [`ClientQuotaRecord`].
     ClientQuota = 14,
     /// [`ProducerIdsRecord`].
@@ -88,6 +94,8 @@ impl MetadataRecordType {
             7 => Self::FenceBroker,
             8 => Self::UnfenceBroker,
             9 => Self::RemoveTopic,
+            11 => Self::UserScramCredential,
+            12 => Self::RemoveUserScramCredential,
             14 => Self::ClientQuota,
             15 => Self::ProducerIds,
             17 => Self::BrokerRegistrationChange,
@@ -110,6 +118,8 @@ impl MetadataRecordType {
             | Self::FenceBroker
             | Self::UnfenceBroker
             | Self::RemoveTopic
+            | Self::UserScramCredential
+            | Self::RemoveUserScramCredential
             | Self::ClientQuota
             | Self::ProducerIds
             | Self::AccessControlEntry
@@ -154,6 +164,10 @@ pub enum MetadataRecord {
     UnfenceBroker(UnfenceBrokerRecord),
     /// A topic was deleted (type 9).
     RemoveTopic(RemoveTopicRecord),
+    /// A user's SCRAM credential was set (type 11).
+    UserScramCredential(UserScramCredentialRecord),
+    /// A user's SCRAM credential was removed (type 12).
+    RemoveUserScramCredential(RemoveUserScramCredentialRecord),
     /// A client quota was set or removed (type 14).
     ClientQuota(ClientQuotaRecord),
     /// A block of producer ids was allocated (type 15).
@@ -179,6 +193,10 @@ impl MetadataRecord {
             MetadataRecord::FenceBroker(_) => MetadataRecordType::FenceBroker,
             MetadataRecord::UnfenceBroker(_) => MetadataRecordType::UnfenceBroker,
             MetadataRecord::RemoveTopic(_) => MetadataRecordType::RemoveTopic,
+            MetadataRecord::UserScramCredential(_) => MetadataRecordType::UserScramCredential,
+            MetadataRecord::RemoveUserScramCredential(_) => {
+                MetadataRecordType::RemoveUserScramCredential
+            }
             MetadataRecord::ClientQuota(_) => MetadataRecordType::ClientQuota,
             MetadataRecord::ProducerIds(_) => MetadataRecordType::ProducerIds,
             MetadataRecord::BrokerRegistrationChange(_) => {
@@ -204,6 +222,8 @@ impl MetadataRecord {
             | MetadataRecord::FenceBroker(_)
             | MetadataRecord::UnfenceBroker(_)
             | MetadataRecord::RemoveTopic(_)
+            | MetadataRecord::UserScramCredential(_)
+            | MetadataRecord::RemoveUserScramCredential(_)
             | MetadataRecord::ClientQuota(_)
             | MetadataRecord::ProducerIds(_)
             | MetadataRecord::AccessControlEntry(_)
@@ -227,6 +247,8 @@ impl MetadataRecord {
             MetadataRecord::FenceBroker(r) => r.encode(&mut w),
             MetadataRecord::UnfenceBroker(r) => r.encode(&mut w),
             MetadataRecord::RemoveTopic(r) => r.encode(&mut w),
+            MetadataRecord::UserScramCredential(r) => r.encode(&mut w),
+            MetadataRecord::RemoveUserScramCredential(r) => r.encode(&mut w),
             MetadataRecord::ClientQuota(r) => r.encode(&mut w),
             MetadataRecord::ProducerIds(r) => r.encode(&mut w),
             MetadataRecord::BrokerRegistrationChange(r) => r.encode(&mut w),
@@ -293,6 +315,14 @@ impl MetadataRecord {
             MetadataRecordType::Config => MetadataRecord::Config(ConfigRecord::decode(&mut r)?),
             MetadataRecordType::RemoveTopic => {
                 MetadataRecord::RemoveTopic(RemoveTopicRecord::decode(&mut r)?)
+            }
+            MetadataRecordType::UserScramCredential => {
+                MetadataRecord::UserScramCredential(UserScramCredentialRecord::decode(&mut r)?)
+            }
+            MetadataRecordType::RemoveUserScramCredential => {
+                MetadataRecord::RemoveUserScramCredential(RemoveUserScramCredentialRecord::decode(
+                    &mut r,
+                )?)
             }
             MetadataRecordType::ClientQuota => {
                 MetadataRecord::ClientQuota(ClientQuotaRecord::decode(&mut r)?)
@@ -542,6 +572,32 @@ mod tests {
         let remove_acl = uuid().prop_map(|id| {
             MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id })
         });
+        let scram = (
+            ".{0,12}",
+            any::<i8>(),
+            proptest::collection::vec(any::<u8>(), 0..40),
+            proptest::collection::vec(any::<u8>(), 0..64),
+            proptest::collection::vec(any::<u8>(), 0..64),
+            any::<i32>(),
+        )
+            .prop_map(
+                |(name, mechanism, salt, stored_key, server_key, iterations)| {
+                    MetadataRecord::UserScramCredential(UserScramCredentialRecord {
+                        name,
+                        mechanism,
+                        salt,
+                        stored_key,
+                        server_key,
+                        iterations,
+                    })
+                },
+            );
+        let remove_scram = (".{0,12}", any::<i8>()).prop_map(|(name, mechanism)| {
+            MetadataRecord::RemoveUserScramCredential(RemoveUserScramCredentialRecord {
+                name,
+                mechanism,
+            })
+        });
         prop_oneof![
             broker,
             topic,
@@ -553,7 +609,9 @@ mod tests {
             broker_state,
             client_quota,
             acl,
-            remove_acl
+            remove_acl,
+            scram,
+            remove_scram
         ]
     }
 

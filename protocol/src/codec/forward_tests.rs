@@ -182,6 +182,18 @@ fn sample(key: ApiKey, v: i16, topic: &str, id: uuid::Uuid, n: i32) -> ResponseK
                         ]),
                 ]),
         ),
+        ApiKey::AlterUserScramCredentials => ResponseKind::AlterUserScramCredentials(
+            AlterUserScramCredentialsResponse::default()
+                .with_throttle_time_ms(n)
+                .with_results(vec![
+                    alter_user_scram_credentials_response::AlterUserScramCredentialsResult::default()
+                        .with_user(s(topic))
+                        .with_error_code(92)
+                        .with_error_message(Some(s(
+                            "A user credential cannot be altered twice in the same request",
+                        ))),
+                ]),
+        ),
         other => panic!("{other:?} is not forwarded"),
     }
 }

@@ -620,6 +620,32 @@ mod round_trip {
                     ])
                     .with_validate_only(s.partition % 3 == 0),
             ),
+            ApiKey::DescribeUserScramCredentials => RequestKind::DescribeUserScramCredentials(
+                DescribeUserScramCredentialsRequest::default().with_users(
+                    (s.partition % 2 == 0).then(|| {
+                        vec![
+                            describe_user_scram_credentials_request::UserName::default()
+                                .with_name(StrBytes::from_string(s.topic.clone())),
+                        ]
+                    }),
+                ),
+            ),
+            ApiKey::AlterUserScramCredentials => RequestKind::AlterUserScramCredentials(
+                AlterUserScramCredentialsRequest::default()
+                    .with_deletions(vec![
+                        alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                            .with_name(StrBytes::from_static_str("alice"))
+                            .with_mechanism(2),
+                    ])
+                    .with_upsertions(vec![
+                        alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                            .with_name(StrBytes::from_string(s.topic.clone()))
+                            .with_mechanism(1)
+                            .with_iterations(4096 + s.partition)
+                            .with_salt(Bytes::from_static(b"salt"))
+                            .with_salted_password(Bytes::from(vec![7u8; 32])),
+                    ]),
+            ),
             other => panic!("no sample for {other:?}"),
         }
     }
@@ -1293,6 +1319,33 @@ mod round_trip {
                                     .with_entity_type(StrBytes::from_static_str("user"))
                                     .with_entity_name(None),
                             ]),
+                    ]),
+            ),
+            ApiKey::DescribeUserScramCredentials => ResponseKind::DescribeUserScramCredentials(
+                DescribeUserScramCredentialsResponse::default()
+                    .with_throttle_time_ms(s.partition)
+                    .with_results(vec![
+                        describe_user_scram_credentials_response::DescribeUserScramCredentialsResult::default()
+                            .with_user(StrBytes::from_string(s.topic.clone()))
+                            .with_credential_infos(vec![
+                                describe_user_scram_credentials_response::CredentialInfo::default()
+                                    .with_mechanism(1)
+                                    .with_iterations(8192),
+                            ]),
+                        describe_user_scram_credentials_response::DescribeUserScramCredentialsResult::default()
+                            .with_user(StrBytes::from_static_str("nobody"))
+                            .with_error_code(91)
+                            .with_error_message(Some(StrBytes::from_static_str("missing"))),
+                    ]),
+            ),
+            ApiKey::AlterUserScramCredentials => ResponseKind::AlterUserScramCredentials(
+                AlterUserScramCredentialsResponse::default()
+                    .with_throttle_time_ms(s.partition)
+                    .with_results(vec![
+                        alter_user_scram_credentials_response::AlterUserScramCredentialsResult::default()
+                            .with_user(StrBytes::from_string(s.topic.clone()))
+                            .with_error_code(93)
+                            .with_error_message(Some(StrBytes::from_static_str("Too few iterations"))),
                     ]),
             ),
             other => panic!("no sample for {other:?}"),

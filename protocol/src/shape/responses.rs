@@ -516,6 +516,23 @@ const ALTER_CLIENT_QUOTAS: Schema = Schema {
     flexible_from: 1,
 };
 
+/// AlterUserScramCredentials v0 (KIP-590 forwarding).
+const ALTER_USER_SCRAM_CREDENTIALS: Schema = Schema {
+    fields: &[
+        f(T::I32, 0, ALL), // throttle_time_ms
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL), // user
+                f(T::I16, 0, ALL), // error_code
+                f(T::Str, 0, ALL), // error_message
+            ]),
+            0,
+            ALL,
+        ), // results
+    ],
+    flexible_from: 0,
+};
+
 /// CreateAcls v1-3 (KIP-590 forwarding).
 const CREATE_ACLS: Schema = Schema {
     fields: &[
@@ -589,6 +606,7 @@ pub(super) fn response_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::AlterPartitionReassignments => &ALTER_PARTITION_REASSIGNMENTS,
         ApiKey::ListPartitionReassignments => &LIST_PARTITION_REASSIGNMENTS,
         ApiKey::AlterClientQuotas => &ALTER_CLIENT_QUOTAS,
+        ApiKey::AlterUserScramCredentials => &ALTER_USER_SCRAM_CREDENTIALS,
         _ => return None,
     })
 }
