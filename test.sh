@@ -125,8 +125,10 @@ if [[ -x "$STRATA_BIN" ]]; then
     # compat-tests/RESULTS.md). Full suite: compat-tests/run-librdkafka.sh --all.
     run_step librdkafka-tier1 timeout --kill-after=30s 30m compat-tests/run-librdkafka.sh --tier1
     # The same tier against a three-node cluster (replication factor 3, as librdkafka's own
-    # test clusters), results in target/compat/results-cluster/.
-    run_step tier1-cluster timeout --kill-after=30s 30m compat-tests/run-librdkafka.sh --tier1 --cluster 3
+    # test clusters), results in target/compat/results-cluster/. 0081 (the admin APIs, about
+    # 430 s) runs on one node only, to keep CI well inside its time; it passes on three nodes
+    # too (compat-tests/run-librdkafka.sh --tests 0081 --cluster 3).
+    run_step tier1-cluster timeout --kill-after=30s 30m compat-tests/run-librdkafka.sh --tier1 --cluster 3 --except 0081
     # Client-library scenarios (confluent-kafka, kafka-python, aiokafka, kcat), each against a
     # fresh broker; see compat-tests/README.md. The table goes to target/ so CI does not rewrite
     # compat-tests/RESULTS.md (run compat-tests/scenarios/run.sh by hand to update it).

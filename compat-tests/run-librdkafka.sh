@@ -24,6 +24,7 @@
 #                      target/compat/results/RESULTS-tier1.md for --tier1, so CI does not
 #                      rewrite the committed table, and .../RESULTS-partial.md otherwise)
 #   --from NNNN        skip the selected tests numbered below NNNN (split a long run)
+#   --except LIST      leave these test numbers out of the selection (comma separated)
 #   --keep             keep the broker's data directory
 #
 # Env: STRATA_BIN (default target/release/strata; built if missing), COMPAT_DIR (default
@@ -48,7 +49,7 @@ BUILD_CMD='./configure --no-download --disable-gssapi --disable-curl && make -j2
 STAMP="$SRC_DIR/.strata-compat-build-stamp"
 STAMP_WANT="$CRATE | $BUILD_CMD"
 
-FROM=0 MODE=tier1 TEST_LIST="" EXT_BROKER="" PER_TEST_TIMEOUT=300 BUDGET=0 RESULTS="" KEEP=0 CLUSTER=0
+FROM=0 MODE=tier1 TEST_LIST="" EXCEPT="" EXT_BROKER="" PER_TEST_TIMEOUT=300 BUDGET=0 RESULTS="" KEEP=0 CLUSTER=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --tier1) MODE=tier1 ;;
@@ -59,6 +60,7 @@ while [[ $# -gt 0 ]]; do
         --budget) BUDGET="${2:?}"; shift ;;
         --results) RESULTS="${2:?}"; shift ;;
         --from) FROM="${2:?--from needs a test number}"; shift ;;
+        --except) EXCEPT="${2:?--except needs a list}"; shift ;;
         --keep) KEEP=1 ;;
         --cluster) CLUSTER="${2:?--cluster needs a node count}"; shift
             [[ "$CLUSTER" =~ ^[1-9]$ ]] || { echo "--cluster takes 1 to 9 nodes" >&2; exit 2; } ;;
@@ -364,6 +366,10 @@ case "$MODE" in
             SELECTED+="$(printf '%04d' "$((10#$n))") " # 10#: 0118 is not octal
         done ;;
 esac
+for n in $(echo "$EXCEPT" | tr ',' ' '); do
+    [[ "$n" =~ ^[0-9]{1,4}$ ]] || { echo "not a test number: $n" >&2; exit 2; }
+    SELECTED="$(tr ' ' '\n' <<<"$SELECTED" | grep -vx "$(printf '%04d' "$((10#$n))")" | tr '\n' ' ')"
+done
 if [[ -z "$RESULTS" ]]; then
     case "$MODE" in
         all) RESULTS="$HERE/RESULTS.md"; [[ $CLUSTER -eq 0 ]] || RESULTS="$RES_DIR/RESULTS-all.md" ;;
