@@ -366,9 +366,9 @@ pub async fn start(
         },
     };
     let my_endpoint = membership::controller_endpoint(config);
-    let timeouts = config.quorum;
+    let t = config.quorum;
     let request_timeout =
-        Duration::from_millis(u64::try_from(timeouts.request_timeout_ms).unwrap_or(2000));
+        Duration::from_millis(u64::try_from(t.request_timeout_ms).unwrap_or(2000));
     if dynamic
         && quorum.epoch == 0
         && loaded.is_none()
@@ -422,7 +422,6 @@ pub async fn start(
             addresses.insert(membership::bootstrap_id(i), (host.clone(), *port));
         }
     }
-    let t = timeouts;
     raft_config.election_timeout_ms = u64::try_from(t.election_timeout_ms).unwrap_or(1000);
     raft_config.fetch_timeout_ms = u64::try_from(t.fetch_timeout_ms).unwrap_or(2000);
     raft_config.election_backoff_max_ms = u64::try_from(t.election_backoff_max_ms).unwrap_or(1000);
