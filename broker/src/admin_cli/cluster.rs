@@ -8,7 +8,6 @@
 //! names with its endpoint.
 
 use anyhow::{Context, bail};
-use strata_protocol::StrBytes;
 use strata_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use strata_protocol::messages::describe_quorum_response::{
     Node, PartitionData as PartitionData2, ReplicaState,
@@ -17,6 +16,7 @@ use strata_protocol::messages::{
     AddRaftVoterRequest, ApiKey, DescribeQuorumRequest, RemoveRaftVoterRequest, RequestKind,
     ResponseKind, TopicName, add_raft_voter_request,
 };
+use strata_protocol::{ResponseError, StrBytes};
 
 use super::client::{Client, describe_error, error_name};
 use super::table::Table;
@@ -117,7 +117,7 @@ fn brokers(client: &mut Client) -> anyhow::Result<()> {
 fn describe_quorum(client: &mut Client) -> anyhow::Result<(PartitionData2, Vec<Node>)> {
     let (p, nodes) = describe_quorum_once(client)?;
     if client.is_controller_listener()
-        && p.error_code == NOT_LEADER_OR_FOLLOWER
+        && p.error_code == ResponseError::NotLeaderOrFollower.code()
         && let Some(addr) = endpoint_of(&nodes, p.leader_id.0)
     {
         client.redirect(&addr);
@@ -125,8 +125,6 @@ fn describe_quorum(client: &mut Client) -> anyhow::Result<(PartitionData2, Vec<N
     }
     Ok((p, nodes))
 }
-
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 /// `host:port` of node `id` among DescribeQuorum's `Nodes`.
 fn endpoint_of(nodes: &[Node], id: i32) -> Option<String> {
@@ -190,7 +188,7 @@ fn change_voters(client: &mut Client, add: bool, args: &[String]) -> anyhow::Res
     };
     // The leader takes the change: find it first.
     let (p, nodes) = describe_quorum_once(client)?;
-    if p.error_code == NOT_LEADER_OR_FOLLOWER
+    if p.error_code == ResponseError::NotLeaderOrFollower.code()
         && let Some(addr) = endpoint_of(&nodes, p.leader_id.0)
     {
         client.redirect(&addr);

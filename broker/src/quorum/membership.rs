@@ -24,26 +24,21 @@ use std::time::{Duration, Instant};
 
 use strata_kraft::Uuid;
 use strata_kraft::raft::{Endpoint, Input, NodeId, ReplicaKey, RoleKind, VoterChangeError};
-use strata_protocol::StrBytes;
 use strata_protocol::codec;
 use strata_protocol::messages::{
     AddRaftVoterRequest, AddRaftVoterResponse, ApiKey, DescribeQuorumRequest,
     RemoveRaftVoterRequest, RemoveRaftVoterResponse, RequestKind, ResponseKind,
     add_raft_voter_request, describe_quorum_request,
 };
+use strata_protocol::{ResponseError, StrBytes};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::QuorumHandle;
 use crate::config::BrokerConfig;
 
+/// No error.
 const NONE: i16 = 0;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-const REQUEST_TIMED_OUT: i16 = 7;
-const INVALID_REQUEST: i16 = 42;
-const INCONSISTENT_CLUSTER_ID: i16 = 104;
-const DUPLICATE_VOTER: i16 = 126;
-const VOTER_NOT_FOUND: i16 = 127;
 
 /// The most an AddRaftVoter or RemoveRaftVoter waits, whatever its `TimeoutMs` says.
 const MAX_CHANGE_WAIT: Duration = Duration::from_secs(30);
@@ -270,7 +265,7 @@ impl QuorumHandle {
             ResponseKind::AddRaftVoter(a)
         };
         if !self.same_cluster(r.cluster_id.as_deref()) {
-            return answer(INCONSISTENT_CLUSTER_ID, None);
+            return answer(ResponseError::InconsistentClusterId.code(), None);
         }
         // The voter is reached at its listener for our controller listener name, as in
         // Kafka; with none of those named, at the first one given.
@@ -281,7 +276,7 @@ impl QuorumHandle {
             .or_else(|| r.listeners.first())
         else {
             return answer(
-                INVALID_REQUEST,
+                ResponseError::InvalidRequest.code(),
                 Some("AddRaftVoter needs the voter's listeners".into()),
             );
         };
@@ -291,7 +286,7 @@ impl QuorumHandle {
         };
         if key.id.0 < 0 || key.directory_id.is_nil() {
             return answer(
-                INVALID_REQUEST,
+                ResponseError::InvalidRequest.code(),
                 Some("a voter needs a node id and a directory id".into()),
             );
         }
@@ -318,7 +313,7 @@ impl QuorumHandle {
             ResponseKind::RemoveRaftVoter(a)
         };
         if !self.same_cluster(r.cluster_id.as_deref()) {
-            return answer(INCONSISTENT_CLUSTER_ID, None);
+            return answer(ResponseError::InconsistentClusterId.code(), None);
         }
         let key = ReplicaKey {
             id: NodeId(r.voter_id),
@@ -350,17 +345,19 @@ impl QuorumHandle {
                 .await
                 .is_err()
             {
-                return (NOT_LEADER_OR_FOLLOWER, None);
+                return (ResponseError::NotLeaderOrFollower.code(), None);
             }
             match rx.await {
                 Ok(Ok(proposed)) => break proposed,
                 Ok(Err(VoterChangeError::NotLeader)) | Err(_) => {
-                    return (NOT_LEADER_OR_FOLLOWER, None);
+                    return (ResponseError::NotLeaderOrFollower.code(), None);
                 }
-                Ok(Err(VoterChangeError::DuplicateVoter)) => return (DUPLICATE_VOTER, None),
+                Ok(Err(VoterChangeError::DuplicateVoter)) => {
+                    return (ResponseError::DuplicateVoter.code(), None);
+                }
                 Ok(Err(VoterChangeError::VoterNotFound)) => {
                     return (
-                        VOTER_NOT_FOUND,
+                        ResponseError::VoterNotFound.code(),
                         Some("no such voter, or it is the last one".into()),
                     );
                 }
@@ -374,7 +371,7 @@ impl QuorumHandle {
                             }
                             _ => "another voter change is not committed yet",
                         };
-                        return (REQUEST_TIMED_OUT, Some(why.into()));
+                        return (ResponseError::RequestTimedOut.code(), Some(why.into()));
                     }
                     tokio::time::sleep(CHANGE_RETRY).await;
                 }
@@ -384,14 +381,14 @@ impl QuorumHandle {
         loop {
             let s = self.status();
             if s.epoch != epoch || s.role != RoleKind::Leader {
-                return (NOT_LEADER_OR_FOLLOWER, None);
+                return (ResponseError::NotLeaderOrFollower.code(), None);
             }
             if s.high_watermark > offset {
                 return (NONE, None);
             }
             if Instant::now() >= deadline {
                 return (
-                    REQUEST_TIMED_OUT,
+                    ResponseError::RequestTimedOut.code(),
                     Some("the voter change has not committed yet".into()),
                 );
             }

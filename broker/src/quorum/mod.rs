@@ -367,8 +367,8 @@ pub async fn start(
     };
     let my_endpoint = membership::controller_endpoint(config);
     let t = config.quorum;
-    let request_timeout =
-        Duration::from_millis(u64::try_from(t.request_timeout_ms).unwrap_or(2000));
+    let request_timeout_ms = u64::try_from(t.request_timeout_ms).unwrap_or(2000);
+    let request_timeout = Duration::from_millis(request_timeout_ms);
     if dynamic
         && quorum.epoch == 0
         && loaded.is_none()
@@ -425,7 +425,7 @@ pub async fn start(
     raft_config.election_timeout_ms = u64::try_from(t.election_timeout_ms).unwrap_or(1000);
     raft_config.fetch_timeout_ms = u64::try_from(t.fetch_timeout_ms).unwrap_or(2000);
     raft_config.election_backoff_max_ms = u64::try_from(t.election_backoff_max_ms).unwrap_or(1000);
-    raft_config.request_timeout_ms = u64::try_from(t.request_timeout_ms).unwrap_or(2000);
+    raft_config.request_timeout_ms = request_timeout_ms;
     // The core's leader does not park an empty Fetch (Kafka's waits up to 500 ms and answers
     // on the next append), so an idle follower asks again after this pause instead; every
     // metadata write waits for the followers' next fetch to commit. 50 ms keeps a write's
