@@ -390,9 +390,11 @@ else
     fi
     : >"$BROKER_LOG"
     rm -f "$RES_DIR"/broker-*.log
-    start_broker || exit 2
+    # The traps go first: a start that fails part-way (a node that does not come up, or a
+    # cluster that does not register) still stops the nodes it did start.
     trap 'stop_broker' EXIT
     trap 'exit 143' TERM INT
+    start_broker || exit 2
 fi
 
 cat >"$RES_DIR/test.conf" <<EOF

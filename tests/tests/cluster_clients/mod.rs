@@ -94,21 +94,47 @@ pub fn check_moved_within_isr(before: &Metadata, after: &Metadata, topic: &str, 
 }
 
 /// Waits until every node in `ids` lists every partition of `topic` with a leader, all in
-/// the same state; returns the first node's Metadata.
+/// the same state at once; returns the first node's Metadata.
+///
+/// Every node is asked again on each round: a view that matched an earlier round may be
+/// overtaken by a later change (an ISR expansion, a preferred leader coming back), and
+/// the nodes must agree on the latest one. On timeout it panics with every node's last
+/// answer, so a node left behind is visible.
 pub fn wait_topic(c: &Cluster, ids: &[i32], topic: &str, partitions: i32) -> Metadata {
-    let mut first: Option<Metadata> = None;
-    for &id in ids {
-        let m = c
-            .wait_metadata(id, &format!("{topic} led on node {id}"), MARGIN, |m| {
-                all_led(m, topic, partitions)
-                    && first
-                        .as_ref()
-                        .is_none_or(|f| f.partitions(topic) == m.partitions(topic))
+    assert!(!ids.is_empty(), "at least one node");
+    let deadline = Instant::now() + MARGIN;
+    loop {
+        let views: Vec<(i32, anyhow::Result<Metadata>)> =
+            ids.iter().map(|&id| (id, c.metadata(id))).collect();
+        let first = views[0].1.as_ref().ok();
+        let agreed = first.is_some_and(|f| {
+            views.iter().all(|(_, m)| {
+                m.as_ref().is_ok_and(|m| {
+                    all_led(m, topic, partitions) && m.partitions(topic) == f.partitions(topic)
+                })
             })
-            .unwrap_or_else(|e| panic!("{e:?}"));
-        first.get_or_insert(m);
+        });
+        if agreed {
+            return views
+                .into_iter()
+                .next()
+                .and_then(|(_, m)| m.ok())
+                .expect("checked");
+        }
+        if Instant::now() >= deadline {
+            let mut report = String::new();
+            for (id, m) in &views {
+                match m {
+                    Ok(m) => report += &format!("node {id}: {:#?}\n", m.partitions(topic)),
+                    Err(e) => report += &format!("node {id}: {e:#}\n"),
+                }
+            }
+            panic!(
+                "timed out after {MARGIN:?}: {topic} led and the same on nodes {ids:?}\n{report}"
+            );
+        }
+        std::thread::sleep(crate::cluster::POLL);
     }
-    first.expect("at least one node")
 }
 
 /// A producer bootstrapped at `bootstrap`, acks=all, not idempotent, retrying for up to
