@@ -54,10 +54,13 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 /// A forwarded request waits at most this long, whatever its own timeout asks.
 const MAX_WAIT: Duration = Duration::from_secs(60);
-/// ... and at least this long, so that a request with a zero timeout is still delivered.
+/// ... and at least this long, so that a request with a very short timeout is still
+/// delivered.
 const MIN_WAIT: Duration = Duration::from_secs(1);
-/// For the APIs without a timeout field (the two AlterConfigs): Kafka's
-/// `request.timeout.ms` default.
+/// For the APIs without a timeout field (the two AlterConfigs) and for a timeout of zero or
+/// less, which in Kafka sets no deadline (`ControllerApis`' `requestTimeoutMsToDeadlineNs`;
+/// librdkafka sends 0 for "do not wait for the topic to propagate", not "fail at once"):
+/// Kafka's `request.timeout.ms` default.
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 
 /// The pause before a forwarded request goes again after its controller did not answer.
@@ -224,8 +227,8 @@ async fn forward_to_leader_as(
     }
 }
 
-/// How long a forwarded request may take: its own `timeout_ms` where it has one, bounded to
-/// `MIN_WAIT` to `MAX_WAIT`.
+/// How long a forwarded request may take: its own `timeout_ms` where it has a positive one,
+/// bounded to `MIN_WAIT` to `MAX_WAIT`; `DEFAULT_WAIT` otherwise.
 #[must_use]
 pub fn deadline(body: &RequestKind) -> Duration {
     let timeout_ms = match body {
@@ -237,11 +240,13 @@ pub fn deadline(body: &RequestKind) -> Duration {
         RequestKind::ListPartitionReassignments(r) => Some(r.timeout_ms),
         _ => None,
     };
-    timeout_ms
-        .map_or(DEFAULT_WAIT, |ms| {
-            Duration::from_millis(u64::try_from(ms).unwrap_or(0))
-        })
-        .clamp(MIN_WAIT, MAX_WAIT)
+    match timeout_ms
+        .and_then(|ms| u64::try_from(ms).ok())
+        .filter(|&ms| ms > 0)
+    {
+        Some(ms) => Duration::from_millis(ms).clamp(MIN_WAIT, MAX_WAIT),
+        None => DEFAULT_WAIT,
+    }
 }
 
 /// Sends `body` (one of [`codec::FORWARDED_APIS`]) at `version` to the controller and
@@ -505,8 +510,9 @@ mod tests {
         let create =
             |ms| RequestKind::CreateTopics(CreateTopicsRequest::default().with_timeout_ms(ms));
         assert_eq!(deadline(&create(5_000)), Duration::from_secs(5));
-        assert_eq!(deadline(&create(0)), MIN_WAIT);
-        assert_eq!(deadline(&create(-1)), MIN_WAIT);
+        assert_eq!(deadline(&create(10)), MIN_WAIT);
+        assert_eq!(deadline(&create(0)), DEFAULT_WAIT);
+        assert_eq!(deadline(&create(-1)), DEFAULT_WAIT);
         assert_eq!(deadline(&create(i32::MAX)), MAX_WAIT);
         assert_eq!(
             deadline(&RequestKind::DeleteTopics(
