@@ -186,9 +186,39 @@ pub fn create_topic_records(
         (None, None) => Vec::new(),
     };
     for (partition_id, replicas) in (0..).zip(replica_lists) {
-        records.push(new_partition(topic_id, partition_id, replicas));
+        let isr = initial_isr(image, &replicas, partition_id)?;
+        records.push(new_partition(topic_id, partition_id, replicas, isr));
     }
     Ok(records)
+}
+
+/// A new partition's ISR (Kafka's `ReplicationControlManager.createTopic` and
+/// `createPartitions`): its replicas that are active, in their order. Placement picks only
+/// active brokers, but a manual assignment may name a fenced broker or one in controlled
+/// shutdown; such a replica starts out of the ISR, so acks=all does not wait on it and it
+/// is not chosen as leader, and joins through AlterPartition once it has caught up.
+///
+/// # Errors
+///
+/// [`MetadataError::InvalidReplicaAssignment`], with Kafka's message, when no replica is
+/// active.
+fn initial_isr(
+    image: &MetadataImage,
+    replicas: &[i32],
+    partition_id: i32,
+) -> Result<Vec<i32>, MetadataError> {
+    let isr: Vec<i32> = replicas
+        .iter()
+        .copied()
+        .filter(|&b| image.is_active(b))
+        .collect();
+    if isr.is_empty() {
+        return Err(MetadataError::InvalidReplicaAssignment(format!(
+            "All brokers specified in the manual partition assignment for partition \
+             {partition_id} are fenced or in controlled shutdown."
+        )));
+    }
+    Ok(isr)
 }
 
 /// Kafka's `ReplicationControlManager.validateManualPartitionAssignment`, for every partition
@@ -254,13 +284,19 @@ fn placement_brokers(image: &MetadataImage) -> Vec<PlacementBroker> {
         .collect()
 }
 
-/// The record of a new partition: led by its first replica, every replica in sync.
-fn new_partition(topic_id: Uuid, partition_id: i32, replicas: Vec<i32>) -> MetadataRecord {
+/// The record of a new partition: led by the first member of its ISR (`isr`, not empty, as
+/// [`initial_isr`] gives it).
+fn new_partition(
+    topic_id: Uuid,
+    partition_id: i32,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+) -> MetadataRecord {
     MetadataRecord::Partition(PartitionRecord {
         partition_id,
         topic_id,
-        leader: replicas[0],
-        isr: replicas.clone(),
+        leader: isr[0],
+        isr,
         replicas,
         removing_replicas: Vec::new(),
         adding_replicas: Vec::new(),
@@ -331,11 +367,14 @@ pub fn create_partitions_records(
             place_replicas(&brokers, current, added, rf, t.topic_id.as_u128())
         }
     };
-    Ok(placement
+    placement
         .into_iter()
         .zip(current..count)
-        .map(|(replicas, partition_id)| new_partition(t.topic_id, partition_id, replicas))
-        .collect())
+        .map(|(replicas, partition_id)| {
+            let isr = initial_isr(image, &replicas, partition_id)?;
+            Ok(new_partition(t.topic_id, partition_id, replicas, isr))
+        })
+        .collect()
 }
 
 /// The record that deletes the topic with this id, and the topic's name.
@@ -576,6 +615,59 @@ mod tests {
         assert!(message(vec![vec![1, 2]]).contains("broker 2, but no such broker"));
         assert!(message(vec![vec![1, 1]]).contains("more than once"));
         assert!(message(vec![vec![]]).contains("empty replica list"));
+    }
+
+    #[test]
+    fn a_manual_assignment_leaves_inactive_brokers_out_of_the_isr() {
+        let mut img = image_with_broker();
+        for id in [2, 3] {
+            let r = BrokerRegistration {
+                node_id: id,
+                incarnation_id: Uuid::from_u128(5 + id as u128),
+                ..reg("localhost", 9092 + id as u16)
+            };
+            for rec in register_broker_records(&img, &r) {
+                img.apply(&rec).unwrap();
+            }
+        }
+        img.brokers.get_mut(&2).unwrap().fenced = true;
+        img.brokers.get_mut(&3).unwrap().in_controlled_shutdown = true;
+        let manual = |lists: Vec<Vec<i32>>| CreateTopic {
+            name: "manual".into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: Some(lists),
+            ..Default::default()
+        };
+        let records = create(&img, &manual(vec![vec![2, 1, 3], vec![1, 2, 3]])).unwrap();
+        let placed: Vec<(Vec<i32>, i32, Vec<i32>)> = records
+            .iter()
+            .filter_map(|r| match r {
+                MetadataRecord::Partition(p) => Some((p.replicas.clone(), p.leader, p.isr.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            placed,
+            vec![(vec![2, 1, 3], 1, vec![1]), (vec![1, 2, 3], 1, vec![1])]
+        );
+        match create(&img, &manual(vec![vec![1, 2], vec![3, 2]])) {
+            Err(MetadataError::InvalidReplicaAssignment(m)) => assert_eq!(
+                m,
+                "All brokers specified in the manual partition assignment for partition 1 are \
+                 fenced or in controlled shutdown."
+            ),
+            other => panic!("{other:?}"),
+        }
+        // CreatePartitions' manual assignments follow the same rule.
+        apply_all(&mut img, &records);
+        let added = create_partitions_records(&img, "manual", 3, Some(&[vec![3, 2, 1]])).unwrap();
+        match &added[..] {
+            [MetadataRecord::Partition(p)] => {
+                assert_eq!((p.partition_id, p.leader, p.isr.clone()), (2, 1, vec![1]));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
