@@ -16,6 +16,17 @@ use super::node::RaftNode;
 use super::state::Role;
 use super::{Action, NodeId, ReplicaKey, SnapshotId, VoterChangeError};
 
+/// How long an observer stays listed after its last fetch: Kafka's
+/// `LeaderState.OBSERVER_SESSION_TIMEOUT_MS`. A broker that stopped, a node restarted with
+/// a new disk (its old directory), or a removed voter that stopped fetching would otherwise
+/// stay in DescribeQuorum, and in the leader's memory, until the next election.
+pub const OBSERVER_SESSION_TIMEOUT_MS: u64 = 5 * 60 * 1000;
+
+/// Whether an observer last seen at `last_fetch_ms` is still listed at `now`.
+fn observer_active(last_fetch_ms: Option<u64>, now: u64) -> bool {
+    last_fetch_ms.is_some_and(|t| now.saturating_sub(t) < OBSERVER_SESSION_TIMEOUT_MS)
+}
+
 /// The leader's answer to DescribeQuorum (KIP-595, KIP-853 directory ids).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuorumDescription {
@@ -74,6 +85,7 @@ impl RaftNode {
         let observers = l
             .observers
             .iter()
+            .filter(|(_, p)| observer_active(p.last_fetch_ms, now))
             .map(|(key, p)| ReplicaDescription {
                 replica: *key,
                 log_end_offset: p.end_offset,
@@ -170,6 +182,10 @@ impl RaftNode {
         let Role::Leader(l) = &mut self.role else {
             unreachable!("checked above");
         };
+        // Inactive observers are forgotten here, where the leader hears from replicas, so
+        // their number stays bounded by the replicas fetching in one session timeout.
+        l.observers
+            .retain(|_, p| observer_active(p.last_fetch_ms, now));
         let progress = match l.voters.get_mut(&replica.id) {
             Some((key, p)) if *key == replica => {
                 l.acknowledged.insert(replica.id);

@@ -228,6 +228,27 @@ fn a_replaced_disk_neither_votes_nor_counts_toward_the_high_watermark() {
     assert_eq!(describe.observers[0].replica, new_disk);
     leader.step(5_005, fetch(key(2)));
     assert_eq!(leader.high_watermark(), 2);
+
+    // The old directory stops fetching: listed for Kafka's observer session, then dropped.
+    let expiry = 5_004 + super::leader::OBSERVER_SESSION_TIMEOUT_MS;
+    for t in (5_006..expiry).step_by(1_000) {
+        leader.step(t, fetch(key(2)));
+    }
+    let listed = |n: &RaftNode, now| {
+        n.describe_quorum(now)
+            .unwrap()
+            .observers
+            .iter()
+            .map(|o| o.replica)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listed(&leader, expiry - 1), vec![new_disk]);
+    assert_eq!(listed(&leader, expiry), Vec::<ReplicaKey>::new());
+    // A fetch from the voter forgets it; a fetch from the old directory lists it again.
+    leader.step(expiry, fetch(key(2)));
+    assert_eq!(listed(&leader, expiry), Vec::<ReplicaKey>::new());
+    leader.step(expiry + 1, fetch(new_disk));
+    assert_eq!(listed(&leader, expiry + 1), vec![new_disk]);
 }
 
 #[test]
