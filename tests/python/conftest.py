@@ -170,6 +170,29 @@ class Cluster:
     def node(self, node_id: int) -> Broker:
         return self.nodes[node_id]
 
+    def wait_registered(self, timeout_s: float = 60.0) -> None:
+        """Waits until Metadata through every node lists every node as a broker and names a
+        controller. The fixture returns once the ports listen; a client bootstrapped before
+        the brokers register sees an empty broker list and cannot address a node by id."""
+        from confluent_kafka.admin import AdminClient
+
+        n = len(self.nodes)
+        deadline = time.monotonic() + timeout_s
+        for node_id, b in self.nodes.items():
+            admin = AdminClient({"bootstrap.servers": b.bootstrap})
+            while True:
+                try:
+                    md = admin.list_topics(timeout=5)
+                    if len(md.brokers) == n and md.controller_id >= 0:
+                        break
+                    seen = (sorted(md.brokers), md.controller_id)
+                except Exception as e:  # noqa: BLE001 - retried until the deadline
+                    seen = e
+                assert time.monotonic() < deadline, (
+                    f"node {node_id}: not {n} brokers and a controller in {timeout_s} s: {seen}"
+                )
+                time.sleep(0.2)
+
     def bootstrap(self, ids: list[int] | None = None) -> str:
         return ",".join(
             b.bootstrap for i, b in self.nodes.items() if ids is None or i in ids

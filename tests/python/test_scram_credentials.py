@@ -207,6 +207,7 @@ def test_a_user_altered_twice_in_one_request_is_a_duplicate(broker):
 def test_every_node_takes_an_alteration_and_every_node_describes_it(cluster):
     """On a cluster the controller writes the credential (a node that is not the active
     controller forwards the request), and every node describes it from its own image."""
+    cluster.wait_registered()
     kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=30_000)
     try:
         for node in (1, 2, 3):
