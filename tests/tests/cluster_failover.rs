@@ -17,7 +17,9 @@
 //!   active controller's too, which also hands the quorum over before it goes;
 //! - all three killed and restarted: the topic is back with its replicas, and the brokers
 //!   stay live past a session timeout;
-//! - CreateTopics sent to any node is created (forwarded to the controller by the others).
+//! - CreateTopics sent to any node is created (forwarded to the controller by the others);
+//! - a manual assignment that names a fenced broker leaves it out of the ISR and the
+//!   leadership until it returns and catches up.
 //!
 //! The tests run one at a time (each starts three processes, and the measured times mean
 //! more without three clusters sharing the machine); each prints what it measured as
@@ -35,7 +37,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use cluster::{Cluster, create_topic_raw, partition_dirs};
 use cluster_clients::{
-    MARGIN, all_led, check_moved_within_isr, create_topic, produce, producer, read_back, wait_topic,
+    MARGIN, all_led, check_moved_within_isr, create_topic, create_topic_assigned, produce,
+    producer, read_back, wait_topic,
 };
 use rdkafka::types::RDKafkaErrorCode;
 use strata_tests::strata_bin;
@@ -512,6 +515,67 @@ fn the_whole_cluster_killed_and_restarted_keeps_its_topics() {
     c.wait_brokers(&all, &all, MARGIN)
         .unwrap_or_else(|e| panic!("{e:?}"));
     wait_topic(&c, &all, "kept", PARTITIONS);
+}
+
+#[test]
+fn a_manual_assignment_naming_a_fenced_broker_leaves_it_out_of_the_isr_until_it_returns() {
+    let _serial = serial();
+    let (mut c, controller) = start_cluster();
+    let all = c.ids();
+    let gone = *all.iter().find(|&&i| i != controller).unwrap();
+    let live: Vec<i32> = all.iter().copied().filter(|&i| i != gone).collect();
+    let (a, b) = (live[0], live[1]);
+    c.node(gone).kill9();
+    c.wait_brokers(&live, &live, SESSION_TIMEOUT + MARGIN)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+
+    // Kafka's createTopic: the ISR is the active replicas in their order, and the first of
+    // them leads; a fenced broker named first does not lead.
+    create_topic_assigned(
+        &c.bootstrap(&live),
+        "manual",
+        &[&[gone, a, b], &[b, gone, a]],
+    )
+    .expect("CreateTopics with a manual assignment");
+    let m = wait_topic(&c, &live, "manual", 2);
+    let p = m.partitions("manual");
+    assert_eq!(
+        (p[&0].leader, p[&0].replicas.clone(), p[&0].isr.clone()),
+        (a, vec![gone, a, b], vec![a, b]),
+        "{m:#?}"
+    );
+    assert_eq!(
+        (p[&1].leader, p[&1].replicas.clone(), p[&1].isr.clone()),
+        (b, vec![b, gone, a], vec![b, a]),
+        "{m:#?}"
+    );
+    let prod = producer(&c.bootstrap(&live));
+    let (acked, errors) = produce(&prod, "manual", 2, 5, "fenced");
+    assert!(
+        errors.is_empty(),
+        "acks=all with a fenced replica: {errors:?}"
+    );
+    assert_eq!(
+        create_topic_assigned(&c.bootstrap(&live), "all-fenced", &[&[gone]]),
+        Err(RDKafkaErrorCode::InvalidReplicaAssignment)
+    );
+
+    // Back, it catches up and the leaders take it into the ISR.
+    c.node(gone).spawn();
+    let t0 = Instant::now();
+    c.wait_metadata(
+        controller,
+        "the returned replica in both ISRs",
+        ELECTION,
+        |m| m.partitions("manual").values().all(|p| p.isr.len() == 3),
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    println!(
+        "measured: the restarted broker {gone} joined both ISRs {} ms after its restart",
+        t0.elapsed().as_millis()
+    );
+    let missing = read_back(&c.bootstrap(&live), "manual", 2, &acked);
+    assert!(missing.is_empty(), "not read back: {missing:?}");
 }
 
 #[test]

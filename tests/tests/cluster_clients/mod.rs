@@ -67,6 +67,33 @@ pub fn create_topic(
     }
 }
 
+/// CreateTopics of `topic` with a manual assignment: one replica list per partition, from
+/// partition 0.
+///
+/// # Errors
+///
+/// The topic's error code.
+pub fn create_topic_assigned(
+    bootstrap: &str,
+    topic: &str,
+    assignment: &[&[i32]],
+) -> Result<(), RDKafkaErrorCode> {
+    let a = admin(bootstrap);
+    let partitions = i32::try_from(assignment.len()).unwrap();
+    let topics = [NewTopic::new(
+        topic,
+        partitions,
+        TopicReplication::Variable(assignment),
+    )];
+    let results = block(a.create_topics(&topics, &admin_opts(ADMIN_TIMEOUT)))
+        .unwrap_or_else(|e| panic!("CreateTopics {topic}: {e}"));
+    match results.as_slice() {
+        [Ok(name)] if name == topic => Ok(()),
+        [Err((name, code))] if name == topic => Err(*code),
+        other => panic!("CreateTopics {topic}: {other:?}"),
+    }
+}
+
 /// Whether every partition of `topic` is listed without error and has a leader.
 pub fn all_led(m: &Metadata, topic: &str, partitions: i32) -> bool {
     let p = m.partitions(topic);
