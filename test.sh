@@ -153,7 +153,8 @@ if [[ -f "$LOGS/cargo-test.log" ]]; then
 fi
 if [[ -f "$LOGS/pytest.log" ]]; then
     # "3 failed, 2 passed in 12.3s" (order varies); errors count as failures.
-    last="$(grep -E '[0-9]+ (passed|failed|error)' "$LOGS/pytest.log" | tail -n1 || true)"
+    # Only pytest's own summary line: a client's stderr printed after it may hold "N failed".
+    last="$(grep -E '^(=+ )?[0-9]+ (passed|failed|errors?|skipped)\b.* in [0-9.]+s' "$LOGS/pytest.log" | tail -n1 || true)"
     p="$(grep -oE '[0-9]+ passed' <<<"$last" | grep -oE '[0-9]+' || echo 0)"
     f="$(grep -oE '[0-9]+ failed' <<<"$last" | grep -oE '[0-9]+' || echo 0)"
     e="$(grep -oE '[0-9]+ errors?' <<<"$last" | grep -oE '[0-9]+' || echo 0)"

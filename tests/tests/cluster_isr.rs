@@ -222,11 +222,43 @@ fn alter_partition_is_answered_only_by_the_active_controller() {
     // STALE_BROKER_EPOCH (77) on it, for an epoch no registration has.
     let active = c.nodes.iter().find(|n| n.id == controller).unwrap();
     assert_eq!(
-        alter_partition_error(active.controller_port, other.id, i64::MAX),
+        from_the_active_controller(|| alter_partition_error(
+            active.controller_port,
+            other.id,
+            i64::MAX
+        )),
         77
     );
     // STALE_BROKER_EPOCH too for a broker id with no registration, as Kafka answers it.
-    assert_eq!(alter_partition_error(active.controller_port, 99, 0), 77);
+    assert_eq!(
+        from_the_active_controller(|| alter_partition_error(active.controller_port, 99, 0)),
+        77
+    );
+}
+
+/// The active controller's answer to `ask`. It answers NOT_CONTROLLER (41) too when its
+/// log has entries it has not applied within 3 s (`QuorumHandle::wait_ready_to_lead`);
+/// that happened once in CI, with no leadership change, right after the cluster formed.
+/// Asked again for at most [`MARGIN`]; a retry is reported as a `measured:` line.
+fn from_the_active_controller(mut ask: impl FnMut() -> i16) -> i16 {
+    let t0 = Instant::now();
+    let mut tries = 1;
+    loop {
+        let code = ask();
+        if code != 41 || t0.elapsed() >= MARGIN {
+            if tries > 1 {
+                println!(
+                    "measured: the active controller answered NOT_CONTROLLER {} time(s) \
+                     before {code}, over {} ms",
+                    tries - 1,
+                    t0.elapsed().as_millis()
+                );
+            }
+            return code;
+        }
+        tries += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]

@@ -123,7 +123,11 @@ impl Node {
         let child = Command::new(strata_bin())
             .arg(&self.config)
             .env("NO_COLOR", "1")
-            .env("RUST_LOG", "info")
+            // The caller's RUST_LOG, to look closer at a failure; else info.
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("dup the node's log"))
             .stderr(out)

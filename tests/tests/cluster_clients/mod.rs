@@ -46,45 +46,33 @@ pub fn create_topic(
     partitions: i32,
     rf: i32,
 ) -> Result<(), RDKafkaErrorCode> {
-    let a = admin(bootstrap);
-    let topics = [NewTopic::new(
-        topic,
-        partitions,
-        TopicReplication::Fixed(rf),
-    )];
-    let results = block(a.create_topics(&topics, &admin_opts(ADMIN_TIMEOUT)))
-        .unwrap_or_else(|e| panic!("CreateTopics {topic}: {e}"));
-    assert_eq!(results.len(), 1);
-    match &results[0] {
-        Ok(name) => {
-            assert_eq!(name, topic);
-            Ok(())
-        }
-        Err((name, code)) => {
-            assert_eq!(name, topic);
-            Err(*code)
-        }
-    }
+    create(bootstrap, topic, partitions, TopicReplication::Fixed(rf))
 }
 
-/// CreateTopics of `topic` with a manual assignment: one replica list per partition, from
+/// [`create_topic`] with a manual assignment: one replica list per partition, from
 /// partition 0.
-///
-/// # Errors
-///
-/// The topic's error code.
 pub fn create_topic_assigned(
     bootstrap: &str,
     topic: &str,
     assignment: &[&[i32]],
 ) -> Result<(), RDKafkaErrorCode> {
-    let a = admin(bootstrap);
     let partitions = i32::try_from(assignment.len()).unwrap();
-    let topics = [NewTopic::new(
+    create(
+        bootstrap,
         topic,
         partitions,
         TopicReplication::Variable(assignment),
-    )];
+    )
+}
+
+fn create(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replication: TopicReplication<'_>,
+) -> Result<(), RDKafkaErrorCode> {
+    let a = admin(bootstrap);
+    let topics = [NewTopic::new(topic, partitions, replication)];
     let results = block(a.create_topics(&topics, &admin_opts(ADMIN_TIMEOUT)))
         .unwrap_or_else(|e| panic!("CreateTopics {topic}: {e}"));
     match results.as_slice() {
