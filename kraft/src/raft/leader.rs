@@ -182,10 +182,6 @@ impl RaftNode {
         let Role::Leader(l) = &mut self.role else {
             unreachable!("checked above");
         };
-        // Inactive observers are forgotten here, where the leader hears from replicas, so
-        // their number stays bounded by the replicas fetching in one session timeout.
-        l.observers
-            .retain(|_, p| observer_active(p.last_fetch_ms, now));
         let progress = match l.voters.get_mut(&replica.id) {
             Some((key, p)) if *key == replica => {
                 l.acknowledged.insert(replica.id);
@@ -198,7 +194,16 @@ impl RaftNode {
                 p
             }
             // Not a voter, or a voter's node id with another disk: an observer.
-            _ => l.observers.entry(replica).or_default(),
+            _ => {
+                if !l.observers.contains_key(&replica) {
+                    // The map grows only here (and by a voter's removal), so inactive
+                    // observers are forgotten here, not on every fetch: their number stays
+                    // bounded by the replicas fetching within one session timeout.
+                    l.observers
+                        .retain(|_, p| observer_active(p.last_fetch_ms, now));
+                }
+                l.observers.entry(replica).or_default()
+            }
         };
         // Requests may arrive out of order; what a replica has proven it holds stays proven.
         progress.end_offset = Some(

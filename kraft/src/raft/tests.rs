@@ -244,7 +244,7 @@ fn a_replaced_disk_neither_votes_nor_counts_toward_the_high_watermark() {
     };
     assert_eq!(listed(&leader, expiry - 1), vec![new_disk]);
     assert_eq!(listed(&leader, expiry), Vec::<ReplicaKey>::new());
-    // A fetch from the voter forgets it; a fetch from the old directory lists it again.
+    // A fetch from the voter does not bring it back; one from the old directory does.
     leader.step(expiry, fetch(key(2)));
     assert_eq!(listed(&leader, expiry), Vec::<ReplicaKey>::new());
     leader.step(expiry + 1, fetch(new_disk));
