@@ -583,6 +583,16 @@ mod tests {
             Uuid::from_u128(42),
         )
     }
+    /// CreateTopics of "manual" with these replica lists as its manual assignment.
+    fn manual(lists: Vec<Vec<i32>>) -> CreateTopic {
+        CreateTopic {
+            name: "manual".into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: Some(lists),
+            ..Default::default()
+        }
+    }
     fn apply_all(img: &mut MetadataImage, records: &[MetadataRecord]) {
         for r in records {
             img.apply(r).unwrap();
@@ -592,13 +602,6 @@ mod tests {
     #[test]
     fn a_manual_assignment_is_placed_as_given_and_checked() {
         let img = image_with_broker();
-        let manual = |lists: Vec<Vec<i32>>| CreateTopic {
-            name: "manual".into(),
-            num_partitions: -1,
-            replication_factor: -1,
-            assignments: Some(lists),
-            ..Default::default()
-        };
         let records = create(&img, &manual(vec![vec![1], vec![1]])).unwrap();
         let placed: Vec<(i32, Vec<i32>)> = records
             .iter()
@@ -632,13 +635,6 @@ mod tests {
         }
         img.brokers.get_mut(&2).unwrap().fenced = true;
         img.brokers.get_mut(&3).unwrap().in_controlled_shutdown = true;
-        let manual = |lists: Vec<Vec<i32>>| CreateTopic {
-            name: "manual".into(),
-            num_partitions: -1,
-            replication_factor: -1,
-            assignments: Some(lists),
-            ..Default::default()
-        };
         let records = create(&img, &manual(vec![vec![2, 1, 3], vec![1, 2, 3]])).unwrap();
         let placed: Vec<(Vec<i32>, i32, Vec<i32>)> = records
             .iter()
