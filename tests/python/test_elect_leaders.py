@@ -91,7 +91,7 @@ def test_single_node_answers_election_not_needed(broker):
 def test_preferred_election_restores_a_restarted_broker(cluster):
     topic, partitions = "restore", 6
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
-    wait_for("three brokers", lambda: len(admin.list_topics(timeout=5).brokers) == 3)
+    cluster.wait_registered()
     create(admin, topic, partitions, 3)
 
     def parts(a):

@@ -450,8 +450,7 @@ TOPIC_MIN_ISR = "min-isr"
 )
 def test_min_insync_replicas_changes_live_on_the_leader(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
-    wait_for("three brokers", lambda: _try(lambda: len(admin.list_topics(timeout=5).brokers) == 3),
-             timeout_s=TIMEOUT_S)
+    cluster.wait_registered()
     create_topic_rf(admin, TOPIC_MIN_ISR, 3)
 
     def partition(a):
