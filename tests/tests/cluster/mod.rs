@@ -1038,6 +1038,12 @@ impl Proxy {
                 };
                 {
                     let mut all = k.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    // Checked again under the lock that `cut` closes every connection
+                    // under: a connection accepted just before a cut would otherwise be
+                    // recorded after the cut closed the others, and outlive it.
+                    if c.load(Ordering::Relaxed) {
+                        continue;
+                    }
                     // Forget the closed ones now and then.
                     all.retain(|t| t.peer_addr().is_ok());
                     if let (Ok(a), Ok(b)) = (client.try_clone(), server.try_clone()) {
