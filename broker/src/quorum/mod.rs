@@ -146,6 +146,8 @@ enum Command {
     },
     /// A peer's answer to a request of ours.
     Response { from: NodeId, msg: Message },
+    /// Our requests to a peer were lost: no connection, or it failed mid-request.
+    Unreachable { to: NodeId },
     /// Where nodes are, as a peer's answer named them (a leader's `NodeEndpoints`).
     Learned {
         endpoints: Vec<(NodeId, String, u16)>,
@@ -433,6 +435,7 @@ pub async fn start(
     raft_config.fetch_max_wait_ms = 50;
     let retry_backoff =
         Duration::from_millis(u64::try_from(t.retry_backoff_ms).unwrap_or(20).max(20));
+    raft_config.retry_backoff_ms = u64::try_from(retry_backoff.as_millis()).unwrap_or(20);
     let seed = Uuid::new_v4().as_u64_pair().0;
     let node = RaftNode::new(
         raft_config,
@@ -630,6 +633,7 @@ impl Driver {
                 Some(Command::Response { from, msg }) => {
                     self.step(Input::Message { from, msg }, None)
                 }
+                Some(Command::Unreachable { to }) => self.step(Input::Unreachable(to), None),
                 Some(Command::Learned { endpoints }) => {
                     // Only for nodes not known otherwise: where this node's configuration
                     // or the voter set says a node is wins over what the node says of

@@ -5,9 +5,16 @@
 //! fetched page by page (KIP-630) and handed to the core whole.
 //!
 //! A connection that cannot be made, or that fails mid-request, is dropped together with
-//! every request queued for it, and the next attempt waits a backoff that doubles from
-//! `controller.quorum.retry.backoff.ms` up to one second. Nothing is retried here: the core
-//! sends again on its own timers, with what is current by then.
+//! every request queued for it, the next attempt waits a backoff that doubles from
+//! `controller.quorum.retry.backoff.ms` up to one second, and then the core is told the
+//! requests were lost ([`Command::Unreachable`]), as Kafka's network client reports a
+//! disconnect as an error response. The core sends again, with what is current by then.
+//!
+//! One retry happens here: a request whose connection had been idle since an earlier
+//! exchange, and fails on it, goes once more on a new connection. The other end may have
+//! closed the idle connection (a restart, a network cut that has healed) without this
+//! side noticing; Kafka's client notices such a close before it sends. Every quorum RPC
+//! may be delivered twice: each is answered from the epoch and offsets it carries.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +97,14 @@ async fn run(mut peer: Peer) {
             Ok(reply) => reply,
             Err(why) => {
                 fail(&mut peer, &mut link.conn, &mut backoff, &why).await;
+                if peer
+                    .driver
+                    .send(Command::Unreachable { to: peer.to })
+                    .await
+                    .is_err()
+                {
+                    return; // the driver stopped
+                }
                 continue;
             }
         };
@@ -200,27 +215,44 @@ async fn exchange(
     let correlation_id = link.correlation_id;
     let frame = codec::encode_request(api, version, correlation_id, &peer.client_id, body)
         .map_err(|e| format!("cannot encode a quorum request: {e}"))?;
-    let conn = &mut link.conn;
-    let round_trip = async {
-        if conn.is_none() {
-            let stream = TcpStream::connect(&peer.addr).await?;
-            let _ = stream.set_nodelay(true);
-            *conn = Some(stream);
+    let deadline = tokio::time::Instant::now() + peer.request_timeout;
+    let mut reused = link.conn.is_some();
+    let answer = loop {
+        match tokio::time::timeout_at(deadline, round_trip(&peer.addr, &mut link.conn, &frame))
+            .await
+        {
+            Ok(Ok(body)) => break body,
+            Ok(Err(e)) if reused => {
+                // See the module doc: the idle connection may have been closed under us.
+                tracing::debug!(peer = peer.to.0, error = %e, "quorum connection was closed; reconnecting");
+                link.conn = None;
+                reused = false;
+            }
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("request timed out".into()),
         }
-        let stream = conn.as_mut().expect("connected above");
-        stream.write_all(&frame).await?;
-        crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES).await
-    };
-    let answer = match tokio::time::timeout(peer.request_timeout, round_trip).await {
-        Ok(Ok(body)) => body,
-        Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => return Err("request timed out".into()),
     };
     match codec::decode_response(api, version, answer) {
         Ok(r) if r.correlation_id == correlation_id => Ok(r.body),
         Ok(_) => Err("response out of order".into()),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Sends `frame` on `conn`, connecting first if there is none, and reads the answer.
+async fn round_trip(
+    addr: &str,
+    conn: &mut Option<TcpStream>,
+    frame: &[u8],
+) -> std::io::Result<bytes::Bytes> {
+    if conn.is_none() {
+        let stream = TcpStream::connect(addr).await?;
+        let _ = stream.set_nodelay(true);
+        *conn = Some(stream);
+    }
+    let stream = conn.as_mut().expect("connected above");
+    stream.write_all(frame).await?;
+    crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES).await
 }
 
 /// Drops the connection and what is queued, then waits out the backoff.

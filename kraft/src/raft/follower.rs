@@ -26,6 +26,21 @@ impl RaftNode {
         }
     }
 
+    /// A request to `to` was lost ([`super::Input::Unreachable`]). A follower whose Fetch
+    /// to its leader was among them fetches again after the retry backoff. Other roles
+    /// resend on their own timers: a candidate's votes and a leader's BeginQuorumEpoch
+    /// after the request timeout, within their election and check-quorum windows.
+    pub(super) fn on_unreachable(&mut self, now: u64, to: NodeId) {
+        let backoff = self.config.retry_backoff_ms;
+        if let Role::Follower(f) = &mut self.role
+            && f.leader == to
+            && f.in_flight_since.is_some()
+        {
+            f.in_flight_since = None;
+            f.next_fetch_at = now + backoff;
+        }
+    }
+
     pub(super) fn on_fetch_response(
         &mut self,
         now: u64,

@@ -106,6 +106,11 @@ pub struct RaftConfig {
     /// `controller.quorum.request.timeout.ms`: an unanswered Fetch, Vote or
     /// BeginQuorumEpoch is sent again after this long.
     pub request_timeout_ms: u64,
+    /// `controller.quorum.retry.backoff.ms`: a follower whose Fetch was lost
+    /// ([`Input::Unreachable`]) fetches again after this long. Without it the retry would
+    /// wait out the request timeout, which at Kafka's defaults equals the fetch timeout:
+    /// one lost Fetch would start an election.
+    pub retry_backoff_ms: u64,
     /// How long a follower waits before fetching again after a fetch that brought nothing
     /// (Kafka's leader parks such a fetch for up to 500 ms instead; see the module doc).
     pub fetch_max_wait_ms: u64,
@@ -126,6 +131,7 @@ impl RaftConfig {
             fetch_timeout_ms: 2000,
             election_backoff_max_ms: 1000,
             request_timeout_ms: 2000,
+            retry_backoff_ms: 20,
             fetch_max_wait_ms: 500,
             fetch_max_entries: 1000,
             #[cfg(test)]
@@ -176,6 +182,10 @@ pub enum Input {
     AddVoter(ReplicaKey, Option<Endpoint>),
     /// KIP-853 RemoveRaftVoter, on the leader.
     RemoveVoter(ReplicaKey),
+    /// The requests sent to this node were lost without an answer: the connection could
+    /// not be made, or failed mid-request (Kafka's network client reports that as an
+    /// error response at once, rather than letting the request time out).
+    Unreachable(NodeId),
 }
 
 /// Why an AddVoter or RemoveVoter was refused (KIP-853's error codes).

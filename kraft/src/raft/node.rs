@@ -116,6 +116,7 @@ impl RaftNode {
                 self.change_voters(now, VoterChange::Add(key, endpoint), &mut out);
             }
             Input::RemoveVoter(key) => self.change_voters(now, VoterChange::Remove(key), &mut out),
+            Input::Unreachable(to) => self.on_unreachable(now, to),
         }
         out
     }

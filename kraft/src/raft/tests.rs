@@ -301,6 +301,41 @@ fn a_follower_that_hears_its_leader_refuses_pre_votes_and_keeps_its_epoch() {
 }
 
 #[test]
+fn a_follower_whose_fetch_was_lost_fetches_again_after_the_retry_backoff() {
+    let q = QuorumState {
+        epoch: 4,
+        voted_for: None,
+        leader: Some(NodeId(1)),
+    };
+    let mut n = node(2, 3, q, &[]);
+    let fetched = |actions: &[Action]| {
+        actions.iter().any(|a| {
+            matches!(
+                a,
+                Action::Send {
+                    to: NodeId(1),
+                    msg: Message::FetchRequest { .. }
+                }
+            )
+        })
+    };
+    assert!(fetched(&n.step(0, Input::Tick)));
+    // Unanswered, the Fetch goes again only after the request timeout (2 s, the fetch
+    // timeout too).
+    assert!(!fetched(&n.step(1_000, Input::Tick)));
+    // Another node's loss changes nothing.
+    n.step(1_000, Input::Unreachable(NodeId(3)));
+    assert!(!fetched(&n.step(1_100, Input::Tick)));
+    // The leader's: again after the retry backoff, well inside the fetch timeout.
+    n.step(1_100, Input::Unreachable(NodeId(1)));
+    assert!(n.next_deadline() <= 1_120, "{}", n.next_deadline());
+    assert!(!fetched(&n.step(1_110, Input::Tick)));
+    assert!(fetched(&n.step(1_120, Input::Tick)));
+    assert_eq!(n.role(), RoleKind::Follower);
+    assert_eq!(n.epoch(), 4);
+}
+
+#[test]
 fn a_diverging_epoch_truncates_the_follower_to_where_the_logs_agree() {
     // The leader has epochs [1, 1, 3]; the follower [1, 1, 2, 2] from a leader of epoch 2
     // that never committed.

@@ -405,6 +405,13 @@ impl Sim {
             Event::Deliver { from, to, msg } => {
                 let from_idx = (from.0 - 1) as usize;
                 if self.blocked[from_idx][to] > 0 || !self.live(to) {
+                    // A cut link or a dead node refuses or resets the connection, and the
+                    // sender's driver says so (a message lost at random is not reported:
+                    // the sender's timers cover that).
+                    if self.live(from_idx) {
+                        let to = self.nodes[to].id;
+                        return self.step(from_idx, Input::Unreachable(to));
+                    }
                     return Ok(());
                 }
                 self.note(|| format!("n{} <- n{}: {}", to + 1, from.0, short(&msg)));
