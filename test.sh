@@ -161,6 +161,18 @@ if [[ -f "$LOGS/pytest.log" ]]; then
     passed=$((passed + p)); failed=$((failed + f + e))
 fi
 
+# A short digest of failed cargo tests, just above the summary, for a CI that keeps only the
+# end of the output: where each test panicked, and the Raft role changes and fencings in the
+# node logs a failing cluster test prints (prefixed with the node's id).
+if [[ -f "$LOGS/cargo-test.log" ]] && grep -q ' panicked at ' "$LOGS/cargo-test.log"; then
+    echo
+    echo "==== cargo-test failures (full log: $LOGS/cargo-test.log) ===="
+    awk '/^--- node [0-9]+ / { node = $3; next }
+         / panicked at |^ *timed out after|^Caused by:/ { node = ""; print; next }
+         node != "" && /role changed|fencing broker|resign/ { print "node " node ": " $0 }' \
+        "$LOGS/cargo-test.log" | cut -c1-180 | tail -n 30
+fi
+
 echo
 echo "==== summary ===="
 for i in "${!STEP_NAMES[@]}"; do
