@@ -290,6 +290,12 @@ impl RaftNode {
             }
             return;
         }
+        if epoch == self.quorum.epoch && self.quorum.leader.is_some_and(|l| l != leader) {
+            // One leader per epoch: a second claim on an epoch whose leader this node knows
+            // (itself included) comes from a node that did not win it, or is garbled.
+            // Kafka's `hasConsistentLeader` refuses it too.
+            return;
+        }
         let voted_for = if epoch == self.quorum.epoch {
             self.quorum.voted_for
         } else {

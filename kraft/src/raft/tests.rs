@@ -335,6 +335,168 @@ fn a_follower_whose_fetch_was_lost_fetches_again_after_the_retry_backoff() {
     assert_eq!(n.epoch(), 4);
 }
 
+fn begin_epoch(epoch: i32, leader: i32, voter: i32) -> Input {
+    Input::Message {
+        from: NodeId(leader),
+        msg: Message::BeginQuorumEpochRequest {
+            epoch,
+            leader: key(leader),
+            voter: key(voter),
+        },
+    }
+}
+
+fn fetch_from(from: i32, replica: ReplicaKey, epoch: i32, offset: i64, last: i32) -> Input {
+    Input::Message {
+        from: NodeId(from),
+        msg: Message::FetchRequest {
+            epoch,
+            replica,
+            fetch_offset: offset,
+            last_fetched_epoch: last,
+        },
+    }
+}
+
+/// The state a hostile or confused message must not move.
+fn standing(n: &RaftNode) -> (RoleKind, i32, Option<NodeId>, QuorumState, i64, i64) {
+    (
+        n.role(),
+        n.epoch(),
+        n.leader(),
+        n.quorum_state(),
+        n.log().end_offset(),
+        n.high_watermark(),
+    )
+}
+
+#[test]
+fn a_follower_ignores_stale_misaddressed_and_self_proclaimed_claims() {
+    let q = QuorumState {
+        epoch: 4,
+        voted_for: None,
+        leader: Some(NodeId(1)),
+    };
+    let mut n = node(2, 3, q, &[1, 2, 4]);
+    n.step(0, Input::Tick);
+    let before = standing(&n);
+    let unknown = ReplicaKey {
+        id: NodeId(9),
+        directory_id: Uuid::from_u128(9),
+    };
+    // Votes: a stale epoch, one addressed to another voter, one in an epoch that has a
+    // leader (from a voter and from a node that is none), however long the candidate's log.
+    assert!(!granted(&n.step(10, vote_request(3, 3, key(2), (9, 99)))));
+    assert!(!granted(&n.step(11, vote_request(4, 3, key(1), (9, 99)))));
+    assert!(!granted(&n.step(12, vote_request(4, 3, key(2), (9, 99)))));
+    assert!(!granted(&n.step(
+        13,
+        Input::Message {
+            from: NodeId(9),
+            msg: Message::VoteRequest {
+                epoch: 4,
+                candidate: unknown,
+                voter: key(2),
+                last_epoch: 9,
+                end_offset: 99,
+                pre_vote: false,
+            },
+        },
+    )));
+    // BeginQuorumEpoch: node 3 claims epoch 4, which node 1 leads, and an older one.
+    n.step(14, begin_epoch(4, 3, 2));
+    n.step(15, begin_epoch(3, 3, 2));
+    // A Fetch answer from a node that is not the leader, whatever it carries.
+    n.step(
+        16,
+        Input::Message {
+            from: NodeId(3),
+            msg: Message::FetchResponse {
+                epoch: 4,
+                leader: Some(NodeId(3)),
+                error: None,
+                fetch_offset: 3,
+                last_fetched_epoch: 4,
+                diverging: Some((1, 0)),
+                snapshot_id: None,
+                entries: entries(&[4, 4]),
+                high_watermark: 9,
+            },
+        },
+    );
+    // A Fetch sent to a follower is refused, and moves nothing.
+    let answer = n.step(17, fetch_from(3, key(3), 4, 0, 0));
+    assert!(
+        answer.iter().any(|a| matches!(
+            a,
+            Action::Send {
+                msg: Message::FetchResponse { error: Some(_), entries, .. },
+                ..
+            } if entries.is_empty()
+        )),
+        "{answer:?}"
+    );
+    assert_eq!(standing(&n), before);
+    // The epoch's real leader is still followed.
+    n.step(18, begin_epoch(4, 1, 2));
+    assert_eq!(standing(&n), before);
+}
+
+#[test]
+fn a_leader_keeps_its_epoch_against_claims_and_unknown_fetchers() {
+    let mut leader = leader_of(3, &[1, 2, 3]);
+    leader.step(0, Input::Propose(vec![Bytes::from_static(b"r")]));
+    leader.step(1, fetch_from(2, key(2), 3, 4, 3));
+    assert_eq!(leader.high_watermark(), 4);
+    let before = standing(&leader);
+    let unknown = ReplicaKey {
+        id: NodeId(9),
+        directory_id: Uuid::from_u128(9),
+    };
+    // A node that did not win epoch 3 claims it; votes for it, from a voter and from an
+    // unknown node with a longer log.
+    leader.step(2, begin_epoch(3, 2, 1));
+    assert!(!granted(
+        &leader.step(3, vote_request(3, 2, key(1), (9, 99)))
+    ));
+    assert!(!granted(&leader.step(
+        4,
+        Input::Message {
+            from: NodeId(9),
+            msg: Message::VoteRequest {
+                epoch: 3,
+                candidate: unknown,
+                voter: key(1),
+                last_epoch: 9,
+                end_offset: 99,
+                pre_vote: false,
+            },
+        },
+    )));
+    // An unknown replica fetching far ahead, and a voter fetching in an epoch that does
+    // not exist yet, move no high watermark.
+    leader.step(5, fetch_from(9, unknown, 3, 99, 3));
+    leader.step(6, fetch_from(3, key(3), 7, 99, 7));
+    assert_eq!(standing(&leader), before);
+    // A stale epoch's Fetch is told the current one.
+    let answer = leader.step(7, fetch_from(3, key(3), 2, 0, 0));
+    assert!(
+        answer.iter().any(|a| matches!(
+            a,
+            Action::Send {
+                msg: Message::FetchResponse {
+                    epoch: 3,
+                    error: Some(_),
+                    ..
+                },
+                ..
+            }
+        )),
+        "{answer:?}"
+    );
+    assert_eq!(standing(&leader), before);
+}
+
 #[test]
 fn a_diverging_epoch_truncates_the_follower_to_where_the_logs_agree() {
     // The leader has epochs [1, 1, 3]; the follower [1, 1, 2, 2] from a leader of epoch 2
