@@ -312,8 +312,13 @@ impl Broker {
                     self.stderr_tail()
                 );
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(());
+            if let Ok(probe) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                // A connect to a port no one listens on yet can meet itself (TCP
+                // simultaneous open, when the kernel happens to pick that very port as the
+                // source): that connection is not the broker, which may not be up.
+                if probe.local_addr().ok() != probe.peer_addr().ok() {
+                    return Ok(());
+                }
             }
             if Instant::now() >= deadline {
                 if let Some(mut child) = self.child.take() {
