@@ -433,9 +433,8 @@ pub async fn start(
     // metadata write waits for the followers' next fetch to commit. 50 ms keeps a write's
     // commit near that of a parked fetch at twenty small requests a second per follower.
     raft_config.fetch_max_wait_ms = 50;
-    let retry_backoff =
-        Duration::from_millis(u64::try_from(t.retry_backoff_ms).unwrap_or(20).max(20));
-    raft_config.retry_backoff_ms = u64::try_from(retry_backoff.as_millis()).unwrap_or(20);
+    raft_config.retry_backoff_ms = u64::try_from(t.retry_backoff_ms).unwrap_or(20).max(20);
+    let retry_backoff = Duration::from_millis(raft_config.retry_backoff_ms);
     let seed = Uuid::new_v4().as_u64_pair().0;
     let node = RaftNode::new(
         raft_config,

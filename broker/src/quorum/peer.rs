@@ -96,13 +96,7 @@ async fn run(mut peer: Peer) {
         let reply = match answer {
             Ok(reply) => reply,
             Err(why) => {
-                fail(&mut peer, &mut link.conn, &mut backoff, &why).await;
-                if peer
-                    .driver
-                    .send(Command::Unreachable { to: peer.to })
-                    .await
-                    .is_err()
-                {
+                if !fail(&mut peer, &mut link.conn, &mut backoff, &why).await {
                     return; // the driver stopped
                 }
                 continue;
@@ -255,11 +249,22 @@ async fn round_trip(
     crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES).await
 }
 
-/// Drops the connection and what is queued, then waits out the backoff.
-async fn fail(peer: &mut Peer, conn: &mut Option<TcpStream>, backoff: &mut Duration, why: &str) {
+/// Drops the connection, waits out the backoff, drops what was queued meanwhile, and then
+/// tells the core its requests were lost: in that order, so that what the core sends again
+/// is not among what is dropped. Returns `false` once the driver has stopped.
+async fn fail(
+    peer: &mut Peer,
+    conn: &mut Option<TcpStream>,
+    backoff: &mut Duration,
+    why: &str,
+) -> bool {
     tracing::debug!(peer = peer.to.0, addr = %peer.addr, why, "quorum connection failed");
     *conn = None;
     tokio::time::sleep(*backoff).await;
     *backoff = (*backoff * 2).min(MAX_BACKOFF);
     while peer.rx.try_recv().is_ok() {}
+    peer.driver
+        .send(Command::Unreachable { to: peer.to })
+        .await
+        .is_ok()
 }

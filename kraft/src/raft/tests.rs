@@ -51,6 +51,28 @@ fn vote_request(epoch: i32, candidate: i32, voter: ReplicaKey, log: (i32, i64)) 
     }
 }
 
+/// A Fetch from node `from` as `replica`, at `offset` after an entry of epoch `last`.
+fn fetch_from(from: i32, replica: ReplicaKey, epoch: i32, offset: i64, last: i32) -> Input {
+    Input::Message {
+        from: NodeId(from),
+        msg: Message::FetchRequest {
+            epoch,
+            replica,
+            fetch_offset: offset,
+            last_fetched_epoch: last,
+        },
+    }
+}
+
+/// Following node 1 in `epoch`, with no vote cast.
+fn following(epoch: i32) -> QuorumState {
+    QuorumState {
+        epoch,
+        voted_for: None,
+        leader: Some(NodeId(1)),
+    }
+}
+
 fn granted(actions: &[Action]) -> bool {
     actions.iter().any(|a| {
         matches!(
@@ -213,15 +235,7 @@ fn a_replaced_disk_neither_votes_nor_counts_toward_the_high_watermark() {
     );
     assert_eq!(leader.role(), RoleKind::Leader);
     leader.step(5_003, Input::Propose(vec![Bytes::from_static(b"r")]));
-    let fetch = |replica| Input::Message {
-        from: NodeId(2),
-        msg: Message::FetchRequest {
-            epoch: 1,
-            replica,
-            fetch_offset: 2,
-            last_fetched_epoch: 1,
-        },
-    };
+    let fetch = |replica| fetch_from(2, replica, 1, 2, 1);
     leader.step(5_004, fetch(new_disk));
     assert_eq!(leader.high_watermark(), 0);
     let describe = leader.describe_quorum(5_004).unwrap();
@@ -253,11 +267,7 @@ fn a_replaced_disk_neither_votes_nor_counts_toward_the_high_watermark() {
 
 #[test]
 fn a_follower_that_hears_its_leader_refuses_pre_votes_and_keeps_its_epoch() {
-    let q = QuorumState {
-        epoch: 4,
-        voted_for: None,
-        leader: Some(NodeId(1)),
-    };
+    let q = following(4);
     let mut n = node(2, 3, q, &[]);
     n.step(0, Input::Tick); // sends its first Fetch
     n.step(
@@ -302,11 +312,7 @@ fn a_follower_that_hears_its_leader_refuses_pre_votes_and_keeps_its_epoch() {
 
 #[test]
 fn a_follower_whose_fetch_was_lost_fetches_again_after_the_retry_backoff() {
-    let q = QuorumState {
-        epoch: 4,
-        voted_for: None,
-        leader: Some(NodeId(1)),
-    };
+    let q = following(4);
     let mut n = node(2, 3, q, &[]);
     let fetched = |actions: &[Action]| {
         actions.iter().any(|a| {
@@ -346,18 +352,6 @@ fn begin_epoch(epoch: i32, leader: i32, voter: i32) -> Input {
     }
 }
 
-fn fetch_from(from: i32, replica: ReplicaKey, epoch: i32, offset: i64, last: i32) -> Input {
-    Input::Message {
-        from: NodeId(from),
-        msg: Message::FetchRequest {
-            epoch,
-            replica,
-            fetch_offset: offset,
-            last_fetched_epoch: last,
-        },
-    }
-}
-
 /// The state a hostile or confused message must not move.
 fn standing(n: &RaftNode) -> (RoleKind, i32, Option<NodeId>, QuorumState, i64, i64) {
     (
@@ -372,37 +366,17 @@ fn standing(n: &RaftNode) -> (RoleKind, i32, Option<NodeId>, QuorumState, i64, i
 
 #[test]
 fn a_follower_ignores_stale_misaddressed_and_self_proclaimed_claims() {
-    let q = QuorumState {
-        epoch: 4,
-        voted_for: None,
-        leader: Some(NodeId(1)),
-    };
+    let q = following(4);
     let mut n = node(2, 3, q, &[1, 2, 4]);
     n.step(0, Input::Tick);
     let before = standing(&n);
-    let unknown = ReplicaKey {
-        id: NodeId(9),
-        directory_id: Uuid::from_u128(9),
-    };
     // Votes: a stale epoch, one addressed to another voter, one in an epoch that has a
-    // leader (from a voter and from a node that is none), however long the candidate's log.
+    // leader (from a voter and from node 9, which is none), however long the candidate's
+    // log.
     assert!(!granted(&n.step(10, vote_request(3, 3, key(2), (9, 99)))));
     assert!(!granted(&n.step(11, vote_request(4, 3, key(1), (9, 99)))));
     assert!(!granted(&n.step(12, vote_request(4, 3, key(2), (9, 99)))));
-    assert!(!granted(&n.step(
-        13,
-        Input::Message {
-            from: NodeId(9),
-            msg: Message::VoteRequest {
-                epoch: 4,
-                candidate: unknown,
-                voter: key(2),
-                last_epoch: 9,
-                end_offset: 99,
-                pre_vote: false,
-            },
-        },
-    )));
+    assert!(!granted(&n.step(13, vote_request(4, 9, key(2), (9, 99)))));
     // BeginQuorumEpoch: node 3 claims epoch 4, which node 1 leads, and an older one.
     n.step(14, begin_epoch(4, 3, 2));
     n.step(15, begin_epoch(3, 3, 2));
@@ -449,33 +423,18 @@ fn a_leader_keeps_its_epoch_against_claims_and_unknown_fetchers() {
     leader.step(1, fetch_from(2, key(2), 3, 4, 3));
     assert_eq!(leader.high_watermark(), 4);
     let before = standing(&leader);
-    let unknown = ReplicaKey {
-        id: NodeId(9),
-        directory_id: Uuid::from_u128(9),
-    };
-    // A node that did not win epoch 3 claims it; votes for it, from a voter and from an
-    // unknown node with a longer log.
+    // A node that did not win epoch 3 claims it; votes for it, from a voter and from node
+    // 9 (no voter) with a longer log.
     leader.step(2, begin_epoch(3, 2, 1));
     assert!(!granted(
         &leader.step(3, vote_request(3, 2, key(1), (9, 99)))
     ));
-    assert!(!granted(&leader.step(
-        4,
-        Input::Message {
-            from: NodeId(9),
-            msg: Message::VoteRequest {
-                epoch: 3,
-                candidate: unknown,
-                voter: key(1),
-                last_epoch: 9,
-                end_offset: 99,
-                pre_vote: false,
-            },
-        },
-    )));
+    assert!(!granted(
+        &leader.step(4, vote_request(3, 9, key(1), (9, 99)))
+    ));
     // An unknown replica fetching far ahead, and a voter fetching in an epoch that does
     // not exist yet, move no high watermark.
-    leader.step(5, fetch_from(9, unknown, 3, 99, 3));
+    leader.step(5, fetch_from(9, key(9), 3, 99, 3));
     leader.step(6, fetch_from(3, key(3), 7, 99, 7));
     assert_eq!(standing(&leader), before);
     // A stale epoch's Fetch is told the current one.
@@ -502,11 +461,7 @@ fn a_diverging_epoch_truncates_the_follower_to_where_the_logs_agree() {
     // The leader has epochs [1, 1, 3]; the follower [1, 1, 2, 2] from a leader of epoch 2
     // that never committed.
     let mut leader = leader_of(3, &[1, 1, 3]);
-    let q = QuorumState {
-        epoch: 3,
-        voted_for: None,
-        leader: Some(NodeId(1)),
-    };
+    let q = following(3);
     let mut follower = node(2, 3, q, &[1, 1, 2, 2]);
     let fetch = follower.step(0, Input::Tick);
     let Some(Action::Send { msg: request, .. }) = fetch.last().cloned() else {
@@ -569,11 +524,7 @@ fn a_follower_behind_the_log_start_installs_the_leaders_snapshot_once() {
     assert_eq!(actions[1], Action::DeleteLogBefore { offset: 3 });
     assert_eq!(leader.log().start_offset(), 3);
 
-    let q = QuorumState {
-        epoch: 2,
-        voted_for: None,
-        leader: Some(NodeId(1)),
-    };
+    let q = following(2);
     let mut follower = node(2, 3, q, &[]);
     let fetch = follower.step(0, Input::Tick);
     let answer = deliver(&fetch, 2, &mut leader, 1);
@@ -648,18 +599,7 @@ fn voter_changes_go_one_at_a_time_after_the_leader_commits_in_its_epoch() {
         rejected(&leader.step(5, Input::AddVoter(key(3), None))),
         Some(VoterChangeError::NotCaughtUp)
     );
-    leader.step(
-        6,
-        Input::Message {
-            from: NodeId(3),
-            msg: Message::FetchRequest {
-                epoch: 2,
-                replica: key(3),
-                fetch_offset: 3,
-                last_fetched_epoch: 2,
-            },
-        },
-    );
+    leader.step(6, fetch_from(3, key(3), 2, 3, 2));
     assert!(rejected(&leader.step(7, Input::AddVoter(key(3), None))).is_none());
     assert_eq!(leader.voters(), &[key(1), key(2), key(3)]);
     assert_eq!(described_voters(&leader), 3);
@@ -730,18 +670,7 @@ fn an_observer_with_no_voters_finds_the_leader_through_a_bootstrap_server() {
 fn an_added_voter_s_endpoint_is_recorded_in_the_voters_entry() {
     let mut leader = leader_of(2, &[1, 2]);
     leader.high_watermark = 2;
-    leader.step(
-        1,
-        Input::Message {
-            from: NodeId(4),
-            msg: Message::FetchRequest {
-                epoch: 2,
-                replica: key(4),
-                fetch_offset: 2,
-                last_fetched_epoch: 2,
-            },
-        },
-    );
+    leader.step(1, fetch_from(4, key(4), 2, 2, 2));
     let endpoint = Endpoint {
         name: "CONTROLLER".into(),
         host: "127.0.0.1".into(),
