@@ -8,7 +8,13 @@
 //! - the killed node restarted, it follows the new leader and its log end offset reaches
 //!   the high watermark.
 //!
-//! DescribeQuorum v0 in raw frames, independent of Strata's codec. Every wait is bounded.
+//! A second test sends a running quorum forged claims: a BeginQuorumEpoch from a follower
+//! for the epoch another node leads, one for an older epoch, and Votes in the led epoch from
+//! a voter and from a node outside the voter set, each with a log far ahead; every node must
+//! keep naming the same leader in the same epoch, and a Vote must not be granted.
+//!
+//! DescribeQuorum v0 in raw frames, independent of Strata's codec (the forged requests are
+//! built with kafka-protocol's types). Every wait is bounded.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -16,10 +22,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cluster::{Quorum, describe_quorum};
+use bytes::Bytes;
+use cluster::{Quorum, describe_quorum, round_trip};
+use strata_protocol::StrBytes;
+use strata_protocol::codec;
+use strata_protocol::messages::{
+    ApiKey, BeginQuorumEpochRequest, BrokerId, RequestKind, ResponseKind, TopicName, VoteRequest,
+    begin_quorum_epoch_request, vote_request,
+};
 use strata_tests::{free_port, read_tail, strata_bin};
 
 mod cluster;
+
+/// The cluster id every node's file sets.
+const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 
 /// The most any one wait of this test takes.
 const WAIT: Duration = Duration::from_secs(30);
@@ -119,7 +135,7 @@ impl Cluster {
                 f,
                 "process.roles=broker,controller\n\
                  node.id={id}\n\
-                 cluster.id=MkU3OEVBNTcwNTJENDM2Qg\n\
+                 cluster.id={CLUSTER_ID}\n\
                  listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{ctrl}\n\
                  advertised.listeners=PLAINTEXT://127.0.0.1:{plain}\n\
                  controller.listener.names=CONTROLLER\n\
@@ -326,4 +342,115 @@ fn a_lone_voter_cannot_lead_until_a_majority_is_back() {
         q.high_watermark > first.high_watermark
     });
     assert!(second.epoch > first.epoch, "{second:?} after {first:?}");
+}
+
+/// Sends `body` as `api` v`version` to the controller listener at `port`; the answer.
+fn forge(port: u16, api: ApiKey, version: i16, body: RequestKind) -> ResponseKind {
+    let frame = codec::encode_request(api, version, 5, "forger", &body).expect("encode");
+    // `round_trip` adds the size prefix again.
+    let answer = round_trip(port, &frame[4..]).expect("an answer");
+    codec::decode_response(api, version, Bytes::from(answer))
+        .expect("decode")
+        .body
+}
+
+fn metadata_topic() -> TopicName {
+    TopicName(StrBytes::from_static_str("__cluster_metadata"))
+}
+
+/// BeginQuorumEpoch v1 to `voter`: `leader` claims to lead `epoch`.
+fn begin_epoch(voter: i32, leader: i32, epoch: i32) -> RequestKind {
+    let mut p = begin_quorum_epoch_request::PartitionData::default();
+    p.partition_index = 0;
+    p.leader_id = BrokerId(leader);
+    p.leader_epoch = epoch;
+    let mut t = begin_quorum_epoch_request::TopicData::default();
+    t.topic_name = metadata_topic();
+    t.partitions = vec![p];
+    let mut r = BeginQuorumEpochRequest::default();
+    r.cluster_id = Some(StrBytes::from_static_str(CLUSTER_ID));
+    r.voter_id = BrokerId(voter);
+    r.topics = vec![t];
+    RequestKind::BeginQuorumEpoch(r)
+}
+
+/// Vote v2 to `voter` from `candidate` in `epoch`, with a log far ahead of anyone's.
+fn vote(voter: i32, candidate: i32, epoch: i32) -> RequestKind {
+    let mut p = vote_request::PartitionData::default();
+    p.partition_index = 0;
+    p.replica_epoch = epoch;
+    p.replica_id = BrokerId(candidate);
+    p.last_offset_epoch = epoch;
+    p.last_offset = 1_000_000;
+    let mut t = vote_request::TopicData::default();
+    t.topic_name = metadata_topic();
+    t.partitions = vec![p];
+    let mut r = VoteRequest::default();
+    r.cluster_id = Some(StrBytes::from_static_str(CLUSTER_ID));
+    r.voter_id = BrokerId(voter);
+    r.topics = vec![t];
+    RequestKind::Vote(r)
+}
+
+#[test]
+fn forged_leader_claims_and_votes_move_no_voter() {
+    assert!(Path::new(&strata_bin()).is_file(), "build strata first");
+    let mut c = Cluster::start();
+    let all = [1, 2, 3];
+    let first = wait_leader(&mut c, &all, "first election", |q| {
+        q.high_watermark > 0 && all.iter().all(|&id| caught_up(q, id))
+    });
+    let (leader, epoch) = (first.leader, first.epoch);
+    let others: Vec<i32> = all.iter().copied().filter(|&i| i != leader).collect();
+    let (target, claimant) = (others[0], others[1]);
+    let port = c.node(target).controller;
+
+    // The claimant says it leads the current epoch, then an older one.
+    for e in [epoch, epoch - 1] {
+        let answer = forge(
+            port,
+            ApiKey::BeginQuorumEpoch,
+            1,
+            begin_epoch(target, claimant, e),
+        );
+        assert!(
+            matches!(answer, ResponseKind::BeginQuorumEpoch(_)),
+            "{answer:?}"
+        );
+    }
+    // Votes in the led epoch: from the claimant and from node 9, which is no voter.
+    for candidate in [claimant, 9] {
+        let answer = forge(port, ApiKey::Vote, 2, vote(target, candidate, epoch));
+        let ResponseKind::Vote(r) = answer else {
+            panic!("not a Vote answer: {answer:?}");
+        };
+        let granted = r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .any(|p| p.vote_granted);
+        assert!(!granted, "a vote from {candidate} granted: {r:?}");
+    }
+
+    // Every node keeps the leader and epoch it had, for longer than the fetch timeout
+    // (2 s) a follower misled into following the claimant would take to notice.
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut corr = 100;
+    while Instant::now() < until {
+        for &id in &all {
+            corr += 1;
+            let q = describe_quorum(c.node(id).controller, corr);
+            assert!(
+                q.as_ref()
+                    .is_some_and(|q| q.leader == leader && q.epoch == epoch),
+                "node {id} after the forged claims: {q:?} (leader {leader}, epoch {epoch})"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // And every voter still fetches from the leader up to its high watermark.
+    let after = wait_leader(&mut c, &all, "fetching after the forged claims", |q| {
+        all.iter().all(|&id| caught_up(q, id))
+    });
+    assert_eq!((after.leader, after.epoch), (leader, epoch));
 }
