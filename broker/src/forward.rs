@@ -368,7 +368,10 @@ where
 {
     let body = RequestKind::from(req.clone());
     let wait = deadline(&body);
-    match forward_to_leader(&ctx.broker, ctx.api_key, ctx.api_version, &body, wait).await {
+    // An old version (`codec::legacy`) goes to the controller as the codec's oldest, which
+    // means the same; the answer is encoded at the client's version as usual.
+    let version = codec::legacy::codec_version(ctx.api_key, ctx.api_version);
+    match forward_to_leader(&ctx.broker, ctx.api_key, version, &body, wait).await {
         Ok(Some((_, answer))) => answer,
         Ok(None) => local(ctx, req),
         Err(e) => {

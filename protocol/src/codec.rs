@@ -18,7 +18,7 @@ use crate::versions::ListenerType;
 /// Kafka's UNSUPPORTED_VERSION error code.
 const UNSUPPORTED_VERSION: i16 = 35;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A decoded request, ready for dispatch.
 #[derive(Debug)]
@@ -145,8 +145,11 @@ pub fn decode_request_on(listener: ListenerType, mut frame: Bytes) -> Result<Dec
         .map_err(|e| malformed(e.into()))?;
     // The codec preallocates arrays from wire counts; prove the counts first (see `shape`).
     crate::shape::check(api_key, version, &frame).map_err(|e| malformed(e.into()))?;
-    let body =
-        RequestKind::decode(api_key, &mut frame, version).map_err(|e| malformed(e.into()))?;
+    let body = if legacy::is_legacy(api_key, version) {
+        legacy::decode_request(api_key, version, frame).map_err(malformed)?
+    } else {
+        RequestKind::decode(api_key, &mut frame, version).map_err(|e| malformed(e.into()))?
+    };
     Ok(Decoded::Request(Box::new(Request {
         api_key,
         header,
@@ -221,7 +224,8 @@ pub fn decode_response(
 }
 
 /// The client-listener APIs a node that is not the active controller forwards to it whole
-/// (KIP-590), and whose responses it reads back with [`decode_forwarded_response`].
+/// (KIP-590), and whose responses it reads back with [`decode_forwarded_response`]. An old
+/// version that [`legacy`] translates is forwarded at [`legacy::codec_version`].
 pub const FORWARDED_APIS: [ApiKey; 12] = [
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
@@ -252,9 +256,11 @@ pub fn decode_forwarded_response(
     version: i16,
     frame: Bytes,
 ) -> Result<Response, DecodeError> {
+    // Forwarded at the controller listener's versions: an old client version is forwarded
+    // as the codec's oldest (`legacy::codec_version`).
     let served = FORWARDED_APIS
         .contains(&api_key)
-        .then(|| ListenerType::Broker.supported(api_key))
+        .then(|| ListenerType::Controller.supported(api_key))
         .flatten();
     check_sent(served, api_key, version)?;
     decode_response_body(api_key, version, frame)
@@ -376,7 +382,11 @@ pub fn encode_response(
     header
         .encode(&mut buf, api_key.response_header_version(version))
         .map_err(|e| err(e.into()))?;
-    body.encode(&mut buf, version).map_err(|e| err(e.into()))?;
+    if legacy::is_legacy(api_key, version) {
+        legacy::encode_response(api_key, version, body, &mut buf).map_err(err)?;
+    } else {
+        body.encode(&mut buf, version).map_err(|e| err(e.into()))?;
+    }
     finish_frame(buf, api_key, version)
 }
 
@@ -409,7 +419,7 @@ pub fn api_versions_body_for(listener: ListenerType, error_code: i16) -> ApiVers
                 .map(|a| {
                     ApiVersion::default()
                         .with_api_key(a.key as i16)
-                        .with_min_version(a.min)
+                        .with_min_version(a.advertised_min)
                         .with_max_version(a.max)
                 })
                 .collect(),
@@ -431,6 +441,8 @@ pub fn encode_api_versions_fallback_for(listener: ListenerType, correlation_id: 
     encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)
         .unwrap_or_else(|_| Bytes::from_static(&[]))
 }
+
+pub mod legacy;
 
 #[cfg(test)]
 mod controller_tests;

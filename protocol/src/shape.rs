@@ -155,7 +155,12 @@ const LIST_OFFSETS: Schema = Schema {
             T::Array(&[
                 f(T::Str, 0, ALL),
                 f(
-                    T::Array(&[f(T::I32, 0, ALL), f(T::I32, 4, ALL), f(T::I64, 0, ALL)]),
+                    T::Array(&[
+                        f(T::I32, 0, ALL), // partition_index
+                        f(T::I32, 4, ALL), // current_leader_epoch
+                        f(T::I64, 0, ALL), // timestamp
+                        f(T::I32, 0, 0),   // max_num_offsets
+                    ]),
                     0,
                     ALL,
                 ),
@@ -553,6 +558,7 @@ const OFFSET_COMMIT: Schema = Schema {
                     T::Array(&[
                         f(T::I32, 0, ALL), // partition_index
                         f(T::I64, 0, ALL), // committed_offset
+                        f(T::I64, 1, 1),   // commit_timestamp
                         f(T::I32, 6, ALL), // committed_leader_epoch
                         f(T::Str, 0, ALL), // committed_metadata
                     ]),

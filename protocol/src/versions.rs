@@ -13,31 +13,51 @@ use kafka_protocol::messages::ApiKey;
 pub struct SupportedApi {
     /// The API key.
     pub key: ApiKey,
-    /// Oldest version accepted. Kafka 4.0 dropped the older versions of several APIs, and the
-    /// codec (generated from Kafka 4.0's schemas) cannot decode them.
+    /// Oldest version accepted. Kafka 4.0 dropped the older versions of several APIs (KIP-896),
+    /// and the codec (generated from Kafka 4.0's schemas) cannot decode them; those that
+    /// Strata still serves are translated in [`crate::codec::legacy`].
     pub min: i16,
     /// Newest version accepted.
     pub max: i16,
+    /// Oldest version advertised in ApiVersions: `min`, except where a client needs to see
+    /// an older one that is still refused (Produce, KAFKA-18659).
+    pub advertised_min: i16,
 }
 
 const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
-    SupportedApi { key, min, max }
+    SupportedApi {
+        key,
+        min,
+        max,
+        advertised_min: min,
+    }
 }
 
 /// Every API Strata serves, in API-key order.
 ///
 /// Version notes:
+/// - Produce is advertised from v0 but served from v3, as Kafka 4.0 does (KAFKA-18659):
+///   librdkafka before 2.11 compresses only when the broker's Produce range starts at v0, so
+///   a range starting at v3 silently turns compression off in every distribution's librdkafka.
+///   Clients pick the newest version both sides know, so none sends v0-2 because of it; one
+///   that does anyway (an old message format) is refused as any unserved version is.
+///   Produce v0-2 and Fetch v0-3 carry magic 0 and 1 message sets, which Strata does not
+///   convert (`docs/ARCHITECTURE.md`, "Old message formats").
 /// - Produce stops at v11: v12 is KIP-890's transaction verification and v13 adds topic ids.
 /// - Fetch stops at v16: v17 and later only add replica fields for follower fetching.
 /// - Metadata stops at v12: v13 adds a top-level error code used for re-bootstrap (KIP-1102).
 /// - ListOffsets stops at v8: v9 (tiered storage) and v10 (KIP-1075 timeouts) are not served.
 /// - InitProducerId serves the idempotent producer only; a transactional id is answered
 ///   COORDINATOR_NOT_AVAILABLE (transactions are not supported, so their APIs are not listed).
-/// - JoinGroup starts at v2: Kafka 4.0 removed v0 and v1 (KIP-896).
+/// - Versions Kafka 4.0 removed (KIP-896) that clients still in service send are served
+///   (as Redpanda does): JoinGroup v0-1 through the codec, and ListOffsets v0, OffsetCommit
+///   v0-1, OffsetFetch v0, CreateTopics v0-1, DeleteTopics v0 and DescribeConfigs v0
+///   translated in [`crate::codec::legacy`].
 /// - IncrementalAlterConfigs and AlterConfigs serve topic and broker resources (KIP-226's
 ///   dynamic broker configs); BROKER_LOGGER resources are refused.
 /// - DescribeTopicPartitions (KIP-966) has no eligible leader replicas to report: ELR is off.
-/// - DescribeLogDirs starts at v1: Kafka 4.0 removed v0 (KIP-896).
+/// - DescribeLogDirs starts at v1: Kafka 4.0 removed v0 (KIP-896), and no client in service
+///   sends it.
 /// - DescribeAcls, CreateAcls and DeleteAcls start at v1 (KIP-290's pattern types): Kafka
 ///   4.0 removed v0 (KIP-896). Without `authorizer.class.name` they answer
 ///   SECURITY_DISABLED, as Kafka does.
@@ -47,29 +67,34 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - DescribeQuorum is forwarded to the active controller, as Kafka's brokers do for
 ///   `kafka-metadata-quorum.sh --bootstrap-server`.
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
-    api(ApiKey::Produce, 3, 11),
+    SupportedApi {
+        key: ApiKey::Produce,
+        min: 3,
+        max: 11,
+        advertised_min: 0,
+    },
     api(ApiKey::Fetch, 4, 16),
-    api(ApiKey::ListOffsets, 1, 8),
+    api(ApiKey::ListOffsets, 0, 8),
     api(ApiKey::Metadata, 0, 12),
-    api(ApiKey::OffsetCommit, 2, 9),
-    api(ApiKey::OffsetFetch, 1, 9),
+    api(ApiKey::OffsetCommit, 0, 9),
+    api(ApiKey::OffsetFetch, 0, 9),
     api(ApiKey::FindCoordinator, 0, 6),
-    api(ApiKey::JoinGroup, 2, 9),
+    api(ApiKey::JoinGroup, 0, 9),
     api(ApiKey::Heartbeat, 0, 4),
     api(ApiKey::LeaveGroup, 0, 5),
     api(ApiKey::SyncGroup, 0, 5),
     api(ApiKey::DescribeGroups, 0, 6),
     api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::ApiVersions, 0, 4),
-    api(ApiKey::CreateTopics, 2, 7),
-    api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::CreateTopics, 0, 7),
+    api(ApiKey::DeleteTopics, 0, 6),
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeAcls, 1, 3),
     api(ApiKey::CreateAcls, 1, 3),
     api(ApiKey::DeleteAcls, 1, 3),
-    api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::DescribeConfigs, 0, 4),
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::DescribeLogDirs, 1, 4),
     api(ApiKey::CreatePartitions, 0, 3),
@@ -109,7 +134,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ///   ElectLeaders, IncrementalAlterConfigs and AlterPartitionReassignments are the metadata writes
 ///   brokers forward to a dedicated controller (Kafka's controller serves them on this
 ///   listener too), at the client table's versions, since a broker forwards them at the
-///   version its client sent. ListPartitionReassignments is a read Kafka's brokers forward
+///   version its client sent; an old version translated in [`crate::codec::legacy`] is
+///   forwarded as the codec's oldest, which means the same. ListPartitionReassignments is a read Kafka's brokers forward
 ///   as well, since only the controller knows the pending moves for sure (KIP-455).
 ///   AlterClientQuotas (KIP-546) and AlterUserScramCredentials (KIP-554) are forwarded too:
 ///   quotas and SCRAM credentials are metadata records.
@@ -255,8 +281,10 @@ mod tests {
                 ApiKey::UpdateRaftVoter => UpdateRaftVoterRequest::VERSIONS,
                 other => panic!("no codec range recorded for {other:?}"),
             };
+            // Versions older than the codec's are translated (`codec::legacy`).
+            let oldest = crate::codec::legacy::oldest(a.key).unwrap_or(codec.min);
             assert!(
-                a.min >= codec.min && a.max <= codec.max,
+                a.min >= oldest && a.max <= codec.max,
                 "{:?} {}..{} outside {codec}",
                 a.key,
                 a.min,
@@ -289,12 +317,16 @@ mod tests {
             ) || crate::codec::FORWARDED_APIS.contains(&a.key);
             assert_eq!(supported(a.key).is_some(), shared, "{:?}", a.key);
         }
-        // A broker forwards a write at the version its client sent: the controller
-        // listener takes every version the client listener does.
+        // A broker forwards a write at the version its client sent, or at the codec's
+        // oldest for an old one (`codec::legacy::codec_version`): the controller listener
+        // takes every such version.
         for key in crate::codec::FORWARDED_APIS {
+            let client = supported(key).unwrap();
+            let controller = ListenerType::Controller.supported(key).unwrap();
+            assert_eq!(controller.max, client.max, "{key:?}");
             assert_eq!(
-                ListenerType::Controller.supported(key),
-                supported(key),
+                controller.min,
+                crate::codec::legacy::codec_version(key, client.min),
                 "{key:?}"
             );
         }

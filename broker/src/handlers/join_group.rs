@@ -42,7 +42,12 @@ pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupRes
         client_id: ctx.client_id.clone().unwrap_or_default(),
         client_host: ctx.client_host(),
         session_timeout_ms: req.session_timeout_ms,
-        rebalance_timeout_ms: req.rebalance_timeout_ms,
+        // v0 has no rebalance timeout: Kafka uses the session timeout for both.
+        rebalance_timeout_ms: if v == 0 {
+            req.session_timeout_ms
+        } else {
+            req.rebalance_timeout_ms
+        },
         protocol_type: req.protocol_type.to_string(),
         protocols: req
             .protocols

@@ -215,7 +215,7 @@ proptest! {
     ) {
         let id = uuid::Uuid::from_u128(id);
         for api in forwarded() {
-            for v in api.min..=api.max {
+            for v in (api.min..=api.max).filter(|v| !legacy::is_legacy(api.key, *v)) {
                 let body = sample(api.key, v, &topic, id, n);
                 let f = encode_response(api.key, v, n, &body).unwrap();
                 let got = decode_forwarded_response(api.key, v, f.slice(4..))

@@ -669,7 +669,8 @@ mod round_trip {
         #[test]
         fn requests_round_trip(s in sample()) {
             for api in SUPPORTED_APIS {
-                for v in api.min..=api.max {
+                // Old versions are translated, and tested on their own (`legacy::tests`).
+                for v in (api.min..=api.max).filter(|v| !legacy::is_legacy(api.key, *v)) {
                     let body = request(api.key, v, &s);
                     let frame = encode_request_frame(api.key, v, &body);
                     let decoded = match decode_request(frame.clone()) {
@@ -686,7 +687,7 @@ mod round_trip {
         #[test]
         fn responses_round_trip(s in sample()) {
             for api in SUPPORTED_APIS {
-                for v in api.min..=api.max {
+                for v in (api.min..=api.max).filter(|v| !legacy::is_legacy(api.key, *v)) {
                     let body = response(api.key, v, &s);
                     let frame = encode_response(api.key, v, 77, &body).unwrap();
                     let mut rest = frame.slice(4..);
