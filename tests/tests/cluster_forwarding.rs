@@ -4,7 +4,8 @@
 //! - the rdkafka admin client, told to send to the non-controller (`AdminOptions::broker_id`),
 //!   creates a topic, adds partitions, alters its configs and deletes it;
 //! - IncrementalAlterConfigs (which the rdkafka crate does not expose) sent in a raw frame
-//!   to the non-controller is applied;
+//!   to the non-controller is applied, and so are CreateTopics v0 and DeleteTopics v0 (the
+//!   versions Kafka 4.0 removed), answered in their own layout;
 //! - an rdkafka producer bootstrapped only on the non-controller produces to a topic that
 //!   does not exist yet (auto-created through the controller), and a consumer bootstrapped
 //!   there reads it back; an invalid name is refused at once;
@@ -386,11 +387,74 @@ fn admin_requests_sent_to_a_follower_reach_the_controller() {
     eventually(&cluster, "topic deleted", || {
         partitions_seen(&reader, topic) == 0
     });
+
+    // The versions Kafka 4.0 removed, as old clients send them: forwarded at the codec's
+    // version and answered in the old layout (CreateTopics v0 and DeleteTopics v0: topics
+    // [name, error_code], no throttle time).
+    let old = "forwarded-old-versions";
+    let mut create = Vec::new();
+    create.extend_from_slice(&1i32.to_be_bytes());
+    put_classic_str(&mut create, old);
+    create.extend_from_slice(&2i32.to_be_bytes()); // partitions
+    create.extend_from_slice(&1i16.to_be_bytes()); // replication factor
+    create.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]); // no assignments, no configs
+    create.extend_from_slice(&10_000i32.to_be_bytes());
+    assert_eq!(old_version_call(follower, 19, &create), (old.to_owned(), 0));
+    eventually(&cluster, "the old-version topic created", || {
+        partitions_seen(&reader, old) == 2
+    });
+    let mut delete = 1i32.to_be_bytes().to_vec();
+    put_classic_str(&mut delete, old);
+    delete.extend_from_slice(&10_000i32.to_be_bytes());
+    assert_eq!(old_version_call(follower, 20, &delete), (old.to_owned(), 0));
+    eventually(&cluster, "the old-version topic deleted", || {
+        partitions_seen(&reader, old) == 0
+    });
+
     let log = read_tail(&follower.stderr, 64 * 1024);
     assert!(
         !log.contains("forwarding to the controller failed"),
         "{log}"
     );
+}
+
+fn put_classic_str(v: &mut Vec<u8>, s: &str) {
+    v.extend_from_slice(&(s.len() as i16).to_be_bytes());
+    v.extend_from_slice(s.as_bytes());
+}
+
+/// Sends `body` as v0 of `api` (CreateTopics or DeleteTopics) to `node` in a hand-built
+/// frame, and reads the one (name, error code) of its v0 answer: correlation id, then an
+/// array of exactly one topic, and nothing after it.
+fn old_version_call(node: &Node, api: i16, body: &[u8]) -> (String, i16) {
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&api.to_be_bytes());
+    frame.extend_from_slice(&0i16.to_be_bytes());
+    frame.extend_from_slice(&43i32.to_be_bytes());
+    put_classic_str(&mut frame, "old-client");
+    frame.extend_from_slice(body);
+    let mut s = TcpStream::connect(("127.0.0.1", node.port)).unwrap();
+    s.set_read_timeout(Some(ADMIN_TIMEOUT + Duration::from_secs(5)))
+        .unwrap();
+    s.write_all(&(frame.len() as i32).to_be_bytes()).unwrap();
+    s.write_all(&frame).unwrap();
+    let answer = read_frame(&mut s).expect("an answer");
+    assert_eq!(
+        &answer[..8],
+        &[0, 0, 0, 43, 0, 0, 0, 1],
+        "correlation id, one topic"
+    );
+    let len = i16::from_be_bytes([answer[8], answer[9]]) as usize;
+    assert_eq!(
+        answer.len(),
+        10 + len + 2,
+        "v0 layout: name and error code only"
+    );
+    let name = String::from_utf8(answer[10..10 + len].to_vec()).unwrap();
+    (
+        name,
+        i16::from_be_bytes([answer[10 + len], answer[11 + len]]),
+    )
 }
 
 /// The value of one config of `topic`, as DescribeConfigs on the follower reports it.
