@@ -5,7 +5,9 @@
 #    librdkafka build, python3-venv) and a Python venv at target/venv with tests/python's clients.
 # 2. cargo fmt --check, a release build of everything (the `strata` binary and all test
 #    executables, so the test step only runs them), clippy (release profile, so it shares the
-#    build-script outputs, e.g. the compiled librdkafka, with the release build).
+#    build-script outputs, e.g. the compiled librdkafka, with the release build), then the
+#    README's quickstart exactly as written (tests/quickstart.sh: `cargo run --release` and its
+#    kcat lines).
 # 3. cargo test --release --workspace (unit tests + rdkafka + kcat against the real binary),
 #    then pytest tests/python (kafka-python, confluent-kafka against the real binary), then
 #    librdkafka's own test suite, tier 1 (compat-tests/run-librdkafka.sh --tier1), against one
@@ -112,6 +114,14 @@ run_step build cargo build --release --workspace --all-targets
 if [[ -z "${SKIP_LINT:-}" ]]; then
     run_step clippy cargo clippy --release --workspace --all-targets -- -D warnings
 fi
+
+# The README's quickstart, exactly as written (`cargo run --release &`, then its kcat lines),
+# from a scratch directory in the checkout, on localhost:9092. It runs before STRATA_BIN is
+# used because `cargo run` builds the broker with the default members' features, not the
+# whole workspace's, and so relinks target/release/strata; the build after it puts back the
+# workspace's binary that every later step runs.
+run_step quickstart timeout --kill-after=30s 15m tests/quickstart.sh
+run_step build-after-quickstart cargo build --release --workspace --all-targets
 
 export STRATA_BIN="${STRATA_BIN:-$ROOT/target/release/strata}"
 if [[ -x "$STRATA_BIN" ]]; then
