@@ -139,8 +139,10 @@ if [[ -x "$STRATA_BIN" ]]; then
     # 430 s) runs on one node only, to keep CI well inside its time; it passes on three nodes
     # too (compat-tests/run-librdkafka.sh --tests 0081 --cluster 3).
     run_step tier1-cluster timeout --kill-after=30s 30m compat-tests/run-librdkafka.sh --tier1 --cluster 3 --except 0081
-    # Client-library scenarios (confluent-kafka, kafka-python, aiokafka, kcat), each against a
-    # fresh broker; see compat-tests/README.md. The table goes to target/ so CI does not rewrite
+    # Client-library scenarios, each against a fresh broker: confluent-kafka, kafka-python,
+    # aiokafka and kcat, and the old clients still in service (Sarama 1.22 and
+    # python3-confluent-kafka from Debian, kafka-python 2.0.2, kcat on librdkafka 1.9.2), whose
+    # setup run.sh does itself; see compat-tests/README.md. The table goes to target/ so CI does not rewrite
     # compat-tests/RESULTS.md (run compat-tests/scenarios/run.sh by hand to update it).
     run_step client-scenarios timeout --kill-after=30s 25m compat-tests/scenarios/run.sh \
         --timeout 300 --markdown "$ROOT/target/compat/results/RESULTS-scenarios.md"

@@ -21,7 +21,19 @@ from scenario import STEPS
 
 BEGIN = "<!-- client-library-scenarios:begin -->"
 END = "<!-- client-library-scenarios:end -->"
-CLIENTS = ["confluent-kafka", "kafka-python", "aiokafka", "kcat"]
+CLIENTS = [
+    "confluent-kafka",
+    "kafka-python",
+    "aiokafka",
+    "kcat",
+    "sarama",
+    "kafka-python-2.0.2",
+    "confluent-kafka-debian",
+    "kcat-librdkafka-1.9.2",
+]
+# Rows in this order within a client: the standard steps, the extra step of the clients on old
+# librdkafka (batch_codecs.COMPRESSION_STEP), and run.sh's "broker" row last.
+ROW_ORDER = STEPS + ["compression", "broker"]
 Row = tuple[str, str, str, str, str]
 
 
@@ -51,7 +63,7 @@ def rows_of_section(text: str) -> list[Row]:
 def order(rows: list[Row]) -> list[Row]:
     def key(r: Row):
         c = CLIENTS.index(r[0]) if r[0] in CLIENTS else len(CLIENTS)
-        s = STEPS.index(r[1]) if r[1] in STEPS else len(STEPS)
+        s = ROW_ORDER.index(r[1]) if r[1] in ROW_ORDER else len(ROW_ORDER)
         return (c, r[0], s, r[1])
 
     return sorted(rows, key=key)
@@ -72,8 +84,11 @@ def section(rows: list[Row], versions: str) -> str:
         "topics, describe its configs, produce 10,000 keyed messages with headers (acks=all, "
         "idempotence), read them back with a group of 2 that commits, check the group's committed "
         "offsets, check that a new group with auto.offset.reset=latest sees only new messages, "
-        "delete the topic. `n/a`: the client has no API for the step; `skip`: a step it needs "
-        "failed. Broker logs and client output: `target/compat/scenarios/`.",
+        "delete the topic. The two clients on old librdkafka (confluent-kafka-debian, "
+        "kcat-librdkafka-1.9.2) produce with lz4 and add a `compression` step (gzip, snappy, lz4 "
+        "and zstd), both checked in the broker's stored batches. `n/a`: the client has no API for "
+        "the step; `skip`: a step it needs failed. Broker logs and client output: "
+        "`target/compat/scenarios/`.",
         "",
     ]
     if versions:
