@@ -21,7 +21,9 @@
 //! carry them.) None of these versions is flexible: strings carry an int16 length, arrays an
 //! int32 count, and there are no tagged fields. The structural walk in [`crate::shape`] runs
 //! on the old bytes before anything here decodes them, and nothing here preallocates from a
-//! wire count.
+//! wire count. Unlike the codec's own versions, a translated body must end at its last field:
+//! a stray byte after a CreateTopics v0 body would otherwise be read as v1's
+//! `validate_only`.
 //!
 //! The typed request a handler receives is the codec's struct, filled as the old version
 //! means it (an OffsetCommit v0 has no generation: -1, as Kafka's simple commits); the
