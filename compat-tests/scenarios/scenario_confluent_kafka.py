@@ -1,4 +1,10 @@
-"""The client-library scenario with confluent-kafka (librdkafka underneath). See scenario.py."""
+"""The client-library scenario with confluent-kafka (librdkafka underneath). See scenario.py.
+
+It also imports under confluent-kafka 1.7.0, whose scenario (scenario_confluent_kafka_debian.py)
+subclasses Run: names newer than 1.7.0 are imported where they are used, and the hooks
+(`client`, `PRODUCE_SETTINGS`, `producer_config`, `committed`, `reading_needs`, `steps`) are
+what an older client's subclass overrides.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +13,8 @@ import sys
 import threading
 import time
 
-from confluent_kafka import (
-    Consumer,
-    ConsumerGroupTopicPartitions,
-    KafkaError,
-    KafkaException,
-    Producer,
-)
-from confluent_kafka.admin import (
-    AdminClient,
-    ConfigResource,
-    ConfigSource,
-    NewTopic,
-    ResourceType,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 import scenario as sc
 
@@ -29,6 +23,11 @@ REQUEST_TIMEOUT_S = 30.0
 
 
 class Run:
+    # The client name in message values and rows.
+    client = CLIENT
+    # How the produce step's messages were sent, for its row.
+    PRODUCE_SETTINGS = "acks=all, idempotence"
+
     def __init__(self, bootstrap: str, topic: str):
         self.bootstrap = bootstrap
         self.topic = topic
@@ -38,20 +37,24 @@ class Run:
 
     # ---- admin ----------------------------------------------------------------------------
 
-    def topic_partitions(self) -> int | None:
+    def topic_partitions(self, topic: str) -> int | None:
         md = self.admin.list_topics(timeout=REQUEST_TIMEOUT_S)
-        t = md.topics.get(self.topic)
+        t = md.topics.get(topic)
         if t is None or t.error is not None:
             return None
         if any(p.error is not None or p.leader < 0 for p in t.partitions.values()):
             return None
         return len(t.partitions)
 
-    def create_topic(self) -> str:
-        new = NewTopic(self.topic, sc.PARTITIONS, 1, config={"retention.ms": sc.RETENTION_MS})
+    def create(self, topic: str, partitions: int, config: dict[str, str]) -> int:
+        """Creates `topic`; returns its partition count once metadata shows each with a leader."""
+        new = NewTopic(topic, partitions, 1, config=config)
         futures = self.admin.create_topics([new], operation_timeout=REQUEST_TIMEOUT_S)
-        futures[self.topic].result(timeout=REQUEST_TIMEOUT_S)
-        n = sc.wait_for(f"{self.topic} in metadata with leaders", self.topic_partitions)
+        futures[topic].result(timeout=REQUEST_TIMEOUT_S)
+        return sc.wait_for(f"{topic} in metadata with leaders", lambda: self.topic_partitions(topic))
+
+    def create_topic(self) -> str:
+        n = self.create(self.topic, sc.PARTITIONS, {"retention.ms": sc.RETENTION_MS})
         assert n == sc.PARTITIONS, f"metadata shows {n} partitions, expected {sc.PARTITIONS}"
         return f"CreateTopics ok; metadata shows {n} partitions, each with a leader"
 
@@ -64,7 +67,8 @@ class Run:
         return f"listed with {n} partitions among {len(names)} topic(s); {len(md.brokers)} broker(s)"
 
     def describe_configs(self) -> str:
-        res = ConfigResource(ResourceType.TOPIC, self.topic)
+        # ConfigResource.Type: 1.7.0's name for what 2.x also calls ResourceType.
+        res = ConfigResource(ConfigResource.Type.TOPIC, self.topic)
         entries = self.admin.describe_configs([res], request_timeout=REQUEST_TIMEOUT_S)[res].result(
             timeout=REQUEST_TIMEOUT_S
         )
@@ -78,10 +82,13 @@ class Run:
             f"cleanup.policy=delete (default)"
         )
 
+    def delete(self, topics: list[str]) -> None:
+        futures = self.admin.delete_topics(topics, operation_timeout=REQUEST_TIMEOUT_S)
+        for f in futures.values():
+            f.result(timeout=REQUEST_TIMEOUT_S)
+
     def delete_topic(self) -> str:
-        self.admin.delete_topics([self.topic], operation_timeout=REQUEST_TIMEOUT_S)[self.topic].result(
-            timeout=REQUEST_TIMEOUT_S
-        )
+        self.delete([self.topic])
         sc.wait_for(
             f"{self.topic} gone from metadata",
             lambda: self.topic not in self.admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics,
@@ -92,18 +99,20 @@ class Run:
 
     # ---- produce --------------------------------------------------------------------------
 
-    def producer(self) -> Producer:
-        return Producer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "message.timeout.ms": int(sc.STEP_TIMEOUT_S * 1000),
-            }
-        )
+    def producer_config(self) -> dict:
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": int(sc.STEP_TIMEOUT_S * 1000),
+        }
 
-    def send(self, p: Producer, indexes: range) -> dict[int, tuple[int, int]]:
+    def producer(self) -> Producer:
+        return Producer(self.producer_config())
+
+    def send(self, p: Producer, indexes: range, topic: str | None = None) -> dict[int, tuple[int, int]]:
+        topic = topic or self.topic
         acks: dict[int, tuple[int, int]] = {}
         errors: list[str] = []
 
@@ -122,10 +131,10 @@ class Run:
             while True:
                 try:
                     p.produce(
-                        self.topic,
+                        topic,
                         key=sc.key_of(i),
-                        value=sc.value_of(CLIENT, i),
-                        headers=sc.headers_of(CLIENT, i),
+                        value=sc.value_of(self.client, i),
+                        headers=sc.headers_of(self.client, i),
                         on_delivery=report(i),
                     )
                     break
@@ -147,7 +156,7 @@ class Run:
         gc.collect()
         counts = sorted(self.produced.end_offsets.values())
         return (
-            f"{sc.MESSAGES} acked (acks=all, idempotence) in {took:.1f}s on {sc.PARTITIONS} partitions "
+            f"{sc.MESSAGES} acked ({self.PRODUCE_SETTINGS}) in {took:.1f}s on {sc.PARTITIONS} partitions "
             f"({counts[0]}..{counts[-1]} each), offsets 0..n-1, each of {sc.KEYS} keys on one partition"
         )
 
@@ -224,16 +233,22 @@ class Run:
             for t in threads:
                 t.join(timeout=30)
         assert not errors, f"consumer errors: {errors[:3]}"
-        detail = sc.check_group_read(CLIENT, records, final, self.produced, range(sc.MESSAGES))
+        detail = sc.check_group_read(self.client, records, final, self.produced, range(sc.MESSAGES))
         return f"{detail}; {commits['ok']} sync commits ({commits['failed']} failed)"
 
-    def committed_offsets(self) -> str:
+    def committed(self) -> tuple[str, dict[int, int]]:
+        """How the group's committed offsets are read (for the row), and them: partition -> offset."""
+        from confluent_kafka import ConsumerGroupTopicPartitions  # 2.0+
+
         req = ConsumerGroupTopicPartitions(self.group)
         res = self.admin.list_consumer_group_offsets([req], request_timeout=REQUEST_TIMEOUT_S)[self.group].result(
             timeout=REQUEST_TIMEOUT_S
         )
-        committed = {tp.partition: tp.offset for tp in res.topic_partitions if tp.topic == self.topic}
-        return "OffsetFetch via admin: " + sc.check_committed(committed, self.produced)
+        return "admin", {tp.partition: tp.offset for tp in res.topic_partitions if tp.topic == self.topic}
+
+    def committed_offsets(self) -> str:
+        how, committed = self.committed()
+        return f"OffsetFetch via {how}: " + sc.check_committed(committed, self.produced)
 
     def latest_group(self) -> str:
         c = self.consumer(f"{self.topic}-latest", "latest", "latest")
@@ -282,7 +297,24 @@ class Run:
                 poll_into(records)
         finally:
             c.close()
-        return "positioned at the end offsets (partition EOF); " + sc.check_latest(CLIENT, records)
+        return "positioned at the end offsets (partition EOF); " + sc.check_latest(self.client, records)
+
+    # ---- the steps ------------------------------------------------------------------------
+
+    def reading_needs(self) -> tuple[str, ...]:
+        """What the steps that read the produced messages need (asked once produce has run)."""
+        return ("produce",)
+
+    def steps(self, s: sc.Scenario) -> None:
+        s.run("create-topic", self.create_topic)
+        s.run("list-topics", self.list_topics, needs=("create-topic",))
+        s.run("describe-configs", self.describe_configs, needs=("create-topic",))
+        s.run("produce", self.produce, needs=("create-topic",))
+        read_needs = self.reading_needs()
+        s.run("group-consume", self.group_consume, needs=read_needs)
+        s.run("committed-offsets", self.committed_offsets, needs=("group-consume",))
+        s.run("latest-group", self.latest_group, needs=read_needs)
+        s.run("delete-topic", self.delete_topic, needs=("create-topic",))
 
 
 def to_record(m) -> sc.Record:
@@ -295,18 +327,10 @@ def to_record(m) -> sc.Record:
     )
 
 
-def main() -> int:
-    args = sc.parse_args(CLIENT)
-    s = sc.Scenario(CLIENT, args.results)
-    run = Run(args.bootstrap, args.topic)
-    s.run("create-topic", run.create_topic)
-    s.run("list-topics", run.list_topics, needs=("create-topic",))
-    s.run("describe-configs", run.describe_configs, needs=("create-topic",))
-    s.run("produce", run.produce, needs=("create-topic",))
-    s.run("group-consume", run.group_consume, needs=("produce",))
-    s.run("committed-offsets", run.committed_offsets, needs=("group-consume",))
-    s.run("latest-group", run.latest_group, needs=("produce",))
-    s.run("delete-topic", run.delete_topic, needs=("create-topic",))
+def main(run_type: type[Run] = Run) -> int:
+    args = sc.parse_args(run_type.client)
+    s = sc.Scenario(run_type.client, args.results)
+    run_type(args.bootstrap, args.topic).steps(s)
     return s.finish()
 
 

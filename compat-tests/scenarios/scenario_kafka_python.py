@@ -1,4 +1,8 @@
-"""The client-library scenario with kafka-python (pure Python). See scenario.py."""
+"""The client-library scenario with kafka-python (pure Python). See scenario.py.
+
+scenario_kafka_python_2_0_2.py subclasses Run for kafka-python 2.0.2, overriding the hooks
+(`client`, `PRODUCE_SETTINGS`, `producer_config`, `commit`, `position`) where 2.0.2's calls differ.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,11 @@ DYNAMIC_TOPIC_CONFIG = 1
 
 
 class Run:
+    # The client name in message values and rows.
+    client = CLIENT
+    # How the produce step's messages were sent, for its row.
+    PRODUCE_SETTINGS = "acks=all, enable_idempotence"
+
     def __init__(self, bootstrap: str, topic: str):
         self.bootstrap = bootstrap
         self.topic = topic
@@ -93,8 +102,8 @@ class Run:
 
     # ---- produce --------------------------------------------------------------------------
 
-    def producer(self) -> KafkaProducer:
-        return KafkaProducer(
+    def producer_config(self) -> dict:
+        return dict(
             bootstrap_servers=self.bootstrap,
             acks="all",
             enable_idempotence=True,
@@ -102,13 +111,16 @@ class Run:
             request_timeout_ms=REQUEST_TIMEOUT_MS,
         )
 
+    def producer(self) -> KafkaProducer:
+        return KafkaProducer(**self.producer_config())
+
     def send(self, p: KafkaProducer, indexes: range) -> dict[int, tuple[int, int]]:
         futures = {
             i: p.send(
                 self.topic,
                 key=sc.key_of(i).encode(),
-                value=sc.value_of(CLIENT, i).encode(),
-                headers=sc.headers_of(CLIENT, i),
+                value=sc.value_of(self.client, i).encode(),
+                headers=sc.headers_of(self.client, i),
             )
             for i in indexes
         }
@@ -130,7 +142,7 @@ class Run:
         self.produced = sc.check_acks(acks, range(sc.MESSAGES))
         counts = sorted(self.produced.end_offsets.values())
         return (
-            f"{sc.MESSAGES} acked (acks=all, enable_idempotence) in {took:.1f}s on {sc.PARTITIONS} partitions "
+            f"{sc.MESSAGES} acked ({self.PRODUCE_SETTINGS}) in {took:.1f}s on {sc.PARTITIONS} partitions "
             f"({counts[0]}..{counts[-1]} each), offsets 0..n-1, each of {sc.KEYS} keys on one partition"
         )
 
@@ -146,6 +158,14 @@ class Run:
             enable_auto_commit=False,
             request_timeout_ms=REQUEST_TIMEOUT_MS,
         )
+
+    def commit(self, c: KafkaConsumer) -> None:
+        """A synchronous commit of what `c` has consumed."""
+        c.commit(timeout_ms=REQUEST_TIMEOUT_MS)
+
+    def position(self, c: KafkaConsumer, tp) -> int:
+        """`c`'s position on `tp` (resolving auto.offset.reset if it has none yet)."""
+        return c.position(tp, timeout_ms=REQUEST_TIMEOUT_MS)
 
     def group_consume(self) -> str:
         stop = threading.Event()
@@ -167,7 +187,7 @@ class Run:
                     assignments[name] = {tp.partition for tp in c.assignment()}
                     if got:
                         try:
-                            c.commit(timeout_ms=REQUEST_TIMEOUT_MS)
+                            self.commit(c)
                             commits["ok"] += 1
                         except Exception as e:  # noqa: BLE001 - a commit racing a rebalance
                             commits["failed"] += 1
@@ -196,7 +216,7 @@ class Run:
             for t in threads:
                 t.join(timeout=30)
         assert not errors, f"consumer errors: {errors[:3]}"
-        detail = sc.check_group_read(CLIENT, records, final, self.produced, range(sc.MESSAGES))
+        detail = sc.check_group_read(self.client, records, final, self.produced, range(sc.MESSAGES))
         return f"{detail}; {commits['ok']} sync commits ({commits['failed']} failed)"
 
     def committed_offsets(self) -> str:
@@ -221,7 +241,7 @@ class Run:
 
             sc.wait_for("6 partitions assigned", assigned)
             # position() resolves auto.offset.reset (ListOffsets latest) for each partition.
-            positions = {tp.partition: c.position(tp, timeout_ms=REQUEST_TIMEOUT_MS) for tp in c.assignment()}
+            positions = {tp.partition: self.position(c, tp) for tp in c.assignment()}
             assert not early, f"read {len(early)} old messages before anything new was produced"
             assert positions == self.produced.end_offsets, (
                 f"positioned at {dict(sorted(positions.items()))}, end offsets {self.produced.end_offsets}"
@@ -242,7 +262,7 @@ class Run:
                 poll_into(records)
         finally:
             c.close()
-        return "positioned at the end offsets; " + sc.check_latest(CLIENT, records)
+        return "positioned at the end offsets; " + sc.check_latest(self.client, records)
 
 
 def to_record(m) -> sc.Record:
@@ -255,11 +275,11 @@ def to_record(m) -> sc.Record:
     )
 
 
-def main() -> int:
-    args = sc.parse_args(CLIENT)
-    s = sc.Scenario(CLIENT, args.results)
+def main(run_type: type[Run] = Run) -> int:
+    args = sc.parse_args(run_type.client)
+    s = sc.Scenario(run_type.client, args.results)
     try:
-        run = Run(args.bootstrap, args.topic)
+        run = run_type(args.bootstrap, args.topic)
     except Exception as e:  # noqa: BLE001 - KafkaAdminClient connects in its constructor
         s.fail("create-topic", f"KafkaAdminClient: {type(e).__name__}: {e}")
         return s.finish()
