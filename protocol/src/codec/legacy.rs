@@ -32,7 +32,9 @@
 //! per-partition `commit_timestamp` is not kept (the commit is stamped on arrival, as v2 and
 //! later are), and ListOffsets v0 answers at most one offset per partition, the one v1 would
 //! answer, whatever `max_num_offsets` asks (librdkafka, Sarama and kafka-python all ask for
-//! one).
+//! one). For the latest (-1) and earliest (-2) offsets that is what Kafka's v0 answered; for a
+//! real timestamp Kafka's v0 listed the base offsets of segments modified before it, where
+//! this answers v1's first offset at or after it.
 //!
 //! Produce v0-2 and Fetch v0-3 are not here: they carry message sets of magic 0 and 1, which
 //! Strata does not convert (`docs/ARCHITECTURE.md`, "Old message formats").
