@@ -15,7 +15,7 @@ pub struct SupportedApi {
     pub key: ApiKey,
     /// Oldest version accepted. Kafka 4.0 dropped the older versions of several APIs (KIP-896),
     /// and the codec (generated from Kafka 4.0's schemas) cannot decode them; those that
-    /// Strata still serves are translated in [`crate::codec::legacy`].
+    /// Strata still serves are translated in `codec::legacy`.
     pub min: i16,
     /// Newest version accepted.
     pub max: i16,
@@ -52,7 +52,7 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - Versions Kafka 4.0 removed (KIP-896) that clients still in service send are served
 ///   (as Redpanda does): JoinGroup v0-1 through the codec, and ListOffsets v0, OffsetCommit
 ///   v0-1, OffsetFetch v0, CreateTopics v0-1, DeleteTopics v0 and DescribeConfigs v0
-///   translated in [`crate::codec::legacy`].
+///   translated in `codec::legacy`.
 /// - IncrementalAlterConfigs and AlterConfigs serve topic and broker resources (KIP-226's
 ///   dynamic broker configs); BROKER_LOGGER resources are refused.
 /// - DescribeTopicPartitions (KIP-966) has no eligible leader replicas to report: ELR is off.
@@ -134,7 +134,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ///   ElectLeaders, IncrementalAlterConfigs and AlterPartitionReassignments are the metadata writes
 ///   brokers forward to a dedicated controller (Kafka's controller serves them on this
 ///   listener too), at the client table's versions, since a broker forwards them at the
-///   version its client sent; an old version translated in [`crate::codec::legacy`] is
+///   version its client sent; an old version translated in `codec::legacy` is
 ///   forwarded as the codec's oldest, which means the same. ListPartitionReassignments is a read Kafka's brokers forward
 ///   as well, since only the controller knows the pending moves for sure (KIP-455).
 ///   AlterClientQuotas (KIP-546) and AlterUserScramCredentials (KIP-554) are forwarded too:

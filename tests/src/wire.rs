@@ -56,6 +56,21 @@ pub fn recv(s: &mut TcpStream) -> Option<Vec<u8>> {
     Some(body)
 }
 
+/// Asserts that the broker closed the connection (end of stream or a reset) rather than
+/// answering; `what` names the case in the failure.
+///
+/// # Panics
+///
+/// If the broker sent bytes, or the read timed out.
+pub fn assert_closed(s: &mut TcpStream, what: &str) {
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("{what}: expected the broker to close the connection, got {other:?}"),
+    }
+}
+
 /// The correlation id at the start of a response (header v0).
 #[must_use]
 pub fn correlation_id(resp: &[u8]) -> i32 {

@@ -3,7 +3,7 @@
 //! connection, and afterwards the broker must keep serving and still hold every acknowledged
 //! record.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
 use std::net::TcpStream;
 
@@ -19,15 +19,6 @@ const UNSUPPORTED_VERSION: i16 = 35;
 
 fn connect(b: &Broker) -> TcpStream {
     wire::connect(b.port())
-}
-
-fn assert_closed(s: &mut TcpStream, what: &str) {
-    let mut buf = [0u8; 64];
-    match s.read(&mut buf) {
-        Ok(0) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-        other => panic!("{what}: expected the broker to close the connection, got {other:?}"),
-    }
 }
 
 /// ApiVersions v0 on a fresh connection: the broker is alive and serving.
@@ -168,7 +159,7 @@ fn bad_input_gets_kafka_errors_or_a_clean_close_and_the_broker_keeps_serving() {
     for (what, bytes) in closes {
         let mut s = connect(&b);
         s.write_all(&bytes).unwrap();
-        assert_closed(&mut s, what);
+        wire::assert_closed(&mut s, what);
         assert_serving(&b);
     }
 

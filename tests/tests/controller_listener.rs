@@ -15,7 +15,6 @@
 //! Raw frames throughout for the CONTROLLER listener, independent of Strata's codec.
 
 use std::fs::File;
-use std::io::Read;
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -146,15 +145,6 @@ fn api_versions_v0(port: u16, corr: i32) -> (i16, Vec<(i16, i16, i16)>) {
     api_keys(&r)
 }
 
-fn assert_closed(s: &mut TcpStream, what: &str) {
-    let mut buf = [0u8; 64];
-    match s.read(&mut buf) {
-        Ok(0) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-        other => panic!("{what}: expected the connection to close, got {other:?}"),
-    }
-}
-
 #[test]
 fn the_controller_listener_serves_the_controller_api_table() {
     let node = Node::start();
@@ -220,12 +210,12 @@ fn unexposed_apis_close_only_their_controller_connection() {
     let mut req = header(3, 1, 11);
     req.extend_from_slice(&(-1i32).to_be_bytes());
     send(&mut s, &req);
-    assert_closed(&mut s, "Metadata on the controller listener");
+    wire::assert_closed(&mut s, "Metadata on the controller listener");
 
     // Produce v3 on the controller listener.
     let mut s = wire::connect(node.controller);
     send(&mut s, &wire::produce_request(12, "t", &[]));
-    assert_closed(&mut s, "Produce on the controller listener");
+    wire::assert_closed(&mut s, "Produce on the controller listener");
 
     // BrokerHeartbeat v0 (a controller RPC without a handler yet): answered by a close,
     // after the ApiVersions pipelined before it.
@@ -244,12 +234,12 @@ fn unexposed_apis_close_only_their_controller_connection() {
     send(&mut s, &hb);
     let r = recv(&mut s).expect("the ApiVersions before it is answered");
     assert_eq!(wire::correlation_id(&r), 13);
-    assert_closed(&mut s, "BrokerHeartbeat on the controller listener");
+    wire::assert_closed(&mut s, "BrokerHeartbeat on the controller listener");
 
     // A controller RPC on the client listener closes that connection too.
     let mut s = wire::connect(node.plaintext);
     send(&mut s, &hb);
-    assert_closed(&mut s, "BrokerHeartbeat on the client listener");
+    wire::assert_closed(&mut s, "BrokerHeartbeat on the client listener");
 
     // Both listeners still serve.
     assert_eq!(api_versions_v0(node.controller, 15).0, 0);

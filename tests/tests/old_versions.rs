@@ -5,9 +5,6 @@
 //! is advertised from v0 (KAFKA-18659), and a truncated old frame closes only its own
 //! connection.
 
-use std::io::Read;
-use std::net::TcpStream;
-
 use bytes::Bytes;
 use strata_protocol::record_batch::{SimpleRecord, encode_batch};
 use strata_tests::Broker;
@@ -77,15 +74,6 @@ fn call(b: &Broker, body: &[u8], corr: i32) -> Resp {
 fn i32s(v: &mut Vec<u8>, xs: &[i32]) {
     for x in xs {
         v.extend_from_slice(&x.to_be_bytes());
-    }
-}
-
-fn assert_closed(s: &mut TcpStream, what: &str) {
-    let mut buf = [0u8; 64];
-    match s.read(&mut buf) {
-        Ok(0) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-        other => panic!("{what}: expected the broker to close the connection, got {other:?}"),
     }
 }
 
@@ -398,7 +386,7 @@ fn old_message_formats_and_truncated_old_frames_close_only_their_connection() {
     for (what, body) in closes {
         let mut s = wire::connect(b.port());
         send(&mut s, &body);
-        assert_closed(&mut s, what);
+        wire::assert_closed(&mut s, what);
         // The broker still serves, on a new connection.
         let mut r = call(&b, &header(18, 0, 99), 99);
         assert_eq!(r.i16(), 0, "ApiVersions after {what}");
