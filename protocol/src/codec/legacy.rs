@@ -37,7 +37,7 @@
 //! this answers v1's first offset at or after it.
 //!
 //! Produce v0-2 and Fetch v0-3 are not here: they carry message sets of magic 0 and 1, which
-//! Strata does not convert (`docs/ARCHITECTURE.md`, "Old message formats").
+//! Strata does not convert (`docs/ARCHITECTURE.md`, "Old clients").
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -66,20 +66,6 @@ pub enum LegacyError {
     /// Bytes are left over after the last field.
     #[error("{left} bytes after the last field")]
     TrailingBytes { left: usize },
-}
-
-/// The oldest version of `key` served here, when it is older than the codec's oldest.
-#[must_use]
-pub fn oldest(key: ApiKey) -> Option<i16> {
-    match key {
-        ApiKey::ListOffsets
-        | ApiKey::OffsetCommit
-        | ApiKey::OffsetFetch
-        | ApiKey::CreateTopics
-        | ApiKey::DeleteTopics
-        | ApiKey::DescribeConfigs => Some(0),
-        _ => None,
-    }
 }
 
 /// The version whose bytes the codec reads and writes in place of `version` of `key`: the
