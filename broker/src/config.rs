@@ -14,8 +14,10 @@ pub mod cluster;
 pub mod dynamic;
 pub mod dynamic_keys;
 pub mod env;
+mod metrics_listener;
 
 pub use cluster::{Endpoint, ProcessRoles, QuorumVoter, SecurityProtocol};
+pub use metrics_listener::MetricsListener;
 
 /// A configuration problem that stops the broker at startup.
 #[derive(Debug, Error)]
@@ -258,7 +260,7 @@ pub struct BrokerConfig {
     /// `group.consumer.session.timeout.ms`: a silent KIP-848 member is removed after this.
     pub group_consumer_session_timeout_ms: i32,
     /// `group.consumer.assignors`: the server-side assignors; the first is the default.
-    pub group_consumer_assignors: Vec<crate::consumer_group::Assignor>,
+    pub group_consumer_assignors: Vec<crate::coordinator::group::consumer::Assignor>,
     /// `group.consumer.max.size`: members per consumer group (GROUP_MAX_SIZE_REACHED beyond).
     pub group_consumer_max_size: usize,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` that groups hash to.
@@ -271,7 +273,7 @@ pub struct BrokerConfig {
     pub offset_metadata_max_bytes: usize,
     /// `metrics.listener`: where the Prometheus endpoint listens; `None` (the default)
     /// serves none.
-    pub metrics_listener: Option<crate::metrics::MetricsListener>,
+    pub metrics_listener: Option<MetricsListener>,
 }
 
 impl BrokerConfig {
@@ -616,7 +618,7 @@ impl BrokerConfig {
             group_consumer_assignors: get("group.consumer.assignors")
                 .split(',')
                 .map(|a| {
-                    crate::consumer_group::Assignor::parse(a).ok_or_else(|| {
+                    crate::coordinator::group::consumer::Assignor::parse(a).ok_or_else(|| {
                         invalid("group.consumer.assignors", a, "not uniform or range")
                     })
                 })
@@ -644,7 +646,7 @@ impl BrokerConfig {
                 0,
             )?
             .min(i64::from(i16::MAX)) as usize,
-            metrics_listener: crate::metrics::MetricsListener::parse(get("metrics.listener"))
+            metrics_listener: MetricsListener::parse(get("metrics.listener"))
                 .map_err(|reason| invalid("metrics.listener", get("metrics.listener"), reason))?,
             values,
             explicit,
