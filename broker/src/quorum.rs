@@ -707,7 +707,7 @@ impl Driver {
     ) -> Result<(), QuorumError> {
         match action {
             Action::PersistQuorumState(q) => {
-                let file: strata_kraft::quorum_state::QuorumState = (&q).into();
+                let file: strata_kraft::quorum_state::QuorumStateData = (&q).into();
                 durable(|| self.state_store.write(&file))?;
             }
             Action::AppendToLog {

@@ -24,7 +24,7 @@ use crate::coordinator::offsets::OFFSETS_TOPIC;
 
 /// Where a group's coordinator is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Coordinator {
+pub enum Placement {
     /// This node.
     Local,
     /// Another live broker, by node id.
@@ -35,16 +35,16 @@ pub enum Coordinator {
 
 /// The coordinator of `group` as this node's image places it.
 #[must_use]
-pub fn coordinator(broker: &Broker, group: &str) -> Coordinator {
+pub fn coordinator(broker: &Broker, group: &str) -> Placement {
     if !broker.is_clustered() {
-        return Coordinator::Local;
+        return Placement::Local;
     }
     let partition = broker.offsets.partition_for(group);
     leader_of(&broker.image(), partition, broker.config.node_id)
 }
 
 /// The leader of `__consumer_offsets` partition `partition` in `image`, seen from node `me`.
-fn leader_of(image: &MetadataImage, partition: i32, me: i32) -> Coordinator {
+fn leader_of(image: &MetadataImage, partition: i32, me: i32) -> Placement {
     let leader = image
         .topics
         .get(OFFSETS_TOPIC)
@@ -52,9 +52,9 @@ fn leader_of(image: &MetadataImage, partition: i32, me: i32) -> Coordinator {
         .map_or(-1, |p| p.leader);
     let live = image.brokers.get(&leader).is_some_and(|b| !b.fenced);
     match leader {
-        l if l == me => Coordinator::Local,
-        l if l >= 0 && live => Coordinator::Remote(l),
-        _ => Coordinator::NotAvailable,
+        l if l == me => Placement::Local,
+        l if l >= 0 && live => Placement::Remote(l),
+        _ => Placement::NotAvailable,
     }
 }
 
@@ -66,9 +66,9 @@ fn leader_of(image: &MetadataImage, partition: i32, me: i32) -> Coordinator {
 /// COORDINATOR_NOT_AVAILABLE when none does right now.
 pub fn check(broker: &Broker, group: &str) -> Result<(), ResponseError> {
     match coordinator(broker, group) {
-        Coordinator::Local => Ok(()),
-        Coordinator::Remote(_) => Err(ResponseError::NotCoordinator),
-        Coordinator::NotAvailable => Err(ResponseError::CoordinatorNotAvailable),
+        Placement::Local => Ok(()),
+        Placement::Remote(_) => Err(ResponseError::NotCoordinator),
+        Placement::NotAvailable => Err(ResponseError::CoordinatorNotAvailable),
     }
 }
 
@@ -147,18 +147,15 @@ mod tests {
 
     #[test]
     fn the_partition_leader_coordinates() {
-        assert_eq!(leader_of(&image(1, false), 0, 1), Coordinator::Local);
-        assert_eq!(leader_of(&image(2, false), 0, 1), Coordinator::Remote(2));
+        assert_eq!(leader_of(&image(1, false), 0, 1), Placement::Local);
+        assert_eq!(leader_of(&image(2, false), 0, 1), Placement::Remote(2));
         // A fenced leader, a leaderless or missing partition, no topic: nobody.
-        assert_eq!(leader_of(&image(2, true), 0, 1), Coordinator::NotAvailable);
-        assert_eq!(
-            leader_of(&image(-1, false), 0, 1),
-            Coordinator::NotAvailable
-        );
-        assert_eq!(leader_of(&image(2, false), 7, 1), Coordinator::NotAvailable);
+        assert_eq!(leader_of(&image(2, true), 0, 1), Placement::NotAvailable);
+        assert_eq!(leader_of(&image(-1, false), 0, 1), Placement::NotAvailable);
+        assert_eq!(leader_of(&image(2, false), 7, 1), Placement::NotAvailable);
         assert_eq!(
             leader_of(&MetadataImage::new("c", 1), 0, 1),
-            Coordinator::NotAvailable
+            Placement::NotAvailable
         );
     }
 }

@@ -40,7 +40,7 @@ pub mod rebalance;
 pub mod state;
 
 pub use coordinator::{
-    Completion, Coordinator, DescribedGroup, DescribedMember, GroupConfig, JoinRequest,
+    ClassicGroupCore, Completion, DescribedGroup, DescribedMember, GroupConfig, JoinRequest,
     JoinResponse, JoinedMember, ListedGroup, SyncRequest, SyncResponse, Ticket,
 };
 pub use driver::GroupCoordinator;

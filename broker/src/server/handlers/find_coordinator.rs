@@ -8,7 +8,7 @@ use strata_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinato
 use strata_protocol::{ResponseError, StrBytes};
 
 use super::RequestContext;
-use crate::server::placement::{self, Coordinator as Placed};
+use crate::server::placement::{self, Placement as Placed};
 
 /// Kafka's `CoordinatorType.GROUP`.
 const GROUP_KEY: i8 = 0;

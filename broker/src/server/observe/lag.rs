@@ -24,7 +24,7 @@ use std::fmt::Write;
 
 use super::exposition::{escape, header};
 use crate::broker::Broker;
-use crate::server::placement::{self, Coordinator};
+use crate::server::placement::{self, Placement};
 
 /// One committed partition of a group.
 struct Committed {
@@ -43,7 +43,7 @@ type PerGroup = (&'static str, &'static str, fn(&[Committed]) -> i64);
 pub(super) fn render(out: &mut String, broker: &Broker) {
     let mut groups: Vec<(String, Vec<Committed>)> = Vec::new();
     for group in broker.offsets.group_ids() {
-        if placement::coordinator(broker, &group) != Coordinator::Local {
+        if placement::coordinator(broker, &group) != Placement::Local {
             continue;
         }
         let committed: Vec<Committed> = broker

@@ -4,8 +4,8 @@
 //!
 //! Inputs are `(now_ms, request)`; JoinGroup and SyncGroup may park, so they take a
 //! [`Ticket`] and their answers, now or later, come out as [`Completion`]s. Group metadata
-//! records (see [`super::persist`]) come out of [`Coordinator::take_records`], and groups come
-//! back in at start through [`Coordinator::load`]. The driver ([`super::driver`]) owns the
+//! records (see [`super::persist`]) come out of [`ClassicGroupCore::take_records`], and groups come
+//! back in at start through [`ClassicGroupCore::load`]. The driver ([`super::driver`]) owns the
 //! clock, the member-id randomness, the channels and the log.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -172,7 +172,7 @@ pub struct DescribedMember {
     pub assignment: Bytes,
 }
 
-/// A group as DescribeGroups reports it; `None` from [`Coordinator::describe`] is unknown.
+/// A group as DescribeGroups reports it; `None` from [`ClassicGroupCore::describe`] is unknown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DescribedGroup {
     pub state: &'static str,
@@ -198,7 +198,7 @@ impl DescribedGroup {
 
 /// Every classic group of this node.
 #[derive(Debug, Default)]
-pub struct Coordinator {
+pub struct ClassicGroupCore {
     cfg: GroupConfig,
     groups: BTreeMap<String, ClassicGroup>,
     /// Group metadata records not yet handed to the driver: the encoded GroupMetadataValue,
@@ -207,11 +207,11 @@ pub struct Coordinator {
     records: BTreeMap<String, Option<Bytes>>,
 }
 
-impl Coordinator {
+impl ClassicGroupCore {
     /// A coordinator with no groups.
     #[must_use]
     pub fn new(cfg: GroupConfig) -> Self {
-        Coordinator {
+        ClassicGroupCore {
             cfg,
             groups: BTreeMap::new(),
             records: BTreeMap::new(),

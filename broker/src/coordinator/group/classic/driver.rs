@@ -1,4 +1,4 @@
-//! The tokio driver of the group coordinator: one mutex around the sans-IO [`Coordinator`],
+//! The tokio driver of the group coordinator: one mutex around the sans-IO [`ClassicGroupCore`],
 //! the channels of parked JoinGroup and SyncGroup requests, and a timer task that sleeps until
 //! the next group deadline (session, join, sync) and feeds the time in. Nothing polls.
 //!
@@ -20,8 +20,8 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::coordinator::{
-    Completion, Coordinator, DescribedGroup, GroupConfig, JoinRequest, JoinResponse, ListedGroup,
-    SyncRequest, SyncResponse, Ticket,
+    ClassicGroupCore, Completion, DescribedGroup, GroupConfig, JoinRequest, JoinResponse,
+    ListedGroup, SyncRequest, SyncResponse, Ticket,
 };
 use super::error::GroupError;
 use super::persist::GroupLog;
@@ -31,7 +31,7 @@ use crate::now_ms;
 
 /// The coordinator's state behind the lock.
 struct Inner {
-    core: Coordinator,
+    core: ClassicGroupCore,
     /// The next ticket to hand out.
     next_ticket: u64,
     /// Parked JoinGroups.
@@ -120,7 +120,7 @@ impl GroupCoordinator {
     /// A coordinator with no groups that keeps them in memory only.
     #[must_use]
     pub fn new(cfg: GroupConfig) -> Self {
-        Self::build(Coordinator::new(cfg), None)
+        Self::build(ClassicGroupCore::new(cfg), None)
     }
 
     /// A coordinator whose group metadata goes to `log`, with the groups `stored` there
@@ -133,7 +133,7 @@ impl GroupCoordinator {
         stored: Vec<(String, bytes::Bytes)>,
         now_ms: i64,
     ) -> Self {
-        let mut core = Coordinator::new(cfg);
+        let mut core = ClassicGroupCore::new(cfg);
         let loaded = !stored.is_empty();
         core.load(now_ms, stored);
         let coordinator = Self::build(core, Some(log));
@@ -145,7 +145,7 @@ impl GroupCoordinator {
         coordinator
     }
 
-    fn build(core: Coordinator, log: Option<Arc<dyn GroupLog>>) -> Self {
+    fn build(core: ClassicGroupCore, log: Option<Arc<dyn GroupLog>>) -> Self {
         GroupCoordinator {
             shared: Arc::new(Shared {
                 inner: Mutex::new(Inner {
@@ -225,7 +225,7 @@ impl GroupCoordinator {
     /// Heartbeat.
     ///
     /// # Errors
-    /// As [`Coordinator::heartbeat`].
+    /// As [`ClassicGroupCore::heartbeat`].
     pub fn heartbeat(
         &self,
         group_id: &str,
@@ -247,7 +247,7 @@ impl GroupCoordinator {
     /// LeaveGroup for a batch of (member id, group instance id).
     ///
     /// # Errors
-    /// As [`Coordinator::leave`].
+    /// As [`ClassicGroupCore::leave`].
     pub fn leave(
         &self,
         group_id: &str,
@@ -277,7 +277,7 @@ impl GroupCoordinator {
     /// DeleteGroups for one group (the handler then deletes its offsets).
     ///
     /// # Errors
-    /// As [`Coordinator::delete`].
+    /// As [`ClassicGroupCore::delete`].
     pub fn delete(&self, group_id: &str) -> Result<(), GroupError> {
         self.fire_due_timers();
         let r = self.lock().core.delete(group_id);
@@ -286,7 +286,7 @@ impl GroupCoordinator {
     }
 
     /// The groups among `ids` that exist only through committed offsets, as ListGroups lists
-    /// them (see [`Coordinator::list_simple`]).
+    /// them (see [`ClassicGroupCore::list_simple`]).
     #[must_use]
     pub fn list_simple(&self, states: &[String], ids: Vec<String>) -> Vec<ListedGroup> {
         self.lock().core.list_simple(states, ids)

@@ -127,7 +127,7 @@ pub struct DescribedConsumerGroup {
 
 /// Every consumer group of this node.
 #[derive(Debug, Default)]
-pub struct Coordinator {
+pub struct ConsumerGroupCore {
     cfg: ConsumerGroupConfig,
     groups: BTreeMap<String, ConsumerGroup>,
     /// What of the groups is in `__consumer_offsets`, and what changed since.
@@ -139,11 +139,11 @@ pub struct Coordinator {
 /// At most this many compiled regular expressions are cached; beyond, the cache starts over.
 const MAX_CACHED_REGEXES: usize = 1024;
 
-impl Coordinator {
+impl ConsumerGroupCore {
     /// A coordinator with no groups.
     #[must_use]
     pub fn new(cfg: ConsumerGroupConfig) -> Self {
-        Coordinator {
+        ConsumerGroupCore {
             cfg,
             groups: BTreeMap::new(),
             tracker: Tracker::default(),
@@ -160,7 +160,7 @@ impl Coordinator {
         topics: &dyn TopicMetadata,
     ) -> Self {
         let (groups, tracker) = persist::restore(records, now_ms, cfg.session_timeout_ms, topics);
-        Coordinator {
+        ConsumerGroupCore {
             cfg,
             groups,
             tracker,
@@ -185,7 +185,7 @@ impl Coordinator {
         empty.len()
     }
 
-    /// The append of records from [`Coordinator::take_records`] failed: take them again next.
+    /// The append of records from [`ConsumerGroupCore::take_records`] failed: take them again next.
     pub fn not_written(&mut self, group: &str, records: &[(bytes::Bytes, Option<bytes::Bytes>)]) {
         self.tracker.not_written(group, records);
     }

@@ -1,5 +1,5 @@
 //! The tokio side of the consumer-group coordinator: one mutex around the sans-IO
-//! [`Coordinator`], the appends of its records, and a task that sleeps until the next session
+//! [`ConsumerGroupCore`], the appends of its records, and a task that sleeps until the next session
 //! or revocation deadline.
 //!
 //! # Records
@@ -20,8 +20,8 @@ use strata_kraft::MetadataImage;
 use uuid::Uuid;
 
 use super::coordinator::{
-    ConsumerGroupConfig, Coordinator, DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse,
-    ListedConsumerGroup, TopicMetadata,
+    ConsumerGroupConfig, ConsumerGroupCore, DescribedConsumerGroup, HeartbeatRequest,
+    HeartbeatResponse, ListedConsumerGroup, TopicMetadata,
 };
 use super::error::ConsumerGroupError;
 use super::persist::GroupRecords;
@@ -30,7 +30,7 @@ use crate::coordinator::offsets::OffsetStore;
 use crate::now_ms;
 
 struct Shared {
-    core: Mutex<Coordinator>,
+    core: Mutex<ConsumerGroupCore>,
     /// Serialises take-and-append of the core's records.
     writer: Mutex<()>,
     /// Where the records go; `None` keeps the groups in memory only (unit tests).
@@ -40,14 +40,14 @@ struct Shared {
 }
 
 impl Shared {
-    fn core(&self) -> MutexGuard<'_, Coordinator> {
+    fn core(&self) -> MutexGuard<'_, ConsumerGroupCore> {
         self.core
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Runs `op` on the core, then appends the records it left, before returning its result.
-    fn apply<R>(&self, op: impl FnOnce(&mut Coordinator) -> R) -> R {
+    fn apply<R>(&self, op: impl FnOnce(&mut ConsumerGroupCore) -> R) -> R {
         let _w = self
             .writer
             .lock()
@@ -118,7 +118,7 @@ impl ConsumerGroupCoordinator {
     pub fn new(cfg: ConsumerGroupConfig) -> Self {
         ConsumerGroupCoordinator {
             shared: Arc::new(Shared {
-                core: Mutex::new(Coordinator::new(cfg)),
+                core: Mutex::new(ConsumerGroupCore::new(cfg)),
                 writer: Mutex::new(()),
                 log: None,
                 timer: DeadlineTimer::default(),
@@ -138,7 +138,7 @@ impl ConsumerGroupCoordinator {
         now_ms: i64,
     ) -> Self {
         let restored = !records.is_empty();
-        let core = Coordinator::restore(cfg, records, now_ms, &Image(image));
+        let core = ConsumerGroupCore::restore(cfg, records, now_ms, &Image(image));
         let this = ConsumerGroupCoordinator {
             shared: Arc::new(Shared {
                 core: Mutex::new(core),
@@ -155,7 +155,7 @@ impl ConsumerGroupCoordinator {
         this
     }
 
-    fn lock(&self) -> MutexGuard<'_, Coordinator> {
+    fn lock(&self) -> MutexGuard<'_, ConsumerGroupCore> {
         self.shared.core()
     }
 
@@ -167,7 +167,7 @@ impl ConsumerGroupCoordinator {
     /// ConsumerGroupHeartbeat against the current metadata image.
     ///
     /// # Errors
-    /// As [`Coordinator::heartbeat`].
+    /// As [`ConsumerGroupCore::heartbeat`].
     pub fn heartbeat(
         &self,
         req: HeartbeatRequest,
@@ -238,7 +238,7 @@ impl ConsumerGroupCoordinator {
         self.lock().describe(group_id)
     }
 
-    /// See [`Coordinator::validate_offset_commit`].
+    /// See [`ConsumerGroupCore::validate_offset_commit`].
     #[must_use]
     pub fn validate_offset_commit(
         &self,
@@ -251,7 +251,7 @@ impl ConsumerGroupCoordinator {
             .validate_offset_commit(group_id, member_id, member_epoch, api_version)
     }
 
-    /// See [`Coordinator::validate_offset_fetch`].
+    /// See [`ConsumerGroupCore::validate_offset_fetch`].
     #[must_use]
     pub fn validate_offset_fetch(
         &self,

@@ -11,7 +11,7 @@ const DELAY: i64 = 100;
 
 /// A coordinator with a clock and a record of every answer by ticket.
 struct Sim {
-    core: Coordinator,
+    core: ClassicGroupCore,
     now: i64,
     next_ticket: u64,
     joins: HashMap<Ticket, JoinResponse>,
@@ -44,7 +44,7 @@ fn subscription(topics: &[&str]) -> Bytes {
 impl Sim {
     fn new() -> Self {
         Sim {
-            core: Coordinator::new(GroupConfig {
+            core: ClassicGroupCore::new(GroupConfig {
                 initial_rebalance_delay_ms: DELAY,
                 ..GroupConfig::default()
             }),

@@ -18,7 +18,7 @@ impl TopicMetadata for Topics {
     }
 }
 
-fn join(c: &mut Coordinator, now: i64, id: &str) -> HeartbeatResponse {
+fn join(c: &mut ConsumerGroupCore, now: i64, id: &str) -> HeartbeatResponse {
     c.heartbeat(
         now,
         HeartbeatRequest {
@@ -38,7 +38,7 @@ fn join(c: &mut Coordinator, now: i64, id: &str) -> HeartbeatResponse {
 }
 
 fn beat(
-    c: &mut Coordinator,
+    c: &mut ConsumerGroupCore,
     now: i64,
     id: &str,
     epoch: i32,
@@ -66,7 +66,7 @@ fn parts(a: &Assignment) -> BTreeSet<i32> {
 
 #[test]
 fn a_partition_moves_only_after_its_owner_revoked_it() {
-    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    let mut c = ConsumerGroupCore::new(ConsumerGroupConfig::default());
     let a = join(&mut c, 0, "a");
     assert_eq!(a.member_epoch, 1);
     let a_parts = a.assignment.expect("assignment");
@@ -104,7 +104,7 @@ fn a_partition_moves_only_after_its_owner_revoked_it() {
 
 #[test]
 fn leaving_and_expiry_give_partitions_to_the_others() {
-    let mut c = Coordinator::new(ConsumerGroupConfig {
+    let mut c = ConsumerGroupCore::new(ConsumerGroupConfig {
         session_timeout_ms: 100,
         ..ConsumerGroupConfig::default()
     });
@@ -140,7 +140,7 @@ fn leaving_and_expiry_give_partitions_to_the_others() {
 
 #[test]
 fn offset_commits_check_the_member_epoch() {
-    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    let mut c = ConsumerGroupCore::new(ConsumerGroupConfig::default());
     join(&mut c, 0, "a");
     assert_eq!(c.validate_offset_commit("g", "a", 1, 9), Some(Ok(())));
     assert!(matches!(
@@ -157,7 +157,7 @@ fn offset_commits_check_the_member_epoch() {
 
 #[test]
 fn requests_that_break_the_rules_are_invalid() {
-    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    let mut c = ConsumerGroupCore::new(ConsumerGroupConfig::default());
     let bad = HeartbeatRequest {
         api_version: 1,
         group_id: "g".into(),
@@ -203,7 +203,10 @@ impl TopicMetadata for ThreeTopics {
     }
 }
 
-fn join_regex(c: &mut Coordinator, regex: &str) -> Result<HeartbeatResponse, ConsumerGroupError> {
+fn join_regex(
+    c: &mut ConsumerGroupCore,
+    regex: &str,
+) -> Result<HeartbeatResponse, ConsumerGroupError> {
     c.heartbeat(
         0,
         HeartbeatRequest {
@@ -224,7 +227,7 @@ fn join_regex(c: &mut Coordinator, regex: &str) -> Result<HeartbeatResponse, Con
 
 #[test]
 fn a_regular_expression_subscribes_to_every_whole_name_it_matches() {
-    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    let mut c = ConsumerGroupCore::new(ConsumerGroupConfig::default());
     let r = join_regex(&mut c, "orders.*").expect("join");
     let got: BTreeSet<Uuid> = r.assignment.expect("assignment").keys().copied().collect();
     // "payments" does not match; the match is against the whole name.
@@ -232,17 +235,17 @@ fn a_regular_expression_subscribes_to_every_whole_name_it_matches() {
     let m = &c.group("g").unwrap().members["a"];
     assert_eq!(m.subscribed_topic_regex.as_deref(), Some("orders.*"));
 
-    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    let mut c = ConsumerGroupCore::new(ConsumerGroupConfig::default());
     let r = join_regex(&mut c, "rders").expect("join");
     assert!(r.assignment.expect("assignment").is_empty());
 
-    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    let mut c = ConsumerGroupCore::new(ConsumerGroupConfig::default());
     assert!(matches!(
         join_regex(&mut c, "orders(["),
         Err(ConsumerGroupError::InvalidRegularExpression { .. })
     ));
     // Neither names nor a regular expression.
-    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    let mut c = ConsumerGroupCore::new(ConsumerGroupConfig::default());
     assert!(matches!(
         join_regex(&mut c, ""),
         Err(ConsumerGroupError::InvalidRequest { .. })
@@ -251,7 +254,7 @@ fn a_regular_expression_subscribes_to_every_whole_name_it_matches() {
 
 #[test]
 fn empty_groups_without_offsets_are_deleted_with_tombstones() {
-    let mut c = Coordinator::new(ConsumerGroupConfig::default());
+    let mut c = ConsumerGroupCore::new(ConsumerGroupConfig::default());
     join(&mut c, 0, "a");
     assert!(!c.take_records().is_empty());
     // Not empty: kept whatever the offsets.
