@@ -43,8 +43,9 @@ use tokio::time::Instant;
 
 use super::RequestContext;
 use crate::broker::leadership::{self, LeaderEndpoint, ReadRole};
+use crate::config::ReplicaSelector;
 use crate::partition::Partition;
-use crate::partition::read_replica::{ReplicaSelector, live_rack};
+use crate::partition::read_replica::live_rack;
 use crate::server::error::{leadership_error_code, log_error_code};
 
 /// KIP-447: read_committed. With no transactions yet, the last stable offset is the high

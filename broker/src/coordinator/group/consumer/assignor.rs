@@ -7,41 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
+pub use crate::config::Assignor;
+
 /// Partitions by topic id: a member's assignment, current or target.
 pub type Assignment = BTreeMap<Uuid, BTreeSet<i32>>;
 
-/// A server-side assignor, chosen by `server_assignor` or `group.consumer.assignors`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Assignor {
-    Uniform,
-    Range,
-}
-
 impl Assignor {
-    /// The assignor's name on the wire.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Assignor::Uniform => "uniform",
-            Assignor::Range => "range",
-        }
-    }
-
-    /// Parses a name as Kafka accepts it in `group.consumer.assignors`: the short name or the
-    /// class name.
-    #[must_use]
-    pub fn parse(name: &str) -> Option<Self> {
-        match name.trim() {
-            "uniform" | "org.apache.kafka.coordinator.group.assignor.UniformAssignor" => {
-                Some(Assignor::Uniform)
-            }
-            "range" | "org.apache.kafka.coordinator.group.assignor.RangeAssignor" => {
-                Some(Assignor::Range)
-            }
-            _ => None,
-        }
-    }
-
     /// Computes every member's target assignment.
     #[must_use]
     pub fn assign(self, spec: &AssignmentSpec<'_>) -> BTreeMap<String, Assignment> {
