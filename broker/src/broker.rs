@@ -10,18 +10,23 @@ use strata_storage::{LogConfig, LogError, TimestampType};
 use uuid::Uuid;
 
 use crate::config::BrokerConfig;
-use crate::connection::RequestMemory;
-use crate::consumer_group::{ConsumerGroupConfig, ConsumerGroupCoordinator};
-use crate::group::{GroupConfig, GroupCoordinator};
-use crate::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetStoreError, OffsetsConfig};
+use crate::coordinator::group::classic::{GroupConfig, GroupCoordinator};
+use crate::coordinator::group::consumer::{ConsumerGroupConfig, ConsumerGroupCoordinator};
+use crate::coordinator::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetStoreError, OffsetsConfig};
 use crate::partition::Partition;
+use request_memory::RequestMemory;
 
 mod acls;
 mod cluster;
 mod elections;
+pub mod groups;
+pub mod leadership;
+pub mod lifecycle;
 mod log_start_checkpoint;
 mod partition_logs;
 mod reassignments;
+pub mod replica;
+pub mod request_memory;
 
 pub use cluster::{ControllerError, follow_images, inter_broker_endpoint};
 pub use elections::Elections;
@@ -85,7 +90,7 @@ pub struct Broker {
     /// Fetched record bytes sent by reading and writing (where `sendfile` is unsupported).
     pub copied_bytes: AtomicU64,
     /// The follower replicas' fetchers (a node of a cluster).
-    pub fetchers: crate::replica::Fetchers,
+    pub fetchers: crate::broker::replica::Fetchers,
     /// The budget for request bytes read from sockets (`queued.max.request.bytes`), shared by
     /// every connection: a connection stops reading while it is exhausted (back-pressure).
     pub request_memory: RequestMemory,
@@ -199,7 +204,7 @@ impl Broker {
             offsets,
             groups,
             consumer_groups,
-            fetchers: crate::replica::Fetchers::default(),
+            fetchers: crate::broker::replica::Fetchers::default(),
             zero_copy_bytes: AtomicU64::new(0),
             copied_bytes: AtomicU64::new(0),
             request_memory,
@@ -676,9 +681,7 @@ impl Broker {
             }
         }
         // Offset expiry keeps its own interval (`offsets.retention.check.interval.ms`).
-        let expirable = |group: &str, topic: &str| {
-            crate::offsets::groups::offsets_expirable(self, group, topic)
-        };
+        let expirable = |group: &str, topic: &str| groups::offsets_expirable(self, group, topic);
         match self.offsets.maybe_expire(now_ms, expirable) {
             // Kafka's `cleanupGroupMetadata`: an Empty group left without offsets is deleted.
             Ok(Some(_)) => {

@@ -10,12 +10,16 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+mod choices;
 pub mod cluster;
 pub mod dynamic;
 pub mod dynamic_keys;
 pub mod env;
+mod metrics_listener;
 
+pub use choices::{Assignor, ReplicaSelector};
 pub use cluster::{Endpoint, ProcessRoles, QuorumVoter, SecurityProtocol};
+pub use metrics_listener::MetricsListener;
 
 /// A configuration problem that stops the broker at startup.
 #[derive(Debug, Error)]
@@ -242,7 +246,7 @@ pub struct BrokerConfig {
     pub rack: Option<String>,
     /// `replica.selector.class` (KIP-392): whether a leader sends consumers to a follower
     /// in their rack.
-    pub replica_selector: crate::partition::read_replica::ReplicaSelector,
+    pub replica_selector: ReplicaSelector,
     /// `authorizer.class.name` set to Kafka's `StandardAuthorizer` (KIP-801), with its
     /// `super.users` and `allow.everyone.if.no.acl.found`; `None` authorizes everything.
     pub authorizer: Option<strata_kraft::acl::AuthorizerConfig>,
@@ -258,7 +262,7 @@ pub struct BrokerConfig {
     /// `group.consumer.session.timeout.ms`: a silent KIP-848 member is removed after this.
     pub group_consumer_session_timeout_ms: i32,
     /// `group.consumer.assignors`: the server-side assignors; the first is the default.
-    pub group_consumer_assignors: Vec<crate::consumer_group::Assignor>,
+    pub group_consumer_assignors: Vec<Assignor>,
     /// `group.consumer.max.size`: members per consumer group (GROUP_MAX_SIZE_REACHED beyond).
     pub group_consumer_max_size: usize,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` that groups hash to.
@@ -271,7 +275,7 @@ pub struct BrokerConfig {
     pub offset_metadata_max_bytes: usize,
     /// `metrics.listener`: where the Prometheus endpoint listens; `None` (the default)
     /// serves none.
-    pub metrics_listener: Option<crate::metrics::MetricsListener>,
+    pub metrics_listener: Option<MetricsListener>,
 }
 
 impl BrokerConfig {
@@ -580,7 +584,7 @@ impl BrokerConfig {
                 get("super.users"),
                 get("allow.everyone.if.no.acl.found"),
             )?,
-            replica_selector: crate::partition::read_replica::ReplicaSelector::parse(get(
+            replica_selector: ReplicaSelector::parse(get(
                 "replica.selector.class",
             ))
             .ok_or_else(|| {
@@ -616,7 +620,7 @@ impl BrokerConfig {
             group_consumer_assignors: get("group.consumer.assignors")
                 .split(',')
                 .map(|a| {
-                    crate::consumer_group::Assignor::parse(a).ok_or_else(|| {
+                    Assignor::parse(a).ok_or_else(|| {
                         invalid("group.consumer.assignors", a, "not uniform or range")
                     })
                 })
@@ -644,7 +648,7 @@ impl BrokerConfig {
                 0,
             )?
             .min(i64::from(i16::MAX)) as usize,
-            metrics_listener: crate::metrics::MetricsListener::parse(get("metrics.listener"))
+            metrics_listener: MetricsListener::parse(get("metrics.listener"))
                 .map_err(|reason| invalid("metrics.listener", get("metrics.listener"), reason))?,
             values,
             explicit,
@@ -893,7 +897,6 @@ mod tests {
 
     #[test]
     fn replica_selector_class_takes_kafkas_selectors_only() {
-        use crate::partition::read_replica::ReplicaSelector;
         let with = |v: &str| {
             BrokerConfig::from_args(
                 &args(&["--override", &format!("replica.selector.class={v}")]),

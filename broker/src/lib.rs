@@ -36,26 +36,14 @@
 //! - Nothing on the request path panics on client input; a frame that cannot be answered
 //!   closes only its own connection.
 
-pub mod authorization;
 pub mod broker;
-pub mod client_quotas;
 pub mod config;
-pub mod connection;
-pub mod consumer_group;
-pub mod deadline_timer;
-pub mod drain;
-pub mod error;
-pub mod forward;
+pub mod coordinator;
 mod frame_io;
-pub mod group;
-pub mod handlers;
-pub mod housekeeping;
-pub mod lifecycle;
 pub mod metrics;
-pub mod offsets;
 pub mod partition;
 pub mod quorum;
-pub mod replica;
+pub mod server;
 
 /// Milliseconds since the Unix epoch: the clock the storage and metadata cores are given.
 #[must_use]

@@ -12,8 +12,9 @@ use std::sync::Arc;
 
 use strata_broker::broker::Broker;
 use strata_broker::config::BrokerConfig;
+use strata_broker::now_ms;
 use strata_broker::quorum::{self, QuorumHandle};
-use strata_broker::{connection, housekeeping, now_ms};
+use strata_broker::server::{connection, housekeeping};
 use strata_protocol::versions::ListenerType;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
@@ -248,13 +249,13 @@ async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
             tokio::spawn(strata_broker::broker::follow_images(broker.clone(), rx));
             (
                 Some(q),
-                Some(strata_broker::lifecycle::start(broker.clone())),
+                Some(strata_broker::broker::lifecycle::start(broker.clone())),
             )
         }
         _ => (None, None),
     };
     tokio::spawn(housekeeping::run(broker.clone()));
-    strata_broker::metrics::start(broker.clone()).await?;
+    strata_broker::server::observe::start(broker.clone()).await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let accepting: Vec<_> = listeners
         .into_iter()
@@ -283,8 +284,8 @@ async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
         quorum.resign(std::time::Duration::from_millis(200)).await;
     }
     // The requests already read are answered before the logs are flushed.
-    strata_broker::drain::begin();
-    let left = strata_broker::drain::wait(DRAIN_BOUND).await;
+    strata_broker::server::drain::begin();
+    let left = strata_broker::server::drain::wait(DRAIN_BOUND).await;
     if left > 0 {
         tracing::warn!(connections = left, bound = ?DRAIN_BOUND, "closing connections still waiting for an answer");
     } else {

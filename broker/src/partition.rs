@@ -1,7 +1,6 @@
 //! One partition on this broker.
 
 pub mod group_commit;
-pub mod leadership;
 pub mod read_replica;
 
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -17,7 +16,7 @@ use strata_storage::{AppendInfo, Log, LogError, ReadResult};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-pub use group_commit::FlushWait;
+pub use group_commit::{FlushError, FlushWait};
 
 /// A partition this broker leads: its log, and the high watermark fetchers wait on.
 ///

@@ -1,6 +1,7 @@
 //! ACLs: Kafka's bindings (KIP-140), prefixed patterns (KIP-290), the filters DescribeAcls
 //! and DeleteAcls take, the controller's checks on new bindings, and the decision of
-//! Kafka's `StandardAuthorizer` over the bindings in a [`MetadataImage`].
+//! Kafka's `StandardAuthorizer` over the bindings in a metadata image. The records that
+//! CreateAcls and DeleteAcls write are `acl_control`'s.
 //!
 //! Everything here is pure: the image holds the bindings (applied from
 //! `AccessControlEntryRecord`s), the broker passes in who asks, from where, for what.
@@ -12,10 +13,6 @@
 use std::collections::HashSet;
 
 use thiserror::Error;
-use uuid::Uuid;
-
-use crate::image::MetadataImage;
-use crate::record::{AccessControlEntryRecord, MetadataRecord, RemoveAccessControlEntryRecord};
 
 /// The name of the one cluster resource (Kafka's `Resource.CLUSTER_NAME`).
 pub const CLUSTER_NAME: &str = "kafka-cluster";
@@ -359,71 +356,8 @@ impl AclBindingFilter {
 /// The outcome of one binding of a CreateAcls.
 pub type CreateAclResult = Result<(), AclError>;
 
-/// CreateAcls on the controller (Kafka's `AclControlManager.createAcls`): one
-/// `AccessControlEntryRecord` per valid binding not already in the image (nor earlier in the
-/// request), each with an id from `new_id`, and one result per binding. A binding that
-/// exists already succeeds without a record, as in Kafka.
-pub fn create_acls_records(
-    image: &MetadataImage,
-    bindings: &[AclBinding],
-    mut new_id: impl FnMut() -> Uuid,
-) -> (Vec<MetadataRecord>, Vec<CreateAclResult>) {
-    let existing: HashSet<&AclBinding> = image.acls.values().collect();
-    let mut added: HashSet<&AclBinding> = HashSet::new();
-    let mut records = Vec::new();
-    let results = bindings
-        .iter()
-        .map(|b| {
-            b.validate()?;
-            if !existing.contains(b) && added.insert(b) {
-                let mut id = new_id();
-                // An id already in use would replace another binding.
-                while image.acls.contains_key(&id) {
-                    id = new_id();
-                }
-                records.push(MetadataRecord::AccessControlEntry(
-                    AccessControlEntryRecord::new(id, b),
-                ));
-            }
-            Ok(())
-        })
-        .collect();
-    (records, results)
-}
-
 /// The bindings one DeleteAcls filter removes, or why the filter is refused.
 pub type DeleteAclsResult = Result<Vec<AclBinding>, AclError>;
-
-/// DeleteAcls on the controller (Kafka's `AclControlManager.deleteAcls`): for each filter,
-/// the bindings it matches, and one `RemoveAccessControlEntryRecord` per binding matched by
-/// any filter (a binding two filters match is removed once, and reported by both).
-#[must_use]
-pub fn delete_acls_records(
-    image: &MetadataImage,
-    filters: &[AclBindingFilter],
-) -> (Vec<MetadataRecord>, Vec<DeleteAclsResult>) {
-    let mut removed: HashSet<Uuid> = HashSet::new();
-    let mut records = Vec::new();
-    let results = filters
-        .iter()
-        .map(|f| {
-            f.validate()?;
-            let mut matched = Vec::new();
-            for (id, b) in &image.acls {
-                if f.matches(b) {
-                    if removed.insert(*id) {
-                        records.push(MetadataRecord::RemoveAccessControlEntry(
-                            RemoveAccessControlEntryRecord { id: *id },
-                        ));
-                    }
-                    matched.push(b.clone());
-                }
-            }
-            Ok(matched)
-        })
-        .collect();
-    (records, results)
-}
 
 /// Who asks: Kafka's `KafkaPrincipal` as `type:name` and the client's address.
 #[derive(Debug, Clone, Copy)]
@@ -548,6 +482,8 @@ fn implies(granted: AclOperation, wanted: AclOperation) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use uuid::Uuid;
+
     use super::*;
 
     fn binding(
@@ -643,6 +579,8 @@ mod tests {
 
     #[test]
     fn invalid_bindings_are_refused_and_duplicates_written_once() {
+        use crate::acl_control::{create_acls_records, delete_acls_records};
+        use crate::image::MetadataImage;
         use AclOperation as O;
         use AclPermissionType as P;
         use PatternType as PT;

@@ -43,6 +43,7 @@
 //!   forward; a seeded randomized run checks this after every step.
 
 pub mod acl;
+pub mod acl_control;
 pub mod client_quotas;
 pub mod cluster_control;
 mod controller;

@@ -52,7 +52,7 @@ const MAX_FILE_BYTES: u64 = 64 * 1024;
 
 /// The persisted election state (`QuorumStateData` version 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QuorumState {
+pub struct QuorumStateData {
     /// The leader of `leader_epoch` this voter knows of, or -1.
     pub leader_id: i32,
     /// The current epoch (Raft's term); -1 before the first election.
@@ -63,10 +63,10 @@ pub struct QuorumState {
     pub voted_directory_id: Uuid,
 }
 
-impl Default for QuorumState {
+impl Default for QuorumStateData {
     /// Kafka's defaults: no leader, no epoch, no vote.
     fn default() -> Self {
-        QuorumState {
+        QuorumStateData {
             leader_id: -1,
             leader_epoch: -1,
             voted_id: -1,
@@ -77,9 +77,9 @@ impl Default for QuorumState {
 
 /// What the Raft core asks to persist (`raft::Action::PersistQuorumState`), in the file's
 /// terms: -1 for no leader or vote, the nil UUID for no directory.
-impl From<&crate::raft::QuorumState> for QuorumState {
+impl From<&crate::raft::QuorumState> for QuorumStateData {
     fn from(q: &crate::raft::QuorumState) -> Self {
-        QuorumState {
+        QuorumStateData {
             leader_id: q.leader.map_or(-1, |n| n.0),
             leader_epoch: q.epoch,
             voted_id: q.voted_for.map_or(-1, |k| k.id.0),
@@ -90,8 +90,8 @@ impl From<&crate::raft::QuorumState> for QuorumState {
 
 /// What the Raft core starts from after a restart. A file written before any election
 /// (epoch -1, Kafka's default) starts at epoch 0, where every node starts.
-impl From<QuorumState> for crate::raft::QuorumState {
-    fn from(q: QuorumState) -> Self {
+impl From<QuorumStateData> for crate::raft::QuorumState {
+    fn from(q: QuorumStateData) -> Self {
         crate::raft::QuorumState {
             epoch: q.leader_epoch.max(0),
             voted_for: (q.voted_id >= 0).then_some(crate::raft::ReplicaKey {
@@ -159,7 +159,7 @@ impl QuorumStateStore {
     /// [`QuorumStateError`] if the file cannot be read or is not a quorum-state file. The
     /// caller must not start as a voter then: guessing the epoch or the vote could let it
     /// vote twice in one epoch.
-    pub fn read(&self) -> Result<Option<QuorumState>, QuorumStateError> {
+    pub fn read(&self) -> Result<Option<QuorumStateData>, QuorumStateError> {
         let io_err = |source| QuorumStateError::Io {
             path: self.path.clone(),
             source,
@@ -196,7 +196,7 @@ impl QuorumStateStore {
         }
     }
 
-    fn parse(&self, line: &str) -> Result<QuorumState, QuorumStateError> {
+    fn parse(&self, line: &str) -> Result<QuorumStateData, QuorumStateError> {
         let value: serde_json::Value =
             serde_json::from_str(line).map_err(|e| self.malformed(format!("not JSON: {e}")))?;
         let obj = value
@@ -232,7 +232,7 @@ impl QuorumStateStore {
         } else {
             Uuid::nil()
         };
-        let state = QuorumState {
+        let state = QuorumStateData {
             leader_id: int32("leaderId")?,
             leader_epoch: int32("leaderEpoch")?,
             voted_id: int32("votedId")?,
@@ -252,7 +252,7 @@ impl QuorumStateStore {
     /// [`QuorumStateError::Io`] if any step fails; the previous file is then still intact
     /// (or, if the rename happened but the directory fsync failed, the new one may or may
     /// not survive a crash, so the caller must not act on `state`).
-    pub fn write(&self, state: &QuorumState) -> Result<(), QuorumStateError> {
+    pub fn write(&self, state: &QuorumStateData) -> Result<(), QuorumStateError> {
         let line = render(state);
         let tmp = self.temp_path();
         let result = (|| -> io::Result<()> {
@@ -279,7 +279,7 @@ impl QuorumStateStore {
 }
 
 /// The one JSON line, in Kafka's field order.
-fn render(state: &QuorumState) -> String {
+fn render(state: &QuorumStateData) -> String {
     let value = serde_json::json!({
         "leaderId": state.leader_id,
         "leaderEpoch": state.leader_epoch,
@@ -302,8 +302,8 @@ mod tests {
         (dir, store)
     }
 
-    fn sample() -> QuorumState {
-        QuorumState {
+    fn sample() -> QuorumStateData {
+        QuorumStateData {
             leader_id: 3,
             leader_epoch: 7,
             voted_id: 2,
@@ -322,9 +322,9 @@ mod tests {
         let (_dir, store) = store();
         store.write(&sample()).unwrap();
         assert_eq!(store.read().unwrap(), Some(sample()));
-        let next = QuorumState {
+        let next = QuorumStateData {
             leader_epoch: 8,
-            ..QuorumState::default()
+            ..QuorumStateData::default()
         };
         store.write(&next).unwrap();
         assert_eq!(store.read().unwrap(), Some(next));
@@ -356,7 +356,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             store.read().unwrap(),
-            Some(QuorumState {
+            Some(QuorumStateData {
                 leader_id: 1,
                 leader_epoch: 2,
                 voted_id: -1,
@@ -378,7 +378,7 @@ mod tests {
         let (_dir, store) = store();
         store.write(&sample()).unwrap();
         // A crash mid-write leaves a partial temp file beside the good state.
-        let full = render(&QuorumState {
+        let full = render(&QuorumStateData {
             leader_epoch: 99,
             ..sample()
         });
@@ -387,7 +387,7 @@ mod tests {
             assert_eq!(store.read().unwrap(), Some(sample()), "cut at {cut}");
         }
         // The next write replaces the leftover and succeeds.
-        let next = QuorumState {
+        let next = QuorumStateData {
             leader_epoch: 100,
             ..sample()
         };
@@ -403,7 +403,7 @@ mod tests {
         // A directory where the temp file should go makes the write fail.
         fs::create_dir(store.temp_path()).unwrap();
         assert!(matches!(
-            store.write(&QuorumState::default()),
+            store.write(&QuorumStateData::default()),
             Err(QuorumStateError::Io { .. })
         ));
         assert_eq!(store.read().unwrap(), Some(sample()));
@@ -456,8 +456,8 @@ mod tests {
                 directory_id: sample().voted_directory_id,
             })
         );
-        assert_eq!(QuorumState::from(&core), sample());
-        let fresh = crate::raft::QuorumState::from(QuorumState::default());
+        assert_eq!(QuorumStateData::from(&core), sample());
+        let fresh = crate::raft::QuorumState::from(QuorumStateData::default());
         assert_eq!(
             (fresh.epoch, fresh.leader, fresh.voted_for),
             (0, None, None)

@@ -18,7 +18,17 @@ use std::io::Read;
 
 use thiserror::Error;
 
-use crate::record_batch::Compression;
+/// The compression codec in attribute bits 0-2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+    /// Codec ids 5-7 are not assigned by Kafka; validation rejects them.
+    Unknown(u8),
+}
 
 /// Why a records section could not be decompressed.
 #[derive(Debug, Error)]

@@ -34,6 +34,7 @@
 //!
 //! Nothing here trusts a length field past the bytes it was given, and no input makes it panic.
 
+pub use crate::compression::Compression;
 use bytes::{BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
@@ -70,18 +71,6 @@ const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
 const TRANSACTIONAL_BIT: i16 = 1 << 4;
 const CONTROL_BIT: i16 = 1 << 5;
-
-/// The compression codec in attribute bits 0-2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
-    /// Codec ids 5-7 are not assigned by Kafka; validation rejects them.
-    Unknown(u8),
-}
 
 /// Attribute bit 3: what the batch's timestamps mean (KIP-32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

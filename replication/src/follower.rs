@@ -94,7 +94,7 @@ pub struct FollowerState {
     /// Skips truncation, to show the simulation catches a follower that keeps a divergent
     /// tail.
     #[cfg(test)]
-    pub(crate) fault: Option<crate::simulation::Fault>,
+    pub(crate) fault: Option<crate::fault::Fault>,
 }
 
 impl FollowerState {
@@ -217,7 +217,7 @@ impl FollowerState {
 
     fn truncate_to(&mut self, offset: i64, log: LocalLog<'_>) -> Option<Truncation> {
         #[cfg(test)]
-        if self.fault == Some(crate::simulation::Fault::SkipTruncation) {
+        if self.fault == Some(crate::fault::Fault::SkipTruncation) {
             return None;
         }
         // Even at or past our log end the truncation is returned: the epoch cache may end

@@ -153,7 +153,7 @@ pub struct LeaderState {
     waiting_acks: Vec<(u64, i64)>,
     /// A deliberately broken rule, to show the simulation catches it.
     #[cfg(test)]
-    pub(crate) fault: Option<crate::simulation::Fault>,
+    pub(crate) fault: Option<crate::fault::Fault>,
 }
 
 impl LeaderState {
@@ -514,7 +514,7 @@ impl LeaderState {
             return;
         };
         #[cfg(test)]
-        let epoch_start = if self.fault == Some(crate::simulation::Fault::ExpandBelowEpochStart) {
+        let epoch_start = if self.fault == Some(crate::fault::Fault::ExpandBelowEpochStart) {
             0
         } else {
             self.leader_epoch_start_offset
@@ -556,7 +556,7 @@ impl LeaderState {
             .filter(|r| !out_of_sync.contains(r))
             .collect();
         #[cfg(test)]
-        if self.fault == Some(crate::simulation::Fault::ShrinkBeforeCommit) {
+        if self.fault == Some(crate::fault::Fault::ShrinkBeforeCommit) {
             // Applied at once, as if the controller had already agreed.
             self.isr = new_isr.clone();
             self.propose(new_isr.clone(), new_isr);
@@ -625,8 +625,8 @@ impl LeaderState {
         let mut new_hw = self.log_end_offset;
         #[cfg(test)]
         let (leader_only, committed_only) = (
-            self.fault == Some(crate::simulation::Fault::HwFromLeaderOnly),
-            self.fault == Some(crate::simulation::Fault::HwOverCommittedIsr),
+            self.fault == Some(crate::fault::Fault::HwFromLeaderOnly),
+            self.fault == Some(crate::fault::Fault::HwOverCommittedIsr),
         );
         #[cfg(not(test))]
         let (leader_only, committed_only) = (false, false);

@@ -42,6 +42,8 @@
 //! KIP-966's eligible leader replicas.
 
 pub mod error;
+#[cfg(test)]
+mod fault;
 pub mod fetch;
 pub mod follower;
 pub mod leader;

@@ -22,7 +22,7 @@ impl Broker {
         bindings: &[AclBinding],
     ) -> Result<Vec<CreateAclResult>, MetadataError> {
         let op = |image: &strata_kraft::MetadataImage| {
-            acl::create_acls_records(image, bindings, Uuid::new_v4)
+            strata_kraft::acl_control::create_acls_records(image, bindings, Uuid::new_v4)
         };
         let results = match self.local_store() {
             Some(mut store) => {
@@ -50,7 +50,9 @@ impl Broker {
         &self,
         filters: &[AclBindingFilter],
     ) -> Result<Vec<DeleteAclsResult>, MetadataError> {
-        let op = |image: &strata_kraft::MetadataImage| acl::delete_acls_records(image, filters);
+        let op = |image: &strata_kraft::MetadataImage| {
+            strata_kraft::acl_control::delete_acls_records(image, filters)
+        };
         let results = match self.local_store() {
             Some(mut store) => {
                 let results = store.commit_operation(crate::now_ms(), op)?;

@@ -12,7 +12,7 @@
 //!   the request instead (KIP-590); Strata does not forward yet.
 //! - **Broker lifecycle.** The active controller keeps the brokers' sessions
 //!   (`BrokerHeartbeats`, fresh on each new leadership, as Kafka's) and answers
-//!   BrokerRegistration and BrokerHeartbeat (from `crate::lifecycle`, on every node) with
+//!   BrokerRegistration and BrokerHeartbeat (from `crate::broker::lifecycle`, on every node) with
 //!   the cluster-control functions; its periodic tick fences brokers whose session expired,
 //!   which elects new leaders for their partitions, and runs the preferred-leader pass.
 //! - **Reads.** Every node applies committed entries in the quorum driver and publishes the
@@ -596,16 +596,15 @@ impl Broker {
             Some(l) if l.0 != node_id => l.0,
             _ => return Err(MetadataError::NotController),
         };
-        blocking(|| crate::lifecycle::request_producer_ids(self, leader, broker_epoch)).map_err(
-            |e| {
+        blocking(|| crate::broker::lifecycle::request_producer_ids(self, leader, broker_epoch))
+            .map_err(|e| {
                 tracing::warn!(error = %e, "cannot get a producer id block from the controller");
                 if e.is_timeout() {
                     MetadataError::Timeout
                 } else {
                     MetadataError::NotController
                 }
-            },
-        )
+            })
     }
 
     /// Makes a committed image the one this node serves: logs for the partitions it
@@ -619,7 +618,8 @@ impl Broker {
         let now_ms = crate::now_ms();
         // `__consumer_offsets` places the group coordinators (`offsets::placement`); its
         // partitions' logs are the offset store's, never opened, followed or removed here.
-        let offsets = |t: &&strata_kraft::TopicImage| t.name != crate::offsets::OFFSETS_TOPIC;
+        let offsets =
+            |t: &&strata_kraft::TopicImage| t.name != crate::coordinator::offsets::OFFSETS_TOPIC;
         for t in old.topics.values().filter(offsets) {
             if new.topics.get(&t.name).map(|n| n.topic_id) != Some(t.topic_id) {
                 for p in &t.partitions {

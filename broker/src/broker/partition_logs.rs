@@ -12,7 +12,7 @@ use strata_storage::Log;
 use uuid::Uuid;
 
 use super::{Broker, CreateTopicError, METADATA_DIR};
-use crate::offsets::OFFSETS_TOPIC;
+use crate::coordinator::offsets::OFFSETS_TOPIC;
 use crate::partition::Partition;
 
 /// How many partitions are opened at once at start: Kafka's default for

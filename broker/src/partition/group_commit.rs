@@ -18,15 +18,25 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use strata_protocol::ResponseError;
-use strata_storage::PendingFlush;
+use strata_storage::{LogError, PendingFlush};
 use tokio::sync::oneshot;
 
 use super::Partition;
-use crate::error::log_error_code;
 
-/// A group commit's answer: `Err` carries the Kafka error code and message for the produce.
-pub type FlushResult = Result<(), (i16, String)>;
+/// Why a group commit did not make an append durable. The server's `error` module turns it into
+/// the produce's Kafka error code.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FlushError {
+    /// The log could not begin the flush.
+    #[error("{0}")]
+    Log(Arc<LogError>),
+    /// The fsync failed, or the group commit lost the request.
+    #[error("{0}")]
+    Storage(String),
+}
+
+/// A group commit's answer.
+pub type FlushResult = Result<(), FlushError>;
 
 /// What an append waits on before its records count as written.
 pub struct FlushWait(oneshot::Receiver<FlushResult>);
@@ -34,12 +44,9 @@ pub struct FlushWait(oneshot::Receiver<FlushResult>);
 impl FlushWait {
     /// Resolves once the append's records are fsynced (or the fsync failed).
     pub async fn wait(self) -> FlushResult {
-        self.0.await.unwrap_or_else(|_| {
-            Err((
-                ResponseError::KafkaStorageError.code(),
-                "the group commit stopped".to_owned(),
-            ))
-        })
+        self.0
+            .await
+            .unwrap_or_else(|_| Err(FlushError::Storage("the group commit stopped".to_owned())))
     }
 }
 
@@ -146,12 +153,12 @@ fn commit(batch: &mut Vec<Request>) {
     partitions.sort_by_key(|p| Arc::as_ptr(p) as usize);
     partitions.dedup_by(|a, b| Arc::ptr_eq(a, b));
     let now = crate::now_ms();
-    let begun: Vec<Result<PendingFlush, (i16, String)>> = partitions
+    let begun: Vec<Result<PendingFlush, FlushError>> = partitions
         .iter()
         .map(|p| {
             p.log()
                 .begin_flush(now)
-                .map_err(|e| (log_error_code(&e), e.to_string()))
+                .map_err(|e| FlushError::Log(Arc::new(e)))
         })
         .collect();
     // A partition's own files (segments sealed by a roll, then the active `.log`) are
@@ -187,15 +194,12 @@ fn commit(batch: &mut Vec<Request>) {
                 }
                 Some(Err(e)) => {
                     tracing::error!(topic = %p.topic, partition = p.index, file = %flush.path.display(), error = %e, "fsync failed");
-                    Err((
-                        ResponseError::KafkaStorageError.code(),
-                        format!("fsync {}: {e}", flush.path.display()),
-                    ))
+                    Err(FlushError::Storage(format!(
+                        "fsync {}: {e}",
+                        flush.path.display()
+                    )))
                 }
-                None => Err((
-                    ResponseError::KafkaStorageError.code(),
-                    "fsync result missing".to_owned(),
-                )),
+                None => Err(FlushError::Storage("fsync result missing".to_owned())),
             }
         })
         .collect();
@@ -206,8 +210,7 @@ fn commit(batch: &mut Vec<Request>) {
             })
             .unwrap_or(usize::MAX);
         let outcome = outcomes.get(i).cloned().unwrap_or_else(|| {
-            Err((
-                ResponseError::KafkaStorageError.code(),
+            Err(FlushError::Storage(
                 "partition missing from its group commit".to_owned(),
             ))
         });

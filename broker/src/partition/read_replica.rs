@@ -11,36 +11,6 @@
 
 use strata_kraft::MetadataImage;
 
-/// `replica.selector.class`: Kafka's plug-in point for KIP-392, with the two selectors it
-/// ships. Unset, Kafka sends every consumer to the leader, and so does Strata.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ReplicaSelector {
-    /// `org.apache.kafka.common.replica.LeaderSelector`, or unset: the leader only.
-    #[default]
-    Leader,
-    /// `org.apache.kafka.common.replica.RackAwareReplicaSelector`: a follower in the
-    /// client's rack when the leader is not in it.
-    RackAware,
-}
-
-impl ReplicaSelector {
-    /// Reads a `replica.selector.class` value: Kafka's class names, or their simple names
-    /// (what an operator may write without the package); `None` for any other class,
-    /// since Strata cannot load one.
-    #[must_use]
-    pub fn parse(value: &str) -> Option<Self> {
-        let class = value.trim();
-        let simple = class
-            .strip_prefix("org.apache.kafka.common.replica.")
-            .unwrap_or(class);
-        match simple {
-            "" | "LeaderSelector" => Some(ReplicaSelector::Leader),
-            "RackAwareReplicaSelector" => Some(ReplicaSelector::RackAware),
-            _ => None,
-        }
-    }
-}
-
 /// The rack a selector sees for replica `node`: its registered `broker.rack` while it is
 /// registered and not fenced, else none (Kafka's `Node.noNode()`, which no rack matches),
 /// so that no consumer is sent to a broker that cannot answer. `local` is this node, the
@@ -66,31 +36,6 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-
-    #[test]
-    fn kafkas_class_names_and_their_simple_names_parse() {
-        for (value, want) in [
-            ("", Some(ReplicaSelector::Leader)),
-            (
-                "org.apache.kafka.common.replica.LeaderSelector",
-                Some(ReplicaSelector::Leader),
-            ),
-            ("LeaderSelector", Some(ReplicaSelector::Leader)),
-            (
-                "org.apache.kafka.common.replica.RackAwareReplicaSelector",
-                Some(ReplicaSelector::RackAware),
-            ),
-            (
-                " RackAwareReplicaSelector ",
-                Some(ReplicaSelector::RackAware),
-            ),
-            ("com.example.MySelector", None),
-            ("org.apache.kafka.common.replica.Other", None),
-            ("rackawarereplicaselector", None),
-        ] {
-            assert_eq!(ReplicaSelector::parse(value), want, "{value:?}");
-        }
-    }
 
     fn broker(node_id: i32, rack: Option<&str>, fenced: bool) -> BrokerImage {
         BrokerImage {

@@ -10,7 +10,8 @@ use crate::leader::{
     ReplicationConfig,
 };
 
-use super::{Fault, Rng, Stats};
+use super::{Rng, Stats};
+use crate::fault::Fault;
 
 type Record = (i32, u64);
 

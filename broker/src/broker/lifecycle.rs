@@ -1,0 +1,707 @@
+//! The broker side of a clustered node: it registers with the active controller and
+//! heartbeats to it (KIP-631), and the node's controller side ticks. A dedicated broker
+//! runs only the first, a dedicated controller only the second.
+//!
+//! - **Registration.** BrokerRegistration (v2: listeners, rack, incarnation id, the cluster
+//!   id) to the quorum's leader, on its controller listener (`controller.quorum.voters`
+//!   gives the address); on this node when it leads, in process. The answer's broker epoch
+//!   goes into every heartbeat.
+//! - **Heartbeats.** BrokerHeartbeat every `broker.heartbeat.interval.ms` with the offset
+//!   this node has applied (the last applied entry, as Kafka reports it). A new
+//!   registration starts fenced; the controller unfences it once that offset reaches the
+//!   registration. STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED (a controller that fenced
+//!   or forgot it) registers again; NOT_CONTROLLER or a failed connection asks the leader
+//!   known then, after `controller.quorum.retry.backoff.ms`-like pauses.
+//! - **Controlled shutdown.** On SIGTERM the node heartbeats with `want_shut_down` until the
+//!   controller answers `should_shut_down` (its leaderships moved away) or the bound passes.
+//! - **Producer id blocks.** The broker epoch of the current registration is kept on the
+//!   broker ([`Broker::set_broker_epoch`]); InitProducerId on a node that is not the
+//!   controller gets its next block of producer ids from the controller with
+//!   AllocateProducerIds (KIP-730, [`request_producer_ids`]), which the controller answers
+//!   with [`answer_allocate_producer_ids`].
+//! - **Controller tick.** Every half second, on the node that leads the quorum, the active
+//!   controller fences brokers whose session expired; every
+//!   `leader.imbalance.check.interval.seconds` it runs the preferred-leader pass.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use strata_kraft::cluster_control::{BrokerHeartbeatRequest, BrokerRegistrationRequest};
+use strata_kraft::raft::RoleKind;
+use strata_kraft::record::{BrokerEndpoint, ProducerIdsBlock};
+use strata_kraft::{ClusterControlError, MetadataError};
+use strata_protocol::ResponseError;
+use strata_protocol::StrBytes;
+use strata_protocol::codec;
+use strata_protocol::messages::broker_registration_request::Listener;
+use strata_protocol::messages::{
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
+    AlterPartitionResponse, ApiKey, BrokerHeartbeatRequest as WireHeartbeat,
+    BrokerHeartbeatResponse, BrokerRegistrationRequest as WireRegistration,
+    BrokerRegistrationResponse, ProducerId, RequestKind, ResponseKind,
+};
+use strata_protocol::messages::{alter_partition_request, alter_partition_response};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::broker::{Broker, ControllerError};
+
+/// BrokerRegistration version sent (v2 adds log dirs, which are empty here).
+const REGISTRATION_VERSION: i16 = 2;
+/// BrokerHeartbeat version sent.
+const HEARTBEAT_VERSION: i16 = 1;
+/// AllocateProducerIds version sent (its only one).
+const ALLOCATE_PRODUCER_IDS_VERSION: i16 = 0;
+/// The bound on one request to the controller, connecting included.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+/// The pause after a failed attempt.
+const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// The largest response accepted from a controller.
+const MAX_RESPONSE_BYTES: usize = 1 << 20;
+/// How often the controller's tick runs.
+const TICK: Duration = Duration::from_millis(500);
+
+/// The state the broker side shares with the shutdown path.
+#[derive(Debug, Default)]
+pub struct Lifecycle {
+    /// Set on SIGTERM: heartbeats ask to shut down.
+    want_shut_down: AtomicBool,
+    /// Set once the controller answered `should_shut_down`.
+    may_shut_down: AtomicBool,
+}
+
+impl Lifecycle {
+    /// Starts controlled shutdown and waits, at most `max`, until the controller has moved
+    /// this broker's leaderships away. Returns whether it did.
+    pub async fn controlled_shutdown(&self, max: Duration) -> bool {
+        self.want_shut_down.store(true, Ordering::Relaxed);
+        let deadline = Instant::now() + max;
+        while Instant::now() < deadline {
+            if self.may_shut_down.load(Ordering::Relaxed) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+}
+
+/// Starts what this node's roles run: for the broker role, its registration and
+/// heartbeats and its leaders' ISR proposals; for the controller role, the controller's
+/// tick (which acts only while this node leads the quorum). A dedicated controller never
+/// registers as a broker, so no partition is ever placed on it.
+pub fn start(broker: Arc<Broker>) -> Arc<Lifecycle> {
+    let lifecycle = Arc::new(Lifecycle::default());
+    let roles = broker.config.process_roles;
+    if roles.broker {
+        tokio::spawn(run(broker.clone(), lifecycle.clone()));
+        tokio::spawn(crate::broker::replica::isr::run(broker.clone()));
+    }
+    if roles.controller {
+        tokio::spawn(tick(broker));
+    }
+    lifecycle
+}
+
+async fn tick(broker: Arc<Broker>) {
+    let rebalance_every = Duration::from_secs(
+        u64::try_from(broker.config.leader_imbalance_check_interval_seconds).unwrap_or(300),
+    );
+    let mut last_rebalance = Instant::now();
+    loop {
+        tokio::time::sleep(TICK).await;
+        let rebalance = last_rebalance.elapsed() >= rebalance_every;
+        if rebalance {
+            last_rebalance = Instant::now();
+        }
+        let b = broker.clone();
+        let _ = tokio::task::spawn_blocking(move || b.controller_tick(rebalance)).await;
+    }
+}
+
+/// Why one exchange with the controller failed.
+pub(crate) enum Failure {
+    /// Not the controller, unreachable, or a transient error: try again.
+    Retry(String),
+    /// The registration is gone (fenced and forgotten, or stale): register again.
+    Reregister(String),
+}
+
+async fn run(broker: Arc<Broker>, lifecycle: Arc<Lifecycle>) {
+    let incarnation_id = uuid::Uuid::new_v4();
+    let interval = Duration::from_millis(
+        u64::try_from(broker.config.broker_heartbeat_interval_ms).unwrap_or(2000),
+    );
+    let mut client = ControllerClient::default();
+    loop {
+        let epoch = loop {
+            match register(&broker, &mut client, incarnation_id).await {
+                Ok(epoch) => break epoch,
+                Err(Failure::Retry(why) | Failure::Reregister(why)) => {
+                    tracing::debug!(why, "broker registration failed; retrying");
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                }
+            }
+        };
+        tracing::info!(broker_epoch = epoch, "registered with the controller");
+        broker.set_broker_epoch(epoch);
+        let mut fenced = true;
+        loop {
+            match heartbeat(&broker, &mut client, &lifecycle, epoch).await {
+                Ok(reply) => {
+                    if fenced != reply.is_fenced {
+                        tracing::info!(fenced = reply.is_fenced, "broker fencing changed");
+                        fenced = reply.is_fenced;
+                    }
+                    if reply.should_shut_down {
+                        lifecycle.may_shut_down.store(true, Ordering::Relaxed);
+                    }
+                    let wait =
+                        if reply.is_fenced || lifecycle.want_shut_down.load(Ordering::Relaxed) {
+                            // Catching up, or shutting down: ask again soon.
+                            Duration::from_millis(100)
+                        } else {
+                            interval
+                        };
+                    tokio::time::sleep(wait).await;
+                }
+                Err(Failure::Retry(why)) => {
+                    tracing::debug!(why, "heartbeat failed; retrying");
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                }
+                Err(Failure::Reregister(why)) => {
+                    tracing::warn!(
+                        why,
+                        "the controller does not know this registration; registering again"
+                    );
+                    broker.set_broker_epoch(-1);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Every advertised client listener, the one clients are told about first, as the
+/// registration carries them (Kafka's BrokerRegistration lists every listener).
+fn endpoints(broker: &Broker) -> Vec<BrokerEndpoint> {
+    broker
+        .config
+        .advertised_endpoints
+        .iter()
+        .map(|(name, host, port)| BrokerEndpoint {
+            name: name.clone(),
+            host: host.clone(),
+            port: *port,
+            security_protocol: 0,
+        })
+        .collect()
+}
+
+async fn register(
+    broker: &Arc<Broker>,
+    client: &mut ControllerClient,
+    incarnation_id: uuid::Uuid,
+) -> Result<i64, Failure> {
+    let req = BrokerRegistrationRequest {
+        broker_id: broker.config.node_id,
+        incarnation_id,
+        listeners: endpoints(broker),
+        rack: broker.config.rack.clone(),
+        features: Vec::new(),
+    };
+    let leader = current_leader(broker)?;
+    if leader == broker.config.node_id {
+        let b = broker.clone();
+        let result = tokio::task::spawn_blocking(move || b.controller_register(&req))
+            .await
+            .map_err(|e| Failure::Retry(e.to_string()))?;
+        return result.map_err(|e| Failure::Retry(e.to_string()));
+    }
+    let body = RequestKind::BrokerRegistration(
+        WireRegistration::default()
+            .with_broker_id(req.broker_id.into())
+            .with_cluster_id(StrBytes::from_string(broker.image().cluster_id.clone()))
+            .with_incarnation_id(incarnation_id)
+            .with_rack(req.rack.clone().map(StrBytes::from_string))
+            .with_listeners(
+                req.listeners
+                    .iter()
+                    .map(|l| {
+                        Listener::default()
+                            .with_name(StrBytes::from_string(l.name.clone()))
+                            .with_host(StrBytes::from_string(l.host.clone()))
+                            .with_port(l.port)
+                            .with_security_protocol(l.security_protocol)
+                    })
+                    .collect(),
+            ),
+    );
+    let answer = client
+        .exchange(
+            broker,
+            leader,
+            ApiKey::BrokerRegistration,
+            REGISTRATION_VERSION,
+            &body,
+        )
+        .await?;
+    let ResponseKind::BrokerRegistration(r) = answer else {
+        return Err(Failure::Retry("unexpected response".into()));
+    };
+    match r.error_code {
+        0 => Ok(r.broker_epoch),
+        code => Err(Failure::Retry(format!("BrokerRegistration error {code}"))),
+    }
+}
+
+async fn heartbeat(
+    broker: &Arc<Broker>,
+    client: &mut ControllerClient,
+    lifecycle: &Lifecycle,
+    broker_epoch: i64,
+) -> Result<strata_kraft::cluster_control::BrokerHeartbeatReply, Failure> {
+    let applied = broker.quorum().map_or(0, |q| q.status().applied_offset);
+    let req = BrokerHeartbeatRequest {
+        broker_id: broker.config.node_id,
+        broker_epoch,
+        // The last entry applied (Kafka's `lastAppliedOffset`), not the next one.
+        current_metadata_offset: applied - 1,
+        want_fence: false,
+        want_shut_down: lifecycle.want_shut_down.load(Ordering::Relaxed),
+    };
+    let leader = current_leader(broker)?;
+    if leader == broker.config.node_id {
+        let b = broker.clone();
+        let result = tokio::task::spawn_blocking(move || b.controller_heartbeat(&req))
+            .await
+            .map_err(|e| Failure::Retry(e.to_string()))?;
+        return result.map_err(|e| match e {
+            ControllerError::Cluster(
+                ClusterControlError::StaleBrokerEpoch { .. }
+                | ClusterControlError::BrokerNotRegistered(_),
+            ) => Failure::Reregister(e.to_string()),
+            other => Failure::Retry(other.to_string()),
+        });
+    }
+    let body = RequestKind::BrokerHeartbeat(
+        WireHeartbeat::default()
+            .with_broker_id(req.broker_id.into())
+            .with_broker_epoch(req.broker_epoch)
+            .with_current_metadata_offset(req.current_metadata_offset)
+            .with_want_fence(req.want_fence)
+            .with_want_shut_down(req.want_shut_down),
+    );
+    let answer = client
+        .exchange(
+            broker,
+            leader,
+            ApiKey::BrokerHeartbeat,
+            HEARTBEAT_VERSION,
+            &body,
+        )
+        .await?;
+    let ResponseKind::BrokerHeartbeat(r) = answer else {
+        return Err(Failure::Retry("unexpected response".into()));
+    };
+    if r.error_code == ResponseError::StaleBrokerEpoch.code()
+        || r.error_code == ResponseError::BrokerIdNotRegistered.code()
+    {
+        return Err(Failure::Reregister(format!(
+            "BrokerHeartbeat error {}",
+            r.error_code
+        )));
+    }
+    if r.error_code != 0 {
+        return Err(Failure::Retry(format!(
+            "BrokerHeartbeat error {}",
+            r.error_code
+        )));
+    }
+    Ok(strata_kraft::cluster_control::BrokerHeartbeatReply {
+        is_caught_up: r.is_caught_up,
+        is_fenced: r.is_fenced,
+        in_controlled_shutdown: false,
+        should_shut_down: r.should_shut_down,
+    })
+}
+
+/// The quorum's leader as this node knows it.
+pub(crate) fn current_leader(broker: &Broker) -> Result<i32, Failure> {
+    let status = broker
+        .quorum()
+        .ok_or_else(|| Failure::Retry("the quorum has not started".into()))?
+        .status();
+    match status.leader {
+        Some(l) if status.role == RoleKind::Leader || l.0 != broker.config.node_id => Ok(l.0),
+        _ => Err(Failure::Retry("no controller known".into())),
+    }
+}
+
+/// One connection to the active controller's listener.
+#[derive(Default)]
+pub(crate) struct ControllerClient {
+    /// The connection and the node it goes to.
+    conn: Option<(i32, TcpStream)>,
+    correlation_id: i32,
+}
+
+impl ControllerClient {
+    pub(crate) async fn exchange(
+        &mut self,
+        broker: &Broker,
+        node: i32,
+        api: ApiKey,
+        version: i16,
+        body: &RequestKind,
+    ) -> Result<ResponseKind, Failure> {
+        let result = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            self.exchange_once(broker, node, api, version, body),
+        )
+        .await
+        .unwrap_or_else(|_| Err("request timed out".into()));
+        result.map_err(|why| {
+            self.conn = None;
+            Failure::Retry(why)
+        })
+    }
+
+    async fn exchange_once(
+        &mut self,
+        broker: &Broker,
+        node: i32,
+        api: ApiKey,
+        version: i16,
+        body: &RequestKind,
+    ) -> Result<ResponseKind, String> {
+        if self.conn.as_ref().is_none_or(|(n, _)| *n != node) {
+            let (host, port) = broker
+                .quorum()
+                .and_then(|q| q.address_of(node))
+                .ok_or_else(|| format!("node {node} is not a voter"))?;
+            let stream = TcpStream::connect((host.as_str(), port))
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = stream.set_nodelay(true);
+            self.conn = Some((node, stream));
+        }
+        let Some((_, stream)) = self.conn.as_mut() else {
+            return Err("not connected".into());
+        };
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let client_id = format!("strata-broker-{}", broker.config.node_id);
+        let frame = codec::encode_request(api, version, self.correlation_id, &client_id, body)
+            .map_err(|e| e.to_string())?;
+        stream.write_all(&frame).await.map_err(|e| e.to_string())?;
+        let frame = crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|e| e.to_string())?;
+        let response = codec::decode_response(api, version, frame).map_err(|e| e.to_string())?;
+        if response.correlation_id != self.correlation_id {
+            return Err("response out of order".into());
+        }
+        Ok(response.body)
+    }
+}
+
+/// Why AllocateProducerIds gave this broker no block.
+#[derive(Debug, thiserror::Error)]
+pub enum AllocateProducerIdsError {
+    /// No answer in time, or the exchange failed (connection, framing, decoding).
+    #[error("no answer from controller {node}: {why}")]
+    Unreachable { node: i32, why: String },
+    /// The controller answered an error (NOT_CONTROLLER, STALE_BROKER_EPOCH, ...).
+    #[error("controller {node} answered error code {code}")]
+    Refused { node: i32, code: i16 },
+    /// The answer is no usable block (Kafka's `RPCProducerIdManager` checks the same).
+    #[error("controller {node} answered an invalid block: start {start}, length {len}")]
+    InvalidBlock { node: i32, start: i64, len: i32 },
+}
+
+impl AllocateProducerIdsError {
+    /// Whether the controller never answered (a timeout or a lost connection), rather
+    /// than refusing.
+    #[must_use]
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, AllocateProducerIdsError::Unreachable { .. })
+    }
+}
+
+/// Asks controller `node` for this broker's next block of producer ids (AllocateProducerIds,
+/// KIP-730), with the epoch of the broker's registration. Blocks the calling thread for at
+/// most the request timeout.
+///
+/// InitProducerId runs in a synchronous handler, so the exchange cannot be awaited there.
+/// It runs instead on a short-lived thread of its own with a current-thread runtime, over a
+/// fresh [`ControllerClient`] connection: that works from any caller (a runtime worker, a
+/// blocking thread, no runtime at all), where entering the caller's runtime would panic on
+/// a current-thread runtime or deadlock a busy one. A block holds 1000 ids, so the thread
+/// and the connection cost nothing measurable per InitProducerId. The caller should wrap
+/// this in `blocking` so a runtime worker hands its other tasks over meanwhile.
+///
+/// # Errors
+///
+/// [`AllocateProducerIdsError`]: unreachable, refused, or an unusable answer.
+pub fn request_producer_ids(
+    broker: &Broker,
+    node: i32,
+    broker_epoch: i64,
+) -> Result<ProducerIdsBlock, AllocateProducerIdsError> {
+    let unreachable = |why: String| AllocateProducerIdsError::Unreachable { node, why };
+    let body = RequestKind::AllocateProducerIds(
+        AllocateProducerIdsRequest::default()
+            .with_broker_id(broker.config.node_id.into())
+            .with_broker_epoch(broker_epoch),
+    );
+    let exchange = || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async {
+            let mut client = ControllerClient::default();
+            match client
+                .exchange(
+                    broker,
+                    node,
+                    ApiKey::AllocateProducerIds,
+                    ALLOCATE_PRODUCER_IDS_VERSION,
+                    &body,
+                )
+                .await
+            {
+                Ok(answer) => Ok(answer),
+                Err(Failure::Retry(why) | Failure::Reregister(why)) => Err(why),
+            }
+        })
+    };
+    let answer = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("producer-ids".into())
+            .spawn_scoped(scope, exchange)
+            .map_err(|e| e.to_string())?
+            .join()
+            .map_err(|_| "the request thread panicked".to_owned())?
+    })
+    .map_err(unreachable)?;
+    let ResponseKind::AllocateProducerIds(r) = answer else {
+        return Err(unreachable("unexpected response".into()));
+    };
+    if r.error_code != 0 {
+        return Err(AllocateProducerIdsError::Refused {
+            node,
+            code: r.error_code,
+        });
+    }
+    let start = r.producer_id_start.0;
+    let len = r.producer_id_len;
+    if start < 0 || len <= 0 || start > i64::MAX - i64::from(len) {
+        return Err(AllocateProducerIdsError::InvalidBlock { node, start, len });
+    }
+    Ok(ProducerIdsBlock {
+        assigned_broker_id: broker.config.node_id,
+        first_producer_id: start,
+        size: i64::from(len),
+    })
+}
+
+/// The controller listener's answer to AllocateProducerIds: a block on the active
+/// controller, NOT_CONTROLLER elsewhere, STALE_BROKER_EPOCH for a broker epoch that is not
+/// the one of the broker's registration.
+#[must_use]
+pub fn answer_allocate_producer_ids(
+    broker: &Broker,
+    req: &AllocateProducerIdsRequest,
+) -> AllocateProducerIdsResponse {
+    match broker.controller_allocate_producer_ids(req.broker_id.0, req.broker_epoch) {
+        Ok(block) => match i32::try_from(block.size) {
+            Ok(len) => AllocateProducerIdsResponse::default()
+                .with_producer_id_start(ProducerId(block.first_producer_id))
+                .with_producer_id_len(len),
+            // The block is PRODUCER_ID_BLOCK_SIZE (1000) ids; the wire length is an int32.
+            Err(_) => AllocateProducerIdsResponse::default()
+                .with_error_code(ResponseError::UnknownServerError.code()),
+        },
+        // Kafka leaves the block's fields at 0 on an error.
+        Err(e) => AllocateProducerIdsResponse::default().with_error_code(controller_error_code(&e)),
+    }
+}
+
+/// The controller listener's answer to BrokerRegistration.
+#[must_use]
+pub fn answer_registration(broker: &Broker, req: &WireRegistration) -> BrokerRegistrationResponse {
+    let cluster_id = broker.image().cluster_id.clone();
+    if req.cluster_id.as_str() != cluster_id {
+        return BrokerRegistrationResponse::default()
+            .with_error_code(ResponseError::InconsistentClusterId.code())
+            .with_broker_epoch(-1);
+    }
+    let request = BrokerRegistrationRequest {
+        broker_id: req.broker_id.0,
+        incarnation_id: req.incarnation_id,
+        listeners: req
+            .listeners
+            .iter()
+            .map(|l| BrokerEndpoint {
+                name: l.name.to_string(),
+                host: l.host.to_string(),
+                port: l.port,
+                security_protocol: l.security_protocol,
+            })
+            .collect(),
+        rack: req.rack.as_ref().map(ToString::to_string),
+        features: Vec::new(),
+    };
+    match broker.controller_register(&request) {
+        Ok(epoch) => BrokerRegistrationResponse::default().with_broker_epoch(epoch),
+        Err(e) => BrokerRegistrationResponse::default()
+            .with_error_code(controller_error_code(&e))
+            .with_broker_epoch(-1),
+    }
+}
+
+/// The controller listener's answer to BrokerHeartbeat.
+#[must_use]
+pub fn answer_heartbeat(broker: &Broker, req: &WireHeartbeat) -> BrokerHeartbeatResponse {
+    let request = BrokerHeartbeatRequest {
+        broker_id: req.broker_id.0,
+        broker_epoch: req.broker_epoch,
+        current_metadata_offset: req.current_metadata_offset,
+        want_fence: req.want_fence,
+        want_shut_down: req.want_shut_down,
+    };
+    match broker.controller_heartbeat(&request) {
+        Ok(reply) => BrokerHeartbeatResponse::default()
+            .with_is_caught_up(reply.is_caught_up)
+            .with_is_fenced(reply.is_fenced)
+            .with_should_shut_down(reply.should_shut_down),
+        Err(e) => BrokerHeartbeatResponse::default()
+            .with_error_code(controller_error_code(&e))
+            .with_is_fenced(true),
+    }
+}
+
+/// Kafka's error code for a failed controller operation.
+#[must_use]
+pub fn controller_error_code(e: &ControllerError) -> i16 {
+    match e {
+        ControllerError::Metadata(MetadataError::NotController) => {
+            ResponseError::NotController.code()
+        }
+        ControllerError::Metadata(MetadataError::Timeout) => ResponseError::RequestTimedOut.code(),
+        ControllerError::Metadata(_) => ResponseError::UnknownServerError.code(),
+        ControllerError::Cluster(c) => match c {
+            ClusterControlError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch.code(),
+            ClusterControlError::BrokerNotRegistered(_) => {
+                ResponseError::BrokerIdNotRegistered.code()
+            }
+            ClusterControlError::DuplicateBrokerRegistration(_) => {
+                ResponseError::DuplicateBrokerRegistration.code()
+            }
+            ClusterControlError::InvalidRegistration { .. } => ResponseError::InvalidRequest.code(),
+        },
+    }
+}
+
+/// The controller listener's answer to AlterPartition (KIP-497; v2 and v3, topics by id):
+/// the changes go through [`Broker::controller_alter_partition`] and each partition is
+/// answered with its committed state or its own error; a failure of the request as a whole
+/// (NOT_CONTROLLER off the active controller, STALE_BROKER_EPOCH) is the top-level error.
+/// v2 carries the new ISR as broker ids; v3 with each member's broker epoch (KIP-903).
+#[must_use]
+pub fn answer_alter_partition(
+    broker: &Broker,
+    version: i16,
+    req: &AlterPartitionRequest,
+) -> AlterPartitionResponse {
+    use strata_kraft::cluster_control::{self as cc, IsrMember};
+    use strata_kraft::record::LeaderRecoveryState;
+    // An unknown recovery state is this partition's INVALID_REQUEST; the rest go on.
+    let recovery = |p: &alter_partition_request::PartitionData| {
+        LeaderRecoveryState::from_value(p.leader_recovery_state)
+    };
+    let request = cc::AlterPartitionRequest {
+        broker_id: req.broker_id.0,
+        broker_epoch: req.broker_epoch,
+        topics: req
+            .topics
+            .iter()
+            .map(|t| cc::AlterPartitionTopic {
+                topic_id: t.topic_id,
+                partitions: t
+                    .partitions
+                    .iter()
+                    .filter_map(|p| {
+                        let new_isr = if version >= 3 {
+                            p.new_isr_with_epochs
+                                .iter()
+                                .map(|m| IsrMember {
+                                    broker_id: m.broker_id.0,
+                                    broker_epoch: m.broker_epoch,
+                                })
+                                .collect()
+                        } else {
+                            p.new_isr
+                                .iter()
+                                .map(|b| IsrMember {
+                                    broker_id: b.0,
+                                    broker_epoch: -1,
+                                })
+                                .collect()
+                        };
+                        Some(cc::AlterPartitionData {
+                            partition_index: p.partition_index,
+                            leader_epoch: p.leader_epoch,
+                            new_isr,
+                            leader_recovery_state: recovery(p)?,
+                            partition_epoch: p.partition_epoch,
+                        })
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    let results = match broker.controller_alter_partition(&request) {
+        Ok(results) => results,
+        Err(e) => {
+            return AlterPartitionResponse::default().with_error_code(controller_error_code(&e));
+        }
+    };
+    // The controller answers the entries in request order.
+    let mut results = results.into_iter();
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let answer = alter_partition_response::PartitionData::default()
+                        .with_partition_index(p.partition_index);
+                    if recovery(p).is_none() {
+                        return answer.with_error_code(ResponseError::InvalidRequest.code());
+                    }
+                    match results.next().map(|r| r.result) {
+                        Some(Ok(state)) => answer
+                            .with_leader_id(state.leader.into())
+                            .with_leader_epoch(state.leader_epoch)
+                            .with_isr(state.isr.into_iter().map(Into::into).collect())
+                            .with_leader_recovery_state(state.leader_recovery_state.value())
+                            .with_partition_epoch(state.partition_epoch),
+                        Some(Err(e)) => answer.with_error_code(
+                            crate::broker::replica::isr::alter_partition_error_code(&e),
+                        ),
+                        None => answer.with_error_code(ResponseError::UnknownServerError.code()),
+                    }
+                })
+                .collect();
+            alter_partition_response::TopicData::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    AlterPartitionResponse::default().with_topics(topics)
+}

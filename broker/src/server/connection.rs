@@ -1,0 +1,530 @@
+//! One client connection.
+//!
+//! The read half decodes frames and processes requests in arrival order. Most requests are
+//! answered inline; a request that may wait (a long-polling fetch) runs in a task of its own,
+//! so the requests behind it keep being processed (ARCHITECTURE.md decision 7). Either way its
+//! response slot is queued in order, and the write half sends the slots strictly in request
+//! order, because clients pipeline and match responses by position.
+//!
+//! A Fetch response arrives as a plan (ARCHITECTURE.md decision 4): encoded bytes go out with
+//! `write_all`, record regions with `sendfile` straight from the page cache. The non-blocking
+//! socket may take part of a region; the loop resumes from the bytes already sent. Where
+//! `sendfile` is unsupported (or `STRATA_ZERO_COPY=0` is set, for comparisons), regions are
+//! read with `pread` and written instead.
+//!
+//! # Back-pressure
+//!
+//! What one broker holds for its clients is bounded in three ways:
+//!
+//! - **Request bytes, broker-wide** (`crate::broker::request_memory`, Kafka's `queued.max.request.bytes`,
+//!   KIP-72). Once a frame's size prefix is read, the connection takes the frame's size from
+//!   the budget *before* it reserves a buffer for the body or reads any of it. While the
+//!   budget is exhausted the connection simply does not read: the kernel's socket buffers
+//!   fill and TCP flow control stops the client. The bytes go back when the request has been
+//!   handled (see `Lease`), and the next waiting connection reads on.
+//! - **Request bytes, per connection.** A connection handles its frames one at a time, so
+//!   its read side holds at most one frame body plus those of its parked requests (Fetch,
+//!   JoinGroup, SyncGroup: small frames, at most `MAX_IN_FLIGHT` of them). Its read buffer
+//!   is a fixed `READ_BUF` bytes: every frame is copied or read into an allocation of its
+//!   own, so no request keeps a slice of a shared buffer alive. (The budget counts frames,
+//!   not copies made of them: the produce handler copies a record set before appending it,
+//!   so while produces are appended the peak is up to twice the budget.)
+//! - **Responses, per connection**: at most `MAX_IN_FLIGHT` slots wait for the writer. A
+//!   Fetch slot holds its encoded header bytes and file *regions*, not record bytes (the
+//!   copying fallback reads at most 1 MiB of a region at a time). The other slots hold
+//!   encoded responses, which are small except Metadata, DescribeConfigs and the group
+//!   listings, whose size grows with the cluster (topics, configs, groups), not with what the
+//!   client sends. So a client that stops reading pins at most 64 such responses, and the
+//!   connection stops reading its requests (the channel is full) instead of buffering more.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use strata_protocol::codec::{self, Decoded};
+use strata_protocol::fetch_plan::{Piece, ResponsePlan};
+use strata_protocol::frame;
+use strata_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use strata_protocol::versions::ListenerType;
+use strata_storage::{FileRegion, sendfile};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::broker::Broker;
+use crate::broker::request_memory::{Lease, LeasedFrame};
+use crate::quorum::QuorumHandle;
+use crate::server::handlers::{self, RequestContext};
+
+/// Requests one connection may have in flight before the broker stops reading from it. This
+/// bounds the responses one client can pin (see the module docs); librdkafka pipelines at
+/// most `max.in.flight` (5 by default) per connection.
+const MAX_IN_FLIGHT: usize = 64;
+
+/// The per-connection read buffer. Size prefixes and small pipelined requests arrive here;
+/// a frame's body is copied out of it, or read past it straight into the body's own buffer.
+const READ_BUF: usize = 64 * 1024;
+
+/// A response slot, in request order.
+pub enum Slot {
+    /// The response is ready.
+    Ready(Bytes),
+    /// The request takes no response (Produce with acks=0).
+    NoResponse,
+    /// The response is being computed by another task; `None` closes the connection.
+    Pending(JoinHandle<Option<Bytes>>),
+    /// A Fetch response being computed: encoded bytes around file regions.
+    PendingPlan(JoinHandle<Option<ResponsePlan<FileRegion>>>),
+    /// The request cannot be answered: close the connection once the earlier responses are out.
+    Close,
+}
+
+/// Serves one client connection until the client closes it or sends a frame that cannot be
+/// answered.
+pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
+    serve_on(broker, stream, peer, ListenerType::Broker, None, None).await;
+}
+
+/// Serves one connection accepted on a listener of type `listener`. A connection on a
+/// controller listener (`controller.listener.names`) is decoded against the controller's
+/// API table and answered by [`controller_slot`] (the quorum RPCs by `quorum`, when this
+/// node runs a multi-voter quorum); one on a client listener, against the clients' table
+/// and by the handlers.
+pub async fn serve_on(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: ListenerType,
+    listener_name: Option<Arc<str>>,
+    quorum: Option<QuorumHandle>,
+) {
+    let _open = crate::metrics::connection_opened();
+    let _serving = crate::server::drain::serving();
+    let _ = stream.set_nodelay(true);
+    let (mut rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::channel::<(Slot, Lease)>(MAX_IN_FLIGHT);
+    let writer = tokio::spawn(write_responses(broker.clone(), wr, rx, peer));
+    let mut buf = BytesMut::with_capacity(READ_BUF);
+    let mute = Arc::new(crate::server::client_quotas::Mute::default());
+    loop {
+        // KIP-219: a connection a quota throttled reads nothing until its mute is over, so
+        // it holds no more than it had read (TCP flow control stops the client). At
+        // shutdown the connection stops reading (a frame half read is dropped with it) and
+        // closes once the requests it holds are answered (`crate::server::drain`).
+        let next = tokio::select! {
+            biased;
+            () = crate::server::drain::begun() => None,
+            next = async {
+                mute.wait().await;
+                read_frame(&broker, &mut rd, &mut buf, peer).await
+            } => next,
+        };
+        let Some((body, lease)) = next else { break };
+        let slot = match codec::decode_request_on(listener, body) {
+            Ok(Decoded::Request(req)) if listener == ListenerType::Controller => {
+                controller_slot(&broker, *req, peer, listener_name.clone(), quorum.as_ref())
+            }
+            Ok(Decoded::Request(req)) => {
+                let mut ctx = RequestContext::new(
+                    broker.clone(),
+                    &req.header,
+                    req.api_key,
+                    Some(peer),
+                    listener_name.clone(),
+                );
+                ctx.mute = Some(mute.clone());
+                handlers::dispatch(ctx, req.body).await
+            }
+            Ok(Decoded::ApiVersionsTooNew { correlation_id }) => Slot::Ready(
+                codec::encode_api_versions_fallback_for(listener, correlation_id),
+            ),
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "closing connection: cannot answer request");
+                break;
+            }
+        };
+        // Handled inline: the budget goes back now. A task keeps it until it ends (or until
+        // the writer has its result), so a parked fetch counts while it holds its request.
+        let lease = match slot {
+            Slot::Pending(_) | Slot::PendingPlan(_) => lease,
+            Slot::Ready(_) | Slot::NoResponse | Slot::Close => {
+                lease.release();
+                Lease::default()
+            }
+        };
+        // Nothing after a Close is answered: stop reading, so the socket closes once the
+        // responses before it are out.
+        let closing = matches!(slot, Slot::Close);
+        // Waits while MAX_IN_FLIGHT responses are queued: the per-connection bound.
+        if tx.send((slot, lease)).await.is_err() || closing {
+            break; // the writer has gone (the socket is closed), or is closing it
+        }
+    }
+    drop(tx);
+    // Responses already queued still go out, then the writer closes the socket.
+    let _ = writer.await;
+}
+
+/// Answers a request decoded on a controller listener. ApiVersions lists the controller's
+/// APIs (`versions::CONTROLLER_APIS`), as Kafka's controller does on its listener. With a
+/// multi-voter quorum running, Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot go to its
+/// driver, which answers with the core's response (or closes the connection when the core
+/// gives none), DescribeQuorum is answered from the core, AddRaftVoter and RemoveRaftVoter
+/// (KIP-853) change the voter set through the leader's core, and the metadata writes that
+/// brokers forward are answered by their handlers ([`handlers::controller_write`]). The other controller RPCs,
+/// and the quorum RPCs on a node without a quorum driver, decode but have no handler yet,
+/// so their connection is closed, which is what a Kafka node does with a request it does
+/// not serve on a listener (its `SocketServer` refuses the header and closes the
+/// connection); client APIs never get this far (the decoder refuses them).
+fn controller_slot(
+    broker: &Arc<Broker>,
+    req: codec::Request,
+    peer: SocketAddr,
+    listener_name: Option<Arc<str>>,
+    quorum: Option<&QuorumHandle>,
+) -> Slot {
+    let version = req.header.request_api_version;
+    let correlation_id = req.header.correlation_id;
+    let api_key = req.api_key;
+    let encode = move |body: &ResponseKind| match codec::encode_response(
+        api_key,
+        version,
+        correlation_id,
+        body,
+    ) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            tracing::error!(%peer, error = %e, "response encoding failed");
+            None
+        }
+    };
+    match (api_key, quorum) {
+        (ApiKey::ApiVersions, _) => {
+            let body = ResponseKind::ApiVersions(codec::api_versions_body_for(
+                ListenerType::Controller,
+                0,
+            ));
+            encode(&body).map_or(Slot::Close, Slot::Ready)
+        }
+        (
+            ApiKey::Vote
+            | ApiKey::BeginQuorumEpoch
+            | ApiKey::EndQuorumEpoch
+            | ApiKey::Fetch
+            | ApiKey::FetchSnapshot,
+            Some(quorum),
+        ) => {
+            let quorum = quorum.clone();
+            Slot::Pending(tokio::spawn(async move {
+                let body = quorum.request(&req.body).await?;
+                encode(&body)
+            }))
+        }
+        (ApiKey::BrokerRegistration | ApiKey::BrokerHeartbeat, Some(_)) => {
+            // The active controller's answer waits for its records to commit.
+            let broker = broker.clone();
+            Slot::Pending(tokio::task::spawn_blocking(move || {
+                let body = match &req.body {
+                    RequestKind::BrokerRegistration(r) => ResponseKind::BrokerRegistration(
+                        crate::broker::lifecycle::answer_registration(&broker, r),
+                    ),
+                    RequestKind::BrokerHeartbeat(r) => ResponseKind::BrokerHeartbeat(
+                        crate::broker::lifecycle::answer_heartbeat(&broker, r),
+                    ),
+                    _ => return None,
+                };
+                encode(&body)
+            }))
+        }
+        (ApiKey::AllocateProducerIds, Some(_)) => {
+            // The active controller answers once the ProducerIdsRecord has committed.
+            let broker = broker.clone();
+            Slot::Pending(tokio::task::spawn_blocking(move || {
+                let RequestKind::AllocateProducerIds(r) = &req.body else {
+                    return None;
+                };
+                encode(&ResponseKind::AllocateProducerIds(
+                    crate::broker::lifecycle::answer_allocate_producer_ids(&broker, r),
+                ))
+            }))
+        }
+        (ApiKey::AlterPartition, Some(_)) => {
+            // The active controller answers once the partition changes have committed.
+            let broker = broker.clone();
+            Slot::Pending(tokio::task::spawn_blocking(move || {
+                let RequestKind::AlterPartition(r) = &req.body else {
+                    return None;
+                };
+                encode(&ResponseKind::AlterPartition(
+                    crate::broker::lifecycle::answer_alter_partition(&broker, version, r),
+                ))
+            }))
+        }
+        (
+            ApiKey::CreateTopics
+            | ApiKey::DeleteTopics
+            | ApiKey::CreatePartitions
+            | ApiKey::ElectLeaders
+            | ApiKey::AlterConfigs
+            | ApiKey::IncrementalAlterConfigs
+            | ApiKey::AlterPartitionReassignments
+            | ApiKey::ListPartitionReassignments
+            | ApiKey::AlterClientQuotas
+            | ApiKey::AlterUserScramCredentials
+            | ApiKey::CreateAcls
+            | ApiKey::DeleteAcls,
+            Some(_),
+        ) => {
+            // A broker forwarding to a dedicated controller (or an admin client that
+            // bootstraps at a controller, KIP-919).
+            let ctx = RequestContext::new(
+                broker.clone(),
+                &req.header,
+                api_key,
+                Some(peer),
+                listener_name,
+            );
+            handlers::controller_write(ctx, req.body)
+        }
+        (ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter, Some(quorum)) => {
+            // KIP-853: the leader adds or removes a voter; the answer waits for the commit.
+            let quorum = quorum.clone();
+            let names = broker.config.controller_listener_names.clone();
+            Slot::Pending(tokio::spawn(async move {
+                let body = match &req.body {
+                    RequestKind::AddRaftVoter(r) => quorum.add_voter(r, &names).await,
+                    RequestKind::RemoveRaftVoter(r) => quorum.remove_voter(r).await,
+                    _ => return None,
+                };
+                encode(&body)
+            }))
+        }
+        (ApiKey::DescribeQuorum, Some(quorum)) => {
+            let quorum = quorum.clone();
+            Slot::Pending(tokio::spawn(async move {
+                let body = quorum.describe(version).await;
+                encode(&body)
+            }))
+        }
+        (other, _) => {
+            tracing::warn!(%peer, api = ?other, version, "closing controller connection: the controller quorum does not serve this API yet");
+            Slot::Close
+        }
+    }
+}
+
+/// Reads the next frame: its body and its share of the request budget. `None` ends the
+/// connection (the client closed it, a read failed, or the size prefix is invalid; logged).
+async fn read_frame(
+    broker: &Broker,
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    peer: SocketAddr,
+) -> Option<(Bytes, Lease)> {
+    let max = broker.config.socket_request_max_bytes;
+    while buf.len() < frame::SIZE_PREFIX_LEN {
+        // `buf` is never shared (bodies are copied out), so this reuses its allocation.
+        buf.reserve(READ_BUF - buf.len());
+        if !read_some(rd, buf, peer, buf.len()).await {
+            return None;
+        }
+    }
+    // `check` validates the size prefix against the cap before anything is allocated for it.
+    if let Err(e) = frame::check(buf, max) {
+        tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+        return None;
+    }
+    let len = usize::try_from(buf.get_i32()).ok()?; // checked: 8..=max
+
+    // Back-pressure: no memory is reserved for the body, and none of it read, until the
+    // budget admits it. Meanwhile the socket is not read at all.
+    let lease = broker.request_memory.acquire(len, peer).await;
+
+    let mut body = BytesMut::with_capacity(len);
+    let buffered = buf.len().min(len);
+    body.extend_from_slice(&buf[..buffered]);
+    buf.advance(buffered);
+    while body.len() < len {
+        // Straight into the body, never past it: what follows belongs to the next frame,
+        // which must wait for its own share of the budget.
+        let have = body.len();
+        let pending = frame::SIZE_PREFIX_LEN + have;
+        if !read_some(rd, &mut (&mut body).limit(len - have), peer, pending).await {
+            return None; // dropping `lease` returns the bytes
+        }
+    }
+    let body = Bytes::from_owner(LeasedFrame {
+        body,
+        lease: lease.clone(),
+    });
+    Some((body, lease))
+}
+
+/// One read from the socket into `dst`. False when the connection is over: end of stream
+/// (logged if it cut a frame short, `pending` bytes in) or a read error.
+async fn read_some<B: BufMut>(
+    rd: &mut OwnedReadHalf,
+    dst: &mut B,
+    peer: SocketAddr,
+    pending: usize,
+) -> bool {
+    match rd.read_buf(dst).await {
+        Ok(0) => {
+            if pending > 0 {
+                tracing::info!(%peer, pending, "client disconnected mid-frame");
+            }
+            false
+        }
+        Ok(_) => true,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "read failed");
+            false
+        }
+    }
+}
+
+async fn write_responses(
+    broker: Arc<Broker>,
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<(Slot, Lease)>,
+    peer: SocketAddr,
+) {
+    while let Some((slot, lease)) = rx.recv().await {
+        let plan = match slot {
+            Slot::Ready(b) => ResponsePlan::from_bytes(b),
+            Slot::NoResponse => continue,
+            Slot::Pending(handle) => {
+                let done = handle.await;
+                lease.release(); // handled, whatever the task kept of its request
+                match done {
+                    Ok(Some(b)) => ResponsePlan::from_bytes(b),
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::error!(%peer, error = %e, "request task failed; closing connection");
+                        break;
+                    }
+                }
+            }
+            Slot::PendingPlan(handle) => {
+                let done = handle.await;
+                lease.release();
+                match done {
+                    Ok(Some(plan)) => plan,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::error!(%peer, error = %e, "request task failed; closing connection");
+                        break;
+                    }
+                }
+            }
+            Slot::Close => break,
+        };
+        if let Err(e) = write_plan(&broker, &mut wr, plan).await {
+            // A failure mid-response leaves the stream unframed: the connection must close.
+            tracing::debug!(%peer, error = %e, "write failed");
+            break;
+        }
+    }
+    // The connection is closing with requests still parked: their tasks run on (they may be
+    // group operations), and each one's share of the budget goes back when it ends.
+    rx.close();
+    while let Some((slot, lease)) = rx.recv().await {
+        match slot {
+            Slot::Pending(handle) => drop(tokio::spawn(async move {
+                let _ = handle.await;
+                lease.release();
+            })),
+            Slot::PendingPlan(handle) => drop(tokio::spawn(async move {
+                let _ = handle.await;
+                lease.release();
+            })),
+            Slot::Ready(_) | Slot::NoResponse | Slot::Close => {}
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// Whether regions go out with `sendfile` (`STRATA_ZERO_COPY=0` turns it off, so a benchmark
+/// can compare the copying path on the same build).
+fn zero_copy_enabled() -> bool {
+    static ENABLED: OnceLock<bool> = OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var("STRATA_ZERO_COPY").map_or(true, |v| v != "0"))
+}
+
+/// Writes one response: bytes with `write_all`, regions with `sendfile`.
+async fn write_plan(
+    broker: &Broker,
+    wr: &mut OwnedWriteHalf,
+    plan: ResponsePlan<FileRegion>,
+) -> io::Result<()> {
+    for piece in plan.pieces {
+        match piece {
+            Piece::Bytes(b) => wr.write_all(&b).await?,
+            Piece::Region(r) => {
+                let sent = if zero_copy_enabled() {
+                    send_region(wr, &r).await?
+                } else {
+                    0
+                };
+                broker.zero_copy_bytes.fetch_add(sent, Ordering::Relaxed);
+                if sent < u64::from(r.len) {
+                    let copied = copy_region(wr, &r, sent).await?;
+                    broker.copied_bytes.fetch_add(copied, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends a region with `sendfile` on the non-blocking socket, resuming after partial writes.
+/// Returns the bytes sent, which are short of the region only when `sendfile` is unsupported
+/// here (the caller copies the rest).
+async fn send_region(wr: &mut OwnedWriteHalf, r: &FileRegion) -> io::Result<u64> {
+    let stream: &TcpStream = wr.as_ref();
+    let len = u64::from(r.len);
+    let mut sent = 0u64;
+    // Bounded: each pass either moves at least one byte, waits for writability, or returns.
+    while sent < len {
+        stream.writable().await?;
+        match stream.try_io(Interest::WRITABLE, || {
+            sendfile::send_region(stream, r, sent)
+        }) {
+            Ok(n) => sent += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if sendfile::is_unsupported(&e) => {
+                tracing::debug!(error = %e, "sendfile unsupported; copying the region");
+                return Ok(sent);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(sent)
+}
+
+/// The fallback: `pread` the region after its first `from` bytes and write it, in chunks so
+/// that one large region does not pin its whole length in memory.
+async fn copy_region(wr: &mut OwnedWriteHalf, r: &FileRegion, from: u64) -> io::Result<u64> {
+    const CHUNK: u32 = 1 << 20;
+    let mut done = from;
+    let len = u64::from(r.len);
+    let mut buf = Vec::new();
+    while done < len {
+        let n = u32::try_from((len - done).min(u64::from(CHUNK))).unwrap_or(CHUNK);
+        let part = FileRegion {
+            file: r.file.clone(),
+            position: r.position + done,
+            len: n,
+        };
+        buf.clear();
+        part.read_into(&mut buf)?;
+        wr.write_all(&buf).await?;
+        done += u64::from(n);
+    }
+    Ok(len - from)
+}

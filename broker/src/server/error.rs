@@ -1,0 +1,271 @@
+//! The one place where domain errors become Kafka error codes.
+//!
+//! Each function matches exhaustively with no catch-all arm, so a new variant in a domain
+//! crate fails the build here until someone decides its Kafka code.
+
+use strata_kraft::client_quotas::ClientQuotaError;
+use strata_kraft::scram::ScramError;
+use strata_kraft::{ElectionError, InvalidReassignment, MetadataError, ReassignmentError};
+use strata_protocol::ResponseError;
+use strata_storage::LogError;
+
+use crate::broker::leadership::LeadershipError;
+use crate::broker::{CreateTopicError, PartitionUnavailable};
+use crate::coordinator::group::classic::GroupError;
+use crate::coordinator::group::consumer::ConsumerGroupError;
+use crate::coordinator::offsets::OffsetStoreError;
+use crate::partition::FlushError;
+
+/// A storage error as a partition-level Kafka error code.
+#[must_use]
+pub fn log_error_code(e: &LogError) -> i16 {
+    match e {
+        LogError::OffsetOutOfRange { .. } | LogError::LogStartAboveHighWatermark { .. } => {
+            ResponseError::OffsetOutOfRange.code()
+        }
+        LogError::CorruptMessage { .. } => ResponseError::CorruptMessage.code(),
+        LogError::InvalidRecord { .. } => ResponseError::InvalidRecord.code(),
+        LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge.code(),
+        LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
+        LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
+        LogError::InvalidProducerSequence { .. } => ResponseError::InvalidRecord.code(),
+        LogError::UnexpectedOffset { .. } => ResponseError::UnknownServerError.code(),
+        LogError::CorruptSegment { .. } | LogError::Decompress { .. } | LogError::Io { .. } => {
+            ResponseError::KafkaStorageError.code()
+        }
+    }
+}
+
+/// A group commit's failure as the produce's error code: the log's own code, else
+/// KAFKA_STORAGE_ERROR (the fsync failed).
+#[must_use]
+pub fn flush_error_code(e: &FlushError) -> i16 {
+    match e {
+        FlushError::Log(e) => log_error_code(e),
+        FlushError::Storage(_) => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+/// A client-quota entity, key or filter refused (KIP-546), as Kafka's error code: an
+/// unknown filter entity type is UNSUPPORTED_VERSION, as Kafka answers it; everything else
+/// is INVALID_REQUEST.
+#[must_use]
+pub fn client_quota_error_code(e: &ClientQuotaError) -> i16 {
+    match e {
+        ClientQuotaError::UnsupportedEntityType { .. } => ResponseError::UnsupportedVersion.code(),
+        ClientQuotaError::EmptyEntity
+        | ClientQuotaError::DuplicateEntityType { .. }
+        | ClientQuotaError::UnknownEntityType { .. }
+        | ClientQuotaError::EmptyName { .. }
+        | ClientQuotaError::InvalidCombination
+        | ClientQuotaError::IpNotSupported
+        | ClientQuotaError::UnknownKey { .. }
+        | ClientQuotaError::NotALong { .. }
+        | ClientQuotaError::InvalidValue { .. }
+        | ClientQuotaError::DuplicateKey { .. }
+        | ClientQuotaError::DuplicateEntity
+        | ClientQuotaError::EmptyFilterType
+        | ClientQuotaError::DuplicateFilterType { .. }
+        | ClientQuotaError::ExactWithoutMatch
+        | ClientQuotaError::DefaultWithMatch
+        | ClientQuotaError::SpecifiedWithMatch
+        | ClientQuotaError::UnknownMatchType { .. }
+        | ClientQuotaError::IpFilterCombination => ResponseError::InvalidRequest.code(),
+    }
+}
+
+/// A SCRAM credential error (KIP-554) as Kafka's error code (`ScramControlManager`,
+/// `ScramImage.describe`).
+#[must_use]
+pub fn scram_error_code(e: &ScramError) -> i16 {
+    match e {
+        ScramError::AlteredTwice | ScramError::DescribedTwice { .. } => {
+            ResponseError::DuplicateResource.code()
+        }
+        ScramError::EmptyUser
+        | ScramError::TooFewIterations { .. }
+        | ScramError::TooManyIterations { .. } => ResponseError::UnacceptableCredential.code(),
+        ScramError::UnknownMechanism { .. } => ResponseError::UnsupportedSaslMechanism.code(),
+        ScramError::DeleteUnknown | ScramError::DescribeUnknown { .. } => {
+            ResponseError::ResourceNotFound.code()
+        }
+    }
+}
+
+/// A metadata (controller) error as a topic-level Kafka error code.
+#[must_use]
+pub fn metadata_error_code(e: &MetadataError) -> i16 {
+    match e {
+        MetadataError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists.code(),
+        MetadataError::InvalidTopicName { .. } => ResponseError::InvalidTopicException.code(),
+        MetadataError::InvalidPartitions(_) | MetadataError::PartitionCountNotIncreased(_) => {
+            ResponseError::InvalidPartitions.code()
+        }
+        MetadataError::InvalidReplicaAssignment(_) => {
+            ResponseError::InvalidReplicaAssignment.code()
+        }
+        MetadataError::InvalidReplicationFactor { .. } => {
+            ResponseError::InvalidReplicationFactor.code()
+        }
+        MetadataError::InvalidConfig { .. } => ResponseError::InvalidConfig.code(),
+        MetadataError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition.code(),
+        MetadataError::UnknownTopicId(_) => ResponseError::UnknownTopicId.code(),
+        MetadataError::BrokerNotRegistered(_) => ResponseError::BrokerIdNotRegistered.code(),
+        // Kafka's ProducerIdControlManager throws UnknownServerException here.
+        MetadataError::ProducerIdsExhausted { .. } => ResponseError::UnknownServerError.code(),
+        MetadataError::CorruptRecord { .. }
+        | MetadataError::CorruptBatch { .. }
+        | MetadataError::InconsistentRecord { .. }
+        | MetadataError::NodeIdMismatch { .. }
+        | MetadataError::InvalidMetaProperties { .. }
+        | MetadataError::Io { .. }
+        | MetadataError::Storage(_)
+        | MetadataError::LogFailed => ResponseError::KafkaStorageError.code(),
+        MetadataError::NotController => ResponseError::NotController.code(),
+        MetadataError::Timeout => ResponseError::RequestTimedOut.code(),
+        MetadataError::CorruptEntry(_) => ResponseError::UnknownServerError.code(),
+    }
+}
+
+/// One partition's ElectLeaders outcome as its Kafka error code (KIP-460).
+#[must_use]
+pub fn election_error_code(e: ElectionError) -> i16 {
+    match e {
+        ElectionError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition.code(),
+        ElectionError::ElectionNotNeeded => ResponseError::ElectionNotNeeded.code(),
+        ElectionError::PreferredLeaderNotAvailable => {
+            ResponseError::PreferredLeaderNotAvailable.code()
+        }
+        ElectionError::EligibleLeadersNotAvailable => {
+            ResponseError::EligibleLeadersNotAvailable.code()
+        }
+    }
+}
+
+/// One partition's AlterPartitionReassignments outcome as its Kafka error code (KIP-455,
+/// KIP-860).
+#[must_use]
+pub fn reassignment_error_code(e: &ReassignmentError) -> i16 {
+    match e {
+        ReassignmentError::UnknownTopic(_) | ReassignmentError::UnknownPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition.code()
+        }
+        ReassignmentError::InvalidReplicaAssignment(
+            InvalidReassignment::Empty
+            | InvalidReassignment::UnregisteredBroker(_)
+            | InvalidReassignment::DuplicateBroker(_)
+            | InvalidReassignment::UncleanRevert { .. },
+        ) => ResponseError::InvalidReplicaAssignment.code(),
+        ReassignmentError::ReplicationFactorChanged { .. } => {
+            ResponseError::InvalidReplicationFactor.code()
+        }
+        ReassignmentError::NoReassignmentInProgress => {
+            ResponseError::NoReassignmentInProgress.code()
+        }
+    }
+}
+
+/// A topic-creation failure as a Kafka error code. A log that cannot be created is Kafka's
+/// `KafkaStorageException` from `LogManager.getOrCreateLog`: KAFKA_STORAGE_ERROR.
+#[must_use]
+pub fn create_topic_error_code(e: &CreateTopicError) -> i16 {
+    match e {
+        CreateTopicError::Metadata(m) => metadata_error_code(m),
+        CreateTopicError::PartitionLog { .. } => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+/// A partition this broker does not serve as the partition-level code of Produce, Fetch
+/// and ListOffsets, as Kafka's `ReplicaManager.getPartitionOrException` answers: an offline
+/// partition is a `KafkaStorageException` ("Partition ... is in an offline log directory").
+#[must_use]
+pub fn partition_unavailable_code(e: PartitionUnavailable) -> i16 {
+    match e {
+        PartitionUnavailable::Unknown => ResponseError::UnknownTopicOrPartition.code(),
+        PartitionUnavailable::Offline => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+/// Why this node does not serve a partition's data, as the partition-level code of Produce,
+/// Fetch, ListOffsets and OffsetForLeaderEpoch (Kafka's `ReplicaManager` and
+/// `Partition.getLocalLog`). An epoch cache that cannot be written is a storage failure.
+#[must_use]
+pub fn leadership_error_code(e: LeadershipError) -> i16 {
+    match e {
+        LeadershipError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition.code(),
+        LeadershipError::Offline | LeadershipError::Storage => {
+            ResponseError::KafkaStorageError.code()
+        }
+        LeadershipError::NotLeaderOrFollower => ResponseError::NotLeaderOrFollower.code(),
+        LeadershipError::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch.code(),
+        LeadershipError::UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch.code(),
+    }
+}
+
+/// A failure of the `__consumer_offsets` store as the code of an offset API. The storage
+/// error's code is normalised as Kafka's `GroupCoordinatorService.normalizeException` does: a
+/// storage failure means this coordinator cannot serve the group (NOT_COORDINATOR, so the
+/// client rediscovers it and retries); a write the log refuses is the broker's own fault
+/// (UNKNOWN_SERVER_ERROR), since the coordinator built the batch.
+#[must_use]
+pub fn offset_store_error_code(e: &OffsetStoreError) -> i16 {
+    let code = match e {
+        OffsetStoreError::Log { source, .. } => log_error_code(source),
+        OffsetStoreError::CorruptBatch { .. } | OffsetStoreError::Read { .. } => {
+            ResponseError::KafkaStorageError.code()
+        }
+    };
+    if code == ResponseError::KafkaStorageError.code()
+        || code == ResponseError::NotLeaderOrFollower.code()
+    {
+        ResponseError::NotCoordinator.code()
+    } else if code == ResponseError::UnknownTopicOrPartition.code()
+        || code == ResponseError::NotEnoughReplicas.code()
+        || code == ResponseError::RequestTimedOut.code()
+    {
+        ResponseError::CoordinatorNotAvailable.code()
+    } else {
+        ResponseError::UnknownServerError.code()
+    }
+}
+
+/// A group coordinator refusal as its Kafka error code.
+#[must_use]
+pub fn group_error_code(e: &GroupError) -> i16 {
+    match e {
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId.code(),
+        GroupError::InvalidSessionTimeout { .. } => ResponseError::InvalidSessionTimeout.code(),
+        GroupError::MemberIdRequired { .. } => ResponseError::MemberIdRequired.code(),
+        GroupError::UnknownMemberId { .. } => ResponseError::UnknownMemberId.code(),
+        GroupError::FencedInstanceId { .. } => ResponseError::FencedInstanceId.code(),
+        GroupError::IllegalGeneration { .. } => ResponseError::IllegalGeneration.code(),
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress.code(),
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol.code(),
+        GroupError::GroupIdNotFound { .. } => ResponseError::GroupIdNotFound.code(),
+        GroupError::NonEmptyGroup { .. } => ResponseError::NonEmptyGroup.code(),
+    }
+}
+
+/// A consumer-group (KIP-848) coordinator refusal as its Kafka error code.
+#[must_use]
+pub fn consumer_group_error_code(e: &ConsumerGroupError) -> i16 {
+    match e {
+        ConsumerGroupError::InvalidRequest { .. } => ResponseError::InvalidRequest.code(),
+        ConsumerGroupError::UnknownMemberId { .. } => ResponseError::UnknownMemberId.code(),
+        ConsumerGroupError::FencedMemberEpoch { .. } => ResponseError::FencedMemberEpoch.code(),
+        ConsumerGroupError::StaleMemberEpoch { .. } => ResponseError::StaleMemberEpoch.code(),
+        ConsumerGroupError::NotConsumerGroup { .. } => ResponseError::GroupIdNotFound.code(),
+        ConsumerGroupError::UnsupportedAssignor { .. } => ResponseError::UnsupportedAssignor.code(),
+        ConsumerGroupError::UnreleasedInstanceId { .. } => {
+            ResponseError::UnreleasedInstanceId.code()
+        }
+        ConsumerGroupError::FencedInstanceId { .. } => ResponseError::FencedInstanceId.code(),
+        ConsumerGroupError::GroupMaxSizeReached { .. } => ResponseError::GroupMaxSizeReached.code(),
+        ConsumerGroupError::UnsupportedCommitVersion { .. } => {
+            ResponseError::UnsupportedVersion.code()
+        }
+        ConsumerGroupError::InvalidRegularExpression { .. } => {
+            ResponseError::InvalidRegularExpression.code()
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! DeleteGroups (key 42): removes empty groups, classic or KIP-848, and their committed
+//! offsets and stored records. A group with members is refused with NON_EMPTY_GROUP; a group
+//! known only by its committed offsets (a "simple" group) is deleted too; anything else is
+//! GROUP_ID_NOT_FOUND.
+
+use strata_protocol::messages::delete_groups_response::DeletableGroupResult;
+use strata_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+
+use strata_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::coordinator::group::classic::GroupError;
+use crate::now_ms;
+use crate::server::error::{group_error_code, offset_store_error_code};
+
+/// Deletes each group.
+#[must_use]
+pub fn handle(ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let broker = &ctx.broker;
+    let results = req
+        .groups_names
+        .into_iter()
+        .map(|id| {
+            if !ctx.authorize_group(strata_kraft::acl::AclOperation::Delete, &id.0) {
+                return DeletableGroupResult::default()
+                    .with_group_id(id)
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
+            let code = if let Err(e) = crate::server::placement::check(broker, &id.0) {
+                // Only the group's coordinator may delete it.
+                e.code()
+            } else {
+                match broker.consumer_groups.delete(&id.0) {
+                    Some(true) => delete_offsets(ctx, &id.0),
+                    Some(false) => ResponseError::NonEmptyGroup.code(),
+                    None => delete_classic(ctx, &id.0),
+                }
+            };
+            DeletableGroupResult::default()
+                .with_group_id(id)
+                .with_error_code(code)
+        })
+        .collect();
+    DeleteGroupsResponse::default().with_results(results)
+}
+
+/// A classic group, or a simple group known only by its offsets.
+fn delete_classic(ctx: &RequestContext, group: &str) -> i16 {
+    let broker = &ctx.broker;
+    match broker.groups.delete(group) {
+        // Not known to the coordinator, but its offsets make it a (simple) group.
+        Err(GroupError::GroupIdNotFound { .. }) if broker.offsets.has_group(group) => {
+            delete_offsets(ctx, group)
+        }
+        Err(e) => group_error_code(&e),
+        Ok(()) => delete_offsets(ctx, group),
+    }
+}
+
+/// A deleted group's offsets and stored metadata go with it.
+fn delete_offsets(ctx: &RequestContext, group: &str) -> i16 {
+    match ctx.broker.offsets.delete_group(group, now_ms()) {
+        Ok(_) => 0,
+        Err(e) => offset_store_error_code(&e),
+    }
+}

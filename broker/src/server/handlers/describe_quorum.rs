@@ -1,0 +1,84 @@
+//! DescribeQuorum (key 55, KIP-595) on a client listener. Kafka's brokers accept it from
+//! clients (`kafka-metadata-quorum.sh --bootstrap-server`) and forward it to the active
+//! controller, which alone knows every voter's and observer's progress; so does this one
+//! ([`forward::forward_to_leader`]): to a combined leader's client listener, where this
+//! handler answers from the leader's Raft state, or to a dedicated controller's listener.
+//!
+//! - The quorum's leader answers from its Raft state; a request forwarded here by another
+//!   node is answered here too, never forwarded again.
+//! - A node that cannot reach a leader within [`WAIT`] answers from its own state, which
+//!   is NOT_LEADER_OR_FOLLOWER with the leader and epoch it knows, as a Kafka controller
+//!   that does not lead answers.
+//! - A single voter is its own quorum: leader and only voter, in the single voter's epoch,
+//!   its high watermark the metadata log's end (every record is committed on append).
+//! - Only `__cluster_metadata` partition 0 exists; the answer always describes it, as the
+//!   controller listener's does.
+
+use std::time::Duration;
+
+use strata_kraft::raft::{NodeId, QuorumDescription, ReplicaDescription, ReplicaKey};
+use strata_protocol::messages::{ApiKey, DescribeQuorumRequest, RequestKind, ResponseKind};
+
+use super::RequestContext;
+use crate::server::forward;
+
+/// How long a forwarded DescribeQuorum waits for a leader: it is a read for an operator,
+/// who is better told NOT_LEADER_OR_FOLLOWER than kept waiting through an election.
+const WAIT: Duration = Duration::from_secs(5);
+
+/// Answers, or forwards to the active controller and relays its answer.
+pub async fn handle(ctx: &RequestContext, req: DescribeQuorumRequest) -> ResponseKind {
+    if forward::route(ctx) {
+        let body = RequestKind::DescribeQuorum(req);
+        match forward::forward_to_leader(
+            &ctx.broker,
+            ApiKey::DescribeQuorum,
+            ctx.api_version,
+            &body,
+            WAIT,
+        )
+        .await
+        {
+            Ok(Some((_, answer))) => return answer,
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "DescribeQuorum: forwarding to the controller failed")
+            }
+        }
+    }
+    match ctx.broker.quorum() {
+        Some(quorum) => quorum.describe(ctx.api_version).await,
+        None => single_voter(ctx),
+    }
+}
+
+/// A single voter's own description.
+fn single_voter(ctx: &RequestContext) -> ResponseKind {
+    let (epoch, log_end) = ctx.broker.single_voter_quorum();
+    let node = NodeId(ctx.broker.config.node_id);
+    let now = u64::try_from(crate::now_ms()).unwrap_or(0);
+    let me = ReplicaDescription {
+        replica: ReplicaKey {
+            id: node,
+            directory_id: strata_kraft::Uuid::nil(),
+        },
+        log_end_offset: Some(log_end),
+        last_fetch_ms: Some(now),
+        last_caught_up_ms: Some(now),
+    };
+    let description = QuorumDescription {
+        leader: node,
+        epoch,
+        high_watermark: log_end,
+        voters: vec![me],
+        observers: Vec::new(),
+    };
+    // A standalone node has no controller listener: no endpoint to list.
+    crate::quorum::wire::describe_quorum_response(
+        Some(&description),
+        Some(node),
+        epoch,
+        log_end,
+        &[],
+    )
+}

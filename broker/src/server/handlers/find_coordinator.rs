@@ -1,0 +1,93 @@
+//! FindCoordinator (key 10): the node that coordinates a group. On a single node that is
+//! this node, for every group and transactional id; in a cluster a group's coordinator is
+//! the leader of its `__consumer_offsets` partition ([`crate::server::placement`]), the same
+//! answer on every node.
+
+use strata_protocol::messages::find_coordinator_response::Coordinator;
+use strata_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use strata_protocol::{ResponseError, StrBytes};
+
+use super::RequestContext;
+use crate::server::placement::{self, Placement as Placed};
+
+/// Kafka's `CoordinatorType.GROUP`.
+const GROUP_KEY: i8 = 0;
+
+/// Answers each key (v4+ batches keys, KIP-699).
+#[must_use]
+pub fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
+    if ctx.api_version >= 4 {
+        let coordinators = req
+            .coordinator_keys
+            .into_iter()
+            .map(|key| {
+                let (code, node_id, host, port) = locate(ctx, req.key_type, &key);
+                Coordinator::default()
+                    .with_key(key)
+                    .with_node_id(BrokerId(node_id))
+                    .with_host(host)
+                    .with_port(port)
+                    .with_error_code(code)
+            })
+            .collect();
+        FindCoordinatorResponse::default().with_coordinators(coordinators)
+    } else {
+        let (code, node_id, host, port) = locate(ctx, req.key_type, &req.key);
+        FindCoordinatorResponse::default()
+            .with_error_code(code)
+            .with_node_id(BrokerId(node_id))
+            .with_host(host)
+            .with_port(port)
+    }
+}
+
+/// The error code, node id, host and port answered for `key`: an address on the listener
+/// the client used, as Kafka answers.
+fn locate(ctx: &RequestContext, key_type: i8, key: &str) -> (i16, i32, StrBytes, i32) {
+    let own = || {
+        let (host, port) = ctx.own_endpoint();
+        (
+            0,
+            ctx.broker.config.node_id,
+            StrBytes::from_string(host),
+            i32::from(port),
+        )
+    };
+    // Transactional ids are not served (InitProducerId answers them); this node answers.
+    if key_type != GROUP_KEY {
+        return own();
+    }
+    // Kafka's handleFindCoordinatorRequest: DESCRIBE on the group.
+    if !ctx.authorize_group(strata_kraft::acl::AclOperation::Describe, key) {
+        return (
+            strata_protocol::ResponseError::GroupAuthorizationFailed.code(),
+            -1,
+            StrBytes::default(),
+            -1,
+        );
+    }
+    match placement::coordinator(&ctx.broker, key) {
+        Placed::Local => own(),
+        Placed::Remote(node) => match ctx.broker.image().brokers.get(&node) {
+            Some(b) => {
+                let (host, port) = ctx.endpoint_of(b);
+                (0, node, StrBytes::from_string(host), i32::from(port))
+            }
+            None => not_available(),
+        },
+        Placed::NotAvailable => {
+            // Kafka's first FindCoordinator creates the topic; the client asks again.
+            placement::ensure_topic(&ctx.broker);
+            not_available()
+        }
+    }
+}
+
+fn not_available() -> (i16, i32, StrBytes, i32) {
+    (
+        ResponseError::CoordinatorNotAvailable.code(),
+        -1,
+        StrBytes::from_static_str(""),
+        -1,
+    )
+}

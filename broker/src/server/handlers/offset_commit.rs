@@ -1,0 +1,186 @@
+//! OffsetCommit (key 8): store a group's consumed positions in `__consumer_offsets`.
+//!
+//! Checks run in Kafka's order (`KafkaApis.handleOffsetCommitRequest`, then
+//! `OffsetMetadataManager.commitOffset`): an empty group id fails every partition with
+//! INVALID_GROUP_ID; the group coordinator's verdict on generation and member applies to every
+//! partition; then each partition on its own: an unknown topic or partition gets
+//! UNKNOWN_TOPIC_OR_PARTITION, metadata longer than `offset.metadata.max.bytes` gets
+//! OFFSET_METADATA_TOO_LARGE. The rest are written as one batch.
+
+use strata_kraft::acl::{AclOperation, ResourceType};
+use strata_protocol::ResponseError;
+use strata_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use strata_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::broker::groups;
+use crate::coordinator::offsets::CommittedOffset;
+use crate::server::error::offset_store_error_code;
+
+/// `retention_time_ms` of -1: keep the offset for `offsets.retention.minutes`.
+const DEFAULT_RETENTION: i64 = -1;
+
+/// Validates and commits; answers per partition.
+#[must_use]
+pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
+    let broker = &ctx.broker;
+    let now = crate::now_ms();
+    let group = req.group_id.0.to_string();
+    let committer = Committer {
+        generation_id: req.generation_id_or_member_epoch,
+        member_id: &req.member_id,
+        group_instance_id: req.group_instance_id.as_deref(),
+    };
+    // Kafka's handleOffsetCommitRequest: READ on the group, then READ on each topic.
+    let group_error = if !ctx.authorize_group(AclOperation::Read, &group) {
+        Some(ResponseError::GroupAuthorizationFailed.code())
+    } else if !valid_group_id(&group) {
+        Some(ResponseError::InvalidGroupId.code())
+    } else if let Err(e) = crate::server::placement::check(broker, &group) {
+        Some(e.code())
+    } else {
+        validate_commit(broker, &group, committer, ctx.api_version, now).err()
+    };
+    let image = broker.image();
+    // In a cluster the coordinator need not replicate the partition: the image knows it.
+    let known = |topic: &str, index: i32| {
+        if broker.is_clustered() {
+            image
+                .topics
+                .get(topic)
+                .is_some_and(|t| t.partitions.iter().any(|p| p.partition == index))
+        } else {
+            broker.partition(topic, index).is_some()
+        }
+    };
+    // OffsetCommit v2-v4 may ask for an explicit retention (removed by KIP-211 in v5).
+    let expire_timestamp = (req.retention_time_ms != DEFAULT_RETENTION)
+        .then(|| now.saturating_add(req.retention_time_ms));
+    let max_metadata = broker.offsets.config().metadata_max_bytes;
+
+    // (topic index, partition index in the response) of each offset to write.
+    let mut pending = Vec::new();
+    let mut to_commit = Vec::new();
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for (ti, topic) in req.topics.into_iter().enumerate() {
+        let name = topic.name.0.to_string();
+        let topic_authorized = ctx.authorize(AclOperation::Read, ResourceType::Topic, &name);
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in topic.partitions {
+            let metadata = p
+                .committed_metadata
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            let code = if let Some(code) = group_error {
+                code
+            } else if !topic_authorized {
+                ResponseError::TopicAuthorizationFailed.code()
+            } else if !known(&name, p.partition_index) {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else if metadata.len() > max_metadata {
+                ResponseError::OffsetMetadataTooLarge.code()
+            } else {
+                pending.push((ti, partitions.len()));
+                to_commit.push((
+                    name.clone(),
+                    p.partition_index,
+                    CommittedOffset {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata,
+                        commit_timestamp: now,
+                        expire_timestamp,
+                    },
+                ));
+                0
+            };
+            partitions.push(
+                OffsetCommitResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(code),
+            );
+        }
+        topics.push(
+            OffsetCommitResponseTopic::default()
+                .with_name(topic.name)
+                .with_partitions(partitions),
+        );
+    }
+    if !to_commit.is_empty()
+        && let Err(e) = broker.offsets.commit(&group, to_commit, now)
+    {
+        tracing::warn!(group = %group, error = %e, "offset commit failed");
+        let code = offset_store_error_code(&e);
+        for (ti, pi) in pending {
+            let p: &mut OffsetCommitResponsePartition = &mut topics[ti].partitions[pi];
+            p.error_code = code;
+        }
+    }
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Kafka's `isValidGroupId` for the offset APIs: not empty. Also short enough for the int16
+/// string length of `__consumer_offsets` keys.
+#[must_use]
+pub fn valid_group_id(group: &str) -> bool {
+    !group.is_empty() && group.len() <= i16::MAX as usize
+}
+
+/// The generation, member and instance an OffsetCommit carries.
+#[derive(Debug, Clone, Copy)]
+pub struct Committer<'a> {
+    pub generation_id: i32,
+    pub member_id: &'a str,
+    pub group_instance_id: Option<&'a str>,
+}
+
+/// Kafka's `OffsetMetadataManager.validateOffsetCommit`: a commit to a group the coordinator
+/// does not know is accepted without generation and member (the admin client, or a consumer
+/// that assigns partitions itself: a "simple" group), and otherwise refused with
+/// GROUP_ID_NOT_FOUND from OffsetCommit v9 and ILLEGAL_GENERATION before, for compatibility.
+/// A known group's rules (generation, member, state) are the group coordinator's
+/// (`ClassicGroup.validateOffsetCommit`).
+///
+/// # Errors
+/// The Kafka error code every partition of the request gets.
+pub fn validate_commit(
+    broker: &Broker,
+    group: &str,
+    committer: Committer<'_>,
+    api_version: i16,
+    now_ms: i64,
+) -> Result<(), i16> {
+    // KIP-848 consumer groups check the member epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID);
+    // OffsetCommit's generation id carries it.
+    if let Some(verdict) = broker.consumer_groups.validate_offset_commit(
+        group,
+        committer.member_id,
+        committer.generation_id,
+        api_version,
+    ) {
+        return verdict.map_err(|e| crate::server::error::consumer_group_error_code(&e));
+    }
+    if groups::group_state(broker, group).is_none() {
+        if committer.generation_id < 0 {
+            return Ok(());
+        }
+        return Err(if api_version >= 9 {
+            ResponseError::GroupIdNotFound.code()
+        } else {
+            ResponseError::IllegalGeneration.code()
+        });
+    }
+    broker
+        .groups
+        .validate_offset_commit(
+            group,
+            committer.generation_id,
+            committer.member_id,
+            committer.group_instance_id,
+            now_ms,
+        )
+        .map_err(|e| crate::server::error::group_error_code(&e))
+}

@@ -1,0 +1,167 @@
+//! OffsetFetch (key 9): a group's committed offsets, from `__consumer_offsets`.
+//!
+//! A partition without a committed offset answers offset -1 and empty metadata with no error,
+//! which is how a consumer knows to apply `auto.offset.reset`. A null topic list (v2+) asks
+//! for every committed offset of the group. v8 batches several groups in one request
+//! (KIP-709). `require_stable` (KIP-447) has nothing to wait for without transactions.
+
+use strata_protocol::ResponseError;
+use strata_protocol::StrBytes;
+use strata_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use strata_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+
+use super::RequestContext;
+use super::offset_commit::valid_group_id;
+
+/// The committed offset Kafka reports for a partition that has none.
+const NO_OFFSET: i64 = -1;
+
+/// One partition's answer: (partition, offset, leader epoch, metadata).
+type Answer = (i32, i64, i32, String);
+
+/// Answers each group.
+#[must_use]
+pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse {
+    if ctx.api_version >= 8 {
+        let groups = req
+            .groups
+            .into_iter()
+            .map(|g| {
+                let wanted = g.topics.map(|ts| {
+                    ts.into_iter()
+                        .map(|t| (t.name, t.partition_indexes))
+                        .collect()
+                });
+                let (mut error, topics) = lookup(ctx, &g.group_id.0, wanted);
+                // KIP-848: v9 members name themselves and their epoch.
+                if let Some(Err(e)) = ctx.broker.consumer_groups.validate_offset_fetch(
+                    &g.group_id.0,
+                    g.member_id.as_deref(),
+                    g.member_epoch,
+                ) {
+                    error = crate::server::error::consumer_group_error_code(&e);
+                }
+                let topics = topics
+                    .into_iter()
+                    .map(|(name, parts)| {
+                        OffsetFetchResponseTopics::default()
+                            .with_name(name)
+                            .with_partitions(
+                                parts
+                                    .into_iter()
+                                    .map(|(p, offset, epoch, metadata)| {
+                                        OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(offset)
+                                            .with_committed_leader_epoch(epoch)
+                                            .with_metadata(Some(StrBytes::from_string(metadata)))
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id)
+                    .with_topics(topics)
+                    .with_error_code(error)
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let wanted = req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name, t.partition_indexes))
+            .collect()
+    });
+    let (error, topics) = lookup(ctx, &req.group_id.0, wanted);
+    // v1 has no top-level error code: the partitions carry it.
+    let partition_error = if ctx.api_version < 2 { error } else { 0 };
+    let topics = topics
+        .into_iter()
+        .map(|(name, parts)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(name)
+                .with_partitions(
+                    parts
+                        .into_iter()
+                        .map(|(p, offset, epoch, metadata)| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(offset)
+                                .with_committed_leader_epoch(epoch)
+                                .with_metadata(Some(StrBytes::from_string(metadata)))
+                                .with_error_code(partition_error)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    let resp = OffsetFetchResponse::default().with_topics(topics);
+    if ctx.api_version >= 2 {
+        resp.with_error_code(error)
+    } else {
+        resp
+    }
+}
+
+/// The group's error code and its answers, for the wanted (topic, partitions), or for every
+/// committed offset when `wanted` is `None`.
+fn lookup(
+    ctx: &RequestContext,
+    group: &str,
+    wanted: Option<Vec<(TopicName, Vec<i32>)>>,
+) -> (i16, Vec<(TopicName, Vec<Answer>)>) {
+    let store = &ctx.broker.offsets;
+    // Kafka's handleOffsetFetchRequest: DESCRIBE on the group; with every topic asked
+    // for, the topics the client may not DESCRIBE are left out.
+    let error = if !ctx.authorize_group(strata_kraft::acl::AclOperation::Describe, group) {
+        ResponseError::GroupAuthorizationFailed.code()
+    } else if valid_group_id(group) {
+        crate::server::placement::check(&ctx.broker, group).map_or_else(|e| e.code(), |()| 0)
+    } else {
+        ResponseError::InvalidGroupId.code()
+    };
+    // An invalid group, or one this node does not coordinate: no offsets are answered.
+    let invalid = error != 0;
+    match wanted {
+        Some(topics) => {
+            let answers = topics
+                .into_iter()
+                .map(|(name, partitions)| {
+                    let parts = partitions
+                        .into_iter()
+                        .map(
+                            |p| match store.fetch(group, &name.0, p).filter(|_| !invalid) {
+                                Some(v) => (p, v.offset, v.leader_epoch, v.metadata),
+                                None => (p, NO_OFFSET, -1, String::new()),
+                            },
+                        )
+                        .collect();
+                    (name, parts)
+                })
+                .collect();
+            (error, answers)
+        }
+        None if invalid => (error, Vec::new()),
+        None => {
+            let mut out: Vec<(TopicName, Vec<Answer>)> = Vec::new();
+            for (topic, p, v) in store.fetch_all(group).into_iter().filter(|(t, _, _)| {
+                ctx.authorize(
+                    strata_kraft::acl::AclOperation::Describe,
+                    strata_kraft::acl::ResourceType::Topic,
+                    t,
+                )
+            }) {
+                let answer = (p, v.offset, v.leader_epoch, v.metadata);
+                match out.last_mut() {
+                    Some((name, parts)) if *name.0 == *topic => parts.push(answer),
+                    _ => out.push((TopicName(StrBytes::from_string(topic)), vec![answer])),
+                }
+            }
+            (error, out)
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Which node coordinates a group in a cluster.
+//!
+//! A group lives in one `__consumer_offsets` partition ([`super::records::partition_for`]),
+//! and, as in Kafka, its coordinator is that partition's leader. On a single node that is
+//! always this node. In a cluster the controller places the topic like any other (Kafka
+//! creates it on the first FindCoordinator, and so does Strata: [`ensure_topic`]), so that
+//! every node names the same coordinator for a group and a client that reconnects
+//! elsewhere finds its committed offsets again.
+//!
+//! The offset store keeps each partition's log itself (`<log.dirs>/__consumer_offsets-<n>`,
+//! see the module above), not as a replicated partition: the topic is created with one
+//! replica whatever `offsets.topic.replication.factor` says, so a group's offsets live on
+//! its coordinator only. While that node is down its groups are unavailable
+//! (COORDINATOR_NOT_AVAILABLE, as in Kafka with a replication factor of 1), and they come
+//! back with it, offsets intact; losing its disk loses them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use strata_kraft::MetadataImage;
+use strata_protocol::ResponseError;
+
+use crate::broker::Broker;
+use crate::coordinator::offsets::OFFSETS_TOPIC;
+
+/// Where a group's coordinator is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// This node.
+    Local,
+    /// Another live broker, by node id.
+    Remote(i32),
+    /// None right now: the topic is not created yet, or the partition's leader is offline.
+    NotAvailable,
+}
+
+/// The coordinator of `group` as this node's image places it.
+#[must_use]
+pub fn coordinator(broker: &Broker, group: &str) -> Placement {
+    if !broker.is_clustered() {
+        return Placement::Local;
+    }
+    let partition = broker.offsets.partition_for(group);
+    leader_of(&broker.image(), partition, broker.config.node_id)
+}
+
+/// The leader of `__consumer_offsets` partition `partition` in `image`, seen from node `me`.
+fn leader_of(image: &MetadataImage, partition: i32, me: i32) -> Placement {
+    let leader = image
+        .topics
+        .get(OFFSETS_TOPIC)
+        .and_then(|t| t.partitions.iter().find(|p| p.partition == partition))
+        .map_or(-1, |p| p.leader);
+    let live = image.brokers.get(&leader).is_some_and(|b| !b.fenced);
+    match leader {
+        l if l == me => Placement::Local,
+        l if l >= 0 && live => Placement::Remote(l),
+        _ => Placement::NotAvailable,
+    }
+}
+
+/// Kafka's check at the top of every group request: this node must coordinate `group`.
+///
+/// # Errors
+///
+/// NOT_COORDINATOR when another node does (the client looks the coordinator up again),
+/// COORDINATOR_NOT_AVAILABLE when none does right now.
+pub fn check(broker: &Broker, group: &str) -> Result<(), ResponseError> {
+    match coordinator(broker, group) {
+        Placement::Local => Ok(()),
+        Placement::Remote(_) => Err(ResponseError::NotCoordinator),
+        Placement::NotAvailable => Err(ResponseError::CoordinatorNotAvailable),
+    }
+}
+
+/// Whether a creation of the topic is on its way from this node.
+static CREATING: AtomicBool = AtomicBool::new(false);
+
+/// On a node of a cluster whose image has no `__consumer_offsets`, has the active
+/// controller create it (`offsets.topic.num.partitions` partitions of one replica, placed
+/// over the registered brokers, compacted), in the background: the caller answers
+/// COORDINATOR_NOT_AVAILABLE and the client asks again, as Kafka's first FindCoordinator
+/// does. At most one creation is on its way from a node at a time.
+pub fn ensure_topic(broker: &std::sync::Arc<Broker>) {
+    if !broker.is_clustered() || broker.image().topics.contains_key(OFFSETS_TOPIC) {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    if CREATING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let broker = broker.clone();
+    runtime.spawn(async move {
+        if let Err(e) = crate::server::forward::create_offsets_topic(&broker).await {
+            tracing::warn!(error = %e, "the controller did not create __consumer_offsets");
+        }
+        CREATING.store(false, Ordering::Release);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_kraft::{BrokerImage, PartitionImage, TopicImage};
+
+    fn image(leader: i32, fenced: bool) -> MetadataImage {
+        let mut image = MetadataImage::new("c", 1);
+        for id in [1, 2] {
+            image.brokers.insert(
+                id,
+                BrokerImage {
+                    node_id: id,
+                    host: "h".to_owned(),
+                    port: 9092,
+                    rack: None,
+                    broker_epoch: 1,
+                    incarnation_id: uuid::Uuid::nil(),
+                    endpoints: Vec::new(),
+                    fenced: fenced && id == leader,
+                    in_controlled_shutdown: false,
+                },
+            );
+        }
+        let partition = PartitionImage {
+            partition: 0,
+            leader,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: vec![leader],
+            isr: vec![leader],
+            removing_replicas: Vec::new(),
+            adding_replicas: Vec::new(),
+            leader_recovery_state: Default::default(),
+        };
+        image.topics.insert(
+            OFFSETS_TOPIC.to_owned(),
+            TopicImage {
+                name: OFFSETS_TOPIC.to_owned(),
+                topic_id: uuid::Uuid::nil(),
+                partitions: vec![partition],
+                configs: Default::default(),
+            },
+        );
+        image
+    }
+
+    #[test]
+    fn the_partition_leader_coordinates() {
+        assert_eq!(leader_of(&image(1, false), 0, 1), Placement::Local);
+        assert_eq!(leader_of(&image(2, false), 0, 1), Placement::Remote(2));
+        // A fenced leader, a leaderless or missing partition, no topic: nobody.
+        assert_eq!(leader_of(&image(2, true), 0, 1), Placement::NotAvailable);
+        assert_eq!(leader_of(&image(-1, false), 0, 1), Placement::NotAvailable);
+        assert_eq!(leader_of(&image(2, false), 7, 1), Placement::NotAvailable);
+        assert_eq!(
+            leader_of(&MetadataImage::new("c", 1), 0, 1),
+            Placement::NotAvailable
+        );
+    }
+}
