@@ -2,7 +2,7 @@
 //! its samples. Names follow Kafka's JMX names as the Prometheus JMX exporter maps them
 //! (`kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t` becomes
 //! `kafka_server_brokertopicmetrics_bytesin_total{topic="t"}`: domain, type and name
-//! lower-cased and joined, `PerSec` meters as `_total` counters). README's "Metrics" lists
+//! lower-cased and joined, `PerSec` meters as `_total` counters). docs/OPERATIONS.md's "Metrics" lists
 //! them all.
 
 use std::fmt::Write;
