@@ -21,7 +21,6 @@ use strata_kraft::Uuid;
 use strata_kraft::raft::{
     Endpoint, Entry, FetchError, Message, NodeId, QuorumDescription, ReplicaKey, SnapshotId,
 };
-use strata_protocol::StrBytes;
 use strata_protocol::messages::{
     ApiKey, BeginQuorumEpochRequest, BeginQuorumEpochResponse, BrokerId, DescribeQuorumResponse,
     EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest, FetchResponse,
@@ -31,6 +30,7 @@ use strata_protocol::messages::{
     fetch_snapshot_request, fetch_snapshot_response, vote_request, vote_response,
 };
 use strata_protocol::record_batch::{set_base_offset, set_partition_leader_epoch};
+use strata_protocol::{ResponseError, StrBytes};
 
 use super::disk::{decode_entries, encode_entry};
 
@@ -60,12 +60,8 @@ pub const FETCH_SNAPSHOT_VERSION: i16 = 1;
 /// `controller.quorum.request.timeout.ms`).
 pub const SNAPSHOT_PAGE_BYTES: i32 = 1024 * 1024;
 
+/// No error: the codes below are the Raft APIs' (KIP-595, KIP-630) from Kafka's table.
 const NONE: i16 = 0;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-const FENCED_LEADER_EPOCH: i16 = 74;
-const UNKNOWN_LEADER_EPOCH: i16 = 76;
-const SNAPSHOT_NOT_FOUND: i16 = 98;
-const POSITION_OUT_OF_RANGE: i16 = 99;
 
 pub(in crate::quorum) fn metadata_topic() -> TopicName {
     TopicName(StrBytes::from_static_str(METADATA_TOPIC))
@@ -430,19 +426,19 @@ impl PartitionIndex for fetch_snapshot_request::PartitionSnapshot {
 fn fetch_error_code(e: Option<FetchError>) -> i16 {
     match e {
         None => NONE,
-        Some(FetchError::NotLeader) => NOT_LEADER_OR_FOLLOWER,
-        Some(FetchError::FencedLeaderEpoch) => FENCED_LEADER_EPOCH,
-        Some(FetchError::UnknownLeaderEpoch) => UNKNOWN_LEADER_EPOCH,
+        Some(FetchError::NotLeader) => ResponseError::NotLeaderOrFollower.code(),
+        Some(FetchError::FencedLeaderEpoch) => ResponseError::FencedLeaderEpoch.code(),
+        Some(FetchError::UnknownLeaderEpoch) => ResponseError::UnknownLeaderEpoch.code(),
     }
 }
 
 fn fetch_error(code: i16) -> Result<Option<FetchError>, ()> {
-    match code {
-        NONE => Ok(None),
-        NOT_LEADER_OR_FOLLOWER => Ok(Some(FetchError::NotLeader)),
-        FENCED_LEADER_EPOCH => Ok(Some(FetchError::FencedLeaderEpoch)),
-        UNKNOWN_LEADER_EPOCH => Ok(Some(FetchError::UnknownLeaderEpoch)),
-        _ => Err(()),
+    match ResponseError::try_from_code(code) {
+        None => Ok(None),
+        Some(ResponseError::NotLeaderOrFollower) => Ok(Some(FetchError::NotLeader)),
+        Some(ResponseError::FencedLeaderEpoch) => Ok(Some(FetchError::FencedLeaderEpoch)),
+        Some(ResponseError::UnknownLeaderEpoch) => Ok(Some(FetchError::UnknownLeaderEpoch)),
+        Some(_) => Err(()),
     }
 }
 
@@ -551,7 +547,7 @@ pub fn response_to_wire(msg: &Message, now_ms: i64) -> Option<ResponseKind> {
             p.index = 0;
             p.error_code = match (error, snapshot) {
                 (Some(_), _) => fetch_error_code(*error),
-                (None, None) => SNAPSHOT_NOT_FOUND,
+                (None, None) => ResponseError::SnapshotNotFound.code(),
                 (None, Some(_)) => NONE,
             };
             p.current_leader.leader_id = leader_id(*leader);
@@ -730,7 +726,7 @@ pub fn describe_quorum_response(
             p.observers = d.observers.iter().map(replica).collect();
         }
         None => {
-            p.error_code = NOT_LEADER_OR_FOLLOWER;
+            p.error_code = ResponseError::NotLeaderOrFollower.code();
             p.leader_id = leader_id(leader);
             p.leader_epoch = epoch;
             p.high_watermark = high_watermark;

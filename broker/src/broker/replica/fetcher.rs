@@ -21,12 +21,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use strata_protocol::StrBytes;
 use strata_protocol::codec;
 use strata_protocol::messages::fetch_request::{FetchPartition as WirePartition, FetchTopic};
 use strata_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, RequestKind, ResponseKind, TopicName,
 };
+use strata_protocol::{ResponseError, StrBytes};
 use strata_replication::ReplicationError;
 use strata_replication::fetch::{EpochEndOffset, FetchAnswer};
 use strata_replication::follower::{
@@ -50,11 +50,6 @@ const FETCH_RESPONSE_MAX_BYTES: i32 = 10 * 1024 * 1024;
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause after a failure.
 const BACKOFF: Duration = Duration::from_millis(200);
-/// OFFSET_OUT_OF_RANGE.
-const OFFSET_OUT_OF_RANGE: i16 = 1;
-/// FENCED_LEADER_EPOCH: this node's metadata is newer than the leader's, or older; either
-/// way the state waits for the next image.
-const FENCED_LEADER_EPOCH: i16 = 74;
 /// The largest response accepted.
 const MAX_RESPONSE_BYTES: usize = FETCH_RESPONSE_MAX_BYTES as usize + (1 << 20);
 
@@ -381,7 +376,7 @@ fn handle_response(
             };
             if p.error_code != 0 {
                 tracing::debug!(topic = %name, partition = p.partition_index, code = p.error_code, "replica fetch partition error");
-                if p.error_code == OFFSET_OUT_OF_RANGE {
+                if p.error_code == ResponseError::OffsetOutOfRange.code() {
                     // Kafka's `fetchOffsetAndTruncate`, with the leader's log start and high
                     // watermark from this answer standing in for its offsets.
                     let mut log = f.partition.log();
@@ -400,7 +395,9 @@ fn handle_response(
                     {
                         truncate(&mut log, &f.partition, t);
                     }
-                } else if p.error_code == FENCED_LEADER_EPOCH {
+                } else if p.error_code == ResponseError::FencedLeaderEpoch.code() {
+                    // This node's metadata is newer than the leader's, or older; either way
+                    // the state waits for the next image.
                     state.on_error(&ReplicationError::FencedLeaderEpoch {
                         requested: f.leader_epoch,
                         current: -1,

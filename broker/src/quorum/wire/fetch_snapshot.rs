@@ -3,15 +3,12 @@
 
 use bytes::Bytes;
 use strata_kraft::raft::{Message, NodeId, ReplicaKey, Snapshot, SnapshotId};
-use strata_protocol::StrBytes;
 use strata_protocol::messages::{
     BrokerId, FetchSnapshotRequest, RequestKind, ResponseKind, fetch_snapshot_request,
 };
+use strata_protocol::{ResponseError, StrBytes};
 
-use super::{
-    NONE, POSITION_OUT_OF_RANGE, SNAPSHOT_NOT_FOUND, SNAPSHOT_PAGE_BYTES, fetch_error, leader_from,
-    metadata_topic,
-};
+use super::{NONE, SNAPSHOT_PAGE_BYTES, fetch_error, leader_from, metadata_topic};
 
 /// A FetchSnapshot request for the page of `snapshot_id` at `position`.
 pub fn fetch_snapshot_request(
@@ -73,7 +70,7 @@ pub fn page_snapshot_response(body: &mut ResponseKind, position: i64, max_bytes:
             p.unaligned_records = whole.slice(start..end);
         }
         None => {
-            p.error_code = POSITION_OUT_OF_RANGE;
+            p.error_code = ResponseError::PositionOutOfRange.code();
             p.position = -1;
         }
     }
@@ -111,7 +108,9 @@ pub fn snapshot_page_from_wire(body: ResponseKind) -> Option<SnapshotPage> {
     let p = r.topics.into_iter().next()?.partitions.into_iter().next()?;
     let epoch = p.current_leader.leader_epoch;
     let leader = leader_from(p.current_leader.leader_id);
-    if p.error_code == SNAPSHOT_NOT_FOUND || p.error_code == POSITION_OUT_OF_RANGE {
+    if p.error_code == ResponseError::SnapshotNotFound.code()
+        || p.error_code == ResponseError::PositionOutOfRange.code()
+    {
         // The leader moved to a newer snapshot: fetching again names it.
         return Some(SnapshotPage::Refused(Message::FetchSnapshotResponse {
             epoch,
