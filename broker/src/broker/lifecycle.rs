@@ -18,7 +18,8 @@
 //!   broker ([`Broker::set_broker_epoch`]); InitProducerId on a node that is not the
 //!   controller gets its next block of producer ids from the controller with
 //!   AllocateProducerIds (KIP-730, [`request_producer_ids`]), which the controller answers
-//!   with [`answer_allocate_producer_ids`].
+//!   in the server's `handlers::allocate_producer_ids`. The controller listener's answers to
+//!   BrokerRegistration, BrokerHeartbeat and AlterPartition are handler files there too.
 //! - **Controller tick.** Every half second, on the node that leads the quorum, the active
 //!   controller fences brokers whose session expired; every
 //!   `leader.imbalance.check.interval.seconds` it runs the preferred-leader pass.
@@ -27,21 +28,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use strata_kraft::ClusterControlError;
 use strata_kraft::cluster_control::{BrokerHeartbeatRequest, BrokerRegistrationRequest};
 use strata_kraft::raft::RoleKind;
 use strata_kraft::record::{BrokerEndpoint, ProducerIdsBlock};
-use strata_kraft::{ClusterControlError, MetadataError};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::codec;
 use strata_protocol::messages::broker_registration_request::Listener;
 use strata_protocol::messages::{
-    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
-    AlterPartitionResponse, ApiKey, BrokerHeartbeatRequest as WireHeartbeat,
-    BrokerHeartbeatResponse, BrokerRegistrationRequest as WireRegistration,
-    BrokerRegistrationResponse, ProducerId, RequestKind, ResponseKind,
+    AllocateProducerIdsRequest, ApiKey, BrokerHeartbeatRequest as WireHeartbeat,
+    BrokerRegistrationRequest as WireRegistration, RequestKind, ResponseKind,
 };
-use strata_protocol::messages::{alter_partition_request, alter_partition_response};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -505,203 +503,4 @@ pub fn request_producer_ids(
         first_producer_id: start,
         size: i64::from(len),
     })
-}
-
-/// The controller listener's answer to AllocateProducerIds: a block on the active
-/// controller, NOT_CONTROLLER elsewhere, STALE_BROKER_EPOCH for a broker epoch that is not
-/// the one of the broker's registration.
-#[must_use]
-pub fn answer_allocate_producer_ids(
-    broker: &Broker,
-    req: &AllocateProducerIdsRequest,
-) -> AllocateProducerIdsResponse {
-    match broker.controller_allocate_producer_ids(req.broker_id.0, req.broker_epoch) {
-        Ok(block) => match i32::try_from(block.size) {
-            Ok(len) => AllocateProducerIdsResponse::default()
-                .with_producer_id_start(ProducerId(block.first_producer_id))
-                .with_producer_id_len(len),
-            // The block is PRODUCER_ID_BLOCK_SIZE (1000) ids; the wire length is an int32.
-            Err(_) => AllocateProducerIdsResponse::default()
-                .with_error_code(ResponseError::UnknownServerError.code()),
-        },
-        // Kafka leaves the block's fields at 0 on an error.
-        Err(e) => AllocateProducerIdsResponse::default().with_error_code(controller_error_code(&e)),
-    }
-}
-
-/// The controller listener's answer to BrokerRegistration.
-#[must_use]
-pub fn answer_registration(broker: &Broker, req: &WireRegistration) -> BrokerRegistrationResponse {
-    let cluster_id = broker.image().cluster_id.clone();
-    if req.cluster_id.as_str() != cluster_id {
-        return BrokerRegistrationResponse::default()
-            .with_error_code(ResponseError::InconsistentClusterId.code())
-            .with_broker_epoch(-1);
-    }
-    let request = BrokerRegistrationRequest {
-        broker_id: req.broker_id.0,
-        incarnation_id: req.incarnation_id,
-        listeners: req
-            .listeners
-            .iter()
-            .map(|l| BrokerEndpoint {
-                name: l.name.to_string(),
-                host: l.host.to_string(),
-                port: l.port,
-                security_protocol: l.security_protocol,
-            })
-            .collect(),
-        rack: req.rack.as_ref().map(ToString::to_string),
-        features: Vec::new(),
-    };
-    match broker.controller_register(&request) {
-        Ok(epoch) => BrokerRegistrationResponse::default().with_broker_epoch(epoch),
-        Err(e) => BrokerRegistrationResponse::default()
-            .with_error_code(controller_error_code(&e))
-            .with_broker_epoch(-1),
-    }
-}
-
-/// The controller listener's answer to BrokerHeartbeat.
-#[must_use]
-pub fn answer_heartbeat(broker: &Broker, req: &WireHeartbeat) -> BrokerHeartbeatResponse {
-    let request = BrokerHeartbeatRequest {
-        broker_id: req.broker_id.0,
-        broker_epoch: req.broker_epoch,
-        current_metadata_offset: req.current_metadata_offset,
-        want_fence: req.want_fence,
-        want_shut_down: req.want_shut_down,
-    };
-    match broker.controller_heartbeat(&request) {
-        Ok(reply) => BrokerHeartbeatResponse::default()
-            .with_is_caught_up(reply.is_caught_up)
-            .with_is_fenced(reply.is_fenced)
-            .with_should_shut_down(reply.should_shut_down),
-        Err(e) => BrokerHeartbeatResponse::default()
-            .with_error_code(controller_error_code(&e))
-            .with_is_fenced(true),
-    }
-}
-
-/// Kafka's error code for a failed controller operation.
-#[must_use]
-pub fn controller_error_code(e: &ControllerError) -> i16 {
-    match e {
-        ControllerError::Metadata(MetadataError::NotController) => {
-            ResponseError::NotController.code()
-        }
-        ControllerError::Metadata(MetadataError::Timeout) => ResponseError::RequestTimedOut.code(),
-        ControllerError::Metadata(_) => ResponseError::UnknownServerError.code(),
-        ControllerError::Cluster(c) => match c {
-            ClusterControlError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch.code(),
-            ClusterControlError::BrokerNotRegistered(_) => {
-                ResponseError::BrokerIdNotRegistered.code()
-            }
-            ClusterControlError::DuplicateBrokerRegistration(_) => {
-                ResponseError::DuplicateBrokerRegistration.code()
-            }
-            ClusterControlError::InvalidRegistration { .. } => ResponseError::InvalidRequest.code(),
-        },
-    }
-}
-
-/// The controller listener's answer to AlterPartition (KIP-497; v2 and v3, topics by id):
-/// the changes go through [`Broker::controller_alter_partition`] and each partition is
-/// answered with its committed state or its own error; a failure of the request as a whole
-/// (NOT_CONTROLLER off the active controller, STALE_BROKER_EPOCH) is the top-level error.
-/// v2 carries the new ISR as broker ids; v3 with each member's broker epoch (KIP-903).
-#[must_use]
-pub fn answer_alter_partition(
-    broker: &Broker,
-    version: i16,
-    req: &AlterPartitionRequest,
-) -> AlterPartitionResponse {
-    use strata_kraft::cluster_control::{self as cc, IsrMember};
-    use strata_kraft::record::LeaderRecoveryState;
-    // An unknown recovery state is this partition's INVALID_REQUEST; the rest go on.
-    let recovery = |p: &alter_partition_request::PartitionData| {
-        LeaderRecoveryState::from_value(p.leader_recovery_state)
-    };
-    let request = cc::AlterPartitionRequest {
-        broker_id: req.broker_id.0,
-        broker_epoch: req.broker_epoch,
-        topics: req
-            .topics
-            .iter()
-            .map(|t| cc::AlterPartitionTopic {
-                topic_id: t.topic_id,
-                partitions: t
-                    .partitions
-                    .iter()
-                    .filter_map(|p| {
-                        let new_isr = if version >= 3 {
-                            p.new_isr_with_epochs
-                                .iter()
-                                .map(|m| IsrMember {
-                                    broker_id: m.broker_id.0,
-                                    broker_epoch: m.broker_epoch,
-                                })
-                                .collect()
-                        } else {
-                            p.new_isr
-                                .iter()
-                                .map(|b| IsrMember {
-                                    broker_id: b.0,
-                                    broker_epoch: -1,
-                                })
-                                .collect()
-                        };
-                        Some(cc::AlterPartitionData {
-                            partition_index: p.partition_index,
-                            leader_epoch: p.leader_epoch,
-                            new_isr,
-                            leader_recovery_state: recovery(p)?,
-                            partition_epoch: p.partition_epoch,
-                        })
-                    })
-                    .collect(),
-            })
-            .collect(),
-    };
-    let results = match broker.controller_alter_partition(&request) {
-        Ok(results) => results,
-        Err(e) => {
-            return AlterPartitionResponse::default().with_error_code(controller_error_code(&e));
-        }
-    };
-    // The controller answers the entries in request order.
-    let mut results = results.into_iter();
-    let topics = req
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    let answer = alter_partition_response::PartitionData::default()
-                        .with_partition_index(p.partition_index);
-                    if recovery(p).is_none() {
-                        return answer.with_error_code(ResponseError::InvalidRequest.code());
-                    }
-                    match results.next().map(|r| r.result) {
-                        Some(Ok(state)) => answer
-                            .with_leader_id(state.leader.into())
-                            .with_leader_epoch(state.leader_epoch)
-                            .with_isr(state.isr.into_iter().map(Into::into).collect())
-                            .with_leader_recovery_state(state.leader_recovery_state.value())
-                            .with_partition_epoch(state.partition_epoch),
-                        Some(Err(e)) => answer.with_error_code(
-                            crate::broker::replica::isr::alter_partition_error_code(&e),
-                        ),
-                        None => answer.with_error_code(ResponseError::UnknownServerError.code()),
-                    }
-                })
-                .collect();
-            alter_partition_response::TopicData::default()
-                .with_topic_id(t.topic_id)
-                .with_partitions(partitions)
-        })
-        .collect();
-    AlterPartitionResponse::default().with_topics(topics)
 }

@@ -230,10 +230,10 @@ fn controller_slot(
             Slot::Pending(tokio::task::spawn_blocking(move || {
                 let body = match &req.body {
                     RequestKind::BrokerRegistration(r) => ResponseKind::BrokerRegistration(
-                        crate::broker::lifecycle::answer_registration(&broker, r),
+                        handlers::broker_registration::handle(&broker, r),
                     ),
                     RequestKind::BrokerHeartbeat(r) => ResponseKind::BrokerHeartbeat(
-                        crate::broker::lifecycle::answer_heartbeat(&broker, r),
+                        handlers::broker_heartbeat::handle(&broker, r),
                     ),
                     _ => return None,
                 };
@@ -248,7 +248,7 @@ fn controller_slot(
                     return None;
                 };
                 encode(&ResponseKind::AllocateProducerIds(
-                    crate::broker::lifecycle::answer_allocate_producer_ids(&broker, r),
+                    handlers::allocate_producer_ids::handle(&broker, r),
                 ))
             }))
         }
@@ -260,7 +260,7 @@ fn controller_slot(
                     return None;
                 };
                 encode(&ResponseKind::AlterPartition(
-                    crate::broker::lifecycle::answer_alter_partition(&broker, version, r),
+                    handlers::alter_partition::handle(&broker, version, r),
                 ))
             }))
         }

@@ -5,12 +5,14 @@
 
 use strata_kraft::client_quotas::ClientQuotaError;
 use strata_kraft::scram::ScramError;
-use strata_kraft::{ElectionError, InvalidReassignment, MetadataError, ReassignmentError};
+use strata_kraft::{
+    ClusterControlError, ElectionError, InvalidReassignment, MetadataError, ReassignmentError,
+};
 use strata_protocol::ResponseError;
 use strata_storage::LogError;
 
 use crate::broker::leadership::LeadershipError;
-use crate::broker::{CreateTopicError, PartitionUnavailable};
+use crate::broker::{ControllerError, CreateTopicError, PartitionUnavailable};
 use crate::coordinator::group::classic::GroupError;
 use crate::coordinator::group::consumer::ConsumerGroupError;
 use crate::coordinator::offsets::OffsetStoreError;
@@ -267,5 +269,27 @@ pub fn consumer_group_error_code(e: &ConsumerGroupError) -> i16 {
         ConsumerGroupError::InvalidRegularExpression { .. } => {
             ResponseError::InvalidRegularExpression.code()
         }
+    }
+}
+
+/// Kafka's error code for a failed controller operation.
+#[must_use]
+pub fn controller_error_code(e: &ControllerError) -> i16 {
+    match e {
+        ControllerError::Metadata(MetadataError::NotController) => {
+            ResponseError::NotController.code()
+        }
+        ControllerError::Metadata(MetadataError::Timeout) => ResponseError::RequestTimedOut.code(),
+        ControllerError::Metadata(_) => ResponseError::UnknownServerError.code(),
+        ControllerError::Cluster(c) => match c {
+            ClusterControlError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch.code(),
+            ClusterControlError::BrokerNotRegistered(_) => {
+                ResponseError::BrokerIdNotRegistered.code()
+            }
+            ClusterControlError::DuplicateBrokerRegistration(_) => {
+                ResponseError::DuplicateBrokerRegistration.code()
+            }
+            ClusterControlError::InvalidRegistration { .. } => ResponseError::InvalidRequest.code(),
+        },
     }
 }

@@ -12,11 +12,15 @@ use crate::broker::Broker;
 use crate::server::connection::Slot;
 use crate::server::forward;
 
+pub mod allocate_producer_ids;
 pub mod alter_client_quotas;
 pub mod alter_configs;
+pub mod alter_partition;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod broker_heartbeat;
+pub mod broker_registration;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod create_acls;
