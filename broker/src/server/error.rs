@@ -6,9 +6,11 @@
 use strata_kraft::client_quotas::ClientQuotaError;
 use strata_kraft::scram::ScramError;
 use strata_kraft::{
-    ClusterControlError, ElectionError, InvalidReassignment, MetadataError, ReassignmentError,
+    AlterPartitionError, ClusterControlError, ElectionError, InvalidReassignment, MetadataError,
+    ReassignmentError,
 };
 use strata_protocol::ResponseError;
+use strata_replication::ReplicationError;
 use strata_storage::LogError;
 
 use crate::broker::leadership::LeadershipError;
@@ -293,3 +295,38 @@ pub fn controller_error_code(e: &ControllerError) -> i16 {
         },
     }
 }
+
+/// Kafka's error code for one partition's AlterPartition error.
+#[must_use]
+pub fn alter_partition_error_code(e: &AlterPartitionError) -> i16 {
+    match e {
+        AlterPartitionError::UnknownTopicId => ResponseError::UnknownTopicId.code(),
+        AlterPartitionError::UnknownTopicOrPartition => {
+            ResponseError::UnknownTopicOrPartition.code()
+        }
+        AlterPartitionError::NotController => ResponseError::NotController.code(),
+        AlterPartitionError::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch.code(),
+        AlterPartitionError::InvalidUpdateVersion => ResponseError::InvalidUpdateVersion.code(),
+        AlterPartitionError::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
+        AlterPartitionError::IneligibleReplica(_) => ResponseError::IneligibleReplica.code(),
+        AlterPartitionError::NewLeaderElected => ResponseError::NewLeaderElected.code(),
+    }
+}
+
+/// A replication refusal as Kafka's error code.
+#[must_use]
+pub fn replication_error_code(e: &ReplicationError) -> i16 {
+    match e {
+        ReplicationError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch.code(),
+        ReplicationError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch.code(),
+        ReplicationError::NotLeaderOrFollower { .. } => ResponseError::NotLeaderOrFollower.code(),
+        ReplicationError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
+        ReplicationError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas.code(),
+        ReplicationError::NotEnoughReplicasAfterAppend { .. } => {
+            ResponseError::NotEnoughReplicasAfterAppend.code()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

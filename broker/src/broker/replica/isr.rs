@@ -38,38 +38,32 @@ const ROUND: Duration = Duration::from_millis(500);
 /// AlterPartition version sent: v3 carries the ISR members' broker epochs (KIP-903).
 const ALTER_PARTITION_VERSION: i16 = 3;
 
-/// One partition's answer: its committed (leader epoch, partition epoch, ISR), or Kafka's
-/// error code.
-type Answer = Result<(i32, i32, Vec<i32>), i16>;
+/// One partition's answer: its committed (leader epoch, partition epoch, ISR), or why the
+/// controller refused the change.
+type Answer = Result<(i32, i32, Vec<i32>), Refusal>;
 
-/// Kafka's error code for one partition's AlterPartition error.
-#[must_use]
-pub fn alter_partition_error_code(e: &AlterPartitionError) -> i16 {
-    match e {
-        AlterPartitionError::UnknownTopicId => ResponseError::UnknownTopicId.code(),
-        AlterPartitionError::UnknownTopicOrPartition => {
-            ResponseError::UnknownTopicOrPartition.code()
-        }
-        AlterPartitionError::NotController => ResponseError::NotController.code(),
-        AlterPartitionError::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch.code(),
-        AlterPartitionError::InvalidUpdateVersion => ResponseError::InvalidUpdateVersion.code(),
-        AlterPartitionError::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
-        AlterPartitionError::IneligibleReplica(_) => ResponseError::IneligibleReplica.code(),
-        AlterPartitionError::NewLeaderElected => ResponseError::NewLeaderElected.code(),
-    }
+/// Why the controller refused one partition's change: its own error when this node is the
+/// active controller, the error code of the wire answer otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Refusal {
+    Local(AlterPartitionError),
+    Remote(i16),
 }
 
 /// What one partition's answer means to its leader (Kafka's
 /// `Partition.handleAlterPartitionError`).
 #[must_use]
-pub fn outcome(answer: &Answer) -> AlterPartitionOutcome {
+fn outcome(answer: &Answer) -> AlterPartitionOutcome {
     match answer {
         Ok((leader_epoch, partition_epoch, isr)) => AlterPartitionOutcome::Committed {
             leader_epoch: *leader_epoch,
             partition_epoch: *partition_epoch,
             isr: isr.clone(),
         },
-        Err(code)
+        Err(Refusal::Local(AlterPartitionError::IneligibleReplica(_))) => {
+            AlterPartitionOutcome::NotAttempted
+        }
+        Err(Refusal::Remote(code))
             if *code == ResponseError::OperationNotAttempted.code()
                 || *code == ResponseError::IneligibleReplica.code() =>
         {
@@ -270,7 +264,7 @@ fn from_results(results: Vec<AlterPartitionResult>) -> HashMap<(Uuid, i32), Answ
         .map(|r| {
             let answer = match r.result {
                 Ok(s) => Ok((s.leader_epoch, s.partition_epoch, s.isr)),
-                Err(e) => Err(alter_partition_error_code(&e)),
+                Err(e) => Err(Refusal::Local(e)),
             };
             ((r.topic_id, r.partition_index), answer)
         })
@@ -292,7 +286,7 @@ fn from_response(r: &AlterPartitionResponse) -> Result<HashMap<(Uuid, i32), Answ
                     p.isr.iter().map(|b| b.0).collect(),
                 ))
             } else {
-                Err(p.error_code)
+                Err(Refusal::Remote(p.error_code))
             };
             answers.insert((t.topic_id, p.partition_index), answer);
         }
@@ -325,7 +319,10 @@ mod tests {
             ResponseError::OperationNotAttempted.code(),
             ResponseError::IneligibleReplica.code(),
         ] {
-            assert_eq!(outcome(&Err(code)), AlterPartitionOutcome::NotAttempted);
+            assert_eq!(
+                outcome(&Err(Refusal::Remote(code))),
+                AlterPartitionOutcome::NotAttempted
+            );
         }
     }
 
@@ -341,27 +338,35 @@ mod tests {
             ResponseError::InvalidRequest.code(),
             ResponseError::UnknownServerError.code(),
         ] {
-            assert_eq!(outcome(&Err(code)), AlterPartitionOutcome::AwaitMetadata);
+            assert_eq!(
+                outcome(&Err(Refusal::Remote(code))),
+                AlterPartitionOutcome::AwaitMetadata
+            );
         }
     }
 
     #[test]
-    fn controller_errors_get_kafkas_codes() {
-        let cases = [
-            (AlterPartitionError::UnknownTopicId, 100),
-            (AlterPartitionError::UnknownTopicOrPartition, 3),
-            (AlterPartitionError::NotController, 41),
-            (AlterPartitionError::FencedLeaderEpoch, 74),
-            (AlterPartitionError::InvalidUpdateVersion, 95),
-            (
-                AlterPartitionError::InvalidRequest(InvalidAlterPartition::NotLeader),
-                42,
-            ),
-            (AlterPartitionError::IneligibleReplica(3), 107),
-            (AlterPartitionError::NewLeaderElected, 108),
-        ];
-        for (e, code) in cases {
-            assert_eq!(alter_partition_error_code(&e), code, "{e:?}");
+    fn the_controllers_own_refusals_mean_what_their_codes_mean() {
+        assert_eq!(
+            outcome(&Err(Refusal::Local(
+                AlterPartitionError::IneligibleReplica(3)
+            ))),
+            AlterPartitionOutcome::NotAttempted
+        );
+        for e in [
+            AlterPartitionError::UnknownTopicId,
+            AlterPartitionError::UnknownTopicOrPartition,
+            AlterPartitionError::NotController,
+            AlterPartitionError::FencedLeaderEpoch,
+            AlterPartitionError::InvalidUpdateVersion,
+            AlterPartitionError::InvalidRequest(InvalidAlterPartition::NotLeader),
+            AlterPartitionError::NewLeaderElected,
+        ] {
+            assert_eq!(
+                outcome(&Err(Refusal::Local(e))),
+                AlterPartitionOutcome::AwaitMetadata,
+                "{e:?}"
+            );
         }
     }
 
@@ -393,7 +398,7 @@ mod tests {
         assert_eq!(answers[&(id, 0)], Ok((2, 5, vec![1, 3])));
         assert_eq!(
             answers[&(id, 1)],
-            Err(ResponseError::FencedLeaderEpoch.code())
+            Err(Refusal::Remote(ResponseError::FencedLeaderEpoch.code()))
         );
     }
 }

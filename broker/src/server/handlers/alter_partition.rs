@@ -96,9 +96,8 @@ pub fn handle(
                             .with_isr(state.isr.into_iter().map(Into::into).collect())
                             .with_leader_recovery_state(state.leader_recovery_state.value())
                             .with_partition_epoch(state.partition_epoch),
-                        Some(Err(e)) => answer.with_error_code(
-                            crate::broker::replica::isr::alter_partition_error_code(&e),
-                        ),
+                        Some(Err(e)) => answer
+                            .with_error_code(crate::server::error::alter_partition_error_code(&e)),
                         None => answer.with_error_code(ResponseError::UnknownServerError.code()),
                     }
                 })

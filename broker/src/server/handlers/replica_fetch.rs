@@ -20,7 +20,6 @@ use strata_protocol::messages::FetchRequest;
 use strata_protocol::messages::fetch_response::{
     EpochEndOffset, FetchResponse, FetchableTopicResponse, PartitionData,
 };
-use strata_replication::ReplicationError;
 use strata_replication::fetch::FetchPartition;
 use strata_storage::FileRegion;
 use tokio::time::{Duration, Instant};
@@ -166,7 +165,10 @@ fn read_all(
             Ok(a) => a,
             Err(e) => {
                 any_error = true;
-                out.push((pd.with_error_code(replication_error_code(&e)), Vec::new()));
+                out.push((
+                    pd.with_error_code(crate::server::error::replication_error_code(&e)),
+                    Vec::new(),
+                ));
                 continue;
             }
         };
@@ -203,19 +205,4 @@ fn read_all(
         }
     }
     (out, total, any_error)
-}
-
-/// A replication refusal as Kafka's error code.
-#[must_use]
-pub fn replication_error_code(e: &ReplicationError) -> i16 {
-    match e {
-        ReplicationError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch.code(),
-        ReplicationError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch.code(),
-        ReplicationError::NotLeaderOrFollower { .. } => ResponseError::NotLeaderOrFollower.code(),
-        ReplicationError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
-        ReplicationError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas.code(),
-        ReplicationError::NotEnoughReplicasAfterAppend { .. } => {
-            ResponseError::NotEnoughReplicasAfterAppend.code()
-        }
-    }
 }
