@@ -8,7 +8,8 @@
 #    build-script outputs, e.g. the compiled librdkafka, with the release build), then the
 #    README's quickstart exactly as written (tests/quickstart.sh: `cargo run --release` and its
 #    kcat lines).
-# 3. cargo test --release --workspace (unit tests + rdkafka + kcat against the real binary),
+# 3. cargo test --release --workspace (unit tests, and tests/it: rdkafka + kcat against the
+#    real binary, one test binary whose heavy tests take turns via strata_tests::serial()),
 #    then pytest tests/python (kafka-python, confluent-kafka against the real binary), then
 #    librdkafka's own test suite, tier 1 (compat-tests/run-librdkafka.sh --tier1), against one
 #    node and against a three-node cluster (--cluster 3), then the
@@ -91,7 +92,9 @@ setup_venv() {
 # ---- 3. tests ----------------------------------------------------------------------------------
 
 cargo_tests() {
-    # Bounded: a hung broker must not eat CI's 90 minutes.
+    # Bounded: a hung broker must not eat CI's 90 minutes. The whole-system tests are one
+    # binary (tests/it/main.rs), so librdkafka is linked once and its tests share libtest's
+    # threads; a test's name starts with its area, e.g. CARGO_TEST_ARGS='-- cluster_failover::'.
     # shellcheck disable=SC2086
     timeout --kill-after=30s 45m cargo test --release --workspace --no-fail-fast ${CARGO_TEST_ARGS:-} 2>&1 \
         | tee "$LOGS/cargo-test.log"

@@ -131,7 +131,7 @@ class Broker:
 
 class Cluster:
     """Combined `strata` nodes (broker and controller) forming one cluster on 127.0.0.1,
-    as the Rust harness `tests/tests/cluster/mod.rs` starts them: node ids 1..n, a
+    as the Rust harness `tests/src/cluster.rs` starts them: node ids 1..n, a
     PLAINTEXT and a CONTROLLER listener each on free ports, every node a voter, one
     `cluster.id`, each with its own data directory and log under <tmp>/node<id>, plus the
     test's settings. Nodes start together; `node(id)` gives the `Broker` to kill9() or

@@ -1,6 +1,8 @@
 //! # Whole-system test harness
 //!
-//! Real clients against the real `strata` binary; nothing here mocks the broker.
+//! Real clients against the real `strata` binary; nothing here mocks the broker. The tests
+//! themselves are one binary, `tests/it` (one module per area); this library is what they
+//! share.
 //!
 //! ## Layout
 //!
@@ -8,8 +10,12 @@
 //!   data directory. Started by [`Broker::start`], killed (SIGKILL) on drop, stopped cleanly by
 //!   [`Broker::stop`] (SIGTERM), crashed by [`Broker::kill9`] and brought back on the same port
 //!   and data directory by [`Broker::restart`].
+//! - [`cluster`]: several `strata` processes on 127.0.0.1 forming one cluster, for the
+//!   multi-node tests.
+//! - [`wire`]: hand-built request frames, independent of Strata's codec.
 //! - [`run_with_timeout`]: runs an external client (kcat) with bounded time and captured output.
 //! - [`wait_until`]: the one bounded polling loop the tests use.
+//! - [`serial`]: the lock the heavy tests hold so that they never run at the same time.
 //!
 //! ## Invariants
 //!
@@ -22,6 +28,7 @@
 //!
 //! The binary comes from `$STRATA_BIN`, else `<workspace>/target/release/strata`.
 
+pub mod cluster;
 pub mod wire;
 
 use std::fs::{self, File, OpenOptions};
@@ -29,6 +36,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -368,6 +376,23 @@ impl Drop for Broker {
             }
         }
     }
+}
+
+/// Held for its whole run by each test that must not share the machine with another such
+/// test: every test that starts a multi-node [`cluster`], and the single-broker tests that
+/// measure rates, memory or descriptors or kill -9 a broker under load.
+///
+/// All the whole-system tests run in one process, on libtest's threads (as many as there
+/// are cores unless `--test-threads` says otherwise). A heavy test therefore runs beside
+/// light ones (one broker, a bounded exchange) but never beside another heavy one: several
+/// three-node clusters at once would stretch the failover times they measure, and a cluster
+/// beside a quota test would skew the rates it measures.
+///
+/// A test that fails while holding the lock poisons it; the next one takes it all the same,
+/// since it guards no data.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Starts a broker with `extra_overrides`, runs `scenario` against it, and panics with the full
