@@ -3,8 +3,9 @@
 //! refuses to start, as Kafka does.
 
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use strata_tests::{Broker, free_port, strata_bin};
+use strata_tests::{Broker, free_port, strata_bin, wait_until};
 
 const ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 const OTHER: &str = "J8aAPcfLQt2bqs1JT_rMgQ";
@@ -12,8 +13,20 @@ const OTHER: &str = "J8aAPcfLQt2bqs1JT_rMgQ";
 #[test]
 fn the_configured_cluster_id_formats_and_guards_the_data_directory() {
     let mut b = Broker::start(&[("cluster.id", ID)]).expect("start");
-    let meta = std::fs::read_to_string(b.data_dir().join("meta.properties")).unwrap();
-    assert!(meta.contains(&format!("cluster.id={ID}")), "{meta}");
+    // The broker binds its listener before it formats the data directory, so the file can
+    // come a moment after the port first accepts (seen with other tests loading the machine).
+    let path = b.data_dir().join("meta.properties");
+    let mut meta = String::new();
+    let formatted = wait_until(
+        "meta.properties is written",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || {
+            meta = std::fs::read_to_string(&path).unwrap_or_default();
+            Ok(meta.contains(&format!("cluster.id={ID}")))
+        },
+    );
+    assert!(formatted.is_ok(), "{formatted:?}: {meta}");
     let status = b.stop().expect("stop");
     assert!(status.success(), "{status}");
 
