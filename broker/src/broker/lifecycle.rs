@@ -28,8 +28,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::broker::{Broker, ControllerError};
-use crate::peer_client::{self, PeerClient, PeerError};
 use strata_kraft::ClusterControlError;
 use strata_kraft::cluster_control::{BrokerHeartbeatRequest, BrokerRegistrationRequest};
 use strata_kraft::raft::RoleKind;
@@ -41,6 +39,9 @@ use strata_protocol::messages::{
     AllocateProducerIdsRequest, ApiKey, BrokerHeartbeatRequest as WireHeartbeat,
     BrokerRegistrationRequest as WireRegistration, RequestKind, ResponseKind,
 };
+
+use crate::broker::{Broker, ControllerError};
+use crate::peer_client::{self, PeerClient, PeerError};
 
 /// BrokerRegistration version sent (v2 adds log dirs, which are empty here).
 const REGISTRATION_VERSION: i16 = 2;

@@ -28,9 +28,6 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::broker::Broker;
-use crate::peer_client::{Decoding, PeerClient, PeerError};
-use crate::server::handlers::RequestContext;
 use strata_kraft::raft::RoleKind;
 use strata_protocol::codec;
 use strata_protocol::messages::create_topics_request::CreatableTopic;
@@ -38,6 +35,10 @@ use strata_protocol::messages::{
     ApiKey, CreateTopicsRequest, RequestKind, ResponseKind, TopicName,
 };
 use strata_protocol::{ResponseError, StrBytes};
+
+use crate::broker::Broker;
+use crate::peer_client::{Decoding, PeerClient, PeerError};
+use crate::server::handlers::RequestContext;
 
 /// The client id of a forwarded request; a node receiving it answers locally.
 pub const FORWARDED_CLIENT_ID: &str = "strata-forwarded";

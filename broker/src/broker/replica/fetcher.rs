@@ -21,9 +21,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::broker::Broker;
-use crate::partition::Partition;
-use crate::peer_client::{self, PeerClient, PeerError};
 use strata_protocol::messages::fetch_request::{FetchPartition as WirePartition, FetchTopic};
 use strata_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, RequestKind, ResponseKind, TopicName,
@@ -34,6 +31,10 @@ use strata_replication::fetch::{EpochEndOffset, FetchAnswer};
 use strata_replication::follower::{
     FollowerRequest, FollowerState, LocalLog, Truncation, TruncationMode,
 };
+
+use crate::broker::Broker;
+use crate::partition::Partition;
+use crate::peer_client::{self, PeerClient, PeerError};
 
 /// Fetch version sent: v12 has the diverging epoch and still names topics.
 const FETCH_VERSION: i16 = 12;
