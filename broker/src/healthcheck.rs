@@ -15,16 +15,13 @@
 //! a wildcard host (`0.0.0.0`, `::`, empty) asked on loopback. With no configuration at all
 //! that is `localhost:9092`, the server's default.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use bytes::Bytes;
 use strata_broker::config::BrokerConfig;
+use strata_broker::peer_client::{PeerError, blocking};
 use strata_protocol::StrBytes;
-use strata_protocol::codec;
 use strata_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
 
 const USAGE: &str = "usage: strata healthcheck [--bootstrap host:port] [--timeout-ms N] \
@@ -39,9 +36,6 @@ const API_VERSIONS_VERSION: i16 = 3;
 /// The largest response read. Strata's ApiVersions answer is about 1 KiB; a size prefix
 /// beyond this is not an ApiVersions response, and is not allocated for.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;
-
-/// The correlation id of the one request sent.
-const CORRELATION_ID: i32 = 1;
 
 /// Runs the subcommand on its arguments (those after `healthcheck`).
 pub fn main(args: &[String]) -> ExitCode {
@@ -124,57 +118,21 @@ fn local_address(host: &str, port: u16) -> String {
 
 /// Sends ApiVersions to `addr` and returns how many APIs the answer lists.
 fn ask_api_versions(addr: &str, deadline: Instant) -> anyhow::Result<usize> {
-    let addrs: Vec<SocketAddr> = addr
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {addr}"))?
-        .collect();
-    let mut last_error = None;
-    let mut stream = None;
-    for a in &addrs {
-        let left = remaining(deadline)?;
-        match TcpStream::connect_timeout(a, left) {
-            Ok(s) => {
-                stream = Some(s);
-                break;
-            }
-            Err(e) => last_error = Some(anyhow::Error::new(e).context(format!("connect {a}"))),
-        }
-    }
-    let Some(mut stream) = stream else {
-        return Err(last_error.unwrap_or_else(|| anyhow::anyhow!("{addr} resolves to nothing")));
-    };
+    let mut conn =
+        blocking::Connection::connect(addr, "strata-healthcheck", MAX_RESPONSE_BYTES, deadline)
+            .with_context(|| format!("connect {addr}"))?;
     let body = RequestKind::ApiVersions(
         ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("strata-healthcheck"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION"))),
     );
-    let frame = codec::encode_request(
-        ApiKey::ApiVersions,
-        API_VERSIONS_VERSION,
-        CORRELATION_ID,
-        "strata-healthcheck",
-        &body,
-    )?;
-    stream.set_write_timeout(Some(remaining(deadline)?))?;
-    stream.write_all(&frame).context("send ApiVersions")?;
-    let mut prefix = [0u8; 4];
-    read_exact_by(&mut stream, &mut prefix, deadline).context("read the response size")?;
-    let size = i32::from_be_bytes(prefix);
-    let len = usize::try_from(size)
-        .ok()
-        .filter(|&n| (4..=MAX_RESPONSE_BYTES).contains(&n))
-        .with_context(|| format!("response size {size} is not that of an ApiVersions response"))?;
-    let mut buf = vec![0u8; len];
-    read_exact_by(&mut stream, &mut buf, deadline).context("read the response")?;
-    let response =
-        codec::decode_response(ApiKey::ApiVersions, API_VERSIONS_VERSION, Bytes::from(buf))
-            .context("decode the response")?;
-    ensure!(
-        response.correlation_id == CORRELATION_ID,
-        "the response carries correlation id {}, not {CORRELATION_ID}",
-        response.correlation_id
-    );
-    let ResponseKind::ApiVersions(r) = response.body else {
+    let answer = conn
+        .request(ApiKey::ApiVersions, API_VERSIONS_VERSION, &body, deadline)
+        .map_err(|e| match e {
+            PeerError::Decode(_) => anyhow::Error::new(e).context("decode the response"),
+            e => e.into(),
+        })?;
+    let ResponseKind::ApiVersions(r) = answer else {
         bail!("the answer is not an ApiVersions response");
     };
     ensure!(
@@ -189,39 +147,6 @@ fn ask_api_versions(addr: &str, deadline: Instant) -> anyhow::Result<usize> {
         "the ApiVersions answer does not list ApiVersions"
     );
     Ok(r.api_keys.len())
-}
-
-/// Time left before `deadline`, or the error that the check ran out of it.
-fn remaining(deadline: Instant) -> anyhow::Result<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    ensure!(!left.is_zero(), "timed out");
-    Ok(left)
-}
-
-/// `read_exact` that gives up at `deadline`.
-fn read_exact_by(
-    stream: &mut TcpStream,
-    mut buf: &mut [u8],
-    deadline: Instant,
-) -> anyhow::Result<()> {
-    while !buf.is_empty() {
-        stream.set_read_timeout(Some(remaining(deadline)?))?;
-        match stream.read(buf) {
-            Ok(0) => bail!("the connection was closed"),
-            Ok(n) => buf = &mut buf[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                bail!("timed out")
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -29,6 +29,9 @@
 //! - [`housekeeping`]: the periodic retention and flush task.
 //! - [`metrics`]: the Prometheus endpoint (`metrics.listener`) and the counters behind it.
 //! - [`offsets`]: committed offsets in `__consumer_offsets`, Kafka's internal compacted topic.
+//! - [`peer_client`]: the one client this node runs against another node (quorum peers,
+//!   the controller client, forwarding, the replica fetcher), and its blocking façade for
+//!   the command-line clients. A base layer: it knows the wire, not the node.
 //!
 //! # Invariants
 //!
@@ -39,9 +42,9 @@
 pub mod broker;
 pub mod config;
 pub mod coordinator;
-mod frame_io;
 pub mod metrics;
 pub mod partition;
+pub mod peer_client;
 pub mod quorum;
 pub mod server;
 

@@ -8,13 +8,10 @@
 //! is allocated for it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use bytes::Bytes;
-use strata_protocol::codec;
+use strata_broker::peer_client::{Decoding, PeerError, blocking};
 use strata_protocol::messages::{
     ApiKey, ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest, MetadataResponse,
     RequestKind, ResponseKind, TopicName, metadata_request::MetadataRequestTopic,
@@ -94,7 +91,7 @@ pub fn describe_error(code: i16, message: Option<&StrBytes>) -> String {
 
 /// One broker connection, with the version ranges its ApiVersions answer listed.
 struct Connection {
-    stream: TcpStream,
+    stream: blocking::Connection,
     /// `api_key → max version` from ApiVersions.
     versions: HashMap<i16, (i16, i16)>,
 }
@@ -119,8 +116,6 @@ pub struct Client {
     brokers: BTreeMap<i32, BrokerAddr>,
     /// Open connections: `None` is the bootstrap connection, `Some(id)` a broker's.
     connections: HashMap<Option<i32>, Connection>,
-    /// The next request's correlation id.
-    correlation_id: i32,
     /// Whether the bootstrap address is a controller listener (`--bootstrap-controller`).
     controller_listener: bool,
 }
@@ -133,7 +128,6 @@ impl Client {
             timeout,
             brokers: BTreeMap::new(),
             connections: HashMap::new(),
-            correlation_id: 0,
             controller_listener: false,
         }
     }
@@ -225,8 +219,6 @@ impl Client {
             let conn = self.open(&addr, deadline)?;
             self.connections.insert(node, conn);
         }
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let correlation_id = self.correlation_id;
         let conn = self
             .connections
             .get_mut(&node)
@@ -238,62 +230,42 @@ impl Client {
             ),
             None => bail!("UNSUPPORTED_VERSION: the broker does not serve {api:?}"),
         }
-        exchange(
-            &mut conn.stream,
-            api,
-            version,
-            correlation_id,
-            body,
-            deadline,
-        )
+        exchange(&mut conn.stream, api, version, body, deadline)
     }
 
     fn open(&mut self, addr: &str, deadline: Instant) -> anyhow::Result<Connection> {
-        let addrs: Vec<SocketAddr> = addr
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve {addr}"))?
-            .collect();
-        let mut last_error = None;
-        for a in &addrs {
-            match TcpStream::connect_timeout(a, remaining(deadline)?) {
-                Ok(mut stream) => {
-                    stream.set_nodelay(true)?;
-                    self.correlation_id = self.correlation_id.wrapping_add(1);
-                    let body = RequestKind::ApiVersions(
-                        ApiVersionsRequest::default()
-                            .with_client_software_name(StrBytes::from_static_str(CLIENT_ID))
-                            .with_client_software_version(StrBytes::from_static_str(env!(
-                                "CARGO_PKG_VERSION"
-                            ))),
-                    );
-                    let ResponseKind::ApiVersions(r) = exchange(
-                        &mut stream,
-                        ApiKey::ApiVersions,
-                        version_of(ApiKey::ApiVersions),
-                        self.correlation_id,
-                        &body,
-                        deadline,
-                    )?
-                    else {
-                        bail!("{addr} did not answer ApiVersions with ApiVersions");
-                    };
-                    if r.error_code != 0 {
-                        bail!(
-                            "{addr} answered ApiVersions with {}",
-                            error_name(r.error_code)
-                        );
-                    }
-                    let versions = r
-                        .api_keys
-                        .iter()
-                        .map(|k| (k.api_key, (k.min_version, k.max_version)))
-                        .collect();
-                    return Ok(Connection { stream, versions });
-                }
-                Err(e) => last_error = Some(anyhow::Error::new(e).context(format!("connect {a}"))),
-            }
+        let mut stream =
+            blocking::Connection::connect(addr, CLIENT_ID, MAX_RESPONSE_BYTES, deadline)
+                .map_err(timed_out)
+                .with_context(|| format!("connect {addr}"))?
+                .with_decoding(Decoding::Client);
+        let body = RequestKind::ApiVersions(
+            ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str(CLIENT_ID))
+                .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION"))),
+        );
+        let ResponseKind::ApiVersions(r) = exchange(
+            &mut stream,
+            ApiKey::ApiVersions,
+            version_of(ApiKey::ApiVersions),
+            &body,
+            deadline,
+        )?
+        else {
+            bail!("{addr} did not answer ApiVersions with ApiVersions");
+        };
+        if r.error_code != 0 {
+            bail!(
+                "{addr} answered ApiVersions with {}",
+                error_name(r.error_code)
+            );
         }
-        Err(last_error.unwrap_or_else(|| anyhow::anyhow!("{addr} resolves to nothing")))
+        let versions = r
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect();
+        Ok(Connection { stream, versions })
     }
 
     /// Metadata for `topics` (`None`: every topic), and the brokers it names are
@@ -408,69 +380,24 @@ pub fn leaders(m: &MetadataResponse) -> BTreeMap<(String, i32), i32> {
 
 /// Writes one request and reads its answer on `stream`, within `deadline`.
 fn exchange(
-    stream: &mut TcpStream,
+    stream: &mut blocking::Connection,
     api: ApiKey,
     version: i16,
-    correlation_id: i32,
     body: &RequestKind,
     deadline: Instant,
 ) -> anyhow::Result<ResponseKind> {
-    let frame = codec::encode_request(api, version, correlation_id, CLIENT_ID, body)?;
-    stream.set_write_timeout(Some(remaining(deadline)?))?;
-    stream.write_all(&frame).context("send the request")?;
-    let mut prefix = [0u8; 4];
-    read_exact_by(stream, &mut prefix, deadline).context("read the response size")?;
-    let size = i32::from_be_bytes(prefix);
-    let len = usize::try_from(size)
-        .ok()
-        .filter(|&n| (4..=MAX_RESPONSE_BYTES).contains(&n))
-        .with_context(|| format!("response size {size} is out of range"))?;
-    let mut buf = vec![0u8; len];
-    read_exact_by(stream, &mut buf, deadline).context("read the response")?;
-    let response = codec::decode_client_response(api, version, Bytes::from(buf))
-        .context("decode the response")?;
-    if response.correlation_id != correlation_id {
-        bail!(
-            "the response carries correlation id {}, not {correlation_id}",
-            response.correlation_id
-        );
-    }
-    Ok(response.body)
+    stream
+        .request(api, version, body, deadline)
+        .map_err(timed_out)
 }
 
-/// Time left before `deadline`, or the error that the request ran out of it.
-fn remaining(deadline: Instant) -> anyhow::Result<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        bail!("REQUEST_TIMED_OUT: no answer in time");
+/// A timeout as the admin tools report it (Kafka's REQUEST_TIMED_OUT); any other error as
+/// it is.
+fn timed_out(e: PeerError) -> anyhow::Error {
+    match e {
+        PeerError::Timeout => anyhow::anyhow!("REQUEST_TIMED_OUT: no answer in time"),
+        e => e.into(),
     }
-    Ok(left)
-}
-
-/// `read_exact` that gives up at `deadline`.
-fn read_exact_by(
-    stream: &mut TcpStream,
-    mut buf: &mut [u8],
-    deadline: Instant,
-) -> anyhow::Result<()> {
-    while !buf.is_empty() {
-        stream.set_read_timeout(Some(remaining(deadline)?))?;
-        match stream.read(buf) {
-            Ok(0) => bail!("the broker closed the connection"),
-            Ok(n) => buf = &mut buf[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                bail!("REQUEST_TIMED_OUT: no answer in time")
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

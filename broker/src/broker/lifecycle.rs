@@ -34,16 +34,14 @@ use strata_kraft::raft::RoleKind;
 use strata_kraft::record::{BrokerEndpoint, ProducerIdsBlock};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
-use strata_protocol::codec;
 use strata_protocol::messages::broker_registration_request::Listener;
 use strata_protocol::messages::{
     AllocateProducerIdsRequest, ApiKey, BrokerHeartbeatRequest as WireHeartbeat,
     BrokerRegistrationRequest as WireRegistration, RequestKind, ResponseKind,
 };
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::broker::{Broker, ControllerError};
+use crate::peer_client::{self, PeerClient, PeerError};
 
 /// BrokerRegistration version sent (v2 adds log dirs, which are empty here).
 const REGISTRATION_VERSION: i16 = 2;
@@ -340,9 +338,22 @@ pub(crate) fn current_leader(broker: &Broker) -> Result<i32, Failure> {
 /// One connection to the active controller's listener.
 #[derive(Default)]
 pub(crate) struct ControllerClient {
-    /// The connection and the node it goes to.
-    conn: Option<(i32, TcpStream)>,
-    correlation_id: i32,
+    /// The node the connection goes to.
+    node: Option<i32>,
+    /// Made on the first exchange (its client id names this node); its correlation ids
+    /// run on across reconnections.
+    client: Option<PeerClient>,
+}
+
+/// Why one exchange with the controller failed.
+#[derive(Debug, thiserror::Error)]
+enum ExchangeError {
+    /// The quorum knows no address for the node.
+    #[error("node {0} is not a voter")]
+    NotAVoter(i32),
+    /// Connecting, the exchange, or its time bound.
+    #[error(transparent)]
+    Peer(#[from] PeerError),
 }
 
 impl ControllerClient {
@@ -354,53 +365,36 @@ impl ControllerClient {
         version: i16,
         body: &RequestKind,
     ) -> Result<ResponseKind, Failure> {
-        let result = tokio::time::timeout(
-            REQUEST_TIMEOUT,
-            self.exchange_once(broker, node, api, version, body),
-        )
-        .await
-        .unwrap_or_else(|_| Err("request timed out".into()));
-        result.map_err(|why| {
-            self.conn = None;
-            Failure::Retry(why)
-        })
-    }
-
-    async fn exchange_once(
-        &mut self,
-        broker: &Broker,
-        node: i32,
-        api: ApiKey,
-        version: i16,
-        body: &RequestKind,
-    ) -> Result<ResponseKind, String> {
-        if self.conn.as_ref().is_none_or(|(n, _)| *n != node) {
-            let (host, port) = broker
-                .quorum()
-                .and_then(|q| q.address_of(node))
-                .ok_or_else(|| format!("node {node} is not a voter"))?;
-            let stream = TcpStream::connect((host.as_str(), port))
-                .await
-                .map_err(|e| e.to_string())?;
-            let _ = stream.set_nodelay(true);
-            self.conn = Some((node, stream));
+        let ControllerClient {
+            node: connected_to,
+            client,
+        } = self;
+        let client = client.get_or_insert_with(|| {
+            PeerClient::new(
+                format!("strata-broker-{}", broker.config.node_id),
+                MAX_RESPONSE_BYTES,
+            )
+        });
+        if *connected_to != Some(node) {
+            client.disconnect();
         }
-        let Some((_, stream)) = self.conn.as_mut() else {
-            return Err("not connected".into());
+        let attempt = async {
+            if !client.is_connected() {
+                let (host, port) = broker
+                    .quorum()
+                    .and_then(|q| q.address_of(node))
+                    .ok_or(ExchangeError::NotAVoter(node))?;
+                client.connect((host.as_str(), port)).await?;
+                *connected_to = Some(node);
+            }
+            Ok::<_, ExchangeError>(client.request(api, version, body).await?)
         };
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let client_id = format!("strata-broker-{}", broker.config.node_id);
-        let frame = codec::encode_request(api, version, self.correlation_id, &client_id, body)
-            .map_err(|e| e.to_string())?;
-        stream.write_all(&frame).await.map_err(|e| e.to_string())?;
-        let frame = crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES)
+        peer_client::within(REQUEST_TIMEOUT, attempt)
             .await
-            .map_err(|e| e.to_string())?;
-        let response = codec::decode_response(api, version, frame).map_err(|e| e.to_string())?;
-        if response.correlation_id != self.correlation_id {
-            return Err("response out of order".into());
-        }
-        Ok(response.body)
+            .map_err(|e: ExchangeError| {
+                client.disconnect();
+                Failure::Retry(e.to_string())
+            })
     }
 }
 

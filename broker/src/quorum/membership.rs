@@ -24,18 +24,16 @@ use std::time::{Duration, Instant};
 
 use strata_kraft::Uuid;
 use strata_kraft::raft::{Endpoint, Input, NodeId, ReplicaKey, RoleKind, VoterChangeError};
-use strata_protocol::codec;
 use strata_protocol::messages::{
     AddRaftVoterRequest, AddRaftVoterResponse, ApiKey, DescribeQuorumRequest,
     RemoveRaftVoterRequest, RemoveRaftVoterResponse, RequestKind, ResponseKind,
     add_raft_voter_request, describe_quorum_request,
 };
 use strata_protocol::{ResponseError, StrBytes};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use super::QuorumHandle;
 use crate::config::BrokerConfig;
+use crate::peer_client::{self, PeerClient, PeerError};
 
 /// No error.
 const NONE: i16 = 0;
@@ -179,22 +177,13 @@ async fn request_once(
     body: &RequestKind,
     client_id: &str,
     timeout: Duration,
-) -> Result<ResponseKind, String> {
-    let frame = codec::encode_request(api, version, 1, client_id, body)
-        .map_err(|e| format!("cannot encode: {e}"))?;
-    let exchange = async {
-        let mut stream = TcpStream::connect(addr).await?;
-        let _ = stream.set_nodelay(true);
-        stream.write_all(&frame).await?;
-        crate::frame_io::read_frame(&mut stream, MAX_RESPONSE_BYTES).await
-    };
-    let answer = tokio::time::timeout(timeout, exchange)
-        .await
-        .map_err(|_| "timed out".to_owned())?
-        .map_err(|e| e.to_string())?;
-    codec::decode_response(api, version, answer)
-        .map(|r| r.body)
-        .map_err(|e| e.to_string())
+) -> Result<ResponseKind, PeerError> {
+    let mut client = PeerClient::new(client_id, MAX_RESPONSE_BYTES);
+    peer_client::within(timeout, async {
+        client.connect(addr).await?;
+        client.request(api, version, body).await
+    })
+    .await
 }
 
 /// KIP-853 auto-join: asks the leader at `addr` to make `me` a voter, after removing

@@ -20,13 +20,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strata_kraft::raft::{Message, NodeId, ReplicaKey, SnapshotId};
-use strata_protocol::codec;
 use strata_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::{Command, snapshot, wire};
+use crate::peer_client::{self, PeerClient, PeerError};
 
 /// Requests waiting for one peer; more means the peer is not keeping up.
 const QUEUE: usize = 64;
@@ -79,10 +77,7 @@ struct Peer {
 }
 
 async fn run(mut peer: Peer) {
-    let mut link = Link {
-        conn: None,
-        correlation_id: 0,
-    };
+    let mut link = PeerClient::new(peer.client_id.clone(), MAX_RESPONSE_BYTES);
     let mut backoff = peer.retry_backoff;
     while let Some(msg) = peer.rx.recv().await {
         let answer = match &msg {
@@ -96,7 +91,7 @@ async fn run(mut peer: Peer) {
         let reply = match answer {
             Ok(reply) => reply,
             Err(why) => {
-                if !fail(&mut peer, &mut link.conn, &mut backoff, &why).await {
+                if !fail(&mut peer, &mut link, &mut backoff, &why).await {
                     return; // the driver stopped
                 }
                 continue;
@@ -118,21 +113,13 @@ async fn run(mut peer: Peer) {
     }
 }
 
-/// The connection to the voter, and the correlation ids sent on it.
-struct Link {
-    /// `None` until connected, and after a failure.
-    conn: Option<TcpStream>,
-    /// The last correlation id sent.
-    correlation_id: i32,
-}
-
 /// Sends one request of the core and returns the core's view of the answer (`None` when
 /// the answer carries nothing the core has a word for).
 async fn exchange_one(
     peer: &Peer,
-    link: &mut Link,
+    link: &mut PeerClient,
     msg: &Message,
-) -> Result<Option<Message>, String> {
+) -> Result<Option<Message>, PeerError> {
     let (Some((api, version)), Some(body)) = (
         wire::request_api(msg),
         wire::request_to_wire(msg, peer.to, &peer.cluster_id),
@@ -154,11 +141,11 @@ async fn exchange_one(
 /// ([`snapshot::MAX_SNAPSHOT_BYTES`]), so the loop ends.
 async fn fetch_snapshot(
     peer: &Peer,
-    link: &mut Link,
+    link: &mut PeerClient,
     epoch: i32,
     replica: ReplicaKey,
     snapshot_id: SnapshotId,
-) -> Result<Option<Message>, String> {
+) -> Result<Option<Message>, PeerError> {
     let mut assembly = snapshot::Assembly::default();
     loop {
         let body = wire::fetch_snapshot_request(
@@ -200,53 +187,31 @@ async fn fetch_snapshot(
 /// request timeout.
 async fn exchange(
     peer: &Peer,
-    link: &mut Link,
+    link: &mut PeerClient,
     api: ApiKey,
     version: i16,
     body: &RequestKind,
-) -> Result<ResponseKind, String> {
-    link.correlation_id = link.correlation_id.wrapping_add(1);
-    let correlation_id = link.correlation_id;
-    let frame = codec::encode_request(api, version, correlation_id, &peer.client_id, body)
-        .map_err(|e| format!("cannot encode a quorum request: {e}"))?;
+) -> Result<ResponseKind, PeerError> {
     let deadline = tokio::time::Instant::now() + peer.request_timeout;
-    let mut reused = link.conn.is_some();
-    let answer = loop {
-        match tokio::time::timeout_at(deadline, round_trip(&peer.addr, &mut link.conn, &frame))
-            .await
-        {
-            Ok(Ok(body)) => break body,
-            Ok(Err(e)) if reused => {
+    let mut reused = link.is_connected();
+    loop {
+        let attempt = async {
+            if !link.is_connected() {
+                link.connect(peer.addr.as_str()).await?;
+            }
+            link.request(api, version, body).await
+        };
+        match peer_client::until(deadline, attempt).await {
+            Ok(body) => return Ok(body),
+            Err(e) if reused && e.is_connection_failure() => {
                 // See the module doc: the idle connection may have been closed under us.
                 tracing::debug!(peer = peer.to.0, error = %e, "quorum connection was closed; reconnecting");
-                link.conn = None;
+                link.disconnect();
                 reused = false;
             }
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err("request timed out".into()),
+            Err(e) => return Err(e),
         }
-    };
-    match codec::decode_response(api, version, answer) {
-        Ok(r) if r.correlation_id == correlation_id => Ok(r.body),
-        Ok(_) => Err("response out of order".into()),
-        Err(e) => Err(e.to_string()),
     }
-}
-
-/// Sends `frame` on `conn`, connecting first if there is none, and reads the answer.
-async fn round_trip(
-    addr: &str,
-    conn: &mut Option<TcpStream>,
-    frame: &[u8],
-) -> std::io::Result<bytes::Bytes> {
-    if conn.is_none() {
-        let stream = TcpStream::connect(addr).await?;
-        let _ = stream.set_nodelay(true);
-        *conn = Some(stream);
-    }
-    let stream = conn.as_mut().expect("connected above");
-    stream.write_all(frame).await?;
-    crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES).await
 }
 
 /// Drops the connection, waits out the backoff, drops what was queued meanwhile, and then
@@ -254,12 +219,12 @@ async fn round_trip(
 /// is not among what is dropped. Returns `false` once the driver has stopped.
 async fn fail(
     peer: &mut Peer,
-    conn: &mut Option<TcpStream>,
+    link: &mut PeerClient,
     backoff: &mut Duration,
-    why: &str,
+    why: &PeerError,
 ) -> bool {
-    tracing::debug!(peer = peer.to.0, addr = %peer.addr, why, "quorum connection failed");
-    *conn = None;
+    tracing::debug!(peer = peer.to.0, addr = %peer.addr, why = %why, "quorum connection failed");
+    link.disconnect();
     tokio::time::sleep(*backoff).await;
     *backoff = (*backoff * 2).min(MAX_BACKOFF);
     while peer.rx.try_recv().is_ok() {}

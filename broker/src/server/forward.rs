@@ -35,10 +35,9 @@ use strata_protocol::messages::{
     ApiKey, CreateTopicsRequest, RequestKind, ResponseKind, TopicName,
 };
 use strata_protocol::{ResponseError, StrBytes};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::broker::Broker;
+use crate::peer_client::{Decoding, PeerClient, PeerError};
 use crate::server::handlers::RequestContext;
 
 /// The client id of a forwarded request; a node receiving it answers locally.
@@ -86,38 +85,27 @@ pub enum ForwardError {
     /// No node other than this one was known to lead the quorum.
     #[error("no controller known after {waited:?}")]
     NoController { waited: Duration },
-    /// Connecting, writing or reading failed.
+    /// Connecting, the exchange, or its answer failed.
     #[error("controller {node_id} at {host}:{port}: {source}")]
-    Io {
+    Peer {
         node_id: i32,
         host: String,
         port: u16,
         #[source]
-        source: std::io::Error,
+        source: PeerError,
     },
     /// No answer within the request's deadline.
     #[error("controller {node_id} did not answer within {waited:?}")]
     TimedOut { node_id: i32, waited: Duration },
-    /// The request could not be encoded (a bug) or the answer not decoded.
-    #[error("controller {node_id}: {reason}")]
-    Codec { node_id: i32, reason: String },
-    /// The answer carried another correlation id.
-    #[error("controller {node_id} answered correlation id {got}, expected {expected}")]
-    OutOfOrder {
-        node_id: i32,
-        got: i32,
-        expected: i32,
-    },
 }
 
-/// The pooled connection: to which controller, and the last correlation id used on it.
+/// The pooled connection: to which controller, and the client on it (whose correlation ids
+/// start again with each new connection).
 struct Connection {
     /// The controller it reaches; another controller needs another connection.
     to: Controller,
-    /// The socket.
-    stream: TcpStream,
-    /// Incremented for each request.
-    correlation_id: i32,
+    /// The connected client.
+    client: PeerClient,
 }
 
 /// The process's one connection to the controller. A process is one node; the pool lives
@@ -302,54 +290,38 @@ async fn exchange(
     version: i16,
     body: &RequestKind,
 ) -> Result<ResponseKind, ForwardError> {
-    let io = |source: std::io::Error| ForwardError::Io {
+    let failed = |source: PeerError| ForwardError::Peer {
         node_id: to.node_id,
         host: to.host.clone(),
         port: to.port,
         source,
     };
-    let codec_error = |reason: String| ForwardError::Codec {
-        node_id: to.node_id,
-        reason,
+    let conn = match pooled {
+        Some(conn) if conn.to == *to && conn.client.is_connected() => conn,
+        _ => {
+            let mut client = PeerClient::new(FORWARDED_CLIENT_ID, MAX_RESPONSE_BYTES)
+                .with_decoding(Decoding::Forwarded);
+            client
+                .connect((to.host.as_str(), to.port))
+                .await
+                .map_err(failed)?;
+            pooled.insert(Connection {
+                to: to.clone(),
+                client,
+            })
+        }
     };
-    if pooled.as_ref().is_none_or(|c| c.to != *to) {
-        let stream = TcpStream::connect((to.host.as_str(), to.port))
-            .await
-            .map_err(io)?;
-        let _ = stream.set_nodelay(true);
-        *pooled = Some(Connection {
-            to: to.clone(),
-            stream,
-            correlation_id: 0,
-        });
-    }
-    let Some(conn) = pooled.as_mut() else {
-        return Err(codec_error("no connection".to_owned()));
-    };
-    conn.correlation_id = conn.correlation_id.wrapping_add(1);
-    let expected = conn.correlation_id;
-    let frame = codec::encode_request(api_key, version, expected, client_id, body)
-        .map_err(|e| codec_error(e.to_string()))?;
-    conn.stream.write_all(&frame).await.map_err(io)?;
-    let answer = crate::frame_io::read_frame(&mut conn.stream, MAX_RESPONSE_BYTES)
-        .await
-        .map_err(io)?;
     // DescribeQuorum is a controller-listener API a client listener also forwards
     // (handlers/describe_quorum.rs); its answer reads as the controller listener's.
-    let response = if api_key == ApiKey::DescribeQuorum {
-        codec::decode_response(api_key, version, answer)
+    let decoding = if api_key == ApiKey::DescribeQuorum {
+        Decoding::Peer
     } else {
-        codec::decode_forwarded_response(api_key, version, answer)
-    }
-    .map_err(|e| codec_error(e.to_string()))?;
-    if response.correlation_id != expected {
-        return Err(ForwardError::OutOfOrder {
-            node_id: to.node_id,
-            got: response.correlation_id,
-            expected,
-        });
-    }
-    Ok(response.body)
+        Decoding::Forwarded
+    };
+    conn.client
+        .request_with(client_id, decoding, api_key, version, body)
+        .await
+        .map_err(failed)
 }
 
 /// Forwards `req` to the quorum's leader on behalf of the client of `ctx`
@@ -506,7 +478,7 @@ pub async fn create_offsets_topic(broker: &std::sync::Arc<Broker>) -> Result<(),
 mod tests {
     use super::*;
     use strata_protocol::messages::{AlterConfigsRequest, DeleteTopicsRequest};
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[test]
     fn the_deadline_is_the_request_timeout_within_bounds() {
@@ -581,7 +553,14 @@ mod tests {
         let body = RequestKind::CreateTopics(CreateTopicsRequest::default());
         let got = forward(&to, ApiKey::CreateTopics, 7, &body, Duration::from_secs(5)).await;
         assert!(
-            matches!(got, Err(ForwardError::Io { node_id: 3, .. })),
+            matches!(
+                got,
+                Err(ForwardError::Peer {
+                    node_id: 3,
+                    source: PeerError::BadFrame { .. },
+                    ..
+                })
+            ),
             "{got:?}"
         );
         liar.abort();

@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use strata_protocol::codec;
 use strata_protocol::messages::fetch_request::{FetchPartition as WirePartition, FetchTopic};
 use strata_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, RequestKind, ResponseKind, TopicName,
@@ -32,11 +31,10 @@ use strata_replication::fetch::{EpochEndOffset, FetchAnswer};
 use strata_replication::follower::{
     FollowerRequest, FollowerState, LocalLog, Truncation, TruncationMode,
 };
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::broker::Broker;
 use crate::partition::Partition;
+use crate::peer_client::{self, PeerClient, PeerError};
 
 /// Fetch version sent: v12 has the diverging epoch and still names topics.
 const FETCH_VERSION: i16 = 12;
@@ -213,34 +211,27 @@ fn truncate(log: &mut strata_storage::Log, partition: &Partition, t: Truncation)
 }
 
 async fn run(broker: Arc<Broker>, leader: i32, src: Arc<Source>) {
-    let mut conn: Option<TcpStream> = None;
-    let mut correlation_id = 0i32;
-    let client_id = format!("strata-replica-fetcher-{}", broker.config.node_id);
+    let mut client = PeerClient::new(
+        format!("strata-replica-fetcher-{}", broker.config.node_id),
+        MAX_RESPONSE_BYTES,
+    );
     while !src.stopped.load(Ordering::Relaxed) {
         let Some((request, asked)) = build_request(&broker, &src) else {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        correlation_id = correlation_id.wrapping_add(1);
-        let exchange = exchange(
-            &broker,
-            leader,
-            &mut conn,
-            correlation_id,
-            &client_id,
-            &request,
-        );
-        let response = match tokio::time::timeout(EXCHANGE_TIMEOUT, exchange).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(why)) => {
-                tracing::debug!(leader, why, "replica fetch failed");
-                conn = None;
+        let exchange = exchange(&broker, leader, &mut client, &request);
+        let response = match peer_client::within(EXCHANGE_TIMEOUT, exchange).await {
+            Ok(r) => r,
+            Err(FetchError::Peer(PeerError::Timeout)) => {
+                tracing::debug!(leader, "replica fetch timed out");
+                client.disconnect();
                 tokio::time::sleep(BACKOFF).await;
                 continue;
             }
-            Err(_) => {
-                tracing::debug!(leader, "replica fetch timed out");
-                conn = None;
+            Err(why) => {
+                tracing::debug!(leader, why = %why, "replica fetch failed");
+                client.disconnect();
                 tokio::time::sleep(BACKOFF).await;
                 continue;
             }
@@ -307,45 +298,38 @@ fn build_request(broker: &Broker, src: &Source) -> Option<(RequestKind, Asked)> 
     Some((RequestKind::Fetch(request), asked))
 }
 
+/// Why one replica fetch got no answer.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    /// The leader has no inter-broker endpoint in this node's image.
+    #[error("leader not registered")]
+    LeaderNotRegistered,
+    /// Connecting, the exchange, or its time bound.
+    #[error(transparent)]
+    Peer(#[from] PeerError),
+    /// The answer is not a Fetch response.
+    #[error("unexpected response")]
+    Unexpected,
+}
+
 async fn exchange(
     broker: &Broker,
     leader: i32,
-    conn: &mut Option<TcpStream>,
-    correlation_id: i32,
-    client_id: &str,
+    client: &mut PeerClient,
     request: &RequestKind,
-) -> Result<strata_protocol::messages::FetchResponse, String> {
-    if conn.is_none() {
+) -> Result<strata_protocol::messages::FetchResponse, FetchError> {
+    if !client.is_connected() {
         let image = broker.image();
         let (host, port) = crate::broker::inter_broker_endpoint(broker, &image, leader)
-            .ok_or("leader not registered")?;
-        let stream = TcpStream::connect((host.as_str(), port))
-            .await
-            .map_err(|e| e.to_string())?;
-        let _ = stream.set_nodelay(true);
-        *conn = Some(stream);
+            .ok_or(FetchError::LeaderNotRegistered)?;
+        client.connect((host.as_str(), port)).await?;
     }
-    let stream = conn.as_mut().ok_or("not connected")?;
-    let frame = codec::encode_request(
-        ApiKey::Fetch,
-        FETCH_VERSION,
-        correlation_id,
-        client_id,
-        request,
-    )
-    .map_err(|e| e.to_string())?;
-    stream.write_all(&frame).await.map_err(|e| e.to_string())?;
-    let body = crate::frame_io::read_frame(stream, MAX_RESPONSE_BYTES)
-        .await
-        .map_err(|e| e.to_string())?;
-    let response =
-        codec::decode_response(ApiKey::Fetch, FETCH_VERSION, body).map_err(|e| e.to_string())?;
-    if response.correlation_id != correlation_id {
-        return Err("response out of order".into());
-    }
-    match response.body {
+    match client
+        .request(ApiKey::Fetch, FETCH_VERSION, request)
+        .await?
+    {
         ResponseKind::Fetch(r) => Ok(r),
-        _ => Err("unexpected response".into()),
+        _ => Err(FetchError::Unexpected),
     }
 }
 
