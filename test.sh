@@ -119,10 +119,9 @@ if [[ -z "${SKIP_LINT:-}" ]]; then
 fi
 
 # The README's quickstart, exactly as written (`cargo run --release &`, then its kcat lines),
-# from a scratch directory in the checkout, on localhost:9092. It runs before STRATA_BIN is
-# used because `cargo run` builds the broker with the default members' features, not the
-# whole workspace's, and so relinks target/release/strata; the build after it puts back the
-# workspace's binary that every later step runs.
+# from a scratch directory in the checkout, on localhost:9092. `cargo run` resolves the
+# default members' features, which workspace-hack/ makes the same as the workspace build's,
+# so it reuses the build above; the build after it is a check that nothing was relinked.
 run_step quickstart timeout --kill-after=30s 15m tests/quickstart.sh
 run_step build-after-quickstart cargo build --release --workspace --all-targets
 
