@@ -201,23 +201,25 @@ fn timed(timer: crate::metrics::RequestTimer, slot: Slot) -> Slot {
             timer.record();
             slot
         }
-        Slot::Pending(handle) => Slot::Pending(tokio::spawn(async move {
-            let done = handle.await;
-            timer.record();
-            done.unwrap_or_else(|e| {
-                tracing::error!(error = %e, "request task failed; closing connection");
-                None
-            })
-        })),
-        Slot::PendingPlan(handle) => Slot::PendingPlan(tokio::spawn(async move {
-            let done = handle.await;
-            timer.record();
-            done.unwrap_or_else(|e| {
-                tracing::error!(error = %e, "request task failed; closing connection");
-                None
-            })
-        })),
+        Slot::Pending(handle) => Slot::Pending(timed_task(timer, handle)),
+        Slot::PendingPlan(handle) => Slot::PendingPlan(timed_task(timer, handle)),
     }
+}
+
+/// `handle`'s answer once its task ends, with the request's latency recorded then; a task
+/// that failed answers nothing (the connection closes).
+fn timed_task<T: Send + 'static>(
+    timer: crate::metrics::RequestTimer,
+    handle: tokio::task::JoinHandle<Option<T>>,
+) -> tokio::task::JoinHandle<Option<T>> {
+    tokio::spawn(async move {
+        let done = handle.await;
+        timer.record();
+        done.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "request task failed; closing connection");
+            None
+        })
+    })
 }
 
 /// Runs a request and returns its response slot. Requests that may park (Fetch) run in a task

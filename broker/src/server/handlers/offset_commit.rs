@@ -15,8 +15,7 @@ use strata_protocol::messages::offset_commit_response::{
 use strata_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::RequestContext;
-use crate::broker::Broker;
-use crate::broker::groups;
+use crate::broker::{Broker, groups};
 use crate::coordinator::offsets::CommittedOffset;
 use crate::server::error::offset_store_error_code;
 
