@@ -75,7 +75,7 @@ pub struct Broker {
     offline: RwLock<HashSet<(String, i32)>>,
     /// The unused rest of this broker's producer id block, `next..end` (Kafka's
     /// `RPCProducerIdManager`); empty until the first InitProducerId.
-    producer_ids: Mutex<std::ops::Range<i64>>,
+    producer_ids: tokio::sync::Mutex<std::ops::Range<i64>>,
     /// Committed offsets and group metadata, in `__consumer_offsets` (not a user topic, so
     /// neither in the image nor in `partitions`). Shared with the group coordinator, which
     /// writes its group metadata records there.
@@ -200,7 +200,7 @@ impl Broker {
             image: RwLock::new(image.clone()),
             partitions: RwLock::new(HashMap::new()),
             offline: RwLock::new(HashSet::new()),
-            producer_ids: Mutex::new(0..0),
+            producer_ids: tokio::sync::Mutex::new(0..0),
             offsets,
             groups,
             consumer_groups,
@@ -333,8 +333,8 @@ impl Broker {
     ///
     /// [`CreateTopicError::Metadata`]: TOPIC_ALREADY_EXISTS on a single node (whose offset
     /// store needs no placement) or when it exists, NOT_CONTROLLER off the controller.
-    pub fn create_offsets_topic(&self) -> Result<Uuid, CreateTopicError> {
-        if self.local_store().is_some() {
+    pub async fn create_offsets_topic(&self) -> Result<Uuid, CreateTopicError> {
+        if !self.is_clustered() {
             // A single node's offset store needs no placement.
             return Err(CreateTopicError::Metadata(
                 MetadataError::TopicAlreadyExists(OFFSETS_TOPIC.to_owned()),
@@ -352,6 +352,7 @@ impl Broker {
             validate_only: false,
             assignments: None,
         })
+        .await
     }
 
     /// Creates a topic: its partitions' logs first, then its records in the metadata log.
@@ -368,7 +369,7 @@ impl Broker {
     /// [`CreateTopicError::Metadata`] for Kafka's validation failures (name, partitions,
     /// configs, existing) and metadata write failures, [`CreateTopicError::PartitionLog`] when
     /// a partition's log cannot be created.
-    pub fn create_topic(
+    pub async fn create_topic(
         &self,
         mut req: CreateTopic,
         now_ms: i64,
@@ -386,10 +387,13 @@ impl Broker {
                 MetadataError::TopicAlreadyExists(req.name),
             ));
         }
+        if self.is_clustered() {
+            return self.cluster_create_topic(req).await;
+        }
         let validate_only = req.validate_only;
         let name = req.name.clone();
         let Some(mut store) = self.local_store() else {
-            return self.cluster_create_topic(req);
+            return Err(CreateTopicError::Metadata(MetadataError::NotController));
         };
         let mut created = Vec::new();
         let result =
@@ -420,7 +424,7 @@ impl Broker {
     ///
     /// [`CreateTopicError::Metadata`] for what the controller refuses,
     /// [`CreateTopicError::PartitionLog`] when a new partition's log cannot be created.
-    pub fn create_partitions(
+    pub async fn create_partitions(
         &self,
         topic: &str,
         count: i32,
@@ -428,10 +432,14 @@ impl Broker {
         validate_only: bool,
         now_ms: i64,
     ) -> Result<(), CreateTopicError> {
-        let Some(mut store) = self.local_store() else {
+        if self.is_clustered() {
             return self
                 .cluster_create_partitions(topic, count, assignments, validate_only)
+                .await
                 .map_err(CreateTopicError::Metadata);
+        }
+        let Some(mut store) = self.local_store() else {
+            return Err(CreateTopicError::Metadata(MetadataError::NotController));
         };
         let (topic_id, existing) = store
             .image()
@@ -467,10 +475,13 @@ impl Broker {
     /// # Errors
     ///
     /// [`MetadataError::UnknownTopic`] and storage failures.
-    pub fn delete_topic(&self, topic_id: Uuid, now_ms: i64) -> Result<String, MetadataError> {
-        let Some(mut store) = self.local_store() else {
+    pub async fn delete_topic(&self, topic_id: Uuid, now_ms: i64) -> Result<String, MetadataError> {
+        if self.is_clustered() {
             // Every node removes the data as it applies the deletion.
-            return self.cluster_delete_topic(topic_id);
+            return self.cluster_delete_topic(topic_id).await;
+        }
+        let Some(mut store) = self.local_store() else {
+            return Err(MetadataError::NotController);
         };
         let name = store.delete_topic(topic_id, now_ms)?;
         self.publish_image(&store);
@@ -535,14 +546,19 @@ impl Broker {
     /// # Errors
     ///
     /// Not the controller, or a storage error; per-entry failures are data in the results.
-    pub fn alter_client_quotas(
+    pub async fn alter_client_quotas(
         &self,
         entries: &[strata_kraft::client_quotas::QuotaAlteration],
         validate_only: bool,
         now_ms: i64,
     ) -> Result<Vec<Result<(), strata_kraft::client_quotas::ClientQuotaError>>, MetadataError> {
+        if self.is_clustered() {
+            return self
+                .cluster_alter_client_quotas(entries, validate_only)
+                .await;
+        }
         let Some(mut store) = self.local_store() else {
-            return self.cluster_alter_client_quotas(entries, validate_only);
+            return Err(MetadataError::NotController);
         };
         let results = store.alter_client_quotas(entries, validate_only, now_ms)?;
         self.publish_image(&store);
@@ -556,14 +572,19 @@ impl Broker {
     /// # Errors
     ///
     /// A storage or controller error; per-user outcomes are data in the results.
-    pub fn alter_user_scram_credentials(
+    pub async fn alter_user_scram_credentials(
         &self,
         deletions: &[strata_kraft::scram::ScramDeletion],
         upsertions: &[strata_kraft::scram::ScramUpsertion],
         now_ms: i64,
     ) -> Result<strata_kraft::scram::ScramResults, MetadataError> {
+        if self.is_clustered() {
+            return self
+                .cluster_alter_user_scram_credentials(deletions, upsertions)
+                .await;
+        }
         let Some(mut store) = self.local_store() else {
-            return self.cluster_alter_user_scram_credentials(deletions, upsertions);
+            return Err(MetadataError::NotController);
         };
         let results = store.alter_user_scram_credentials(deletions, upsertions, now_ms)?;
         self.publish_image(&store);
@@ -578,16 +599,21 @@ impl Broker {
     /// # Errors
     ///
     /// [`MetadataError::UnknownTopic`], [`MetadataError::InvalidConfig`] or a storage error.
-    pub fn alter_topic_configs(
+    pub async fn alter_topic_configs(
         &self,
         topic: &str,
         changes: &[(String, Option<String>)],
         validate_only: bool,
         now_ms: i64,
     ) -> Result<(), MetadataError> {
-        let Some(mut store) = self.local_store() else {
+        if self.is_clustered() {
             // Every node gives its logs the new config as it applies the change.
-            return self.cluster_alter_topic_configs(topic, changes, validate_only);
+            return self
+                .cluster_alter_topic_configs(topic, changes, validate_only)
+                .await;
+        }
+        let Some(mut store) = self.local_store() else {
+            return Err(MetadataError::NotController);
         };
         let before = store.image();
         for (key, value) in changes {
@@ -627,7 +653,7 @@ impl Broker {
     /// # Errors
     ///
     /// A storage error, or the controller's answer on a multi-voter quorum.
-    pub fn alter_broker_configs(
+    pub async fn alter_broker_configs(
         &self,
         resource: &str,
         changes: &[(String, Option<String>)],
@@ -637,9 +663,12 @@ impl Broker {
         if validate_only {
             return Ok(());
         }
-        let Some(mut store) = self.local_store() else {
+        if self.is_clustered() {
             // Every node refreshes its logs as it applies the records (`apply_image`).
-            return self.cluster_alter_broker_configs(resource, changes);
+            return self.cluster_alter_broker_configs(resource, changes).await;
+        }
+        let Some(mut store) = self.local_store() else {
+            return Err(MetadataError::NotController);
         };
         let result = store.set_broker_configs(resource, changes, now_ms);
         let image = self.publish_image(&store);
@@ -706,19 +735,14 @@ impl Broker {
     ///
     /// [`MetadataError`] when a new block cannot be allocated or made durable;
     /// `NotController` or `Timeout` when the controller gave none.
-    pub fn next_producer_id(&self, now_ms: i64) -> Result<i64, MetadataError> {
-        let mut ids = self
-            .producer_ids
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    pub async fn next_producer_id(&self, now_ms: i64) -> Result<i64, MetadataError> {
+        // Held while a block is fetched, so one InitProducerId asks and the others wait.
+        let mut ids = self.producer_ids.lock().await;
         if ids.is_empty() {
-            let block = match self.local_store() {
-                Some(mut store) => {
-                    let block = store.allocate_producer_ids(self.config.node_id, now_ms)?;
-                    self.publish_image(&store);
-                    block
-                }
-                None => self.cluster_allocate_producer_ids()?,
+            let block = if self.is_clustered() {
+                self.cluster_allocate_producer_ids().await?
+            } else {
+                self.local_allocate_producer_ids(now_ms)?
             };
             // Kafka's RPCProducerIdManager: a block below the previous one is refused, so
             // a confused controller cannot make this broker hand out an id twice.
@@ -735,6 +759,19 @@ impl Broker {
         let id = ids.start;
         ids.start += 1;
         Ok(id)
+    }
+
+    /// A single voter's next producer id block, from its own store.
+    fn local_allocate_producer_ids(
+        &self,
+        now_ms: i64,
+    ) -> Result<strata_kraft::record::ProducerIdsBlock, MetadataError> {
+        let Some(mut store) = self.local_store() else {
+            return Err(MetadataError::NotController);
+        };
+        let block = store.allocate_producer_ids(self.config.node_id, now_ms)?;
+        self.publish_image(&store);
+        Ok(block)
     }
 
     /// Flushes every log: the clean-shutdown path. Partitions are flushed by

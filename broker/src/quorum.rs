@@ -1,11 +1,12 @@
 //! The tokio driver of the Raft core (`strata_kraft::raft::RaftNode`): the metadata quorum
 //! over the network.
 //!
-//! One task owns the core and everything durable it asks for: the `quorum-state` file and
-//! the Raft log in `<log_dir>/__cluster_metadata-0`. It feeds the core inputs one at a
-//! time and carries out each step's actions in order, every storage action durable (written
-//! and fsynced) before the next action runs, so a vote or a Fetch offset never leaves this
-//! node before what it promises is on disk.
+//! One task, on a thread of its own (`metadata-quorum`), owns the core and everything
+//! durable it asks for: the `quorum-state` file and the Raft log in
+//! `<log_dir>/__cluster_metadata-0`. It feeds the core inputs one at a time and carries out
+//! each step's actions in order, every storage action durable (written and fsynced) before
+//! the next action runs, so a vote or a Fetch offset never leaves this node before what it
+//! promises is on disk. Its fsyncs block only its own thread.
 //!
 //! - **Timers**: the task sleeps until the core's `next_deadline()` or the next input,
 //!   whichever comes first, and ticks the core. `now` is milliseconds since the driver
@@ -48,7 +49,7 @@
 //! | `peer.rs` | one outbound connection per voter |
 //! | `membership.rs` | a dynamic quorum (KIP-853): founding it, auto-join, AddRaftVoter and RemoveRaftVoter |
 //!
-//! A snapshot is encoded on the driver's task, so a very large image delays the quorum's
+//! A snapshot is encoded on the driver's thread, so a very large image delays the quorum's
 //! next step by that long (Kafka writes its snapshots on a separate thread).
 
 pub mod disk;
@@ -72,7 +73,7 @@ use strata_kraft::raft::{
 };
 use strata_kraft::{MetadataError, MetadataImage, MetadataRecord, Uuid};
 use strata_protocol::messages::{RequestKind, ResponseKind};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::BrokerConfig;
 use snapshotting::{SnapshotPolicy, apply_all, entries_after};
@@ -97,6 +98,9 @@ pub enum QuorumError {
     /// A snapshot file.
     #[error(transparent)]
     Snapshot(#[from] snapshot::SnapshotError),
+    /// The driver's thread could not be started.
+    #[error("cannot start the metadata quorum's thread: {0}")]
+    Thread(std::io::Error),
     /// A directory could not be created.
     #[error("cannot create {path}: {source}")]
     Io {
@@ -133,8 +137,10 @@ const PROPOSAL_TIMEOUT: Duration = Duration::from_secs(5);
 /// the voters' endpoints.
 type Described = (Option<QuorumDescription>, Vec<(NodeId, Endpoint)>);
 
-/// The answer to a proposal: the entry's offset once it is committed and applied.
-type ProposalReply = std::sync::mpsc::Sender<Result<i64, MetadataError>>;
+/// The answer to a proposal: the entry's offset once it is committed and applied. It fires
+/// from the driver's task as the entry is applied, so the proposer awaits it and no thread
+/// waits.
+type ProposalReply = oneshot::Sender<Result<i64, MetadataError>>;
 
 /// What the driver is asked from outside its task.
 enum Command {
@@ -175,8 +181,9 @@ enum Command {
 pub struct QuorumHandle {
     /// Into the driver task.
     tx: mpsc::Sender<Command>,
-    /// The latest status, readable without waiting for the driver.
-    status: Arc<RwLock<QuorumStatus>>,
+    /// The latest status, readable without waiting for the driver, and awaitable: the
+    /// driver sends a new one after every step.
+    status: watch::Receiver<QuorumStatus>,
     /// The cluster id every request must carry.
     cluster_id: Arc<str>,
     /// Where each node the quorum knows of takes controller requests (see [`Addresses`]).
@@ -202,7 +209,7 @@ impl QuorumHandle {
 
     /// The latest status.
     pub fn status(&self) -> QuorumStatus {
-        *self.status.read().unwrap_or_else(|e| e.into_inner())
+        *self.status.borrow()
     }
 
     /// Hands an inbound quorum RPC to the core and returns the body of its answer, or
@@ -246,53 +253,48 @@ impl QuorumHandle {
         }
     }
 
-    /// Proposes one metadata operation's records as one entry and waits, blocking the
-    /// calling thread, until it is committed and applied to the published image. Returns
-    /// the entry's offset. Call only from a thread that may block (a `spawn_blocking`
-    /// thread, or inside `block_in_place`).
+    /// Proposes one metadata operation's records as one entry and waits until it is
+    /// committed and applied to the published image. Returns the entry's offset. Nothing
+    /// blocks: the driver answers through a oneshot as it applies the entry.
     ///
     /// # Errors
     ///
     /// [`MetadataError::NotController`] when this node does not lead or stops leading
     /// before the entry commits (the entry may still commit under a later leader, as in
     /// Kafka, which answers NOT_CONTROLLER then too); [`MetadataError::Timeout`] when it
-    /// does not commit within [`PROPOSAL_TIMEOUT`].
-    pub fn propose_blocking(&self, records: &[MetadataRecord]) -> Result<i64, MetadataError> {
-        let (reply, rx) = std::sync::mpsc::channel();
+    /// does not commit within [`PROPOSAL_TIMEOUT`], or the driver's queue is full.
+    pub async fn propose(&self, records: &[MetadataRecord]) -> Result<i64, MetadataError> {
+        let (reply, rx) = oneshot::channel();
         let data = encode_entry(records);
         self.tx
             .try_send(Command::Propose { data, reply })
             .map_err(|_| MetadataError::Timeout)?;
-        match rx.recv_timeout(PROPOSAL_TIMEOUT) {
-            Ok(result) => result,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(MetadataError::Timeout),
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                Err(MetadataError::NotController)
-            }
+        match tokio::time::timeout(PROPOSAL_TIMEOUT, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(MetadataError::NotController),
+            Err(_) => Err(MetadataError::Timeout),
         }
     }
 
-    /// Waits (blocking, bounded by `max`) until this node leads and has applied its whole
-    /// log, so an operation computed from the published image sees every earlier one: a
-    /// new leader first commits its predecessors' entries along with its own LeaderChange.
+    /// Waits, at most `max`, until this node leads and has applied its whole log, so an
+    /// operation computed from the published image sees every earlier one: a new leader
+    /// first commits its predecessors' entries along with its own LeaderChange. It wakes on
+    /// each status the driver sends; nothing polls.
     ///
     /// # Errors
     ///
-    /// [`MetadataError::NotController`] when this node does not lead, or not in time.
-    pub fn wait_ready_to_lead(&self, max: Duration) -> Result<QuorumStatus, MetadataError> {
-        let deadline = Instant::now() + max;
-        loop {
-            let s = self.status();
-            if s.role != RoleKind::Leader {
-                return Err(MetadataError::NotController);
-            }
-            if s.applied_offset >= s.log_end_offset {
-                return Ok(s);
-            }
-            if Instant::now() >= deadline {
-                return Err(MetadataError::NotController);
-            }
-            std::thread::sleep(Duration::from_millis(5));
+    /// [`MetadataError::NotController`] when this node does not lead, stops leading
+    /// meanwhile, or is not ready in time.
+    pub async fn ready_to_lead(&self, max: Duration) -> Result<QuorumStatus, MetadataError> {
+        let mut status = self.status.clone();
+        let ready = tokio::time::timeout(
+            max,
+            status.wait_for(|s| s.role != RoleKind::Leader || s.applied_offset >= s.log_end_offset),
+        )
+        .await;
+        match ready {
+            Ok(Ok(s)) if s.role == RoleKind::Leader => Ok(*s),
+            _ => Err(MetadataError::NotController),
         }
     }
 
@@ -387,7 +389,7 @@ pub async fn start(
                 endpoints: [(me.id, endpoint.clone())].into(),
             }),
         };
-        durable(|| raft_disk.append(0, std::slice::from_ref(&founding), crate::now_ms()))?;
+        raft_disk.append(0, std::slice::from_ref(&founding), crate::now_ms())?;
         entries.push(founding);
         tracing::info!(
             node_id = config.node_id,
@@ -453,14 +455,14 @@ pub async fn start(
         dynamic,
         "metadata quorum starting"
     );
-    let status = Arc::new(RwLock::new(QuorumStatus {
+    let (status, status_rx) = watch::channel(QuorumStatus {
         role: node.role(),
         epoch: node.epoch(),
         leader: node.leader(),
         high_watermark: node.high_watermark(),
         log_end_offset: raft_disk.log_end_offset(),
         applied_offset: applied,
-    }));
+    });
     let cluster_id: Arc<str> = Arc::from(cluster_id);
     let addresses: Addresses = Arc::new(RwLock::new(addresses));
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
@@ -488,13 +490,14 @@ pub async fn start(
             commands: tx.clone(),
             request_timeout,
             retry_backoff,
+            runtime: tokio::runtime::Handle::current(),
         },
         addresses: Arc::clone(&addresses),
         voter_endpoints: None,
         auto_join,
         listener_name,
         next_join_at: Instant::now(),
-        status: Arc::clone(&status),
+        status,
         started: Instant::now(),
         started_wall_ms: u64::try_from(crate::now_ms()).unwrap_or(0),
         image,
@@ -517,10 +520,25 @@ pub async fn start(
         unreleased: None,
     };
     driver.refresh_addresses();
-    tokio::spawn(driver.run(rx));
+    // The driver runs on a thread of its own, as Kafka's `KafkaRaftClientDriver` does: each
+    // step's writes and fsyncs block that thread only, never a worker of the runtime that
+    // serves clients, and no client request can starve the driver of its thread. Its peer
+    // connections run on the serving runtime, so an fsync never holds up their sends.
+    std::thread::Builder::new()
+        .name("metadata-quorum".into())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on(driver.run(rx)),
+                Err(e) => tracing::error!(error = %e, "metadata quorum not started: no runtime"),
+            }
+        })
+        .map_err(QuorumError::Thread)?;
     Ok(QuorumHandle {
         tx,
-        status,
+        status: status_rx,
         cluster_id,
         addresses,
     })
@@ -538,6 +556,9 @@ struct PeerLinks {
     request_timeout: Duration,
     /// `controller.quorum.retry.backoff.ms`.
     retry_backoff: Duration,
+    /// The runtime that serves clients, where the peer connections run (the driver's own
+    /// thread blocks on its fsyncs).
+    runtime: tokio::runtime::Handle,
 }
 
 /// The inbound request a step answers: its sender, its API (and version), and where the
@@ -572,7 +593,7 @@ struct Driver {
     /// When it may ask next.
     next_join_at: Instant,
     /// Shared with the handles.
-    status: Arc<RwLock<QuorumStatus>>,
+    status: watch::Sender<QuorumStatus>,
     /// The origin of the core's clock.
     started: Instant,
     /// The wall clock (ms since the epoch) at `started`.
@@ -688,8 +709,7 @@ impl Driver {
         self.maybe_snapshot()?;
         self.refresh_addresses();
         self.maybe_join();
-        let mut status = self.status.write().unwrap_or_else(|e| e.into_inner());
-        *status = QuorumStatus {
+        let status = QuorumStatus {
             role: self.node.role(),
             epoch: self.node.epoch(),
             leader: self.node.leader(),
@@ -697,6 +717,9 @@ impl Driver {
             log_end_offset: self.disk.log_end_offset(),
             applied_offset: self.applied,
         };
+        // Wakes whoever waits for this node to be ready to lead, only when it changed.
+        self.status
+            .send_if_modified(|s| std::mem::replace(s, status) != status);
         Ok(())
     }
 
@@ -708,17 +731,17 @@ impl Driver {
         match action {
             Action::PersistQuorumState(q) => {
                 let file: strata_kraft::quorum_state::QuorumStateData = (&q).into();
-                durable(|| self.state_store.write(&file))?;
+                self.state_store.write(&file)?;
             }
             Action::AppendToLog {
                 base_offset,
                 entries,
             } => {
                 let now_ms = crate::now_ms();
-                durable(|| self.disk.append(base_offset, &entries, now_ms))?;
+                self.disk.append(base_offset, &entries, now_ms)?;
             }
             Action::TruncateLog { end_offset } => {
-                durable(|| self.disk.truncate(end_offset))?;
+                self.disk.truncate(end_offset)?;
                 // Proposals at or past the cut are gone: their leadership ended.
                 for (_, (_, reply)) in self.pending.split_off(&end_offset) {
                     let _ = reply.send(Err(MetadataError::NotController));
@@ -769,12 +792,12 @@ impl Driver {
             Action::PersistSnapshot(s) => {
                 // The driver wrote it when it took it (see `unreleased`), unless pruned since.
                 if !self.dir.join(snapshot::file_name(s.id)).is_file() {
-                    durable(|| snapshot::write(&self.dir, &s))?;
+                    snapshot::write(&self.dir, &s)?;
                     snapshot::prune(&self.dir, SNAPSHOTS_KEPT);
                 }
             }
             Action::DeleteLogBefore { offset } => {
-                let deleted = durable(|| self.disk.delete_before(offset))?;
+                let deleted = self.disk.delete_before(offset)?;
                 tracing::debug!(
                     offset,
                     deleted,
@@ -819,16 +842,7 @@ impl Driver {
             .cloned()?;
         let stale = self.peers.get(&to).is_none_or(|(a, _)| *a != addr);
         if stale {
-            let l = &self.links;
-            let queue = peer::spawn(
-                to,
-                format!("{}:{}", addr.0, addr.1),
-                l.my_id,
-                Arc::clone(&l.cluster_id),
-                l.commands.clone(),
-                l.request_timeout,
-                l.retry_backoff,
-            );
+            let queue = peer::spawn(to, format!("{}:{}", addr.0, addr.1), &self.links);
             self.peers.insert(to, (addr, queue));
         }
         self.peers.get(&to).map(|(_, q)| q)
@@ -922,7 +936,7 @@ impl Driver {
             .iter()
             .find(|v| v.id == me.id && v.directory_id != me.directory_id)
             .copied();
-        tokio::spawn(membership::join(
+        self.links.runtime.spawn(membership::join(
             format!("{host}:{port}"),
             self.links.cluster_id.to_string(),
             me,
@@ -982,15 +996,5 @@ impl Driver {
 
     fn publish(&self) {
         self.images.send_replace(Arc::new(self.image.clone()));
-    }
-}
-
-/// Runs a blocking write (a write and an fsync) on the driver's task. On a multi-threaded
-/// runtime the worker is handed over to the other tasks meanwhile; a current-thread runtime
-/// (tests) just runs it.
-fn durable<T>(write: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(write),
-        _ => write(),
     }
 }

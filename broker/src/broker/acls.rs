@@ -17,23 +17,22 @@ impl Broker {
     /// # Errors
     ///
     /// Not the controller, or a storage error: the whole request fails.
-    pub fn create_acls(
+    pub async fn create_acls(
         &self,
         bindings: &[AclBinding],
     ) -> Result<Vec<CreateAclResult>, MetadataError> {
-        let op = |image: &strata_kraft::MetadataImage| {
-            strata_kraft::acl_control::create_acls_records(image, bindings, Uuid::new_v4)
+        let bindings = bindings.to_vec();
+        let op = move |image: &strata_kraft::MetadataImage| {
+            strata_kraft::acl_control::create_acls_records(image, &bindings, Uuid::new_v4)
         };
-        let results = match self.local_store() {
-            Some(mut store) => {
-                let results = store.commit_operation(crate::now_ms(), op)?;
-                self.publish_image(&store);
-                results
-            }
-            None => self.controller_write(|image, _, _| {
+        let results = if self.is_clustered() {
+            self.controller_write(move |image, _, _| {
                 let (records, results) = op(image);
                 Ok::<_, MetadataError>((results, records))
-            })?,
+            })
+            .await?
+        } else {
+            self.local_commit(op)?
         };
         let created = results.iter().filter(|r| r.is_ok()).count();
         tracing::info!(created, refused = results.len() - created, "CreateAcls");
@@ -46,25 +45,38 @@ impl Broker {
     /// # Errors
     ///
     /// Not the controller, or a storage error: the whole request fails.
-    pub fn delete_acls(
+    pub async fn delete_acls(
         &self,
         filters: &[AclBindingFilter],
     ) -> Result<Vec<DeleteAclsResult>, MetadataError> {
-        let op = |image: &strata_kraft::MetadataImage| {
-            strata_kraft::acl_control::delete_acls_records(image, filters)
+        let count = filters.len();
+        let filters = filters.to_vec();
+        let op = move |image: &strata_kraft::MetadataImage| {
+            strata_kraft::acl_control::delete_acls_records(image, &filters)
         };
-        let results = match self.local_store() {
-            Some(mut store) => {
-                let results = store.commit_operation(crate::now_ms(), op)?;
-                self.publish_image(&store);
-                results
-            }
-            None => self.controller_write(|image, _, _| {
+        let results = if self.is_clustered() {
+            self.controller_write(move |image, _, _| {
                 let (records, results) = op(image);
                 Ok::<_, MetadataError>((results, records))
-            })?,
+            })
+            .await?
+        } else {
+            self.local_commit(op)?
         };
-        tracing::info!(filters = filters.len(), "DeleteAcls");
+        tracing::info!(filters = count, "DeleteAcls");
+        Ok(results)
+    }
+
+    /// A single voter's write through its own store: `op`'s records as one batch.
+    fn local_commit<T>(
+        &self,
+        op: impl FnOnce(&strata_kraft::MetadataImage) -> (Vec<strata_kraft::MetadataRecord>, T),
+    ) -> Result<T, MetadataError> {
+        let Some(mut store) = self.local_store() else {
+            return Err(MetadataError::NotController);
+        };
+        let results = store.commit_operation(crate::now_ms(), op)?;
+        self.publish_image(&store);
         Ok(results)
     }
 

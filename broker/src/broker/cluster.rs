@@ -1,11 +1,18 @@
 //! A node of a multi-voter metadata quorum: metadata written through the quorum's active
 //! controller, and this node's logs following the committed image.
 //!
-//! - **Writes.** Only the quorum's leader writes metadata, one operation at a time under
-//!   `ClusterMetadata::controller`: it waits until it has applied its whole log (a new leader
-//!   first commits its predecessors' entries with its own LeaderChange), computes the
-//!   operation's records from that image with the same controller functions a single node
-//!   uses, proposes them as one entry and waits until the entry is committed and applied.
+//! - **Writes.** Only the quorum's leader writes metadata. The active controller is one
+//!   task ([`run_controller`]) that owns the controller's state (the brokers' sessions) and
+//!   takes operations from a channel, one at a time: it waits until this node leads and has
+//!   applied its whole log (a new leader first commits its predecessors' entries with its
+//!   own LeaderChange), computes the operation's records from that image with the same
+//!   controller functions a single node uses, proposes them as one entry, and answers the
+//!   caller's oneshot once the quorum driver has committed and applied it. Nothing on this
+//!   path blocks a thread: it once did (a std `Mutex` held across the commit, a 5 ms
+//!   `thread::sleep` poll for readiness, `block_in_place` around both), and a forwarded
+//!   request answered inline on a runtime worker then starved the quorum driver of that
+//!   worker, so the entry it waited for could not commit: the quorum stalled for the 5 s
+//!   proposal timeout. `tests/it/cluster_controller_writes.rs` is the test that catches it.
 //!   On any other node a write is `MetadataError::NotController`: clients look the
 //!   controller up again (Metadata's `controller_id` is the quorum leader) and retry there,
 //!   as they do with a ZooKeeper-mode Kafka controller. Kafka's KRaft brokers would forward
@@ -23,7 +30,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use strata_kraft::cluster_control::{
@@ -36,7 +43,7 @@ use strata_kraft::{
     ClusterControlError, ControllerConfig, MetadataError, MetadataImage, MetadataRecord,
 };
 use strata_storage::Log;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::Broker;
 use crate::partition::Partition;
@@ -44,6 +51,9 @@ use crate::quorum::QuorumHandle;
 
 /// How long a write waits for a new leader to apply its predecessors' entries.
 const READY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How many operations may wait for the controller task.
+const CONTROLLER_QUEUE: usize = 1024;
 
 /// How many preferred-leader elections one rebalancing pass writes at most (Kafka's
 /// `maxElectionsPerImbalance`).
@@ -55,9 +65,11 @@ pub(super) struct ClusterMetadata {
     quorum: OnceLock<QuorumHandle>,
     /// The committed image as the driver publishes it.
     images: watch::Receiver<Arc<MetadataImage>>,
-    /// The active controller's state; held for the whole of one operation, so operations
-    /// run one at a time, each computed from the image the previous one left.
-    controller: Mutex<ControllerState>,
+    /// Into the controller task, started with the quorum driver: operations run there one
+    /// at a time, each computed from the image the previous one left.
+    controller: OnceLock<mpsc::Sender<Box<dyn ControllerJob>>>,
+    /// The cluster-control settings the controller task starts with.
+    control_config: ClusterControlConfig,
     /// Whether this start found the clean-shutdown marker: logs opened for the first time
     /// since start skip recovery.
     clean_start: bool,
@@ -109,12 +121,8 @@ impl ClusterMetadata {
         ClusterMetadata {
             quorum: OnceLock::new(),
             images,
-            controller: Mutex::new(ControllerState {
-                heartbeats: BrokerHeartbeats::new(cc.broker_session_timeout_ms),
-                epoch: -1,
-                config: cc,
-                topics: ControllerConfig::default(),
-            }),
+            controller: OnceLock::new(),
+            control_config: cc,
             clean_start,
             recovery_points,
             broker_epoch: AtomicI64::new(-1),
@@ -130,10 +138,24 @@ impl Broker {
         }
     }
 
-    /// Hands the started quorum driver to the broker (a node of a multi-voter quorum).
+    /// Hands the started quorum driver to the broker (a node of a multi-voter quorum), and
+    /// starts the controller task on the current runtime.
     pub fn attach_quorum(&self, quorum: QuorumHandle) {
-        if let Some(c) = self.cluster() {
-            let _ = c.quorum.set(quorum);
+        let Some(c) = self.cluster() else {
+            return;
+        };
+        if c.quorum.set(quorum.clone()).is_err() {
+            return;
+        }
+        let (tx, rx) = mpsc::channel(CONTROLLER_QUEUE);
+        let state = ControllerState {
+            heartbeats: BrokerHeartbeats::new(c.control_config.broker_session_timeout_ms),
+            epoch: -1,
+            config: c.control_config,
+            topics: ControllerConfig::default(),
+        };
+        if c.controller.set(tx).is_ok() {
+            tokio::spawn(run_controller(quorum, c.images.clone(), state, rx));
         }
     }
 
@@ -151,63 +173,32 @@ impl Broker {
 
     /// Runs one metadata operation on the active controller: `op` gets the committed image,
     /// the offset its entry will take and the controller's state, and returns its result
-    /// and records; the records are committed as one entry before this returns. Blocks the
-    /// calling thread (see [`blocking`]).
-    pub(super) fn controller_write<T, E>(
-        &self,
-        op: impl FnOnce(
-            &MetadataImage,
-            i64,
-            &mut ControllerStateRef<'_>,
-        ) -> Result<(T, Vec<MetadataRecord>), E>,
-    ) -> Result<T, E>
+    /// and records; the records are committed as one entry before this returns. The
+    /// operation runs on the controller task ([`run_controller`]), so it owns what it
+    /// reads; the caller only awaits the answer.
+    pub(super) async fn controller_write<T, E, F>(&self, op: F) -> Result<T, E>
     where
-        E: From<MetadataError>,
+        F: for<'a> FnOnce(
+                &MetadataImage,
+                i64,
+                &mut ControllerStateRef<'a>,
+            ) -> Result<(T, Vec<MetadataRecord>), E>
+            + Send
+            + 'static,
+        T: Send + 'static,
+        E: From<MetadataError> + Send + 'static,
     {
-        let cluster = self.cluster().ok_or(MetadataError::NotController)?;
-        let quorum = cluster.quorum.get().ok_or(MetadataError::NotController)?;
-        // Another operation may hold the lock for seconds, waiting for its entry to commit.
-        // Waiting for it on a runtime worker without handing the worker's tasks over would
-        // starve them, the quorum driver among them (a task in the worker's LIFO slot cannot
-        // be stolen), and then that entry never commits: a forwarded request answered inline
-        // stalled the quorum for the 5 s proposal timeout that way.
-        let mut state = blocking(|| {
-            cluster
-                .controller
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        });
-        let status = blocking(|| quorum.wait_ready_to_lead(READY_TIMEOUT))?;
-        let image = cluster.images.borrow().clone();
-        let now_ms = crate::now_ms();
-        if state.epoch != status.epoch {
-            // A new leadership: every session starts afresh (Kafka's controller does not
-            // replicate them either).
-            state.heartbeats = BrokerHeartbeats::new(state.config.broker_session_timeout_ms);
-            state.heartbeats.activate(&image, now_ms);
-            state.epoch = status.epoch;
-        }
-        let next_offset = status.log_end_offset;
-        let mut state_ref = ControllerStateRef {
-            state: &mut state,
-            now_ms,
-        };
-        let (result, records) = op(&image, next_offset, &mut state_ref)?;
-        if records.is_empty() {
-            return Ok(result);
-        }
-        let offset = blocking(|| quorum.propose_blocking(&records))?;
-        if offset != next_offset {
-            // Only a leadership change appends in between, and it fails the proposal first;
-            // an offset other than the one the records were computed for is not used.
-            tracing::error!(
-                offset,
-                next_offset,
-                "a metadata entry took an unexpected offset"
-            );
-            return Err(MetadataError::NotController.into());
-        }
-        Ok(result)
+        let jobs = self
+            .cluster()
+            .and_then(|c| c.controller.get())
+            .ok_or(MetadataError::NotController)?;
+        let (reply, answer) = oneshot::channel();
+        jobs.send(Box::new(Job { op, reply }))
+            .await
+            .map_err(|_| MetadataError::NotController)?;
+        answer
+            .await
+            .unwrap_or_else(|_| Err(MetadataError::NotController.into()))
     }
 
     /// BrokerRegistration on the active controller. Returns the broker epoch: the offset
@@ -216,16 +207,17 @@ impl Broker {
     /// # Errors
     ///
     /// [`ControllerError`]: not the controller, a duplicate registration, a bad request.
-    pub fn controller_register(
+    pub async fn controller_register(
         &self,
         req: &BrokerRegistrationRequest,
     ) -> Result<i64, ControllerError> {
-        self.controller_write(|image, next_offset, st| {
+        let req = req.clone();
+        self.controller_write(move |image, next_offset, st| {
             let (_, mut records) = cluster_control::register_broker(
                 image,
                 &mut st.state.heartbeats,
                 &st.state.config,
-                req,
+                &req,
                 next_offset,
                 st.now_ms,
             )?;
@@ -242,6 +234,7 @@ impl Broker {
             );
             Ok((next_offset, records))
         })
+        .await
     }
 
     /// BrokerHeartbeat on the active controller.
@@ -249,16 +242,17 @@ impl Broker {
     /// # Errors
     ///
     /// [`ControllerError`]: not the controller, an unknown broker or a stale epoch.
-    pub fn controller_heartbeat(
+    pub async fn controller_heartbeat(
         &self,
         req: &BrokerHeartbeatRequest,
     ) -> Result<BrokerHeartbeatReply, ControllerError> {
-        self.controller_write(|image, next_offset, st| {
+        let req = *req;
+        self.controller_write(move |image, next_offset, st| {
             let (reply, records) = cluster_control::broker_heartbeat(
                 image,
                 &mut st.state.heartbeats,
                 &st.state.config,
-                req,
+                &req,
                 next_offset,
                 st.now_ms,
             )?;
@@ -277,12 +271,13 @@ impl Broker {
             }
             Ok((reply, records))
         })
+        .await
     }
 
     /// The active controller's periodic work: fences brokers whose session expired (one
     /// entry each, with the leader elections it forces) and, when `rebalance` is set,
     /// moves leadership back to preferred replicas. Does nothing on another node.
-    pub fn controller_tick(&self, rebalance: bool) {
+    pub async fn controller_tick(&self, rebalance: bool) {
         if self
             .quorum()
             .is_none_or(|q| q.status().role != strata_kraft::raft::RoleKind::Leader)
@@ -290,22 +285,27 @@ impl Broker {
             return;
         }
         for _ in 0..64 {
-            let fenced = self.controller_write(|image, _, st| {
-                Ok::<_, MetadataError>(
-                    match cluster_control::fence_stale_broker(
-                        image,
-                        &st.state.heartbeats,
-                        &st.state.config,
-                        st.now_ms,
-                    ) {
-                        Some((id, records)) => {
-                            tracing::warn!(broker_id = id, "fencing broker: its session expired");
-                            (true, records)
-                        }
-                        None => (false, Vec::new()),
-                    },
-                )
-            });
+            let fenced = self
+                .controller_write(|image, _, st| {
+                    Ok::<_, MetadataError>(
+                        match cluster_control::fence_stale_broker(
+                            image,
+                            &st.state.heartbeats,
+                            &st.state.config,
+                            st.now_ms,
+                        ) {
+                            Some((id, records)) => {
+                                tracing::warn!(
+                                    broker_id = id,
+                                    "fencing broker: its session expired"
+                                );
+                                (true, records)
+                            }
+                            None => (false, Vec::new()),
+                        },
+                    )
+                })
+                .await;
             match fenced {
                 Ok(true) => {}
                 Ok(false) => break,
@@ -316,20 +316,22 @@ impl Broker {
             }
         }
         if rebalance {
-            let result = self.controller_write(|image, _, st| {
-                let records = cluster_control::rebalance_leaders_records(
-                    image,
-                    &st.state.config,
-                    MAX_ELECTIONS_PER_PASS,
-                );
-                if !records.is_empty() {
-                    tracing::info!(
-                        elections = records.len(),
-                        "moving leadership back to preferred replicas"
+            let result = self
+                .controller_write(|image, _, st| {
+                    let records = cluster_control::rebalance_leaders_records(
+                        image,
+                        &st.state.config,
+                        MAX_ELECTIONS_PER_PASS,
                     );
-                }
-                Ok::<_, MetadataError>(((), records))
-            });
+                    if !records.is_empty() {
+                        tracing::info!(
+                            elections = records.len(),
+                            "moving leadership back to preferred replicas"
+                        );
+                    }
+                    Ok::<_, MetadataError>(((), records))
+                })
+                .await;
             if let Err(e) = result {
                 tracing::debug!(error = %e, "preferred leader election");
             }
@@ -338,11 +340,11 @@ impl Broker {
 
     /// CreateTopics on a node of a multi-voter quorum (the active controller): the
     /// topic's records are committed; every replica creates its log as it applies them.
-    pub(super) fn cluster_create_topic(
+    pub(super) async fn cluster_create_topic(
         &self,
         req: strata_kraft::CreateTopic,
     ) -> Result<uuid::Uuid, super::CreateTopicError> {
-        self.controller_write(|image, _, st| {
+        self.controller_write(move |image, _, st| {
             let topic_id = loop {
                 let id = uuid::Uuid::new_v4();
                 if strata_kraft::is_assignable_topic_id(image, id) {
@@ -358,105 +360,125 @@ impl Broker {
                 replication_factor = req.replication_factor, "creating topic");
             Ok((topic_id, records))
         })
+        .await
     }
 
     /// CreatePartitions on the active controller.
-    pub(super) fn cluster_create_partitions(
+    pub(super) async fn cluster_create_partitions(
         &self,
         topic: &str,
         count: i32,
         assignments: Option<&[Vec<i32>]>,
         validate_only: bool,
     ) -> Result<(), MetadataError> {
-        self.controller_write(|image, _, _| {
-            let records =
-                strata_kraft::create_partitions_records(image, topic, count, assignments)?;
+        let topic = topic.to_owned();
+        let assignments = assignments.map(<[Vec<i32>]>::to_vec);
+        self.controller_write(move |image, _, _| {
+            let records = strata_kraft::create_partitions_records(
+                image,
+                &topic,
+                count,
+                assignments.as_deref(),
+            )?;
             Ok(((), if validate_only { Vec::new() } else { records }))
         })
+        .await
     }
 
     /// DeleteTopics on the active controller; returns the topic's name.
-    pub(super) fn cluster_delete_topic(
+    pub(super) async fn cluster_delete_topic(
         &self,
         topic_id: uuid::Uuid,
     ) -> Result<String, MetadataError> {
-        self.controller_write(|image, _, _| {
+        self.controller_write(move |image, _, _| {
             let (name, records) = strata_kraft::delete_topic_records(image, topic_id)?;
             tracing::info!(topic = %name, %topic_id, "deleting topic");
             Ok((name, records))
         })
+        .await
     }
 
     /// IncrementalAlterConfigs of one topic on the active controller. Every change is
     /// checked against the same image, and all of them commit as one entry.
-    pub(super) fn cluster_alter_topic_configs(
+    pub(super) async fn cluster_alter_topic_configs(
         &self,
         topic: &str,
         changes: &[(String, Option<String>)],
         validate_only: bool,
     ) -> Result<(), MetadataError> {
-        self.controller_write(|image, _, _| {
+        let topic = topic.to_owned();
+        let changes = changes.to_vec();
+        self.controller_write(move |image, _, _| {
             let mut records = Vec::new();
-            for (key, value) in changes {
+            for (key, value) in &changes {
                 records.extend(strata_kraft::set_topic_config_records(
                     image,
-                    topic,
+                    &topic,
                     key,
                     value.as_deref(),
                 )?);
             }
             Ok(((), if validate_only { Vec::new() } else { records }))
         })
+        .await
     }
 
     /// Dynamic broker configs through the active controller (see
     /// [`Broker::alter_broker_configs`]).
-    pub(super) fn cluster_alter_broker_configs(
+    pub(super) async fn cluster_alter_broker_configs(
         &self,
         resource: &str,
         changes: &[(String, Option<String>)],
     ) -> Result<(), MetadataError> {
-        self.controller_write(|image, _, _| {
+        let resource = resource.to_owned();
+        let changes = changes.to_vec();
+        self.controller_write(move |image, _, _| {
             let records = changes
                 .iter()
                 .flat_map(|(key, value)| {
-                    strata_kraft::set_broker_config_records(image, resource, key, value.as_deref())
+                    strata_kraft::set_broker_config_records(image, &resource, key, value.as_deref())
                 })
                 .collect();
             Ok(((), records))
         })
+        .await
     }
 
     /// AlterClientQuotas on the active controller: every entry that passes its checks in
     /// one entry of the metadata log (see [`Broker::alter_client_quotas`]).
-    pub(super) fn cluster_alter_client_quotas(
+    pub(super) async fn cluster_alter_client_quotas(
         &self,
         entries: &[strata_kraft::client_quotas::QuotaAlteration],
         validate_only: bool,
     ) -> Result<Vec<Result<(), strata_kraft::client_quotas::ClientQuotaError>>, MetadataError> {
-        self.controller_write(|image, _, _| {
+        let entries = entries.to_vec();
+        self.controller_write(move |image, _, _| {
             let (records, results) =
-                strata_kraft::client_quotas::alter_client_quotas(&image.client_quotas, entries);
+                strata_kraft::client_quotas::alter_client_quotas(&image.client_quotas, &entries);
             Ok((results, if validate_only { Vec::new() } else { records }))
         })
+        .await
     }
 
     /// AlterUserScramCredentials on the active controller: the records of
     /// [`strata_kraft::scram::alter_user_scram_credentials`], committed before the results
     /// return.
-    pub(super) fn cluster_alter_user_scram_credentials(
+    pub(super) async fn cluster_alter_user_scram_credentials(
         &self,
         deletions: &[strata_kraft::scram::ScramDeletion],
         upsertions: &[strata_kraft::scram::ScramUpsertion],
     ) -> Result<strata_kraft::scram::ScramResults, MetadataError> {
-        self.controller_write(|image, _, _| {
+        let deletions = deletions.to_vec();
+        let upsertions = upsertions.to_vec();
+        self.controller_write(move |image, _, _| {
             let (records, results) = strata_kraft::scram::alter_user_scram_credentials(
                 &image.scram,
-                deletions,
-                upsertions,
+                &deletions,
+                &upsertions,
             );
             Ok((results, records))
         })
+        .await
     }
 
     /// Records this broker's epoch from its registration (`-1`: it has none).
@@ -474,12 +496,12 @@ impl Broker {
     /// [`ControllerError`]: not the controller; STALE_BROKER_EPOCH when `broker_epoch` is not
     /// the epoch of the broker's registration, or it has none (Kafka's
     /// `ClusterControlManager.checkBrokerEpoch` answers both the same); the ids exhausted.
-    pub fn controller_allocate_producer_ids(
+    pub async fn controller_allocate_producer_ids(
         &self,
         broker_id: i32,
         broker_epoch: i64,
     ) -> Result<ProducerIdsBlock, ControllerError> {
-        self.controller_write(|image, _, _| {
+        self.controller_write(move |image, _, _| {
             let current = image.brokers.get(&broker_id).map(|b| b.broker_epoch);
             if current != Some(broker_epoch) {
                 return Err(ClusterControlError::StaleBrokerEpoch {
@@ -498,6 +520,7 @@ impl Broker {
             );
             Ok((block, records))
         })
+        .await
     }
 
     /// This broker's epoch from its current registration, or -1 while it has none (or on a
@@ -517,24 +540,27 @@ impl Broker {
     ///
     /// [`ControllerError`]: not the controller; STALE_BROKER_EPOCH for the requester as a
     /// whole (an epoch other than its registration's, or no registration).
-    pub fn controller_alter_partition(
+    pub async fn controller_alter_partition(
         &self,
         req: &cluster_control::AlterPartitionRequest,
     ) -> Result<Vec<cluster_control::AlterPartitionResult>, ControllerError> {
-        self.controller_write(|image, _, st| {
-            let (records, results) = cluster_control::alter_partition(image, &st.state.config, req)
-                .map_err(|e| match e {
-                    // Kafka's `ClusterControlManager.checkBrokerEpoch` answers an unknown
-                    // broker as STALE_BROKER_EPOCH too.
-                    ClusterControlError::BrokerNotRegistered(broker_id) => {
-                        ClusterControlError::StaleBrokerEpoch {
-                            broker_id,
-                            requested: req.broker_epoch,
-                            current: -1,
+        let req = req.clone();
+        self.controller_write(move |image, _, st| {
+            let (records, results) =
+                cluster_control::alter_partition(image, &st.state.config, &req).map_err(
+                    |e| match e {
+                        // Kafka's `ClusterControlManager.checkBrokerEpoch` answers an unknown
+                        // broker as STALE_BROKER_EPOCH too.
+                        ClusterControlError::BrokerNotRegistered(broker_id) => {
+                            ClusterControlError::StaleBrokerEpoch {
+                                broker_id,
+                                requested: req.broker_epoch,
+                                current: -1,
+                            }
                         }
-                    }
-                    other => other,
-                })?;
+                        other => other,
+                    },
+                )?;
             if !records.is_empty() {
                 // KIP-455: an expansion that brings a move's last target replica into the
                 // ISR completes the move in the same record (`PartitionChangeBuilder`).
@@ -556,6 +582,7 @@ impl Broker {
             }
             Ok((results, records))
         })
+        .await
     }
 
     /// The next producer id block for this node of a multi-voter quorum. The active
@@ -567,7 +594,9 @@ impl Broker {
     /// Every failure (no registration yet, no known controller, a controller that cannot
     /// be reached or refuses) is logged and comes back as [`MetadataError::NotController`]
     /// or [`MetadataError::Timeout`]: InitProducerId answers them with a retriable error.
-    pub(super) fn cluster_allocate_producer_ids(&self) -> Result<ProducerIdsBlock, MetadataError> {
+    pub(super) async fn cluster_allocate_producer_ids(
+        &self,
+    ) -> Result<ProducerIdsBlock, MetadataError> {
         let cluster = self.cluster().ok_or(MetadataError::NotController)?;
         let status = cluster
             .quorum
@@ -583,6 +612,7 @@ impl Broker {
         if status.role == RoleKind::Leader {
             return self
                 .controller_allocate_producer_ids(node_id, broker_epoch)
+                .await
                 .map_err(|e| match e {
                     ControllerError::Metadata(m) => m,
                     ControllerError::Cluster(c) => {
@@ -596,7 +626,8 @@ impl Broker {
             Some(l) if l.0 != node_id => l.0,
             _ => return Err(MetadataError::NotController),
         };
-        blocking(|| crate::broker::lifecycle::request_producer_ids(self, leader, broker_epoch))
+        crate::broker::lifecycle::request_producer_ids(self, leader, broker_epoch)
+            .await
             .map_err(|e| {
                 tracing::warn!(error = %e, "cannot get a producer id block from the controller");
                 if e.is_timeout() {
@@ -812,12 +843,125 @@ pub async fn follow_images(broker: Arc<Broker>, mut images: watch::Receiver<Arc<
     }
 }
 
-/// Runs `f`, which may block, from any thread: on a multi-threaded runtime's worker the
-/// worker is handed over to the other tasks meanwhile (`block_in_place`); elsewhere it just
-/// runs.
-pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
-        _ => f(),
+/// One operation on its way to the controller task: [`ControllerJob::run`] computes its
+/// records and keeps what answers the caller once they are committed; [`ControllerJob::fail`]
+/// answers it when the task cannot run it (this node does not lead).
+trait ControllerJob: Send {
+    /// Runs the operation on `image`. `None`: it is answered already (refused, or it wrote
+    /// nothing).
+    fn run(
+        self: Box<Self>,
+        image: &MetadataImage,
+        next_offset: i64,
+        state: &mut ControllerStateRef<'_>,
+    ) -> Option<(Vec<MetadataRecord>, Committed)>;
+
+    /// Answers the caller with `error` without running the operation.
+    fn fail(self: Box<Self>, error: MetadataError);
+}
+
+/// What answers a caller once its records are committed (or failed to be).
+type Committed = Box<dyn FnOnce(Result<(), MetadataError>) + Send>;
+
+/// An operation and the oneshot its caller awaits.
+struct Job<F, T, E> {
+    op: F,
+    reply: oneshot::Sender<Result<T, E>>,
+}
+
+impl<F, T, E> ControllerJob for Job<F, T, E>
+where
+    F: for<'a> FnOnce(
+            &MetadataImage,
+            i64,
+            &mut ControllerStateRef<'a>,
+        ) -> Result<(T, Vec<MetadataRecord>), E>
+        + Send,
+    T: Send + 'static,
+    E: From<MetadataError> + Send + 'static,
+{
+    fn run(
+        self: Box<Self>,
+        image: &MetadataImage,
+        next_offset: i64,
+        state: &mut ControllerStateRef<'_>,
+    ) -> Option<(Vec<MetadataRecord>, Committed)> {
+        let Job { op, reply } = *self;
+        match op(image, next_offset, state) {
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                None
+            }
+            Ok((result, records)) if records.is_empty() => {
+                let _ = reply.send(Ok(result));
+                None
+            }
+            Ok((result, records)) => Some((
+                records,
+                Box::new(move |committed: Result<(), MetadataError>| {
+                    let _ = reply.send(committed.map(|()| result).map_err(E::from));
+                }),
+            )),
+        }
+    }
+
+    fn fail(self: Box<Self>, error: MetadataError) {
+        let _ = self.reply.send(Err(error.into()));
+    }
+}
+
+/// The active controller: one task that owns the controller's state and runs the
+/// operations it is sent one at a time. Each waits until this node leads and has applied
+/// its whole log, is computed from that image, and (when it writes) is proposed as one
+/// entry; its caller hears back once the entry is committed and applied. On a node that
+/// does not lead every operation fails with NOT_CONTROLLER, after at most
+/// [`READY_TIMEOUT`] for a leadership just won to catch up.
+async fn run_controller(
+    quorum: QuorumHandle,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    mut state: ControllerState,
+    mut jobs: mpsc::Receiver<Box<dyn ControllerJob>>,
+) {
+    while let Some(job) = jobs.recv().await {
+        let status = match quorum.ready_to_lead(READY_TIMEOUT).await {
+            Ok(status) => status,
+            Err(e) => {
+                job.fail(e);
+                continue;
+            }
+        };
+        let image = images.borrow().clone();
+        let now_ms = crate::now_ms();
+        if state.epoch != status.epoch {
+            // A new leadership: every session starts afresh (Kafka's controller does not
+            // replicate them either).
+            state.heartbeats = BrokerHeartbeats::new(state.config.broker_session_timeout_ms);
+            state.heartbeats.activate(&image, now_ms);
+            state.epoch = status.epoch;
+        }
+        let next_offset = status.log_end_offset;
+        let mut state_ref = ControllerStateRef {
+            state: &mut state,
+            now_ms,
+        };
+        let Some((records, committed)) = job.run(&image, next_offset, &mut state_ref) else {
+            continue;
+        };
+        let result = match quorum.propose(&records).await {
+            Ok(offset) if offset == next_offset => Ok(()),
+            Ok(offset) => {
+                // Only a leadership change appends in between, and it fails the proposal
+                // first; an offset other than the one the records were computed for is not
+                // used.
+                tracing::error!(
+                    offset,
+                    next_offset,
+                    "a metadata entry took an unexpected offset"
+                );
+                Err(MetadataError::NotController)
+            }
+            Err(e) => Err(e),
+        };
+        committed(result);
     }
 }

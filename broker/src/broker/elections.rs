@@ -30,27 +30,26 @@ impl Broker {
     ///
     /// [`MetadataError::NotController`] on a node that is not the active controller,
     /// [`MetadataError::Timeout`] when the entry does not commit in time, storage errors.
-    pub fn elect_leaders(
+    pub async fn elect_leaders(
         &self,
         election_type: ElectionType,
         partitions: Option<&[(String, i32)]>,
     ) -> Result<Elections, MetadataError> {
-        let all_topics = |image: &strata_kraft::MetadataImage| match partitions {
-            Some(_) => Vec::new(),
-            None => image.topics.keys().cloned().collect(),
+        let named = partitions.is_some();
+        let all_topics = move |image: &strata_kraft::MetadataImage| {
+            if named {
+                Vec::new()
+            } else {
+                image.topics.keys().cloned().collect()
+            }
         };
-        if let Some(mut store) = self.local_store() {
-            let all_topics = all_topics(&store.image());
-            let results = store.elect_leaders(election_type, partitions, crate::now_ms())?;
-            self.publish_image(&store);
-            return Ok(Elections {
-                all_topics,
-                results,
-            });
+        if !self.is_clustered() {
+            return self.local_elect_leaders(election_type, partitions, all_topics);
         }
-        self.controller_write(|image, _, _| {
+        let partitions = partitions.map(<[(String, i32)]>::to_vec);
+        self.controller_write(move |image, _, _| {
             let (records, results) =
-                cluster_control::elect_leaders(image, election_type, partitions);
+                cluster_control::elect_leaders(image, election_type, partitions.as_deref());
             if !records.is_empty() {
                 tracing::info!(
                     elections = records.len(),
@@ -65,6 +64,26 @@ impl Broker {
                 },
                 records,
             ))
+        })
+        .await
+    }
+
+    /// A single voter's elections, through its own store.
+    fn local_elect_leaders(
+        &self,
+        election_type: ElectionType,
+        partitions: Option<&[(String, i32)]>,
+        all_topics: impl FnOnce(&strata_kraft::MetadataImage) -> Vec<String>,
+    ) -> Result<Elections, MetadataError> {
+        let Some(mut store) = self.local_store() else {
+            return Err(MetadataError::NotController);
+        };
+        let all_topics = all_topics(&store.image());
+        let results = store.elect_leaders(election_type, partitions, crate::now_ms())?;
+        self.publish_image(&store);
+        Ok(Elections {
+            all_topics,
+            results,
         })
     }
 }

@@ -449,19 +449,20 @@ pub(crate) mod fixture {
         );
         let config = BrokerConfig::from_pairs(pairs).unwrap();
         let broker = Broker::open(config, crate::now_ms()).unwrap();
-        broker
-            .create_topic(
-                CreateTopic {
-                    name: topic.to_owned(),
-                    num_partitions: 1,
-                    replication_factor: 1,
-                    configs: Default::default(),
-                    validate_only: false,
-                    assignments: None,
-                },
-                crate::now_ms(),
-            )
-            .unwrap();
+        // A single voter's write never waits, so its future is ready on the first poll.
+        futures_util::FutureExt::now_or_never(broker.create_topic(
+            CreateTopic {
+                name: topic.to_owned(),
+                num_partitions: 1,
+                replication_factor: 1,
+                configs: Default::default(),
+                validate_only: false,
+                assignments: None,
+            },
+            crate::now_ms(),
+        ))
+        .expect("a single voter's write is ready at once")
+        .unwrap();
         broker
     }
 

@@ -111,8 +111,7 @@ async fn tick(broker: Arc<Broker>) {
         if rebalance {
             last_rebalance = Instant::now();
         }
-        let b = broker.clone();
-        let _ = tokio::task::spawn_blocking(move || b.controller_tick(rebalance)).await;
+        broker.controller_tick(rebalance).await;
     }
 }
 
@@ -209,11 +208,10 @@ async fn register(
     };
     let leader = current_leader(broker)?;
     if leader == broker.config.node_id {
-        let b = broker.clone();
-        let result = tokio::task::spawn_blocking(move || b.controller_register(&req))
+        return broker
+            .controller_register(&req)
             .await
-            .map_err(|e| Failure::Retry(e.to_string()))?;
-        return result.map_err(|e| Failure::Retry(e.to_string()));
+            .map_err(|e| Failure::Retry(e.to_string()));
     }
     let body = RequestKind::BrokerRegistration(
         WireRegistration::default()
@@ -269,17 +267,16 @@ async fn heartbeat(
     };
     let leader = current_leader(broker)?;
     if leader == broker.config.node_id {
-        let b = broker.clone();
-        let result = tokio::task::spawn_blocking(move || b.controller_heartbeat(&req))
+        return broker
+            .controller_heartbeat(&req)
             .await
-            .map_err(|e| Failure::Retry(e.to_string()))?;
-        return result.map_err(|e| match e {
-            ControllerError::Cluster(
-                ClusterControlError::StaleBrokerEpoch { .. }
-                | ClusterControlError::BrokerNotRegistered(_),
-            ) => Failure::Reregister(e.to_string()),
-            other => Failure::Retry(other.to_string()),
-        });
+            .map_err(|e| match e {
+                ControllerError::Cluster(
+                    ClusterControlError::StaleBrokerEpoch { .. }
+                    | ClusterControlError::BrokerNotRegistered(_),
+                ) => Failure::Reregister(e.to_string()),
+                other => Failure::Retry(other.to_string()),
+            });
     }
     let body = RequestKind::BrokerHeartbeat(
         WireHeartbeat::default()
@@ -422,21 +419,14 @@ impl AllocateProducerIdsError {
 }
 
 /// Asks controller `node` for this broker's next block of producer ids (AllocateProducerIds,
-/// KIP-730), with the epoch of the broker's registration. Blocks the calling thread for at
-/// most the request timeout.
-///
-/// InitProducerId runs in a synchronous handler, so the exchange cannot be awaited there.
-/// It runs instead on a short-lived thread of its own with a current-thread runtime, over a
-/// fresh [`ControllerClient`] connection: that works from any caller (a runtime worker, a
-/// blocking thread, no runtime at all), where entering the caller's runtime would panic on
-/// a current-thread runtime or deadlock a busy one. A block holds 1000 ids, so the thread
-/// and the connection cost nothing measurable per InitProducerId. The caller should wrap
-/// this in `blocking` so a runtime worker hands its other tasks over meanwhile.
+/// KIP-730), with the epoch of the broker's registration, over a fresh [`ControllerClient`]
+/// connection, bounded by the request timeout. A block holds 1000 ids, so the connection
+/// costs nothing measurable per InitProducerId.
 ///
 /// # Errors
 ///
 /// [`AllocateProducerIdsError`]: unreachable, refused, or an unusable answer.
-pub fn request_producer_ids(
+pub async fn request_producer_ids(
     broker: &Broker,
     node: i32,
     broker_epoch: i64,
@@ -447,37 +437,20 @@ pub fn request_producer_ids(
             .with_broker_id(broker.config.node_id.into())
             .with_broker_epoch(broker_epoch),
     );
-    let exchange = || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        runtime.block_on(async {
-            let mut client = ControllerClient::default();
-            match client
-                .exchange(
-                    broker,
-                    node,
-                    ApiKey::AllocateProducerIds,
-                    ALLOCATE_PRODUCER_IDS_VERSION,
-                    &body,
-                )
-                .await
-            {
-                Ok(answer) => Ok(answer),
-                Err(Failure::Retry(why) | Failure::Reregister(why)) => Err(why),
-            }
-        })
+    let mut client = ControllerClient::default();
+    let answer = match client
+        .exchange(
+            broker,
+            node,
+            ApiKey::AllocateProducerIds,
+            ALLOCATE_PRODUCER_IDS_VERSION,
+            &body,
+        )
+        .await
+    {
+        Ok(answer) => answer,
+        Err(Failure::Retry(why) | Failure::Reregister(why)) => return Err(unreachable(why)),
     };
-    let answer = std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name("producer-ids".into())
-            .spawn_scoped(scope, exchange)
-            .map_err(|e| e.to_string())?
-            .join()
-            .map_err(|_| "the request thread panicked".to_owned())?
-    })
-    .map_err(unreachable)?;
     let ResponseKind::AllocateProducerIds(r) = answer else {
         return Err(unreachable("unexpected response".into()));
     };

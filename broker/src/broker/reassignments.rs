@@ -28,12 +28,15 @@ impl Broker {
     ///
     /// [`MetadataError::NotController`] on a node that is not the active controller,
     /// [`MetadataError::Timeout`] when the entry does not commit in time, storage errors.
-    pub fn alter_partition_reassignments(
+    pub async fn alter_partition_reassignments(
         &self,
         allow_replication_factor_change: bool,
         targets: &[ReassignmentTarget],
     ) -> Result<Vec<ReassignmentResult>, MetadataError> {
-        if let Some(mut store) = self.local_store() {
+        if !self.is_clustered() {
+            let Some(mut store) = self.local_store() else {
+                return Err(MetadataError::NotController);
+            };
             let config = ClusterControlConfig {
                 broker_session_timeout_ms: self.config.broker_session_timeout_ms,
                 unclean_leader_election_enable: self.config.unclean_leader_election_enable,
@@ -48,12 +51,13 @@ impl Broker {
             self.publish_image(&store);
             return Ok(results);
         }
-        self.controller_write(|image, _, st| {
+        let targets = targets.to_vec();
+        self.controller_write(move |image, _, st| {
             let (records, results) = cluster_control::alter_partition_reassignments(
                 image,
                 st.cluster_config(),
                 allow_replication_factor_change,
-                targets,
+                &targets,
             );
             if !records.is_empty() {
                 tracing::info!(
@@ -63,6 +67,7 @@ impl Broker {
             }
             Ok::<_, MetadataError>((results, records))
         })
+        .await
     }
 
     /// The pending reassignments of the partitions named (`None`: all of them), by topic.
@@ -71,23 +76,25 @@ impl Broker {
     ///
     /// [`MetadataError::NotController`] on a node of a cluster that is not the active
     /// controller: only its image is sure to hold every move committed so far.
-    pub fn list_partition_reassignments(
+    pub async fn list_partition_reassignments(
         &self,
         topics: Option<&[(String, Vec<i32>)]>,
     ) -> Result<Vec<(String, Vec<OngoingReassignment>)>, MetadataError> {
-        if let Some(store) = self.local_store() {
+        if !self.is_clustered() {
             return Ok(cluster_control::list_partition_reassignments(
-                &store.image(),
+                &self.image(),
                 topics,
             ));
         }
         // An operation with no records: it runs once this leader has applied its whole
         // log, so a move committed by a previous controller is listed too.
-        self.controller_write(|image, _, _| {
+        let topics = topics.map(<[(String, Vec<i32>)]>::to_vec);
+        self.controller_write(move |image, _, _| {
             Ok::<_, MetadataError>((
-                cluster_control::list_partition_reassignments(image, topics),
+                cluster_control::list_partition_reassignments(image, topics.as_deref()),
                 Vec::new(),
             ))
         })
+        .await
     }
 }

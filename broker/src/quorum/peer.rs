@@ -23,7 +23,7 @@ use strata_kraft::raft::{Message, NodeId, ReplicaKey, SnapshotId};
 use strata_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tokio::sync::mpsc;
 
-use super::{Command, snapshot, wire};
+use super::{Command, PeerLinks, snapshot, wire};
 use crate::peer_client::{self, PeerClient, PeerError};
 
 /// Requests waiting for one peer; more means the peer is not keeping up.
@@ -34,24 +34,17 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Starts the connection task for voter `to` at `addr`; returns its request queue.
-pub(super) fn spawn(
-    to: NodeId,
-    addr: String,
-    my_id: i32,
-    cluster_id: Arc<str>,
-    driver: mpsc::Sender<Command>,
-    request_timeout: Duration,
-    retry_backoff: Duration,
-) -> mpsc::Sender<Message> {
+/// It runs on the serving runtime (`links.runtime`), not on the driver's thread.
+pub(super) fn spawn(to: NodeId, addr: String, links: &PeerLinks) -> mpsc::Sender<Message> {
     let (tx, rx) = mpsc::channel(QUEUE);
-    tokio::spawn(run(Peer {
+    links.runtime.spawn(run(Peer {
         to,
         addr,
-        client_id: format!("raft-client-{my_id}"),
-        cluster_id,
-        driver,
-        request_timeout,
-        retry_backoff,
+        client_id: format!("raft-client-{}", links.my_id),
+        cluster_id: Arc::clone(&links.cluster_id),
+        driver: links.commands.clone(),
+        request_timeout: links.request_timeout,
+        retry_backoff: links.retry_backoff,
         rx,
     }));
     tx

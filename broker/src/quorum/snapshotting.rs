@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use strata_kraft::raft::{Entry, Input, Snapshot, SnapshotId};
 use strata_kraft::{MetadataImage, MetadataRecord};
 
-use super::{Driver, QuorumError, SNAPSHOTS_KEPT, disk, durable, snapshot};
+use super::{Driver, QuorumError, SNAPSHOTS_KEPT, disk, snapshot};
 
 /// The entries to hand the core after the snapshot `snapshot` (or from 0 without one). A
 /// log that does not continue the snapshot (it ends before the snapshot's end, starts after
@@ -93,7 +93,7 @@ impl Driver {
             data,
             voters: checkpoint.voters.clone(),
         };
-        durable(|| snapshot::write(&self.dir, &snapshot))?;
+        snapshot::write(&self.dir, &snapshot)?;
         snapshot::prune(&self.dir, SNAPSHOTS_KEPT);
         // The core gets the previous snapshot, not this one (see `unreleased`).
         let previous = self.unreleased.replace((end_offset, snapshot.data));
@@ -122,8 +122,8 @@ impl Driver {
     /// not continue the snapshot, which the next start empties (see [`entries_after`]).
     pub(super) fn install(&mut self, s: &Snapshot) -> Result<(), QuorumError> {
         let end_offset = s.id.end_offset;
-        durable(|| snapshot::write(&self.dir, s))?;
-        durable(|| self.disk.reset_to(end_offset))?;
+        snapshot::write(&self.dir, s)?;
+        self.disk.reset_to(end_offset)?;
         snapshot::prune(&self.dir, SNAPSHOTS_KEPT);
         let mut image = MetadataImage::new(self.image.cluster_id.clone(), self.image.controller_id);
         // The peer checked the whole file before handing it over.

@@ -193,15 +193,19 @@ pub fn describe_configs(
 }
 
 /// AlterConfigs behind ALTER_CONFIGS on each resource (see [`config_resource`]).
-pub fn alter_configs(
-    ctx: &RequestContext,
+pub async fn alter_configs<F, A>(
+    ctx: RequestContext,
     mut req: AlterConfigsRequest,
-    handle: fn(&RequestContext, AlterConfigsRequest) -> ResponseKind,
-) -> ResponseKind {
+    handle: F,
+) -> ResponseKind
+where
+    F: FnOnce(RequestContext, AlterConfigsRequest) -> A,
+    A: std::future::Future<Output = ResponseKind>,
+{
     let mut denied = Vec::new();
     req.resources.retain(|r| {
         match config_denied(
-            ctx,
+            &ctx,
             AclOperation::AlterConfigs,
             r.resource_type,
             &r.resource_name,
@@ -219,7 +223,7 @@ pub fn alter_configs(
             None => true,
         }
     });
-    let mut resp = handle(ctx, req);
+    let mut resp = handle(ctx, req).await;
     if let ResponseKind::AlterConfigs(r) = &mut resp {
         r.responses.extend(denied);
     }
@@ -228,15 +232,19 @@ pub fn alter_configs(
 
 /// IncrementalAlterConfigs behind ALTER_CONFIGS on each resource (see
 /// [`config_resource`]).
-pub fn incremental_alter_configs(
-    ctx: &RequestContext,
+pub async fn incremental_alter_configs<F, A>(
+    ctx: RequestContext,
     mut req: IncrementalAlterConfigsRequest,
-    handle: fn(&RequestContext, IncrementalAlterConfigsRequest) -> ResponseKind,
-) -> ResponseKind {
+    handle: F,
+) -> ResponseKind
+where
+    F: FnOnce(RequestContext, IncrementalAlterConfigsRequest) -> A,
+    A: std::future::Future<Output = ResponseKind>,
+{
     let mut denied = Vec::new();
     req.resources.retain(|r| {
         match config_denied(
-            ctx,
+            &ctx,
             AclOperation::AlterConfigs,
             r.resource_type,
             &r.resource_name,
@@ -254,7 +262,7 @@ pub fn incremental_alter_configs(
             None => true,
         }
     });
-    let mut resp = handle(ctx, req);
+    let mut resp = handle(ctx, req).await;
     if let ResponseKind::IncrementalAlterConfigs(r) = &mut resp {
         r.responses.extend(denied);
     }

@@ -227,13 +227,13 @@ fn controller_slot(
         (ApiKey::BrokerRegistration | ApiKey::BrokerHeartbeat, Some(_)) => {
             // The active controller's answer waits for its records to commit.
             let broker = broker.clone();
-            Slot::Pending(tokio::task::spawn_blocking(move || {
+            Slot::Pending(tokio::spawn(async move {
                 let body = match &req.body {
                     RequestKind::BrokerRegistration(r) => ResponseKind::BrokerRegistration(
-                        handlers::broker_registration::handle(&broker, r),
+                        handlers::broker_registration::handle(&broker, r).await,
                     ),
                     RequestKind::BrokerHeartbeat(r) => ResponseKind::BrokerHeartbeat(
-                        handlers::broker_heartbeat::handle(&broker, r),
+                        handlers::broker_heartbeat::handle(&broker, r).await,
                     ),
                     _ => return None,
                 };
@@ -243,24 +243,24 @@ fn controller_slot(
         (ApiKey::AllocateProducerIds, Some(_)) => {
             // The active controller answers once the ProducerIdsRecord has committed.
             let broker = broker.clone();
-            Slot::Pending(tokio::task::spawn_blocking(move || {
+            Slot::Pending(tokio::spawn(async move {
                 let RequestKind::AllocateProducerIds(r) = &req.body else {
                     return None;
                 };
                 encode(&ResponseKind::AllocateProducerIds(
-                    handlers::allocate_producer_ids::handle(&broker, r),
+                    handlers::allocate_producer_ids::handle(&broker, r).await,
                 ))
             }))
         }
         (ApiKey::AlterPartition, Some(_)) => {
             // The active controller answers once the partition changes have committed.
             let broker = broker.clone();
-            Slot::Pending(tokio::task::spawn_blocking(move || {
+            Slot::Pending(tokio::spawn(async move {
                 let RequestKind::AlterPartition(r) = &req.body else {
                     return None;
                 };
                 encode(&ResponseKind::AlterPartition(
-                    handlers::alter_partition::handle(&broker, version, r),
+                    handlers::alter_partition::handle(&broker, version, r).await,
                 ))
             }))
         }

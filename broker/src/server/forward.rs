@@ -329,14 +329,12 @@ async fn exchange(
 /// (answering NOT_CONTROLLER, as a node that does not lead does) when no leader answered
 /// in time. The answer is the controller's body; the caller encodes it under the client's
 /// correlation id.
-pub async fn relay<R>(
-    ctx: &RequestContext,
-    req: R,
-    local: fn(&RequestContext, R) -> ResponseKind,
-) -> ResponseKind
+pub async fn relay<R, F, A>(ctx: &RequestContext, req: R, local: F) -> ResponseKind
 where
     R: Clone,
     RequestKind: From<R>,
+    F: FnOnce(RequestContext, R) -> A,
+    A: Future<Output = ResponseKind>,
 {
     let body = RequestKind::from(req.clone());
     let wait = deadline(&body);
@@ -345,10 +343,10 @@ where
     let version = codec::legacy::codec_version(ctx.api_key, ctx.api_version);
     match forward_to_leader(&ctx.broker, ctx.api_key, version, &body, wait).await {
         Ok(Some((_, answer))) => answer,
-        Ok(None) => local(ctx, req),
+        Ok(None) => local(ctx.clone(), req).await,
         Err(e) => {
             tracing::warn!(error = %e, api = ?ctx.api_key, "forwarding to the controller failed");
-            local(ctx, req)
+            local(ctx.clone(), req).await
         }
     }
 }
@@ -459,10 +457,9 @@ pub async fn create_offsets_topic(broker: &std::sync::Arc<Broker>) -> Result<(),
         Some(_) => return Err("unexpected answer".to_owned()),
         None => {
             // This node leads: create it here.
-            let b = broker.clone();
-            return tokio::task::spawn_blocking(move || b.create_offsets_topic())
+            return broker
+                .create_offsets_topic()
                 .await
-                .map_err(|e| e.to_string())?
                 .map(|_| ())
                 .map_err(|e| e.to_string());
         }

@@ -228,7 +228,7 @@ fn timed_task<T: Send + 'static>(
 async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
     let response = match body {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(&ctx, r)),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(&ctx, r)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(&ctx, r).await),
         RequestKind::Produce(r) => {
             let bytes = produce::record_bytes(&r);
             let produced = produce::handle(&ctx, r);
@@ -271,24 +271,24 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::CreateTopics(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, create_topics::handle_kind);
         }
-        RequestKind::CreateTopics(r) => create_topics::handle_kind(&ctx, r),
+        RequestKind::CreateTopics(r) => create_topics::handle_kind(ctx.clone(), r).await,
         RequestKind::DeleteTopics(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, delete_topics::handle_kind);
         }
-        RequestKind::DeleteTopics(r) => delete_topics::handle_kind(&ctx, r),
+        RequestKind::DeleteTopics(r) => delete_topics::handle_kind(ctx.clone(), r).await,
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(delete_records::handle(&ctx, r))
         }
         RequestKind::CreatePartitions(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, create_partitions::handle_kind);
         }
-        RequestKind::CreatePartitions(r) => create_partitions::handle_kind(&ctx, r),
+        RequestKind::CreatePartitions(r) => create_partitions::handle_kind(ctx.clone(), r).await,
         RequestKind::ElectLeaders(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, elect_leaders::handle_kind);
         }
-        RequestKind::ElectLeaders(r) => elect_leaders::handle_kind(&ctx, r),
+        RequestKind::ElectLeaders(r) => elect_leaders::handle_kind(ctx.clone(), r).await,
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(&ctx, r))
+            ResponseKind::InitProducerId(init_producer_id::handle(&ctx, r).await)
         }
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(describe_producers::handle(&ctx, r))
@@ -297,18 +297,18 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::CreateAcls(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, create_acls::handle_kind);
         }
-        RequestKind::CreateAcls(r) => create_acls::handle_kind(&ctx, r),
+        RequestKind::CreateAcls(r) => create_acls::handle_kind(ctx.clone(), r).await,
         RequestKind::DeleteAcls(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, delete_acls::handle_kind);
         }
-        RequestKind::DeleteAcls(r) => delete_acls::handle_kind(&ctx, r),
+        RequestKind::DeleteAcls(r) => delete_acls::handle_kind(ctx.clone(), r).await,
         RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(
             crate::server::authorization::describe_configs(&ctx, r, describe_configs::handle),
         ),
         RequestKind::AlterConfigs(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, authorized_alter_configs);
         }
-        RequestKind::AlterConfigs(r) => authorized_alter_configs(&ctx, r),
+        RequestKind::AlterConfigs(r) => authorized_alter_configs(ctx.clone(), r).await,
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(describe_log_dirs::handle(&ctx, r))
         }
@@ -318,18 +318,20 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::IncrementalAlterConfigs(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, authorized_incremental_alter_configs);
         }
-        RequestKind::IncrementalAlterConfigs(r) => authorized_incremental_alter_configs(&ctx, r),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            authorized_incremental_alter_configs(ctx.clone(), r).await
+        }
         RequestKind::AlterPartitionReassignments(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, alter_partition_reassignments::handle_kind);
         }
         RequestKind::AlterPartitionReassignments(r) => {
-            alter_partition_reassignments::handle_kind(&ctx, r)
+            alter_partition_reassignments::handle_kind(ctx.clone(), r).await
         }
         RequestKind::ListPartitionReassignments(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, list_partition_reassignments::handle_kind);
         }
         RequestKind::ListPartitionReassignments(r) => {
-            list_partition_reassignments::handle_kind(&ctx, r)
+            list_partition_reassignments::handle_kind(ctx.clone(), r).await
         }
         RequestKind::DescribeClientQuotas(r) => {
             ResponseKind::DescribeClientQuotas(describe_client_quotas::handle(&ctx, r))
@@ -337,7 +339,7 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::AlterClientQuotas(r) if forward::route(&ctx) => {
             return forwarded(ctx, r, alter_client_quotas::handle_kind);
         }
-        RequestKind::AlterClientQuotas(r) => alter_client_quotas::handle_kind(&ctx, r),
+        RequestKind::AlterClientQuotas(r) => alter_client_quotas::handle_kind(ctx.clone(), r).await,
         RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
             describe_user_scram_credentials::handle(&ctx, r),
         ),
@@ -345,7 +347,7 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
             return forwarded(ctx, r, alter_user_scram_credentials::handle_kind);
         }
         RequestKind::AlterUserScramCredentials(r) => {
-            alter_user_scram_credentials::handle_kind(&ctx, r)
+            alter_user_scram_credentials::handle_kind(ctx.clone(), r).await
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(&ctx, r))
@@ -397,30 +399,34 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
 /// One of the metadata writes ([`codec::FORWARDED_APIS`]) that arrived on a controller
 /// listener: a broker forwarding to a dedicated controller, or an admin client talking to
 /// a controller directly. It is answered here, never forwarded again (a controller that
-/// does not lead answers NOT_CONTROLLER, as Kafka's does), on a blocking thread, since the
+/// does not lead answers NOT_CONTROLLER, as Kafka's does), in a task of its own, since the
 /// write waits for its entry to commit.
 pub fn controller_write(ctx: RequestContext, body: RequestKind) -> Slot {
-    Slot::Pending(tokio::task::spawn_blocking(move || {
+    Slot::Pending(tokio::spawn(async move {
         let response = match body {
-            RequestKind::CreateTopics(r) => create_topics::handle_kind(&ctx, r),
-            RequestKind::DeleteTopics(r) => delete_topics::handle_kind(&ctx, r),
-            RequestKind::CreateAcls(r) => create_acls::handle_kind(&ctx, r),
-            RequestKind::DeleteAcls(r) => delete_acls::handle_kind(&ctx, r),
-            RequestKind::CreatePartitions(r) => create_partitions::handle_kind(&ctx, r),
-            RequestKind::ElectLeaders(r) => elect_leaders::handle_kind(&ctx, r),
-            RequestKind::AlterConfigs(r) => authorized_alter_configs(&ctx, r),
+            RequestKind::CreateTopics(r) => create_topics::handle_kind(ctx.clone(), r).await,
+            RequestKind::DeleteTopics(r) => delete_topics::handle_kind(ctx.clone(), r).await,
+            RequestKind::CreateAcls(r) => create_acls::handle_kind(ctx.clone(), r).await,
+            RequestKind::DeleteAcls(r) => delete_acls::handle_kind(ctx.clone(), r).await,
+            RequestKind::CreatePartitions(r) => {
+                create_partitions::handle_kind(ctx.clone(), r).await
+            }
+            RequestKind::ElectLeaders(r) => elect_leaders::handle_kind(ctx.clone(), r).await,
+            RequestKind::AlterConfigs(r) => authorized_alter_configs(ctx.clone(), r).await,
             RequestKind::IncrementalAlterConfigs(r) => {
-                authorized_incremental_alter_configs(&ctx, r)
+                authorized_incremental_alter_configs(ctx.clone(), r).await
             }
             RequestKind::AlterPartitionReassignments(r) => {
-                alter_partition_reassignments::handle_kind(&ctx, r)
+                alter_partition_reassignments::handle_kind(ctx.clone(), r).await
             }
             RequestKind::ListPartitionReassignments(r) => {
-                list_partition_reassignments::handle_kind(&ctx, r)
+                list_partition_reassignments::handle_kind(ctx.clone(), r).await
             }
-            RequestKind::AlterClientQuotas(r) => alter_client_quotas::handle_kind(&ctx, r),
+            RequestKind::AlterClientQuotas(r) => {
+                alter_client_quotas::handle_kind(ctx.clone(), r).await
+            }
             RequestKind::AlterUserScramCredentials(r) => {
-                alter_user_scram_credentials::handle_kind(&ctx, r)
+                alter_user_scram_credentials::handle_kind(ctx.clone(), r).await
             }
             other => {
                 tracing::error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "not a metadata write");
@@ -433,17 +439,17 @@ pub fn controller_write(ctx: RequestContext, body: RequestKind) -> Slot {
 
 /// AlterConfigs behind its authorization, also where a forwarded one falls back to this
 /// node.
-fn authorized_alter_configs(
-    ctx: &RequestContext,
+async fn authorized_alter_configs(
+    ctx: RequestContext,
     r: strata_protocol::messages::AlterConfigsRequest,
 ) -> ResponseKind {
-    crate::server::authorization::alter_configs(ctx, r, alter_configs::handle_kind)
+    crate::server::authorization::alter_configs(ctx, r, alter_configs::handle_kind).await
 }
 
 /// IncrementalAlterConfigs behind its authorization, also where a forwarded one falls back
 /// to this node.
-fn authorized_incremental_alter_configs(
-    ctx: &RequestContext,
+async fn authorized_incremental_alter_configs(
+    ctx: RequestContext,
     r: strata_protocol::messages::IncrementalAlterConfigsRequest,
 ) -> ResponseKind {
     crate::server::authorization::incremental_alter_configs(
@@ -451,16 +457,19 @@ fn authorized_incremental_alter_configs(
         r,
         incremental_alter_configs::handle_kind,
     )
+    .await
 }
 
 /// A controller-bound request on a node that is not the active controller: forwarded to it
 /// in a task of its own, so that the wait for the controller (bounded by the request's
 /// timeout) holds no worker thread and the connection's later requests are not held up
 /// behind it either.
-fn forwarded<R>(ctx: RequestContext, req: R, local: fn(&RequestContext, R) -> ResponseKind) -> Slot
+fn forwarded<R, F, A>(ctx: RequestContext, req: R, local: F) -> Slot
 where
     R: Clone + Send + 'static,
     RequestKind: From<R>,
+    F: FnOnce(RequestContext, R) -> A + Send + 'static,
+    A: Future<Output = ResponseKind> + Send,
 {
     Slot::Pending(tokio::spawn(async move {
         let response = forward::relay(&ctx, req, local).await;

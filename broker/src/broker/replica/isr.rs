@@ -140,10 +140,9 @@ async fn send(
             .is_some_and(|q| q.status().role == RoleKind::Leader);
     if leads {
         let req = controller_request(node_id, broker_epoch, proposals);
-        let b = broker.clone();
-        let results = tokio::task::spawn_blocking(move || b.controller_alter_partition(&req))
+        let results = broker
+            .controller_alter_partition(&req)
             .await
-            .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
         return Ok(from_results(results));
     }

@@ -13,8 +13,14 @@ use crate::server::error::controller_error_code;
 /// controller, NOT_CONTROLLER elsewhere, STALE_BROKER_EPOCH for a broker epoch that is not
 /// the one of the broker's registration.
 #[must_use]
-pub fn handle(broker: &Broker, req: &AllocateProducerIdsRequest) -> AllocateProducerIdsResponse {
-    match broker.controller_allocate_producer_ids(req.broker_id.0, req.broker_epoch) {
+pub async fn handle(
+    broker: &Broker,
+    req: &AllocateProducerIdsRequest,
+) -> AllocateProducerIdsResponse {
+    match broker
+        .controller_allocate_producer_ids(req.broker_id.0, req.broker_epoch)
+        .await
+    {
         Ok(block) => match i32::try_from(block.size) {
             Ok(len) => AllocateProducerIdsResponse::default()
                 .with_producer_id_start(ProducerId(block.first_producer_id))

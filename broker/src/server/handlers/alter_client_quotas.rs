@@ -19,7 +19,10 @@ use crate::server::error::{client_quota_error_code, metadata_error_code};
 
 /// Applies the request's entries and answers one result per entry, in request order.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: AlterClientQuotasRequest) -> AlterClientQuotasResponse {
+pub async fn handle(
+    ctx: &RequestContext,
+    req: AlterClientQuotasRequest,
+) -> AlterClientQuotasResponse {
     let alterations: Vec<QuotaAlteration> = req
         .entries
         .iter()
@@ -41,23 +44,23 @@ pub fn handle(ctx: &RequestContext, req: AlterClientQuotasRequest) -> AlterClien
             )
         })
         .collect();
-    let outcomes: Vec<(i16, Option<String>)> =
-        match ctx
-            .broker
-            .alter_client_quotas(&alterations, req.validate_only, crate::now_ms())
-        {
-            Ok(results) => results
-                .into_iter()
-                .map(|r| match r {
-                    Ok(()) => (0, None),
-                    Err(e) => (client_quota_error_code(&e), Some(e.to_string())),
-                })
-                .collect(),
-            Err(e) => {
-                let answer = (metadata_error_code(&e), Some(e.to_string()));
-                vec![answer; alterations.len()]
-            }
-        };
+    let outcomes: Vec<(i16, Option<String>)> = match ctx
+        .broker
+        .alter_client_quotas(&alterations, req.validate_only, crate::now_ms())
+        .await
+    {
+        Ok(results) => results
+            .into_iter()
+            .map(|r| match r {
+                Ok(()) => (0, None),
+                Err(e) => (client_quota_error_code(&e), Some(e.to_string())),
+            })
+            .collect(),
+        Err(e) => {
+            let answer = (metadata_error_code(&e), Some(e.to_string()));
+            vec![answer; alterations.len()]
+        }
+    };
     let entries = req
         .entries
         .into_iter()
@@ -84,9 +87,9 @@ pub fn handle(ctx: &RequestContext, req: AlterClientQuotasRequest) -> AlterClien
 /// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
 /// the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(
-    ctx: &RequestContext,
+pub async fn handle_kind(
+    ctx: RequestContext,
     req: AlterClientQuotasRequest,
 ) -> strata_protocol::messages::ResponseKind {
-    strata_protocol::messages::ResponseKind::AlterClientQuotas(handle(ctx, req))
+    strata_protocol::messages::ResponseKind::AlterClientQuotas(handle(&ctx, req).await)
 }

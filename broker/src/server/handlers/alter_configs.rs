@@ -13,6 +13,7 @@
 //! (`incremental_alter_configs::write_broker_configs`). With `validate_only` everything is
 //! checked and nothing is written.
 
+use futures_util::StreamExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use strata_protocol::ResponseError;
@@ -29,7 +30,7 @@ use super::incremental_alter_configs::{
 
 /// Replaces each resource's configs independently and answers one result per resource.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
     let now = crate::now_ms();
     let mut times: HashMap<(i8, String), usize> = HashMap::new();
     for r in &req.resources {
@@ -37,10 +38,9 @@ pub fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsRes
             .entry((r.resource_type, r.resource_name.to_string()))
             .or_default() += 1;
     }
-    let responses = req
-        .resources
-        .into_iter()
-        .map(|res| {
+    let times = &times;
+    let responses = futures_util::stream::iter(req.resources)
+        .then(|res| async move {
             let repeated = times
                 .get(&(res.resource_type, res.resource_name.to_string()))
                 .is_some_and(|n| *n > 1);
@@ -50,7 +50,7 @@ pub fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsRes
                     "Each resource must appear at most once.".to_owned(),
                 ))
             } else {
-                alter(ctx, &res, req.validate_only, now)
+                alter(ctx, &res, req.validate_only, now).await
             };
             let (code, message) = match outcome {
                 Ok(()) => (0, None),
@@ -62,11 +62,12 @@ pub fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsRes
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name)
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .await;
     AlterConfigsResponse::default().with_responses(responses)
 }
 
-fn alter(
+async fn alter(
     ctx: &RequestContext,
     res: &AlterConfigsResource,
     validate_only: bool,
@@ -115,11 +116,11 @@ fn alter(
     match res.resource_type {
         RESOURCE_TOPIC => {
             let changes = replace(topic_overrides(ctx, &name)?);
-            write_topic_configs(ctx, &name, &changes, validate_only, now_ms)
+            write_topic_configs(ctx, &name, &changes, validate_only, now_ms).await
         }
         RESOURCE_BROKER => {
             let changes = replace(broker_overrides(ctx, &name));
-            write_broker_configs(ctx, &name, &changes, validate_only, now_ms)
+            write_broker_configs(ctx, &name, &changes, validate_only, now_ms).await
         }
         other => Err((
             ResponseError::InvalidRequest.code(),
@@ -131,9 +132,9 @@ fn alter(
 /// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
 /// the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(
-    ctx: &RequestContext,
+pub async fn handle_kind(
+    ctx: RequestContext,
     req: AlterConfigsRequest,
 ) -> strata_protocol::messages::ResponseKind {
-    strata_protocol::messages::ResponseKind::AlterConfigs(handle(ctx, req))
+    strata_protocol::messages::ResponseKind::AlterConfigs(handle(&ctx, req).await)
 }

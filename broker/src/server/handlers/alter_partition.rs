@@ -16,7 +16,7 @@ use crate::server::error::controller_error_code;
 /// (NOT_CONTROLLER off the active controller, STALE_BROKER_EPOCH) is the top-level error.
 /// v2 carries the new ISR as broker ids; v3 with each member's broker epoch (KIP-903).
 #[must_use]
-pub fn handle(
+pub async fn handle(
     broker: &Broker,
     version: i16,
     req: &AlterPartitionRequest,
@@ -68,7 +68,7 @@ pub fn handle(
             })
             .collect(),
     };
-    let results = match broker.controller_alter_partition(&request) {
+    let results = match broker.controller_alter_partition(&request).await {
         Ok(results) => results,
         Err(e) => {
             return AlterPartitionResponse::default().with_error_code(controller_error_code(&e));

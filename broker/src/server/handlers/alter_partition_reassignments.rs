@@ -24,7 +24,7 @@ use crate::server::error::{metadata_error_code, reassignment_error_code};
 
 /// Runs the reassignments the request asks for.
 #[must_use]
-pub fn handle(
+pub async fn handle(
     ctx: &RequestContext,
     req: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
@@ -43,7 +43,11 @@ pub fn handle(
     let allow = req.allow_replication_factor_change;
     let response =
         AlterPartitionReassignmentsResponse::default().with_allow_replication_factor_change(allow);
-    match ctx.broker.alter_partition_reassignments(allow, &targets) {
+    match ctx
+        .broker
+        .alter_partition_reassignments(allow, &targets)
+        .await
+    {
         Ok(results) => response.with_responses(by_topic(results, |r| {
             r.error.as_ref().map_or((0, None), |e| {
                 (reassignment_error_code(e), Some(e.to_string()))
@@ -68,11 +72,11 @@ pub fn handle(
 /// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
 /// the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(
-    ctx: &RequestContext,
+pub async fn handle_kind(
+    ctx: RequestContext,
     req: AlterPartitionReassignmentsRequest,
 ) -> strata_protocol::messages::ResponseKind {
-    strata_protocol::messages::ResponseKind::AlterPartitionReassignments(handle(ctx, req))
+    strata_protocol::messages::ResponseKind::AlterPartitionReassignments(handle(&ctx, req).await)
 }
 
 /// Groups consecutive results of one topic, as the request listed them.

@@ -26,7 +26,7 @@ use crate::server::error::{metadata_error_code, scram_error_code};
 
 /// Applies the alterations and answers one result per user.
 #[must_use]
-pub fn handle(
+pub async fn handle(
     ctx: &RequestContext,
     req: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
@@ -77,6 +77,7 @@ pub fn handle(
     match ctx
         .broker
         .alter_user_scram_credentials(&deletions, &upsertions, crate::now_ms())
+        .await
     {
         Ok(results) => AlterUserScramCredentialsResponse::default().with_results(
             results
@@ -99,6 +100,9 @@ pub fn handle(
 
 /// [`handle`] as a [`ResponseKind`], the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(ctx: &RequestContext, req: AlterUserScramCredentialsRequest) -> ResponseKind {
-    ResponseKind::AlterUserScramCredentials(handle(ctx, req))
+pub async fn handle_kind(
+    ctx: RequestContext,
+    req: AlterUserScramCredentialsRequest,
+) -> ResponseKind {
+    ResponseKind::AlterUserScramCredentials(handle(&ctx, req).await)
 }

@@ -9,7 +9,7 @@ use crate::server::error::controller_error_code;
 
 /// The controller listener's answer to BrokerHeartbeat.
 #[must_use]
-pub fn handle(broker: &Broker, req: &WireHeartbeat) -> BrokerHeartbeatResponse {
+pub async fn handle(broker: &Broker, req: &WireHeartbeat) -> BrokerHeartbeatResponse {
     let request = BrokerHeartbeatRequest {
         broker_id: req.broker_id.0,
         broker_epoch: req.broker_epoch,
@@ -17,7 +17,7 @@ pub fn handle(broker: &Broker, req: &WireHeartbeat) -> BrokerHeartbeatResponse {
         want_fence: req.want_fence,
         want_shut_down: req.want_shut_down,
     };
-    match broker.controller_heartbeat(&request) {
+    match broker.controller_heartbeat(&request).await {
         Ok(reply) => BrokerHeartbeatResponse::default()
             .with_is_caught_up(reply.is_caught_up)
             .with_is_fenced(reply.is_fenced)

@@ -13,7 +13,7 @@ use crate::server::error::controller_error_code;
 
 /// The controller listener's answer to BrokerRegistration.
 #[must_use]
-pub fn handle(broker: &Broker, req: &WireRegistration) -> BrokerRegistrationResponse {
+pub async fn handle(broker: &Broker, req: &WireRegistration) -> BrokerRegistrationResponse {
     let cluster_id = broker.image().cluster_id.clone();
     if req.cluster_id.as_str() != cluster_id {
         return BrokerRegistrationResponse::default()
@@ -36,7 +36,7 @@ pub fn handle(broker: &Broker, req: &WireRegistration) -> BrokerRegistrationResp
         rack: req.rack.as_ref().map(ToString::to_string),
         features: Vec::new(),
     };
-    match broker.controller_register(&request) {
+    match broker.controller_register(&request).await {
         Ok(epoch) => BrokerRegistrationResponse::default().with_broker_epoch(epoch),
         Err(e) => BrokerRegistrationResponse::default()
             .with_error_code(controller_error_code(&e))

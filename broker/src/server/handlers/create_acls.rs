@@ -17,7 +17,7 @@ use crate::server::error::metadata_error_code;
 
 /// Creates the bindings; one result per creation, in order.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: CreateAclsRequest) -> CreateAclsResponse {
+pub async fn handle(ctx: &RequestContext, req: CreateAclsRequest) -> CreateAclsResponse {
     let all = |code: i16, msg: &str| {
         let result = AclCreationResult::default()
             .with_error_code(code)
@@ -44,7 +44,7 @@ pub fn handle(ctx: &RequestContext, req: CreateAclsRequest) -> CreateAclsRespons
             permission_type: AclPermissionType::from_code(c.permission_type),
         })
         .collect();
-    match ctx.broker.create_acls(&bindings) {
+    match ctx.broker.create_acls(&bindings).await {
         Ok(results) => CreateAclsResponse::default().with_results(
             results
                 .into_iter()
@@ -62,6 +62,6 @@ pub fn handle(ctx: &RequestContext, req: CreateAclsRequest) -> CreateAclsRespons
 
 /// [`handle`] as a [`ResponseKind`], the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(ctx: &RequestContext, req: CreateAclsRequest) -> ResponseKind {
-    ResponseKind::CreateAcls(handle(ctx, req))
+pub async fn handle_kind(ctx: RequestContext, req: CreateAclsRequest) -> ResponseKind {
+    ResponseKind::CreateAcls(handle(&ctx, req).await)
 }

@@ -6,6 +6,7 @@
 //! logs are created before the records are written; if one cannot be, the topic keeps its
 //! old count and gets KAFKA_STORAGE_ERROR (see `Broker::create_partitions`).
 
+use futures_util::StreamExt;
 use std::collections::HashMap;
 
 use strata_protocol::ResponseError;
@@ -18,15 +19,17 @@ use crate::server::error::create_topic_error_code;
 
 /// Grows each topic of the request.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn handle(
+    ctx: &RequestContext,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let mut times: HashMap<String, usize> = HashMap::new();
     for t in &req.topics {
         *times.entry(t.name.0.to_string()).or_default() += 1;
     }
-    let results = req
-        .topics
-        .into_iter()
-        .map(|t| {
+    let times = &times;
+    let results = futures_util::stream::iter(req.topics)
+        .then(|t| async move {
             let name = t.name.0.to_string();
             let result = CreatePartitionsTopicResult::default().with_name(t.name);
             if times.get(&name).is_some_and(|n| *n > 1) {
@@ -39,29 +42,34 @@ pub fn handle(ctx: &RequestContext, req: CreatePartitionsRequest) -> CreateParti
                     .map(|a| a.broker_ids.into_iter().map(|b| b.0).collect())
                     .collect()
             });
-            match ctx.broker.create_partitions(
-                &name,
-                t.count,
-                assignments.as_deref(),
-                req.validate_only,
-                crate::now_ms(),
-            ) {
+            match ctx
+                .broker
+                .create_partitions(
+                    &name,
+                    t.count,
+                    assignments.as_deref(),
+                    req.validate_only,
+                    crate::now_ms(),
+                )
+                .await
+            {
                 Ok(()) => result,
                 Err(e) => result
                     .with_error_code(create_topic_error_code(&e))
                     .with_error_message(Some(StrBytes::from_string(e.to_string()))),
             }
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .await;
     CreatePartitionsResponse::default().with_results(results)
 }
 
 /// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
 /// the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(
-    ctx: &RequestContext,
+pub async fn handle_kind(
+    ctx: RequestContext,
     req: CreatePartitionsRequest,
 ) -> strata_protocol::messages::ResponseKind {
-    strata_protocol::messages::ResponseKind::CreatePartitions(handle(ctx, req))
+    strata_protocol::messages::ResponseKind::CreatePartitions(handle(&ctx, req).await)
 }

@@ -3,6 +3,7 @@
 //! created is not committed and gets KAFKA_STORAGE_ERROR with Kafka's message; the other
 //! topics of the request are created independently (see `Broker::create_topic`).
 
+use futures_util::StreamExt;
 use std::collections::{BTreeMap, HashSet};
 
 use strata_kraft::CreateTopic;
@@ -20,7 +21,7 @@ use crate::server::error::create_topic_error_code;
 
 /// Creates each topic; failures are per topic.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse {
+pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut seen = HashSet::new();
     let duplicates: HashSet<String> = req
         .topics
@@ -30,10 +31,9 @@ pub fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsRes
         .collect();
     // Kafka's handleCreateTopicsRequest: CREATE on the cluster, or else on each topic.
     let cluster_create = ctx.authorize_cluster(AclOperation::Create);
-    let topics = req
-        .topics
-        .into_iter()
-        .map(|t| {
+    let duplicates = &duplicates;
+    let topics = futures_util::stream::iter(req.topics)
+        .then(|t| async move {
             let name = t.name.0.to_string();
             let fail = |code: i16, msg: String| {
                 CreatableTopicResult::default()
@@ -126,9 +126,9 @@ pub fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsRes
             let internal = name == crate::coordinator::offsets::OFFSETS_TOPIC
                 && ctx.client_id.as_deref() == Some(crate::server::forward::INTERNAL_CLIENT_ID);
             let created = if internal {
-                ctx.broker.create_offsets_topic()
+                ctx.broker.create_offsets_topic().await
             } else {
-                ctx.broker.create_topic(create, crate::now_ms())
+                ctx.broker.create_topic(create, crate::now_ms()).await
             };
             match created {
                 Ok(id) => {
@@ -172,16 +172,17 @@ pub fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsRes
                 Err(e) => fail(create_topic_error_code(&e), e.to_string()),
             }
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .await;
     CreateTopicsResponse::default().with_topics(topics)
 }
 
 /// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
 /// the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(
-    ctx: &RequestContext,
+pub async fn handle_kind(
+    ctx: RequestContext,
     req: CreateTopicsRequest,
 ) -> strata_protocol::messages::ResponseKind {
-    strata_protocol::messages::ResponseKind::CreateTopics(handle(ctx, req))
+    strata_protocol::messages::ResponseKind::CreateTopics(handle(&ctx, req).await)
 }

@@ -20,7 +20,7 @@ use crate::server::error::metadata_error_code;
 
 /// Deletes what each filter matches; one result per filter, in order.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse {
+pub async fn handle(ctx: &RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse {
     let all = |code: i16, msg: &str| {
         let result = DeleteAclsFilterResult::default()
             .with_error_code(code)
@@ -47,7 +47,7 @@ pub fn handle(ctx: &RequestContext, req: DeleteAclsRequest) -> DeleteAclsRespons
             permission_type: AclPermissionType::from_code(f.permission_type),
         })
         .collect();
-    match ctx.broker.delete_acls(&filters) {
+    match ctx.broker.delete_acls(&filters).await {
         Ok(results) => DeleteAclsResponse::default().with_filter_results(
             results
                 .into_iter()
@@ -79,6 +79,6 @@ pub fn handle(ctx: &RequestContext, req: DeleteAclsRequest) -> DeleteAclsRespons
 
 /// [`handle`] as a [`ResponseKind`], the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(ctx: &RequestContext, req: DeleteAclsRequest) -> ResponseKind {
-    ResponseKind::DeleteAcls(handle(ctx, req))
+pub async fn handle_kind(ctx: RequestContext, req: DeleteAclsRequest) -> ResponseKind {
+    ResponseKind::DeleteAcls(handle(&ctx, req).await)
 }

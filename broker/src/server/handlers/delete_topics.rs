@@ -1,5 +1,6 @@
 //! DeleteTopics (key 20): by name (all versions) or by topic id (v6+, KIP-516).
 
+use futures_util::StreamExt;
 use strata_kraft::acl::{AclOperation, ResourceType};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
@@ -12,7 +13,7 @@ use crate::server::error::metadata_error_code;
 
 /// Deletes each named topic through the metadata log.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let wanted: Vec<(Option<String>, Uuid)> = if ctx.api_version >= 6 {
         req.topics
             .into_iter()
@@ -24,9 +25,8 @@ pub fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsRes
             .map(|n| (Some(n.0.to_string()), Uuid::nil()))
             .collect()
     };
-    let responses = wanted
-        .into_iter()
-        .map(|(name, id)| {
+    let responses = futures_util::stream::iter(wanted)
+        .then(|(name, id)| async move {
             let image = ctx.broker.image();
             // Kafka's handleDeleteTopicsRequest: DELETE on the topic, named or found by
             // id, refused whether or not a named topic exists.
@@ -51,7 +51,11 @@ pub fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsRes
             let result = DeletableTopicResult::default()
                 .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
                 .with_topic_id(id);
-            match resolved.map(|id| (id, ctx.broker.delete_topic(id, crate::now_ms()))) {
+            let deleted = match resolved {
+                Ok(id) => Ok((id, ctx.broker.delete_topic(id, crate::now_ms()).await)),
+                Err(code) => Err(code),
+            };
+            match deleted {
                 Ok((id, Ok(deleted))) => {
                     tracing::info!(topic = %deleted, "deleted topic");
                     result
@@ -64,16 +68,17 @@ pub fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsRes
                 Err(code) => result.with_error_code(code),
             }
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .await;
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
 /// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
 /// the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(
-    ctx: &RequestContext,
+pub async fn handle_kind(
+    ctx: RequestContext,
     req: DeleteTopicsRequest,
 ) -> strata_protocol::messages::ResponseKind {
-    strata_protocol::messages::ResponseKind::DeleteTopics(handle(ctx, req))
+    strata_protocol::messages::ResponseKind::DeleteTopics(handle(&ctx, req).await)
 }

@@ -246,6 +246,7 @@ mod tests {
                 },
                 crate::now_ms(),
             )
+            .await
             .unwrap();
         let ctx = fixture::ctx(&broker, ApiKey::DescribeTopicPartitions, 0);
         let unknown = ResponseError::UnknownTopicOrPartition.code();

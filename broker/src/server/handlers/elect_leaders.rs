@@ -19,7 +19,7 @@ use crate::server::error::{election_error_code, metadata_error_code};
 
 /// Runs the elections the request asks for.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse {
+pub async fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse {
     let partitions: Option<Vec<(String, i32)>> = req.topic_partitions.as_ref().map(|topics| {
         let mut seen = std::collections::HashSet::new();
         topics
@@ -44,6 +44,7 @@ pub fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLeadersRes
     match ctx
         .broker
         .elect_leaders(election_type, partitions.as_deref())
+        .await
     {
         Ok(done) => ElectLeadersResponse::default()
             .with_replica_election_results(by_topic(done.all_topics, done.results)),
@@ -59,11 +60,11 @@ pub fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLeadersRes
 /// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
 /// the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(
-    ctx: &RequestContext,
+pub async fn handle_kind(
+    ctx: RequestContext,
     req: ElectLeadersRequest,
 ) -> strata_protocol::messages::ResponseKind {
-    strata_protocol::messages::ResponseKind::ElectLeaders(handle(ctx, req))
+    strata_protocol::messages::ResponseKind::ElectLeaders(handle(&ctx, req).await)
 }
 
 /// Groups consecutive results of one topic. `all_topics` (the request named no partitions)

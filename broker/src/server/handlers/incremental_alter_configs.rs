@@ -5,6 +5,7 @@
 //! The legacy AlterConfigs (`alter_configs.rs`) shares this file's resource types and its
 //! write paths ([`write_topic_configs`], [`write_broker_configs`]).
 
+use futures_util::StreamExt;
 use std::collections::{BTreeMap, BTreeSet};
 
 use strata_kraft::{
@@ -70,7 +71,7 @@ pub(super) fn broker_overrides(ctx: &RequestContext, resource: &str) -> BTreeMap
 /// # Errors
 ///
 /// INVALID_REQUEST as above; the metadata error's Kafka code when the write fails.
-pub(super) fn write_broker_configs(
+pub(super) async fn write_broker_configs(
     ctx: &RequestContext,
     resource: &str,
     changes: &[(String, Option<String>)],
@@ -102,6 +103,7 @@ pub(super) fn write_broker_configs(
     dynamic::validate_changes(resource, changes, current).map_err(invalid)?;
     ctx.broker
         .alter_broker_configs(resource, changes, validate_only, now_ms)
+        .await
         .map_err(|e| (metadata_error_code(&e), e.to_string()))
 }
 
@@ -141,7 +143,7 @@ pub(super) fn topic_overrides(
 ///
 /// The metadata error's Kafka code and message (an unknown key or a bad value is
 /// INVALID_CONFIG).
-pub(super) fn write_topic_configs(
+pub(super) async fn write_topic_configs(
     ctx: &RequestContext,
     topic: &str,
     changes: &[(String, Option<String>)],
@@ -158,6 +160,7 @@ pub(super) fn write_topic_configs(
     for change in ordered {
         ctx.broker
             .alter_topic_configs(topic, std::slice::from_ref(change), false, now_ms)
+            .await
             .map_err(failure)?;
     }
     Ok(())
@@ -214,18 +217,16 @@ fn write_order<'a>(
 
 /// Applies each resource's changes independently and answers one result per resource.
 #[must_use]
-pub fn handle(
+pub async fn handle(
     ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let now = crate::now_ms();
-    let responses = req
-        .resources
-        .into_iter()
-        .map(|res| {
+    let responses = futures_util::stream::iter(req.resources)
+        .then(|res| async move {
             let outcome = match res.resource_type {
-                RESOURCE_TOPIC => alter_topic(ctx, &res, req.validate_only, now),
-                RESOURCE_BROKER => alter_broker(ctx, &res, req.validate_only, now),
+                RESOURCE_TOPIC => alter_topic(ctx, &res, req.validate_only, now).await,
+                RESOURCE_BROKER => alter_broker(ctx, &res, req.validate_only, now).await,
                 RESOURCE_BROKER_LOGGER => Err(broker_logger_refused()),
                 other => Err((
                     ResponseError::InvalidRequest.code(),
@@ -242,11 +243,12 @@ pub fn handle(
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name)
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .await;
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
-fn alter_topic(
+async fn alter_topic(
     ctx: &RequestContext,
     res: &AlterConfigsResource,
     validate_only: bool,
@@ -311,10 +313,10 @@ fn alter_topic(
         };
         changes.push((key, new_value));
     }
-    write_topic_configs(ctx, &topic, &changes, validate_only, now_ms)
+    write_topic_configs(ctx, &topic, &changes, validate_only, now_ms).await
 }
 
-fn alter_broker(
+async fn alter_broker(
     ctx: &RequestContext,
     res: &AlterConfigsResource,
     validate_only: bool,
@@ -383,7 +385,7 @@ fn alter_broker(
         };
         changes.push((key, new_value));
     }
-    write_broker_configs(ctx, &resource, &changes, validate_only, now_ms)
+    write_broker_configs(ctx, &resource, &changes, validate_only, now_ms).await
 }
 
 fn split_list(s: &str) -> Vec<String> {
@@ -397,11 +399,11 @@ fn split_list(s: &str) -> Vec<String> {
 /// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
 /// the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(
-    ctx: &RequestContext,
+pub async fn handle_kind(
+    ctx: RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> strata_protocol::messages::ResponseKind {
-    strata_protocol::messages::ResponseKind::IncrementalAlterConfigs(handle(ctx, req))
+    strata_protocol::messages::ResponseKind::IncrementalAlterConfigs(handle(&ctx, req).await)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ const NO_PRODUCER_EPOCH: i16 = -1;
 
 /// Allocates a producer id, or answers the error.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let error = |code: i16| {
         InitProducerIdResponse::default()
             .with_error_code(code)
@@ -38,7 +38,7 @@ pub fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitProducerI
         }
         _ => {}
     }
-    match ctx.broker.next_producer_id(crate::now_ms()) {
+    match ctx.broker.next_producer_id(crate::now_ms()).await {
         Ok(id) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(0),

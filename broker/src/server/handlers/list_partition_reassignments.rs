@@ -19,7 +19,7 @@ use crate::server::error::metadata_error_code;
 
 /// Lists the pending reassignments the request asks about.
 #[must_use]
-pub fn handle(
+pub async fn handle(
     ctx: &RequestContext,
     req: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
@@ -30,7 +30,11 @@ pub fn handle(
             .collect()
     });
     let ids = |v: &[i32]| v.iter().copied().map(BrokerId).collect::<Vec<_>>();
-    match ctx.broker.list_partition_reassignments(named.as_deref()) {
+    match ctx
+        .broker
+        .list_partition_reassignments(named.as_deref())
+        .await
+    {
         Ok(topics) => ListPartitionReassignmentsResponse::default().with_topics(
             topics
                 .into_iter()
@@ -61,9 +65,9 @@ pub fn handle(
 /// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),
 /// the shape [`crate::server::forward::relay`] falls back to.
 #[must_use]
-pub fn handle_kind(
-    ctx: &RequestContext,
+pub async fn handle_kind(
+    ctx: RequestContext,
     req: ListPartitionReassignmentsRequest,
 ) -> strata_protocol::messages::ResponseKind {
-    strata_protocol::messages::ResponseKind::ListPartitionReassignments(handle(ctx, req))
+    strata_protocol::messages::ResponseKind::ListPartitionReassignments(handle(&ctx, req).await)
 }

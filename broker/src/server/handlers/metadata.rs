@@ -28,7 +28,7 @@ pub(crate) const OPS_NOT_REQUESTED: i32 = i32::MIN;
 
 /// Answers a Metadata request.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
+pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     let broker = &ctx.broker;
     let mut image = broker.image();
     // v0: an empty list means every topic. v1+: null means every topic, empty means none.
@@ -151,7 +151,7 @@ pub fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
                 validate_only: false,
                 assignments: None,
             };
-            match broker.create_topic(create, crate::now_ms()) {
+            match broker.create_topic(create, crate::now_ms()).await {
                 Ok(_) => {
                     tracing::info!(topic = %name, "auto-created topic");
                     image = broker.image();
