@@ -16,6 +16,7 @@
 //! - every write is answered, with success or one of the errors a client retries, and
 //!   every topic whose creation succeeded is on every node once the storm is over.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -164,9 +165,19 @@ fn the_quorum_keeps_its_fetch_timeouts_under_concurrent_writes_across_a_leader_c
     let stop = Arc::new(AtomicBool::new(false));
     let created = Arc::new(Mutex::new(Vec::<String>::new()));
     let refused = Arc::new(Mutex::new(Vec::<(String, i16)>::new()));
+    // How each kind of write was answered ("unsent": the node was down), for the log.
+    let outcomes = Arc::new(Mutex::new(BTreeMap::<String, usize>::new()));
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let (stop, created, refused) = (stop.clone(), created.clone(), refused.clone());
+            let outcomes = outcomes.clone();
+            let count = move |what: &str, answer: &anyhow::Result<i16>| {
+                let key = match answer {
+                    Ok(code) => format!("{what} {code}"),
+                    Err(_) => format!("{what} unsent"),
+                };
+                *outcomes.lock().unwrap().entry(key).or_default() += 1;
+            };
             let ports = ports.clone();
             std::thread::spawn(move || {
                 let mut n = 0usize;
@@ -176,7 +187,9 @@ fn the_quorum_keeps_its_fetch_timeouts_under_concurrent_writes_across_a_leader_c
                     n += 1;
                     // A node that is down refuses the connection: that write was never sent.
                     // Two replicas: while the controller is away two brokers are left.
-                    if let Ok(code) = create_topic_raw(port, &topic, 1, 2) {
+                    let answer = create_topic_raw(port, &topic, 1, 2);
+                    count("CreateTopics", &answer);
+                    if let Ok(code) = answer {
                         match code {
                             // TOPIC_ALREADY_EXISTS: a forwarded creation that committed
                             // before its answer was lost, sent again by the forwarder.
@@ -185,7 +198,9 @@ fn the_quorum_keeps_its_fetch_timeouts_under_concurrent_writes_across_a_leader_c
                             c => refused.lock().unwrap().push((topic.clone(), c)),
                         }
                     }
-                    if let Ok(code) = create_acl(port, &topic)
+                    let answer = create_acl(port, &topic);
+                    count("CreateAcls", &answer);
+                    if let Ok(code) = answer
                         && code != 0
                         && !RETRIABLE.contains(&code)
                     {
@@ -320,7 +335,8 @@ fn the_quorum_keeps_its_fetch_timeouts_under_concurrent_writes_across_a_leader_c
         });
     }
     eprintln!(
-        "{written} writes, {} topics created, {samples} DescribeQuorum samples, oldest fetch {} ms",
+        "{written} writes {:?}, {} topics created, {samples} DescribeQuorum samples, oldest fetch {} ms",
+        outcomes.lock().unwrap(),
         created.len(),
         ages.iter().map(|(_, a)| *a).max().unwrap_or(0)
     );
