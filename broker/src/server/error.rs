@@ -328,5 +328,30 @@ pub fn replication_error_code(e: &ReplicationError) -> i16 {
     }
 }
 
+/// Why a topic named in a request is refused before anything is done with it: a decision
+/// the handlers share (Kafka's `KafkaApis` makes it inline in each handler).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicRefusal {
+    /// The client may not perform the request's operation on the topic.
+    Unauthorized,
+    /// No topic by that name, or no such partition of it, is known here.
+    Unknown,
+    /// No topic has the id the request names.
+    UnknownId,
+    /// The request names the topic more than once.
+    Duplicate,
+}
+
+/// A refused topic as its Kafka error code.
+#[must_use]
+pub fn topic_refusal_code(r: TopicRefusal) -> i16 {
+    match r {
+        TopicRefusal::Unauthorized => ResponseError::TopicAuthorizationFailed.code(),
+        TopicRefusal::Unknown => ResponseError::UnknownTopicOrPartition.code(),
+        TopicRefusal::UnknownId => ResponseError::UnknownTopicId.code(),
+        TopicRefusal::Duplicate => ResponseError::InvalidRequest.code(),
+    }
+}
+
 #[cfg(test)]
 mod tests;

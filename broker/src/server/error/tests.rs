@@ -21,3 +21,16 @@ fn controller_errors_get_kafkas_codes() {
         assert_eq!(alter_partition_error_code(&e), code, "{e:?}");
     }
 }
+
+#[test]
+fn topic_refusals_get_kafkas_codes() {
+    let cases = [
+        (TopicRefusal::Unauthorized, 29),
+        (TopicRefusal::Unknown, 3),
+        (TopicRefusal::UnknownId, 100),
+        (TopicRefusal::Duplicate, 42),
+    ];
+    for (r, code) in cases {
+        assert_eq!(topic_refusal_code(r), code, "{r:?}");
+    }
+}
