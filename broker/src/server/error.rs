@@ -19,6 +19,8 @@ use crate::coordinator::group::classic::GroupError;
 use crate::coordinator::group::consumer::ConsumerGroupError;
 use crate::coordinator::offsets::OffsetStoreError;
 use crate::partition::FlushError;
+use crate::server::handlers::offset_commit::CommitRefusal;
+use crate::server::placement::CoordinatorUnavailable;
 
 /// A storage error as a partition-level Kafka error code.
 #[must_use]
@@ -350,6 +352,53 @@ pub fn topic_refusal_code(r: TopicRefusal) -> i16 {
         TopicRefusal::Unknown => ResponseError::UnknownTopicOrPartition.code(),
         TopicRefusal::UnknownId => ResponseError::UnknownTopicId.code(),
         TopicRefusal::Duplicate => ResponseError::InvalidRequest.code(),
+    }
+}
+
+/// Why a group named in a request is refused by the handler before its coordinator answers:
+/// a decision the group and offset handlers share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupRefusal {
+    /// The client may not perform the request's operation on the group.
+    Unauthorized,
+    /// The group id is not one the offset APIs take (empty, or too long for a key).
+    InvalidId,
+    /// No group by that id is known here.
+    NotFound,
+    /// The group still has members.
+    NonEmpty,
+}
+
+/// A refused group as its Kafka error code.
+#[must_use]
+pub fn group_refusal_code(r: GroupRefusal) -> i16 {
+    match r {
+        GroupRefusal::Unauthorized => ResponseError::GroupAuthorizationFailed.code(),
+        GroupRefusal::InvalidId => ResponseError::InvalidGroupId.code(),
+        GroupRefusal::NotFound => ResponseError::GroupIdNotFound.code(),
+        GroupRefusal::NonEmpty => ResponseError::NonEmptyGroup.code(),
+    }
+}
+
+/// A group this node does not coordinate as the code of a group request: NOT_COORDINATOR
+/// when another node does (the client looks the coordinator up again),
+/// COORDINATOR_NOT_AVAILABLE when none does right now.
+#[must_use]
+pub fn coordinator_unavailable_code(e: CoordinatorUnavailable) -> i16 {
+    match e {
+        CoordinatorUnavailable::Elsewhere => ResponseError::NotCoordinator.code(),
+        CoordinatorUnavailable::NotAvailable => ResponseError::CoordinatorNotAvailable.code(),
+    }
+}
+
+/// An OffsetCommit the group coordinator refuses as the code every partition gets.
+#[must_use]
+pub fn commit_refusal_code(e: &CommitRefusal) -> i16 {
+    match e {
+        CommitRefusal::ConsumerGroup(e) => consumer_group_error_code(e),
+        CommitRefusal::Group(e) => group_error_code(e),
+        CommitRefusal::UnknownGroup => ResponseError::GroupIdNotFound.code(),
+        CommitRefusal::UnknownGroupBeforeV9 => ResponseError::IllegalGeneration.code(),
     }
 }
 

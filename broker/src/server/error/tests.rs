@@ -34,3 +34,47 @@ fn topic_refusals_get_kafkas_codes() {
         assert_eq!(topic_refusal_code(r), code, "{r:?}");
     }
 }
+
+#[test]
+fn group_refusals_get_kafkas_codes() {
+    let cases = [
+        (GroupRefusal::Unauthorized, 30),
+        (GroupRefusal::InvalidId, 24),
+        (GroupRefusal::NotFound, 69),
+        (GroupRefusal::NonEmpty, 68),
+    ];
+    for (r, code) in cases {
+        assert_eq!(group_refusal_code(r), code, "{r:?}");
+    }
+}
+
+#[test]
+fn an_unavailable_coordinator_gets_kafkas_codes() {
+    assert_eq!(
+        coordinator_unavailable_code(CoordinatorUnavailable::Elsewhere),
+        16
+    );
+    assert_eq!(
+        coordinator_unavailable_code(CoordinatorUnavailable::NotAvailable),
+        15
+    );
+}
+
+#[test]
+fn commit_refusals_get_kafkas_codes() {
+    let cases = [
+        (
+            CommitRefusal::ConsumerGroup(ConsumerGroupError::StaleMemberEpoch {
+                received: 1,
+                current: 2,
+            }),
+            113,
+        ),
+        (CommitRefusal::Group(GroupError::RebalanceInProgress), 27),
+        (CommitRefusal::UnknownGroup, 69),
+        (CommitRefusal::UnknownGroupBeforeV9, 22),
+    ];
+    for (e, code) in cases {
+        assert_eq!(commit_refusal_code(&e), code, "{e:?}");
+    }
+}
