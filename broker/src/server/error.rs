@@ -3,6 +3,7 @@
 //! Each function matches exhaustively with no catch-all arm, so a new variant in a domain
 //! crate fails the build here until someone decides its Kafka code.
 
+use strata_kraft::acl::AclError;
 use strata_kraft::client_quotas::ClientQuotaError;
 use strata_kraft::scram::ScramError;
 use strata_kraft::{
@@ -399,6 +400,55 @@ pub fn commit_refusal_code(e: &CommitRefusal) -> i16 {
         CommitRefusal::Group(e) => group_error_code(e),
         CommitRefusal::UnknownGroup => ResponseError::GroupIdNotFound.code(),
         CommitRefusal::UnknownGroupBeforeV9 => ResponseError::IllegalGeneration.code(),
+    }
+}
+
+/// An ACL binding or filter refused (Kafka's `validateNewAcl`, `AclControlManager`) as its
+/// Kafka error code: INVALID_REQUEST for every reason.
+#[must_use]
+pub fn acl_error_code(e: &AclError) -> i16 {
+    match e {
+        AclError::InvalidResourceType(_)
+        | AclError::InvalidPatternType(_)
+        | AclError::InvalidOperation(_)
+        | AclError::InvalidPermissionType(_)
+        | AclError::EmptyResourceName
+        | AclError::InvalidClusterName
+        | AclError::InvalidPrincipal(_)
+        | AclError::UnknownInFilter(_) => ResponseError::InvalidRequest.code(),
+    }
+}
+
+/// A producer-id block the controller did not hand out, as InitProducerId's code. No block
+/// from the active controller (not reachable, no registration yet) is
+/// COORDINATOR_NOT_AVAILABLE, a retriable error that sends the client to try again,
+/// possibly elsewhere; anything else is the metadata error's own code.
+#[must_use]
+pub fn producer_id_error_code(e: &MetadataError) -> i16 {
+    match e {
+        MetadataError::NotController | MetadataError::Timeout => {
+            ResponseError::CoordinatorNotAvailable.code()
+        }
+        MetadataError::TopicAlreadyExists(_)
+        | MetadataError::InvalidTopicName { .. }
+        | MetadataError::InvalidPartitions(_)
+        | MetadataError::PartitionCountNotIncreased(_)
+        | MetadataError::InvalidReplicaAssignment(_)
+        | MetadataError::InvalidReplicationFactor { .. }
+        | MetadataError::InvalidConfig { .. }
+        | MetadataError::UnknownTopic(_)
+        | MetadataError::UnknownTopicId(_)
+        | MetadataError::BrokerNotRegistered(_)
+        | MetadataError::ProducerIdsExhausted { .. }
+        | MetadataError::CorruptRecord { .. }
+        | MetadataError::CorruptBatch { .. }
+        | MetadataError::InconsistentRecord { .. }
+        | MetadataError::NodeIdMismatch { .. }
+        | MetadataError::InvalidMetaProperties { .. }
+        | MetadataError::Io { .. }
+        | MetadataError::Storage(_)
+        | MetadataError::LogFailed
+        | MetadataError::CorruptEntry(_) => metadata_error_code(e),
     }
 }
 

@@ -78,3 +78,33 @@ fn commit_refusals_get_kafkas_codes() {
         assert_eq!(commit_refusal_code(&e), code, "{e:?}");
     }
 }
+
+#[test]
+fn acl_errors_are_invalid_requests() {
+    let cases = [
+        AclError::InvalidResourceType("UNKNOWN"),
+        AclError::InvalidPatternType("ANY"),
+        AclError::InvalidOperation("ANY"),
+        AclError::InvalidPermissionType("ANY"),
+        AclError::EmptyResourceName,
+        AclError::InvalidClusterName,
+        AclError::InvalidPrincipal("alice".to_owned()),
+        AclError::UnknownInFilter("operation"),
+    ];
+    for e in cases {
+        assert_eq!(acl_error_code(&e), 42, "{e:?}");
+    }
+}
+
+#[test]
+fn a_producer_id_block_not_handed_out_gets_kafkas_codes() {
+    let cases = [
+        (MetadataError::NotController, 15),
+        (MetadataError::Timeout, 15),
+        (MetadataError::UnknownTopic("t".to_owned()), 3),
+        (MetadataError::LogFailed, 56),
+    ];
+    for (e, code) in cases {
+        assert_eq!(producer_id_error_code(&e), code, "{e:?}");
+    }
+}
