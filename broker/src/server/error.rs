@@ -19,8 +19,9 @@ use crate::broker::{ControllerError, CreateTopicError, PartitionUnavailable};
 use crate::coordinator::group::classic::GroupError;
 use crate::coordinator::group::consumer::ConsumerGroupError;
 use crate::coordinator::offsets::OffsetStoreError;
-use crate::partition::FlushError;
+use crate::partition::{FlushError, LeaderAppendError};
 use crate::server::handlers::offset_commit::CommitRefusal;
+use crate::server::handlers::produce::{AckError, ProduceRefusal};
 use crate::server::placement::CoordinatorUnavailable;
 
 /// A storage error as a partition-level Kafka error code.
@@ -449,6 +450,43 @@ pub fn producer_id_error_code(e: &MetadataError) -> i16 {
         | MetadataError::Storage(_)
         | MetadataError::LogFailed
         | MetadataError::CorruptEntry(_) => metadata_error_code(e),
+    }
+}
+
+/// A leader's append refused or failed as the produce's partition code: a node that no
+/// longer leads in the produce's epoch is NOT_LEADER_OR_FOLLOWER, a log error its own code.
+#[must_use]
+pub fn leader_append_error_code(e: &LeaderAppendError) -> i16 {
+    match e {
+        LeaderAppendError::NotLeader { .. } => ResponseError::NotLeaderOrFollower.code(),
+        LeaderAppendError::Log(e) => log_error_code(e),
+    }
+}
+
+/// Why a partition of a produce is not appended, as its partition code (Kafka's
+/// `handleProduceRequest` and `ReplicaManager.appendRecords`).
+#[must_use]
+pub fn produce_refusal_code(e: &ProduceRefusal) -> i16 {
+    match e {
+        ProduceRefusal::Topic(r) => topic_refusal_code(*r),
+        ProduceRefusal::InvalidRequiredAcks => ResponseError::InvalidRequiredAcks.code(),
+        ProduceRefusal::Unavailable(e) => leadership_error_code(*e),
+        ProduceRefusal::NullRecords | ProduceRefusal::KeylessRecordInCompactedTopic => {
+            ResponseError::InvalidRecord.code()
+        }
+        ProduceRefusal::Replication(e) => replication_error_code(e),
+        ProduceRefusal::Append(e) => leader_append_error_code(e),
+    }
+}
+
+/// Why an appended acks=all produce is not acknowledged, as its partition code (Kafka's
+/// `DelayedProduce`): the producer retries.
+#[must_use]
+pub fn ack_error_code(e: &AckError) -> i16 {
+    match e {
+        AckError::LeadershipEnded => ResponseError::NotLeaderOrFollower.code(),
+        AckError::Replication(e) => replication_error_code(e),
+        AckError::TimedOut => ResponseError::RequestTimedOut.code(),
     }
 }
 

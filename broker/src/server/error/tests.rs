@@ -1,4 +1,5 @@
 use strata_kraft::{AlterPartitionError, InvalidAlterPartition};
+use strata_replication::ReplicationError;
 
 use super::*;
 
@@ -106,5 +107,66 @@ fn a_producer_id_block_not_handed_out_gets_kafkas_codes() {
     ];
     for (e, code) in cases {
         assert_eq!(producer_id_error_code(&e), code, "{e:?}");
+    }
+}
+
+#[test]
+fn leader_append_errors_get_kafkas_codes() {
+    let not_leader = LeaderAppendError::NotLeader {
+        leader_epoch: 3,
+        leading: Some(4),
+    };
+    assert_eq!(leader_append_error_code(&not_leader), 6);
+    let too_large = LeaderAppendError::Log(LogError::MessageTooLarge { size: 2, max: 1 });
+    assert_eq!(leader_append_error_code(&too_large), 10);
+}
+
+#[test]
+fn produce_refusals_get_kafkas_codes() {
+    let cases = [
+        (ProduceRefusal::Topic(TopicRefusal::Unauthorized), 29),
+        (ProduceRefusal::InvalidRequiredAcks, 21),
+        (
+            ProduceRefusal::Unavailable(LeadershipError::NotLeaderOrFollower),
+            6,
+        ),
+        (
+            ProduceRefusal::Unavailable(LeadershipError::UnknownTopicOrPartition),
+            3,
+        ),
+        (ProduceRefusal::NullRecords, 87),
+        (ProduceRefusal::KeylessRecordInCompactedTopic, 87),
+        (
+            ProduceRefusal::Replication(ReplicationError::NotEnoughReplicas { isr: 1, min_isr: 2 }),
+            19,
+        ),
+        (
+            ProduceRefusal::Append(LeaderAppendError::NotLeader {
+                leader_epoch: 3,
+                leading: None,
+            }),
+            6,
+        ),
+    ];
+    for (e, code) in cases {
+        assert_eq!(produce_refusal_code(&e), code, "{e:?}");
+    }
+}
+
+#[test]
+fn unacknowledged_appends_get_kafkas_codes() {
+    let cases = [
+        (AckError::LeadershipEnded, 6),
+        (
+            AckError::Replication(ReplicationError::NotEnoughReplicasAfterAppend {
+                isr: 1,
+                min_isr: 2,
+            }),
+            20,
+        ),
+        (AckError::TimedOut, 7),
+    ];
+    for (e, code) in cases {
+        assert_eq!(ack_error_code(&e), code, "{e:?}");
     }
 }
