@@ -3,6 +3,7 @@
 //! Each function matches exhaustively with no catch-all arm, so a new variant in a domain
 //! crate fails the build here until someone decides its Kafka code.
 
+use strata_kraft::acl::AclError;
 use strata_kraft::client_quotas::ClientQuotaError;
 use strata_kraft::scram::ScramError;
 use strata_kraft::{
@@ -18,7 +19,10 @@ use crate::broker::{ControllerError, CreateTopicError, PartitionUnavailable};
 use crate::coordinator::group::classic::GroupError;
 use crate::coordinator::group::consumer::ConsumerGroupError;
 use crate::coordinator::offsets::OffsetStoreError;
-use crate::partition::FlushError;
+use crate::partition::{FlushError, LeaderAppendError};
+use crate::server::handlers::offset_commit::CommitRefusal;
+use crate::server::handlers::produce::{AckError, ProduceRefusal};
+use crate::server::placement::CoordinatorUnavailable;
 
 /// A storage error as a partition-level Kafka error code.
 #[must_use]
@@ -325,6 +329,164 @@ pub fn replication_error_code(e: &ReplicationError) -> i16 {
         ReplicationError::NotEnoughReplicasAfterAppend { .. } => {
             ResponseError::NotEnoughReplicasAfterAppend.code()
         }
+    }
+}
+
+/// Why a topic named in a request is refused before anything is done with it: a decision
+/// the handlers share (Kafka's `KafkaApis` makes it inline in each handler).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicRefusal {
+    /// The client may not perform the request's operation on the topic.
+    Unauthorized,
+    /// No topic by that name, or no such partition of it, is known here.
+    Unknown,
+    /// No topic has the id the request names.
+    UnknownId,
+    /// The request names the topic more than once.
+    Duplicate,
+}
+
+/// A refused topic as its Kafka error code.
+#[must_use]
+pub fn topic_refusal_code(r: TopicRefusal) -> i16 {
+    match r {
+        TopicRefusal::Unauthorized => ResponseError::TopicAuthorizationFailed.code(),
+        TopicRefusal::Unknown => ResponseError::UnknownTopicOrPartition.code(),
+        TopicRefusal::UnknownId => ResponseError::UnknownTopicId.code(),
+        TopicRefusal::Duplicate => ResponseError::InvalidRequest.code(),
+    }
+}
+
+/// Why a group named in a request is refused by the handler before its coordinator answers:
+/// a decision the group and offset handlers share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupRefusal {
+    /// The client may not perform the request's operation on the group.
+    Unauthorized,
+    /// The group id is not one the offset APIs take (empty, or too long for a key).
+    InvalidId,
+    /// No group by that id is known here.
+    NotFound,
+    /// The group still has members.
+    NonEmpty,
+}
+
+/// A refused group as its Kafka error code.
+#[must_use]
+pub fn group_refusal_code(r: GroupRefusal) -> i16 {
+    match r {
+        GroupRefusal::Unauthorized => ResponseError::GroupAuthorizationFailed.code(),
+        GroupRefusal::InvalidId => ResponseError::InvalidGroupId.code(),
+        GroupRefusal::NotFound => ResponseError::GroupIdNotFound.code(),
+        GroupRefusal::NonEmpty => ResponseError::NonEmptyGroup.code(),
+    }
+}
+
+/// A group this node does not coordinate as the code of a group request: NOT_COORDINATOR
+/// when another node does (the client looks the coordinator up again),
+/// COORDINATOR_NOT_AVAILABLE when none does right now.
+#[must_use]
+pub fn coordinator_unavailable_code(e: CoordinatorUnavailable) -> i16 {
+    match e {
+        CoordinatorUnavailable::Elsewhere => ResponseError::NotCoordinator.code(),
+        CoordinatorUnavailable::NotAvailable => ResponseError::CoordinatorNotAvailable.code(),
+    }
+}
+
+/// An OffsetCommit the group coordinator refuses as the code every partition gets.
+#[must_use]
+pub fn commit_refusal_code(e: &CommitRefusal) -> i16 {
+    match e {
+        CommitRefusal::ConsumerGroup(e) => consumer_group_error_code(e),
+        CommitRefusal::Group(e) => group_error_code(e),
+        CommitRefusal::UnknownGroup => ResponseError::GroupIdNotFound.code(),
+        CommitRefusal::UnknownGroupBeforeV9 => ResponseError::IllegalGeneration.code(),
+    }
+}
+
+/// An ACL binding or filter refused (Kafka's `validateNewAcl`, `AclControlManager`) as its
+/// Kafka error code: INVALID_REQUEST for every reason.
+#[must_use]
+pub fn acl_error_code(e: &AclError) -> i16 {
+    match e {
+        AclError::InvalidResourceType(_)
+        | AclError::InvalidPatternType(_)
+        | AclError::InvalidOperation(_)
+        | AclError::InvalidPermissionType(_)
+        | AclError::EmptyResourceName
+        | AclError::InvalidClusterName
+        | AclError::InvalidPrincipal(_)
+        | AclError::UnknownInFilter(_) => ResponseError::InvalidRequest.code(),
+    }
+}
+
+/// A producer-id block the controller did not hand out, as InitProducerId's code. No block
+/// from the active controller (not reachable, no registration yet) is
+/// COORDINATOR_NOT_AVAILABLE, a retriable error that sends the client to try again,
+/// possibly elsewhere; anything else is the metadata error's own code.
+#[must_use]
+pub fn producer_id_error_code(e: &MetadataError) -> i16 {
+    match e {
+        MetadataError::NotController | MetadataError::Timeout => {
+            ResponseError::CoordinatorNotAvailable.code()
+        }
+        MetadataError::TopicAlreadyExists(_)
+        | MetadataError::InvalidTopicName { .. }
+        | MetadataError::InvalidPartitions(_)
+        | MetadataError::PartitionCountNotIncreased(_)
+        | MetadataError::InvalidReplicaAssignment(_)
+        | MetadataError::InvalidReplicationFactor { .. }
+        | MetadataError::InvalidConfig { .. }
+        | MetadataError::UnknownTopic(_)
+        | MetadataError::UnknownTopicId(_)
+        | MetadataError::BrokerNotRegistered(_)
+        | MetadataError::ProducerIdsExhausted { .. }
+        | MetadataError::CorruptRecord { .. }
+        | MetadataError::CorruptBatch { .. }
+        | MetadataError::InconsistentRecord { .. }
+        | MetadataError::NodeIdMismatch { .. }
+        | MetadataError::InvalidMetaProperties { .. }
+        | MetadataError::Io { .. }
+        | MetadataError::Storage(_)
+        | MetadataError::LogFailed
+        | MetadataError::CorruptEntry(_) => metadata_error_code(e),
+    }
+}
+
+/// A leader's append refused or failed as the produce's partition code: a node that no
+/// longer leads in the produce's epoch is NOT_LEADER_OR_FOLLOWER, a log error its own code.
+#[must_use]
+pub fn leader_append_error_code(e: &LeaderAppendError) -> i16 {
+    match e {
+        LeaderAppendError::NotLeader { .. } => ResponseError::NotLeaderOrFollower.code(),
+        LeaderAppendError::Log(e) => log_error_code(e),
+    }
+}
+
+/// Why a partition of a produce is not appended, as its partition code (Kafka's
+/// `handleProduceRequest` and `ReplicaManager.appendRecords`).
+#[must_use]
+pub fn produce_refusal_code(e: &ProduceRefusal) -> i16 {
+    match e {
+        ProduceRefusal::Topic(r) => topic_refusal_code(*r),
+        ProduceRefusal::InvalidRequiredAcks => ResponseError::InvalidRequiredAcks.code(),
+        ProduceRefusal::Unavailable(e) => leadership_error_code(*e),
+        ProduceRefusal::NullRecords | ProduceRefusal::KeylessRecordInCompactedTopic => {
+            ResponseError::InvalidRecord.code()
+        }
+        ProduceRefusal::Replication(e) => replication_error_code(e),
+        ProduceRefusal::Append(e) => leader_append_error_code(e),
+    }
+}
+
+/// Why an appended acks=all produce is not acknowledged, as its partition code (Kafka's
+/// `DelayedProduce`): the producer retries.
+#[must_use]
+pub fn ack_error_code(e: &AckError) -> i16 {
+    match e {
+        AckError::LeadershipEnded => ResponseError::NotLeaderOrFollower.code(),
+        AckError::Replication(e) => replication_error_code(e),
+        AckError::TimedOut => ResponseError::RequestTimedOut.code(),
     }
 }
 

@@ -17,7 +17,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use strata_kraft::MetadataImage;
-use strata_protocol::ResponseError;
 
 use crate::broker::Broker;
 use crate::coordinator::offsets::OFFSETS_TOPIC;
@@ -58,17 +57,28 @@ fn leader_of(image: &MetadataImage, partition: i32, me: i32) -> Placement {
     }
 }
 
+/// Why this node does not coordinate a group, or a transactional id (its Kafka code is
+/// [`crate::server::error::coordinator_unavailable_code`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoordinatorUnavailable {
+    /// Another node does (NOT_COORDINATOR: the client looks the coordinator up again).
+    Elsewhere,
+    /// None does right now (COORDINATOR_NOT_AVAILABLE); for a transactional id, always:
+    /// this node runs no transaction coordinator.
+    NotAvailable,
+}
+
 /// Kafka's check at the top of every group request: this node must coordinate `group`.
 ///
 /// # Errors
 ///
-/// NOT_COORDINATOR when another node does (the client looks the coordinator up again),
-/// COORDINATOR_NOT_AVAILABLE when none does right now.
-pub fn check(broker: &Broker, group: &str) -> Result<(), ResponseError> {
+/// [`CoordinatorUnavailable::Elsewhere`] when another node does,
+/// [`CoordinatorUnavailable::NotAvailable`] when none does right now.
+pub fn check(broker: &Broker, group: &str) -> Result<(), CoordinatorUnavailable> {
     match coordinator(broker, group) {
         Placement::Local => Ok(()),
-        Placement::Remote(_) => Err(ResponseError::NotCoordinator),
-        Placement::NotAvailable => Err(ResponseError::CoordinatorNotAvailable),
+        Placement::Remote(_) => Err(CoordinatorUnavailable::Elsewhere),
+        Placement::NotAvailable => Err(CoordinatorUnavailable::NotAvailable),
     }
 }
 

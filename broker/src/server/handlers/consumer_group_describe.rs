@@ -3,16 +3,17 @@
 //! GROUP_ID_NOT_FOUND.
 
 use strata_kraft::MetadataImage;
+use strata_protocol::StrBytes;
 use strata_protocol::messages::consumer_group_describe_response::{
     Assignment, DescribedGroup, Member, TopicPartitions,
 };
 use strata_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
 };
-use strata_protocol::{ResponseError, StrBytes};
 
 use super::RequestContext;
 use crate::coordinator::group::consumer::Assignment as Partitions;
+use crate::server::error::{GroupRefusal, coordinator_unavailable_code, group_refusal_code};
 
 /// Without an authorizer, Kafka reports no authorized operations as `i32::MIN`.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -35,7 +36,7 @@ pub fn handle(
                 .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
             if let Err(e) = crate::server::placement::check(&ctx.broker, &id.0) {
                 // Kafka's `groupError`: the state is unknown, an empty string.
-                return out.with_error_code(e.code());
+                return out.with_error_code(coordinator_unavailable_code(e));
             }
             let Some(g) = ctx.broker.consumer_groups.describe(&id.0) else {
                 let classic = ctx.broker.groups.group_state(&id.0).is_some();
@@ -45,7 +46,7 @@ pub fn handle(
                     format!("Group {} not found.", &*id.0)
                 };
                 return out
-                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_code(group_refusal_code(GroupRefusal::NotFound))
                     .with_error_message(Some(StrBytes::from_string(msg)))
                     .with_group_state(StrBytes::from_static_str("Dead"));
             };

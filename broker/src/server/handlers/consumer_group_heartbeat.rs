@@ -12,7 +12,9 @@ use super::RequestContext;
 use crate::coordinator::group::consumer::{
     ConsumerGroupError, HeartbeatRequest, coordinator::JOIN_EPOCH,
 };
-use crate::server::error::consumer_group_error_code;
+use crate::server::error::{
+    GroupRefusal, consumer_group_error_code, coordinator_unavailable_code, group_refusal_code,
+};
 
 /// Runs the heartbeat through the consumer-group coordinator.
 #[must_use]
@@ -23,12 +25,12 @@ pub fn handle(
     let group_id = req.group_id.0.to_string();
     if !ctx.authorize_group(strata_kraft::acl::AclOperation::Read, &group_id) {
         return ConsumerGroupHeartbeatResponse::default()
-            .with_error_code(strata_protocol::ResponseError::GroupAuthorizationFailed.code())
+            .with_error_code(group_refusal_code(GroupRefusal::Unauthorized))
             .with_member_epoch(-1);
     }
     if let Err(e) = crate::server::placement::check(&ctx.broker, &group_id) {
         return ConsumerGroupHeartbeatResponse::default()
-            .with_error_code(e.code())
+            .with_error_code(coordinator_unavailable_code(e))
             .with_member_epoch(-1);
     }
     if req.member_epoch == JOIN_EPOCH

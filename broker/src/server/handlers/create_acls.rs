@@ -13,7 +13,7 @@ use strata_protocol::messages::{CreateAclsRequest, CreateAclsResponse, ResponseK
 
 use super::RequestContext;
 use super::describe_acls::NO_AUTHORIZER;
-use crate::server::error::metadata_error_code;
+use crate::server::error::{acl_error_code, metadata_error_code};
 
 /// Creates the bindings; one result per creation, in order.
 #[must_use]
@@ -51,7 +51,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateAclsRequest) -> CreateAclsR
                 .map(|r| match r {
                     Ok(()) => AclCreationResult::default(),
                     Err(e) => AclCreationResult::default()
-                        .with_error_code(ResponseError::InvalidRequest.code())
+                        .with_error_code(acl_error_code(&e))
                         .with_error_message(Some(StrBytes::from_string(e.to_string()))),
                 })
                 .collect(),

@@ -9,13 +9,12 @@
 use futures_util::StreamExt;
 use std::collections::HashMap;
 
-use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use strata_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::RequestContext;
-use crate::server::error::create_topic_error_code;
+use crate::server::error::{TopicRefusal, create_topic_error_code, topic_refusal_code};
 
 /// Grows each topic of the request.
 #[must_use]
@@ -34,7 +33,7 @@ pub async fn handle(
             let result = CreatePartitionsTopicResult::default().with_name(t.name);
             if times.get(&name).is_some_and(|n| *n > 1) {
                 return result
-                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_code(topic_refusal_code(TopicRefusal::Duplicate))
                     .with_error_message(Some(StrBytes::from_static_str("Duplicate topic name.")));
             }
             let assignments: Option<Vec<Vec<i32>>> = t.assignments.map(|a| {

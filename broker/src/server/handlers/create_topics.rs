@@ -17,7 +17,7 @@ use strata_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
 use super::RequestContext;
 use super::describe_configs::describe_topic;
-use crate::server::error::create_topic_error_code;
+use crate::server::error::{TopicRefusal, create_topic_error_code, topic_refusal_code};
 
 /// Creates each topic; failures are per topic.
 #[must_use]
@@ -45,7 +45,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
             };
             if duplicates.contains(&name) {
                 return fail(
-                    ResponseError::InvalidRequest.code(),
+                    topic_refusal_code(TopicRefusal::Duplicate),
                     format!("topic {name} appears more than once"),
                 );
             }
@@ -56,7 +56,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
                 && !ctx.authorize(AclOperation::Create, ResourceType::Topic, &name)
             {
                 return fail(
-                    ResponseError::TopicAuthorizationFailed.code(),
+                    topic_refusal_code(TopicRefusal::Unauthorized),
                     "Authorization failed.".to_owned(),
                 );
             }

@@ -16,7 +16,7 @@ use strata_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse, ResponseK
 
 use super::RequestContext;
 use super::describe_acls::NO_AUTHORIZER;
-use crate::server::error::metadata_error_code;
+use crate::server::error::{acl_error_code, metadata_error_code};
 
 /// Deletes what each filter matches; one result per filter, in order.
 #[must_use]
@@ -68,7 +68,7 @@ pub async fn handle(ctx: &RequestContext, req: DeleteAclsRequest) -> DeleteAclsR
                             .collect(),
                     ),
                     Err(e) => DeleteAclsFilterResult::default()
-                        .with_error_code(ResponseError::InvalidRequest.code())
+                        .with_error_code(acl_error_code(&e))
                         .with_error_message(Some(StrBytes::from_string(e.to_string()))),
                 })
                 .collect(),

@@ -6,12 +6,13 @@
 use strata_protocol::messages::delete_groups_response::DeletableGroupResult;
 use strata_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
-use strata_protocol::ResponseError;
-
 use super::RequestContext;
 use crate::coordinator::group::classic::GroupError;
 use crate::now_ms;
-use crate::server::error::{group_error_code, offset_store_error_code};
+use crate::server::error::{
+    GroupRefusal, coordinator_unavailable_code, group_error_code, group_refusal_code,
+    offset_store_error_code,
+};
 
 /// Deletes each group.
 #[must_use]
@@ -24,15 +25,15 @@ pub fn handle(ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsRes
             if !ctx.authorize_group(strata_kraft::acl::AclOperation::Delete, &id.0) {
                 return DeletableGroupResult::default()
                     .with_group_id(id)
-                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+                    .with_error_code(group_refusal_code(GroupRefusal::Unauthorized));
             }
             let code = if let Err(e) = crate::server::placement::check(broker, &id.0) {
                 // Only the group's coordinator may delete it.
-                e.code()
+                coordinator_unavailable_code(e)
             } else {
                 match broker.consumer_groups.delete(&id.0) {
                     Some(true) => delete_offsets(ctx, &id.0),
-                    Some(false) => ResponseError::NonEmptyGroup.code(),
+                    Some(false) => group_refusal_code(GroupRefusal::NonEmpty),
                     None => delete_classic(ctx, &id.0),
                 }
             };

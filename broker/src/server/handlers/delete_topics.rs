@@ -2,14 +2,13 @@
 
 use futures_util::StreamExt;
 use strata_kraft::acl::{AclOperation, ResourceType};
-use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::delete_topics_response::DeletableTopicResult;
 use strata_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use uuid::Uuid;
 
 use super::RequestContext;
-use crate::server::error::metadata_error_code;
+use crate::server::error::{TopicRefusal, metadata_error_code, topic_refusal_code};
 
 /// Deletes each named topic through the metadata log.
 #[must_use]
@@ -37,16 +36,16 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
                 .as_deref()
                 .is_none_or(|n| ctx.authorize(AclOperation::Delete, ResourceType::Topic, n));
             let resolved = match &name {
-                _ if !authorized => Err(ResponseError::TopicAuthorizationFailed.code()),
+                _ if !authorized => Err(topic_refusal_code(TopicRefusal::Unauthorized)),
                 Some(n) => image
                     .topics
                     .get(n)
                     .map(|t| t.topic_id)
-                    .ok_or(ResponseError::UnknownTopicOrPartition.code()),
+                    .ok_or(topic_refusal_code(TopicRefusal::Unknown)),
                 None => image
                     .topic_by_id(id)
                     .map(|t| t.topic_id)
-                    .ok_or(ResponseError::UnknownTopicId.code()),
+                    .ok_or(topic_refusal_code(TopicRefusal::UnknownId)),
             };
             let result = DeletableTopicResult::default()
                 .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))

@@ -2,13 +2,14 @@
 //! assignments are reported only for a Stable group, as Kafka does. An unknown group is
 //! reported in state Dead; v6+ (KIP-1043) also gives it GROUP_ID_NOT_FOUND.
 
+use strata_protocol::StrBytes;
 use strata_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use strata_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
-use strata_protocol::{ResponseError, StrBytes};
 
 use strata_kraft::acl::{AclOperation, ResourceType};
 
 use super::RequestContext;
+use crate::server::error::{GroupRefusal, coordinator_unavailable_code, group_refusal_code};
 
 /// Kafka's "authorized operations not requested" sentinel.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -33,12 +34,12 @@ pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> DescribeGroup
             if !ctx.authorize(AclOperation::Describe, ResourceType::Group, &id.0) {
                 return out
                     .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
-                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+                    .with_error_code(group_refusal_code(GroupRefusal::Unauthorized));
             }
             // Only the group's coordinator knows it (Kafka's `handleDescribeGroup`).
             if let Err(e) = crate::server::placement::check(&ctx.broker, &id.0) {
                 // Kafka's `groupError`: the state is unknown, an empty string.
-                return out.with_error_code(e.code());
+                return out.with_error_code(coordinator_unavailable_code(e));
             }
             // KIP-848 consumer groups (Kafka's `ConsumerGroup.asDescribedGroup`), without the
             // serialized subscription and assignment bytes.
@@ -72,7 +73,7 @@ pub fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> DescribeGroup
             let Some(g) = ctx.broker.groups.describe(&id.0).or_else(simple) else {
                 let out = out.with_group_state(StrBytes::from_static_str("Dead"));
                 return if v >= 6 {
-                    out.with_error_code(ResponseError::GroupIdNotFound.code())
+                    out.with_error_code(group_refusal_code(GroupRefusal::NotFound))
                         .with_error_message(Some(StrBytes::from_string(format!(
                             "Group {} not found.",
                             &*id.0

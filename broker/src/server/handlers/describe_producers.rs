@@ -1,12 +1,12 @@
 //! DescribeProducers (key 61, KIP-664): the idempotent producers a partition remembers.
 
-use strata_protocol::ResponseError;
 use strata_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
 use strata_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 
 use super::RequestContext;
+use crate::server::error::{TopicRefusal, topic_refusal_code};
 
 /// Lists each requested partition's active producers. Without transactions the
 /// coordinator epoch and the transaction start offset are always -1.
@@ -23,7 +23,7 @@ pub fn handle(ctx: &RequestContext, req: DescribeProducersRequest) -> DescribePr
                 .map(|index| {
                     let resp = PartitionResponse::default().with_partition_index(index);
                     let Some(p) = ctx.broker.partition(&name, index) else {
-                        return resp.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                        return resp.with_error_code(topic_refusal_code(TopicRefusal::Unknown));
                     };
                     let log = p.log();
                     let producers = log

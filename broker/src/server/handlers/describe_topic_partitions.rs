@@ -32,6 +32,7 @@ use uuid::Uuid;
 use strata_kraft::acl::{AclOperation, ResourceType};
 
 use super::RequestContext;
+use crate::server::error::{TopicRefusal, topic_refusal_code};
 
 /// The schema's default for an error topic's authorized operations.
 const OPS_UNSET: i32 = i32::MIN;
@@ -86,15 +87,12 @@ pub fn handle(
         if !all && !ctx.authorize(AclOperation::Describe, ResourceType::Topic, &name) {
             topics.push(error_topic(
                 name,
-                ResponseError::TopicAuthorizationFailed.code(),
+                topic_refusal_code(TopicRefusal::Unauthorized),
             ));
             continue;
         }
         let Some(t) = image.topics.get(&name) else {
-            topics.push(error_topic(
-                name,
-                ResponseError::UnknownTopicOrPartition.code(),
-            ));
+            topics.push(error_topic(name, topic_refusal_code(TopicRefusal::Unknown)));
             continue;
         };
         let start = if name == cursor_topic {

@@ -46,7 +46,9 @@ use crate::broker::leadership::{self, LeaderEndpoint, ReadRole};
 use crate::config::ReplicaSelector;
 use crate::partition::Partition;
 use crate::partition::read_replica::live_rack;
-use crate::server::error::{leadership_error_code, log_error_code};
+use crate::server::error::{
+    TopicRefusal, leadership_error_code, log_error_code, topic_refusal_code,
+};
 
 /// KIP-447: read_committed. With no transactions yet, the last stable offset is the high
 /// watermark, and the aborted-transaction list is empty.
@@ -149,8 +151,8 @@ async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) 
             let mut current_leader = None;
             let mut follower = false;
             let partition = match &name {
-                None => Err(ResponseError::UnknownTopicId.code()),
-                Some(_) if !authorized => Err(ResponseError::TopicAuthorizationFailed.code()),
+                None => Err(topic_refusal_code(TopicRefusal::UnknownId)),
+                Some(_) if !authorized => Err(topic_refusal_code(TopicRefusal::Unauthorized)),
                 Some(n) => leadership::readable_partition(
                     &ctx.broker,
                     image,

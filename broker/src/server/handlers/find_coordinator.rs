@@ -3,12 +3,13 @@
 //! the leader of its `__consumer_offsets` partition ([`crate::server::placement`]), the same
 //! answer on every node.
 
+use strata_protocol::StrBytes;
 use strata_protocol::messages::find_coordinator_response::Coordinator;
 use strata_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
-use strata_protocol::{ResponseError, StrBytes};
 
 use super::RequestContext;
-use crate::server::placement::{self, Placement as Placed};
+use crate::server::error::{GroupRefusal, coordinator_unavailable_code, group_refusal_code};
+use crate::server::placement::{self, CoordinatorUnavailable, Placement as Placed};
 
 /// Kafka's `CoordinatorType.GROUP`.
 const GROUP_KEY: i8 = 0;
@@ -60,7 +61,7 @@ fn locate(ctx: &RequestContext, key_type: i8, key: &str) -> (i16, i32, StrBytes,
     // Kafka's handleFindCoordinatorRequest: DESCRIBE on the group.
     if !ctx.authorize_group(strata_kraft::acl::AclOperation::Describe, key) {
         return (
-            strata_protocol::ResponseError::GroupAuthorizationFailed.code(),
+            group_refusal_code(GroupRefusal::Unauthorized),
             -1,
             StrBytes::default(),
             -1,
@@ -85,7 +86,7 @@ fn locate(ctx: &RequestContext, key_type: i8, key: &str) -> (i16, i32, StrBytes,
 
 fn not_available() -> (i16, i32, StrBytes, i32) {
     (
-        ResponseError::CoordinatorNotAvailable.code(),
+        coordinator_unavailable_code(CoordinatorUnavailable::NotAvailable),
         -1,
         StrBytes::from_static_str(""),
         -1,

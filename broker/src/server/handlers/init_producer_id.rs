@@ -12,7 +12,8 @@ use strata_protocol::ResponseError;
 use strata_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::RequestContext;
-use crate::server::error::metadata_error_code;
+use crate::server::error::{coordinator_unavailable_code, producer_id_error_code};
+use crate::server::placement::CoordinatorUnavailable;
 
 /// `RecordBatch.NO_PRODUCER_ID` / `NO_PRODUCER_EPOCH`.
 const NO_PRODUCER_ID: i64 = -1;
@@ -28,7 +29,9 @@ pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitPro
             .with_producer_epoch(NO_PRODUCER_EPOCH)
     };
     if req.transactional_id.is_some() {
-        return error(ResponseError::CoordinatorNotAvailable.code());
+        return error(coordinator_unavailable_code(
+            CoordinatorUnavailable::NotAvailable,
+        ));
     }
     // KafkaApis.handleInitProducerIdRequest: the id and the epoch come together or not at all.
     match (req.producer_id.0, req.producer_epoch) {
@@ -44,15 +47,7 @@ pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitPro
             .with_producer_epoch(0),
         Err(e) => {
             tracing::warn!(error = %e, "cannot allocate a producer id");
-            match e {
-                // No block from the active controller (not reachable, no registration yet):
-                // a retriable error sends the client to try again, possibly elsewhere.
-                strata_kraft::MetadataError::NotController
-                | strata_kraft::MetadataError::Timeout => {
-                    error(ResponseError::CoordinatorNotAvailable.code())
-                }
-                e => error(metadata_error_code(&e)),
-            }
+            error(producer_id_error_code(&e))
         }
     }
 }

@@ -6,22 +6,24 @@ use strata_protocol::messages::join_group_response::JoinGroupResponseMember;
 use strata_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
 use super::RequestContext;
-use crate::coordinator::group::classic::{JoinRequest, Protocol};
-use crate::server::error::group_error_code;
+use crate::coordinator::group::classic::{GroupError, JoinRequest, Protocol};
+use crate::server::error::{
+    GroupRefusal, coordinator_unavailable_code, group_error_code, group_refusal_code,
+};
 
 /// Joins the group and waits for the generation to form.
 pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
     let v = ctx.api_version;
     if !ctx.authorize_group(strata_kraft::acl::AclOperation::Read, &req.group_id.0) {
         return JoinGroupResponse::default()
-            .with_error_code(strata_protocol::ResponseError::GroupAuthorizationFailed.code())
+            .with_error_code(group_refusal_code(GroupRefusal::Unauthorized))
             .with_generation_id(-1)
             .with_protocol_name((v < 7).then(StrBytes::default))
             .with_member_id(req.member_id);
     }
     if let Err(e) = crate::server::placement::check(&ctx.broker, &req.group_id.0) {
         return JoinGroupResponse::default()
-            .with_error_code(e.code())
+            .with_error_code(coordinator_unavailable_code(e))
             .with_generation_id(-1)
             .with_protocol_name((v < 7).then(StrBytes::default))
             .with_member_id(req.member_id);
@@ -30,7 +32,7 @@ pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupRes
     // an empty one gives it up to the classic group.
     if !ctx.broker.consumer_groups.remove_if_empty(&req.group_id.0) {
         return JoinGroupResponse::default()
-            .with_error_code(strata_protocol::ResponseError::InconsistentGroupProtocol.code())
+            .with_error_code(group_error_code(&GroupError::InconsistentGroupProtocol))
             .with_generation_id(-1)
             .with_protocol_name((v < 7).then(StrBytes::default))
             .with_member_id(req.member_id);

@@ -7,17 +7,19 @@ use strata_protocol::messages::leave_group_response::MemberResponse;
 use strata_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use super::RequestContext;
-use crate::server::error::group_error_code;
+use crate::server::error::{
+    GroupRefusal, coordinator_unavailable_code, group_error_code, group_refusal_code,
+};
 
 /// Removes the members and rebalances the group.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse {
     if !ctx.authorize_group(strata_kraft::acl::AclOperation::Read, &req.group_id.0) {
         return LeaveGroupResponse::default()
-            .with_error_code(strata_protocol::ResponseError::GroupAuthorizationFailed.code());
+            .with_error_code(group_refusal_code(GroupRefusal::Unauthorized));
     }
     if let Err(e) = crate::server::placement::check(&ctx.broker, &req.group_id.0) {
-        return LeaveGroupResponse::default().with_error_code(e.code());
+        return LeaveGroupResponse::default().with_error_code(coordinator_unavailable_code(e));
     }
     let batch = ctx.api_version >= 3;
     let members: Vec<(String, Option<String>)> = if batch {

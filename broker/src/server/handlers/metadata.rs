@@ -22,6 +22,7 @@ use strata_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Top
 use uuid::Uuid;
 
 use super::RequestContext;
+use crate::server::error::{TopicRefusal, topic_refusal_code};
 
 /// Kafka's "authorized operations not requested" sentinel.
 pub(crate) const OPS_NOT_REQUESTED: i32 = i32::MIN;
@@ -87,7 +88,7 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                 topics.push(error_topic(
                     by_name.clone(),
                     wanted.topic_id,
-                    ResponseError::TopicAuthorizationFailed.code(),
+                    topic_refusal_code(TopicRefusal::Unauthorized),
                 ));
                 continue;
             }
@@ -99,7 +100,7 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                 topics.push(error_topic(
                     None,
                     wanted.topic_id,
-                    ResponseError::UnknownTopicId.code(),
+                    topic_refusal_code(TopicRefusal::UnknownId),
                 ));
                 continue;
             };
@@ -107,7 +108,7 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                 topics.push(error_topic(
                     Some(name),
                     Uuid::nil(),
-                    ResponseError::UnknownTopicOrPartition.code(),
+                    topic_refusal_code(TopicRefusal::Unknown),
                 ));
                 continue;
             }
@@ -118,7 +119,7 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                 topics.push(error_topic(
                     Some(name),
                     Uuid::nil(),
-                    ResponseError::TopicAuthorizationFailed.code(),
+                    topic_refusal_code(TopicRefusal::Unauthorized),
                 ));
                 continue;
             }
@@ -160,7 +161,7 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                         None => topics.push(error_topic(
                             Some(name),
                             Uuid::nil(),
-                            ResponseError::UnknownTopicOrPartition.code(),
+                            topic_refusal_code(TopicRefusal::Unknown),
                         )),
                     }
                 }

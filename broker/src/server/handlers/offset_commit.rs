@@ -16,8 +16,13 @@ use strata_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::RequestContext;
 use crate::broker::{Broker, groups};
+use crate::coordinator::group::classic::GroupError;
+use crate::coordinator::group::consumer::ConsumerGroupError;
 use crate::coordinator::offsets::CommittedOffset;
-use crate::server::error::offset_store_error_code;
+use crate::server::error::{
+    GroupRefusal, TopicRefusal, commit_refusal_code, coordinator_unavailable_code,
+    group_refusal_code, offset_store_error_code, topic_refusal_code,
+};
 
 /// `retention_time_ms` of -1: keep the offset for `offsets.retention.minutes`.
 const DEFAULT_RETENTION: i64 = -1;
@@ -35,13 +40,15 @@ pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitRes
     };
     // Kafka's handleOffsetCommitRequest: READ on the group, then READ on each topic.
     let group_error = if !ctx.authorize_group(AclOperation::Read, &group) {
-        Some(ResponseError::GroupAuthorizationFailed.code())
+        Some(group_refusal_code(GroupRefusal::Unauthorized))
     } else if !valid_group_id(&group) {
-        Some(ResponseError::InvalidGroupId.code())
+        Some(group_refusal_code(GroupRefusal::InvalidId))
     } else if let Err(e) = crate::server::placement::check(broker, &group) {
-        Some(e.code())
+        Some(coordinator_unavailable_code(e))
     } else {
-        validate_commit(broker, &group, committer, ctx.api_version, now).err()
+        validate_commit(broker, &group, committer, ctx.api_version, now)
+            .err()
+            .map(|e| commit_refusal_code(&e))
     };
     let image = broker.image();
     // In a cluster the coordinator need not replicate the partition: the image knows it.
@@ -76,9 +83,9 @@ pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitRes
             let code = if let Some(code) = group_error {
                 code
             } else if !topic_authorized {
-                ResponseError::TopicAuthorizationFailed.code()
+                topic_refusal_code(TopicRefusal::Unauthorized)
             } else if !known(&name, p.partition_index) {
-                ResponseError::UnknownTopicOrPartition.code()
+                topic_refusal_code(TopicRefusal::Unknown)
             } else if metadata.len() > max_metadata {
                 ResponseError::OffsetMetadataTooLarge.code()
             } else {
@@ -128,6 +135,20 @@ pub fn valid_group_id(group: &str) -> bool {
     !group.is_empty() && group.len() <= i16::MAX as usize
 }
 
+/// Why the group coordinator refuses an OffsetCommit (Kafka's `validateOffsetCommit`).
+#[derive(Debug)]
+pub enum CommitRefusal {
+    /// A KIP-848 consumer group refuses the member or its epoch.
+    ConsumerGroup(ConsumerGroupError),
+    /// A classic group refuses the generation, member or state.
+    Group(GroupError),
+    /// A generation for a group the coordinator does not know, from OffsetCommit v9
+    /// (GROUP_ID_NOT_FOUND).
+    UnknownGroup,
+    /// The same before v9, answered as Kafka does for compatibility (ILLEGAL_GENERATION).
+    UnknownGroupBeforeV9,
+}
+
 /// The generation, member and instance an OffsetCommit carries.
 #[derive(Debug, Clone, Copy)]
 pub struct Committer<'a> {
@@ -144,14 +165,15 @@ pub struct Committer<'a> {
 /// (`ClassicGroup.validateOffsetCommit`).
 ///
 /// # Errors
-/// The Kafka error code every partition of the request gets.
+/// Why the coordinator refuses the commit, for every partition of the request
+/// ([`crate::server::error::commit_refusal_code`]).
 pub fn validate_commit(
     broker: &Broker,
     group: &str,
     committer: Committer<'_>,
     api_version: i16,
     now_ms: i64,
-) -> Result<(), i16> {
+) -> Result<(), CommitRefusal> {
     // KIP-848 consumer groups check the member epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID);
     // OffsetCommit's generation id carries it.
     if let Some(verdict) = broker.consumer_groups.validate_offset_commit(
@@ -160,16 +182,16 @@ pub fn validate_commit(
         committer.generation_id,
         api_version,
     ) {
-        return verdict.map_err(|e| crate::server::error::consumer_group_error_code(&e));
+        return verdict.map_err(CommitRefusal::ConsumerGroup);
     }
     if groups::group_state(broker, group).is_none() {
         if committer.generation_id < 0 {
             return Ok(());
         }
         return Err(if api_version >= 9 {
-            ResponseError::GroupIdNotFound.code()
+            CommitRefusal::UnknownGroup
         } else {
-            ResponseError::IllegalGeneration.code()
+            CommitRefusal::UnknownGroupBeforeV9
         });
     }
     broker
@@ -181,5 +203,5 @@ pub fn validate_commit(
             committer.group_instance_id,
             now_ms,
         )
-        .map_err(|e| crate::server::error::group_error_code(&e))
+        .map_err(CommitRefusal::Group)
 }

@@ -17,7 +17,10 @@ use strata_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use super::RequestContext;
 use super::offset_commit::valid_group_id;
 use crate::broker::groups;
-use crate::server::error::offset_store_error_code;
+use crate::server::error::{
+    GroupRefusal, TopicRefusal, coordinator_unavailable_code, group_refusal_code,
+    offset_store_error_code, topic_refusal_code,
+};
 
 /// Classic group states in which the group has members.
 const STATES_WITH_MEMBERS: [&str; 3] = ["PreparingRebalance", "CompletingRebalance", "Stable"];
@@ -29,19 +32,19 @@ pub fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteRes
     let group = req.group_id.0.to_string();
     let fail = |code: i16| OffsetDeleteResponse::default().with_error_code(code);
     if !valid_group_id(&group) {
-        return fail(ResponseError::InvalidGroupId.code());
+        return fail(group_refusal_code(GroupRefusal::InvalidId));
     }
     if let Err(e) = crate::server::placement::check(broker, &group) {
-        return fail(e.code());
+        return fail(coordinator_unavailable_code(e));
     }
     if !groups::group_exists(broker, &group) {
-        return fail(ResponseError::GroupIdNotFound.code());
+        return fail(group_refusal_code(GroupRefusal::NotFound));
     }
     let subscribed = groups::subscribed_topics(broker, &group);
     let has_members =
         groups::group_state(broker, &group).is_some_and(|s| STATES_WITH_MEMBERS.contains(&s));
     if has_members && subscribed.is_none() {
-        return fail(ResponseError::NonEmptyGroup.code());
+        return fail(group_refusal_code(GroupRefusal::NonEmpty));
     }
     let image = broker.image();
     let mut to_delete = Vec::new();
@@ -51,7 +54,7 @@ pub fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteRes
         let code = if subscribed.as_ref().is_some_and(|s| s.contains(&name)) {
             ResponseError::GroupSubscribedToTopic.code()
         } else if !image.topics.contains_key(&name) {
-            ResponseError::UnknownTopicOrPartition.code()
+            topic_refusal_code(TopicRefusal::Unknown)
         } else {
             0
         };

@@ -5,7 +5,6 @@
 //! for every committed offset of the group. v8 batches several groups in one request
 //! (KIP-709). `require_stable` (KIP-447) has nothing to wait for without transactions.
 
-use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -15,6 +14,7 @@ use strata_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicNa
 
 use super::RequestContext;
 use super::offset_commit::valid_group_id;
+use crate::server::error::{GroupRefusal, coordinator_unavailable_code, group_refusal_code};
 
 /// The committed offset Kafka reports for a partition that has none.
 const NO_OFFSET: i64 = -1;
@@ -118,11 +118,12 @@ fn lookup(
     // Kafka's handleOffsetFetchRequest: DESCRIBE on the group; with every topic asked
     // for, the topics the client may not DESCRIBE are left out.
     let error = if !ctx.authorize_group(strata_kraft::acl::AclOperation::Describe, group) {
-        ResponseError::GroupAuthorizationFailed.code()
+        group_refusal_code(GroupRefusal::Unauthorized)
     } else if valid_group_id(group) {
-        crate::server::placement::check(&ctx.broker, group).map_or_else(|e| e.code(), |()| 0)
+        crate::server::placement::check(&ctx.broker, group)
+            .map_or_else(coordinator_unavailable_code, |()| 0)
     } else {
-        ResponseError::InvalidGroupId.code()
+        group_refusal_code(GroupRefusal::InvalidId)
     };
     // An invalid group, or one this node does not coordinate: no offsets are answered.
     let invalid = error != 0;

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use strata_kraft::MetadataImage;
 use strata_kraft::acl::{AclOperation, ResourceType};
-use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::compression::decompress;
 use strata_protocol::messages::BrokerId;
@@ -21,11 +20,12 @@ use strata_protocol::messages::produce_response::{
 };
 use strata_protocol::messages::{ProduceRequest, ProduceResponse};
 use strata_protocol::record_batch::{BATCH_HEADER_LEN, Compression, RecordBatchView};
+use strata_replication::ReplicationError;
 
 use super::RequestContext;
-use crate::broker::leadership::{self, LeaderEndpoint, NO_LEADER_EPOCH};
+use crate::broker::leadership::{self, LeaderEndpoint, LeadershipError, NO_LEADER_EPOCH};
 use crate::partition::{FlushWait, LeaderAppendError, Partition};
-use crate::server::error::{leadership_error_code, log_error_code};
+use crate::server::error::{TopicRefusal, ack_error_code, produce_refusal_code};
 
 /// What a produce comes to once its records are appended.
 pub enum Produced {
@@ -36,6 +36,39 @@ pub enum Produced {
     /// The response, to be sent once the group commit has fsynced the records that the flush
     /// policy says must be on disk first (`flush.messages`).
     AfterFlush(PendingProduce),
+}
+
+/// Why a partition of a produce is not appended (its Kafka code is
+/// [`crate::server::error::produce_refusal_code`]).
+#[derive(Debug)]
+pub enum ProduceRefusal {
+    /// The topic is refused before anything else (no WRITE on it).
+    Topic(TopicRefusal),
+    /// `acks` is not -1, 0 or 1.
+    InvalidRequiredAcks,
+    /// This node does not lead the partition.
+    Unavailable(LeadershipError),
+    /// The partition's record set is null.
+    NullRecords,
+    /// A compacted topic takes no record without a key (Kafka's `LogValidator`).
+    KeylessRecordInCompactedTopic,
+    /// acks=all while the ISR is below `min.insync.replicas`: refused before the append.
+    Replication(ReplicationError),
+    /// The leader's append was refused or failed.
+    Append(LeaderAppendError),
+}
+
+/// Why an appended acks=all produce is not acknowledged (its Kafka code is
+/// [`crate::server::error::ack_error_code`]).
+#[derive(Debug)]
+pub enum AckError {
+    /// This node no longer leads in the append's epoch.
+    LeadershipEnded,
+    /// The ISR shrank below `min.insync.replicas` after the high watermark passed the
+    /// records.
+    Replication(ReplicationError),
+    /// The request's timeout passed first.
+    TimedOut,
 }
 
 /// An acks=all append on a replicated leader, waiting for the ISR.
@@ -107,7 +140,7 @@ impl PendingProduce {
                 // records this node appended as leader; the epoch never comes back, so still
                 // leading in it means the value read was this leadership's.
                 if partition.replicated_leader_epoch() != Some(leader_epoch) {
-                    break Err(ResponseError::NotLeaderOrFollower.code());
+                    break Err(AckError::LeadershipEnded);
                 }
                 if reached {
                     // KIP-966 holds the high watermark while the ISR is below
@@ -117,25 +150,25 @@ impl PendingProduce {
                     // retries, which the idempotent producer deduplicates).
                     break partition
                         .check_after_append()
-                        .map_err(|_| ResponseError::NotEnoughReplicasAfterAppend.code());
+                        .map_err(AckError::Replication);
                 }
                 tokio::select! {
                     changed = hw.changed() => if changed.is_err() {
-                        break Err(ResponseError::NotLeaderOrFollower.code());
+                        break Err(AckError::LeadershipEnded);
                     },
-                    () = tokio::time::sleep_until(deadline) => break Err(ResponseError::RequestTimedOut.code()),
+                    () = tokio::time::sleep_until(deadline) => break Err(AckError::TimedOut),
                     // Leadership can end without the high watermark moving.
                     () = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
                 }
             };
-            if let Err(code) = outcome
+            if let Err(e) = outcome
                 && let Some(resp) = response
                     .responses
                     .get_mut(t)
                     .and_then(|topic| topic.partition_responses.get_mut(p))
                 && resp.error_code == 0
             {
-                resp.error_code = code;
+                resp.error_code = ack_error_code(&e);
                 resp.base_offset = -1;
                 resp.log_append_time_ms = -1;
             }
@@ -200,14 +233,14 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
             // Only the image's leader appends. An offline partition (its log could not be
             // opened) answers KAFKA_STORAGE_ERROR, as Kafka's ReplicaManager does for a
             // replica in a failed log directory.
-            let (partition, unavailable) = match leadership::leader_partition(
+            let partition = match leadership::leader_partition(
                 &ctx.broker,
                 image,
                 &name,
                 pd.index,
                 NO_LEADER_EPOCH,
             ) {
-                Ok(led) => (Some(led), 0),
+                Ok(led) => Ok(led),
                 Err(e) => {
                     if valid_acks && ctx.api_version >= 10 && leadership::redirects(e, false) {
                         let leader = leadership::current_leader(image, &name, pd.index);
@@ -220,18 +253,17 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                             node_endpoints.insert(endpoint.node_id, endpoint);
                         }
                     }
-                    (None, leadership_error_code(e))
+                    Err(e)
                 }
             };
             let outcome = match (valid_acks, partition, pd.records) {
-                _ if !authorized => Err((ResponseError::TopicAuthorizationFailed.code(), None)),
-                (false, _, _) => Err((ResponseError::InvalidRequiredAcks.code(), None)),
-                (true, None, _) => Err((unavailable, None)),
-                (true, Some(_), None) => Err((
-                    ResponseError::InvalidRecord.code(),
-                    Some("null records".to_owned()),
-                )),
-                (true, Some(_), Some(records))
+                _ if !authorized => Err((ProduceRefusal::Topic(TopicRefusal::Unauthorized), None)),
+                (false, _, _) => Err((ProduceRefusal::InvalidRequiredAcks, None)),
+                (true, Err(e), _) => Err((ProduceRefusal::Unavailable(e), None)),
+                (true, Ok(_), None) => {
+                    Err((ProduceRefusal::NullRecords, Some("null records".to_owned())))
+                }
+                (true, Ok(_), Some(records))
                     if compacted && !keyless_records(&records).is_empty() =>
                 {
                     // Kafka's LogValidator: a compacted topic takes no record without a key.
@@ -244,19 +276,19 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                             .collect(),
                     );
                     Err((
-                        ResponseError::InvalidRecord.code(),
+                        ProduceRefusal::KeylessRecordInCompactedTopic,
                         Some(format!(
                             "Compacted topic cannot accept message without key in topic partition {name}-{}.",
                             pd.index
                         )),
                     ))
                 }
-                (true, Some(led), Some(_)) if led.partition.check_produce(acks).is_err() => {
+                (true, Ok(led), Some(_)) if let Err(e) = led.partition.check_produce(acks) => {
                     // acks=all while the ISR is below min.insync.replicas: refused before the
                     // append (Kafka's NOT_ENOUGH_REPLICAS).
-                    Err((ResponseError::NotEnoughReplicas.code(), None))
+                    Err((ProduceRefusal::Replication(e), None))
                 }
-                (true, Some(led), Some(records)) => {
+                (true, Ok(led), Some(records)) => {
                     // The request buffer is shared with the decoded header; the rewrite of base
                     // offsets needs a private copy (one per partition, never per record).
                     let mut buf = BytesMut::from(&records[..]);
@@ -301,18 +333,22 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                         }
                         Err(LeaderAppendError::Log(e)) => {
                             tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce rejected");
-                            Err((log_error_code(&e), Some(e.to_string())))
+                            let message = e.to_string();
+                            Err((
+                                ProduceRefusal::Append(LeaderAppendError::Log(e)),
+                                Some(message),
+                            ))
                         }
                         Err(e @ LeaderAppendError::NotLeader { .. }) => {
                             tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce rejected");
-                            Err((ResponseError::NotLeaderOrFollower.code(), None))
+                            Err((ProduceRefusal::Append(e), None))
                         }
                     }
                 }
             };
-            if let Err((code, message)) = outcome {
+            if let Err((refusal, message)) = outcome {
                 resp = resp
-                    .with_error_code(code)
+                    .with_error_code(produce_refusal_code(&refusal))
                     .with_error_message(message.map(StrBytes::from_string));
             }
             partition_responses.push(resp);
@@ -401,6 +437,7 @@ fn keyless_records(records: &[u8]) -> Vec<i32> {
 
 #[cfg(test)]
 mod tests {
+    use strata_protocol::ResponseError;
     use strata_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use strata_protocol::messages::{ApiKey, TopicName};
     use strata_protocol::record_batch::RecordBatchView;

@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use futures_util::future::select_all;
 use strata_kraft::MetadataImage;
-use strata_protocol::ResponseError;
 use strata_protocol::messages::FetchRequest;
 use strata_protocol::messages::fetch_response::{
     EpochEndOffset, FetchResponse, FetchableTopicResponse, PartitionData,
@@ -26,8 +25,11 @@ use tokio::time::{Duration, Instant};
 
 use super::RequestContext;
 use super::fetch::Fetched;
+use crate::broker::leadership::LeadershipError;
 use crate::partition::Partition;
-use crate::server::error::log_error_code;
+use crate::server::error::{
+    TopicRefusal, leadership_error_code, log_error_code, topic_refusal_code,
+};
 
 /// One requested partition.
 struct Wanted {
@@ -66,13 +68,13 @@ pub async fn answer(
         topics.push(resp);
         for p in &t.partitions {
             let partition = match &name {
-                None => Err(ResponseError::UnknownTopicId.code()),
+                None => Err(topic_refusal_code(TopicRefusal::UnknownId)),
                 Some(n) => match image.topics.get(n) {
-                    None => Err(ResponseError::UnknownTopicOrPartition.code()),
+                    None => Err(topic_refusal_code(TopicRefusal::Unknown)),
                     Some(_) => ctx
                         .broker
                         .partition(n, p.partition)
-                        .ok_or(ResponseError::NotLeaderOrFollower.code()),
+                        .ok_or(leadership_error_code(LeadershipError::NotLeaderOrFollower)),
                 },
             };
             wanted.push(Wanted {

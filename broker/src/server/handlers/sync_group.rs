@@ -7,16 +7,18 @@ use strata_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
 use super::RequestContext;
 use crate::coordinator::group::classic::SyncRequest;
-use crate::server::error::group_error_code;
+use crate::server::error::{
+    GroupRefusal, coordinator_unavailable_code, group_error_code, group_refusal_code,
+};
 
 /// Syncs with the group and waits for this member's assignment.
 pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> SyncGroupResponse {
     if !ctx.authorize_group(strata_kraft::acl::AclOperation::Read, &req.group_id.0) {
         return SyncGroupResponse::default()
-            .with_error_code(strata_protocol::ResponseError::GroupAuthorizationFailed.code());
+            .with_error_code(group_refusal_code(GroupRefusal::Unauthorized));
     }
     if let Err(e) = crate::server::placement::check(&ctx.broker, &req.group_id.0) {
-        return SyncGroupResponse::default().with_error_code(e.code());
+        return SyncGroupResponse::default().with_error_code(coordinator_unavailable_code(e));
     }
     let sync = SyncRequest {
         group_id: req.group_id.0.to_string(),
