@@ -397,6 +397,64 @@ mod tests {
     }
 
     #[test]
+    fn the_catalogue_says_what_the_table_said() {
+        let samples = [
+            "",
+            " ",
+            "0",
+            "-1",
+            "-2",
+            "-3",
+            "1",
+            "3",
+            "4",
+            "9",
+            "13",
+            "14",
+            "17",
+            "18",
+            "22",
+            "23",
+            "-131072",
+            "-131073",
+            "4096",
+            "4294967296",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "abc",
+            "0.5",
+            "1.5",
+            "-0.1",
+            "NaN",
+            "true",
+            "FALSE",
+            "yes",
+            "delete",
+            "compact,delete",
+            "delete, compact",
+            "archive",
+            "producer",
+            "zstd",
+            " zstd",
+            "CreateTime",
+            "LogAppendTime",
+            "logappendtime",
+            "*",
+            "0:1, 1:1",
+            "0-1",
+        ];
+        let catalogue: Vec<_> = crate::config_catalogue::topic_keys().collect();
+        assert_eq!(catalogue.len(), TOPIC_CONFIGS.len());
+        for ((name, default, check), k) in TOPIC_CONFIGS.iter().zip(&catalogue) {
+            assert_eq!((k.name, k.default), (*name, Some(*default)));
+            assert_eq!(Some(k.config_type()), topic_config_type(name), "{name}");
+            for v in samples {
+                assert_eq!(k.check(v), check_value(*check, v), "{name}={v:?}");
+            }
+        }
+    }
+
+    #[test]
     fn compaction_lags_must_be_ordered() {
         let mut c = BTreeMap::new();
         c.insert("min.compaction.lag.ms".to_owned(), "100".to_owned());

@@ -8,6 +8,8 @@
 //! of Kafka's set and live in [`super::dynamic::DYNAMIC_LOG_CONFIGS`], checked by their topic
 //! config's rule.
 
+use strata_kraft::config_catalogue::{ConfigKey, Validator};
+
 /// How a value is parsed and checked: Kafka's `ConfigDef` type and validator.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ValueType {
@@ -117,6 +119,90 @@ impl ValueType {
             }
             Self::String | Self::List | Self::Password => Ok(()),
         }
+    }
+}
+
+/// Checks `value` against a dynamic broker key's type and validator, with Kafka's
+/// `ConfigException` wording for the reason (the keys that are not log defaults; a log
+/// default is checked by its topic config's rule, [`ConfigKey::check`]).
+///
+/// # Errors
+///
+/// Why the value is refused.
+pub fn check(key: &ConfigKey, value: &str) -> Result<(), String> {
+    use strata_kraft::config_catalogue::ValueType as T;
+    let trimmed = value.trim();
+    let int_in = |min: i64, max: i64, bits: &str| match trimmed.parse::<i64>() {
+        Ok(v) if v < min => Err(format!("Value must be at least {min}")),
+        Ok(v) if v > max => Err(format!("Value must be no more than {max}")),
+        Ok(_) => Ok(()),
+        Err(_) => Err(format!(
+            "Expected value to be a {bits} integer, but it was a String"
+        )),
+    };
+    let bounds = |lo: i64, hi: i64| match key.validator {
+        Validator::AtLeast(min) => (min, hi),
+        Validator::Between(min, max) => (min, max),
+        _ => (lo, hi),
+    };
+    match (key.value_type, key.validator) {
+        (T::Boolean, _) => {
+            if trimmed.eq_ignore_ascii_case("true") || trimmed.eq_ignore_ascii_case("false") {
+                Ok(())
+            } else {
+                Err("Expected value to be either true or false".to_owned())
+            }
+        }
+        (_, Validator::OneOf(allowed)) => {
+            if allowed.contains(&trimmed) {
+                Ok(())
+            } else {
+                Err(format!("String must be one of: {}", allowed.join(", ")))
+            }
+        }
+        (T::Int, _) => {
+            let (min, max) = bounds(i32::MIN.into(), i32::MAX.into());
+            int_in(min, max, "32-bit")
+        }
+        (T::Short, _) => {
+            let (min, max) = bounds(i16::MIN.into(), i16::MAX.into());
+            int_in(min, max, "16-bit")
+        }
+        (T::Long, _) => {
+            let (min, max) = bounds(i64::MIN, i64::MAX);
+            int_in(min, max, "64-bit")
+        }
+        (T::Double, validator) => {
+            let (min, max) = match validator {
+                Validator::DoubleBetween(min, max) => (min, max),
+                _ => (f64::MIN, f64::MAX),
+            };
+            match trimmed.parse::<f64>() {
+                Ok(v) if v.is_nan() => Err("Expected value to be a double".to_owned()),
+                Ok(v) if v < min => Err(format!("Value must be at least {min}")),
+                Ok(v) if v > max => Err(format!("Value must be no more than {max}")),
+                Ok(_) => Ok(()),
+                Err(_) => Err("Expected value to be a double, but it was a String".to_owned()),
+            }
+        }
+        (T::Class, _) => {
+            // A Java class name: dot-separated identifiers ('$' for nested classes).
+            let ok = !trimmed.is_empty()
+                && trimmed.split('.').all(|part| {
+                    part.chars()
+                        .next()
+                        .is_some_and(|c| c.is_alphabetic() || c == '_')
+                        && part
+                            .chars()
+                            .all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+                });
+            if ok {
+                Ok(())
+            } else {
+                Err(format!("Class {trimmed} cannot be found"))
+            }
+        }
+        _ => Ok(()),
     }
 }
 
@@ -526,6 +612,96 @@ mod tests {
         );
         assert!(listener_base("listener.name.internal.background.threads").is_none());
         assert!(listener_base("ssl.keystore.location").is_none());
+    }
+
+    #[test]
+    fn the_catalogue_says_what_the_tables_said() {
+        use strata_kraft::config_catalogue::{self as cat, Scope as S};
+        let samples = [
+            "",
+            " ",
+            "0",
+            "-1",
+            "1",
+            "2",
+            "3",
+            "58000",
+            "soon",
+            "0.2",
+            "0.5",
+            "0.9",
+            "1.5",
+            "-0.1",
+            "NaN",
+            "1e309",
+            "300",
+            "3600",
+            "3601",
+            "900",
+            "901",
+            "2147483647",
+            "2147483648",
+            "-2147483649",
+            "32767",
+            "32768",
+            "9223372036854775807",
+            "9223372036854775808",
+            "true",
+            "TRUE",
+            "yes",
+            "required",
+            " none",
+            "always",
+            "org.example.Builder$Inner",
+            "not a class",
+            "a,b",
+        ];
+        for k in DYNAMIC_BROKER_KEYS {
+            let c = cat::broker_key(k.name).unwrap_or_else(|| panic!("{}", k.name));
+            let scope = match k.scope {
+                ClusterWide => S::ClusterWide,
+                PerBroker => S::PerBroker,
+                ListenerOnly => S::ListenerOnly,
+            };
+            assert_eq!(c.scope, scope, "{}", k.name);
+            if !c.strata_reads {
+                assert_eq!(c.default, k.default, "{}", k.name);
+            }
+            assert_eq!(c.config_type(), k.value_type.config_type(), "{}", k.name);
+            assert_eq!(c.is_sensitive(), k.value_type == Password, "{}", k.name);
+            assert!(cat::topic_of_synonym(k.name).is_none());
+            for v in samples {
+                assert_eq!(check(c, v), k.value_type.check(v), "{}={v:?}", k.name);
+            }
+            assert_eq!(
+                c.thread_pool,
+                THREAD_POOL_CONFIGS.contains(&k.name),
+                "{}",
+                k.name
+            );
+        }
+        let dynamic_others = cat::broker_keys()
+            .filter(|k| k.is_dynamic() && cat::topic_of_synonym(k.name).is_none())
+            .count();
+        assert_eq!(dynamic_others, DYNAMIC_BROKER_KEYS.len());
+        let mut log: Vec<(&str, &str)> = cat::topic_keys()
+            .filter_map(|t| t.synonym.map(|b| (b, t.name)))
+            .collect();
+        log.sort_unstable();
+        let mut old = super::super::dynamic::DYNAMIC_LOG_CONFIGS.to_vec();
+        old.sort_unstable();
+        assert_eq!(log, old);
+        let read: Vec<&str> = cat::broker_keys()
+            .filter(|k| k.strata_reads)
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(read.len(), crate::config::BROKER_DEFAULTS.len());
+        for (name, default) in crate::config::BROKER_DEFAULTS {
+            let c = cat::broker_key(name).unwrap_or_else(|| panic!("{name}"));
+            assert!(c.strata_reads, "{name}");
+            assert_eq!(c.default.unwrap_or(""), *default, "{name}");
+            assert_eq!(c.default.is_none(), default.is_empty(), "{name}");
+        }
     }
 
     #[test]

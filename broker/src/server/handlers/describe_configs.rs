@@ -430,6 +430,36 @@ mod tests {
     }
 
     #[test]
+    fn the_catalogue_says_what_the_tables_said() {
+        use strata_kraft::config_catalogue as cat;
+        let names = cat::CONFIG_KEYS.iter().map(|k| k.name).chain([
+            "log.roll.jitter.hours",
+            "nope",
+            "listener.name.x.ssl.keystore.password",
+        ]);
+        for name in names {
+            let c = cat::broker_key(name);
+            assert_eq!(
+                static_default(name).as_deref(),
+                c.and_then(|k| k.default),
+                "{name}"
+            );
+            let derived_type = c
+                .map(|k| k.config_type())
+                .or_else(|| {
+                    crate::config::dynamic_keys::listener_base(name)
+                        .map(|k| k.value_type.config_type())
+                })
+                .unwrap_or(TYPE_STRING);
+            assert_eq!(broker_config_type(name), derived_type, "{name}");
+            if let Some(c) = c {
+                assert_eq!(is_sensitive(name), c.is_sensitive(), "{name}");
+                assert_eq!(dynamic::is_dynamic(name), c.is_dynamic(), "{name}");
+            }
+        }
+    }
+
+    #[test]
     fn topic_synonyms_in_kafkas_order() {
         let cfg = config(&[("node.id", "1"), ("log.retention.hours", "2")]);
         let mut image = MetadataImage::new("c", 1);

@@ -417,6 +417,22 @@ mod tests {
     }
 
     #[test]
+    fn the_catalogue_says_what_the_table_said() {
+        let lists: Vec<&str> = strata_kraft::config_catalogue::topic_keys()
+            .filter(|k| k.is_list())
+            .map(|k| k.name)
+            .collect();
+        let mut old = LIST_CONFIGS.to_vec();
+        old.sort_unstable();
+        assert_eq!(lists, old);
+        for k in strata_kraft::config_catalogue::broker_keys() {
+            let old = k.name == "log.cleanup.policy"
+                || dynamic::key_type(k.name).is_some_and(|(t, _)| t == TYPE_LIST);
+            assert_eq!(old, k.is_dynamic() && k.is_list(), "{}", k.name);
+        }
+    }
+
+    #[test]
     fn write_order_keeps_every_step_valid() {
         let current: BTreeMap<String, String> = [
             ("min.compaction.lag.ms", "100"),
