@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use strata_kraft::config_catalogue::{self, ConfigKey};
 use strata_kraft::{
     MetadataError, topic_config_default, validate_topic_config, validate_topic_configs,
 };
@@ -25,21 +26,11 @@ pub(super) const RESOURCE_TOPIC: i8 = 2;
 pub(super) const RESOURCE_BROKER: i8 = 4;
 pub(super) const RESOURCE_BROKER_LOGGER: i8 = 8;
 
-/// Kafka's `ConfigType` id of a LIST config.
-const TYPE_LIST: i8 = 7;
-
 /// Kafka's AlterConfigOp types.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
-
-/// Topic configs of Kafka type LIST: the only ones APPEND and SUBTRACT apply to.
-const LIST_CONFIGS: &[&str] = &[
-    "cleanup.policy",
-    "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas",
-];
 
 /// A resource's error code and message.
 pub(super) type Failure = (i16, String);
@@ -277,7 +268,8 @@ fn alter_topic(
             },
             OP_DELETE => None,
             OP_APPEND | OP_SUBTRACT => {
-                if !LIST_CONFIGS.contains(&key.as_str()) {
+                // Kafka's `prepareIncrementalConfigs`: only LIST configs append or subtract.
+                if !config_catalogue::topic_key(&key).is_some_and(ConfigKey::is_list) {
                     return Err((
                         ResponseError::InvalidConfig.code(),
                         format!("config value append/subtract is not allowed for config key {key}"),
@@ -346,9 +338,7 @@ fn alter_broker(
             OP_DELETE => None,
             OP_APPEND | OP_SUBTRACT => {
                 // Kafka's `prepareIncrementalConfigs`: only LIST configs append or subtract.
-                let list = key == "log.cleanup.policy"
-                    || dynamic::key_type(&key).is_some_and(|(t, _)| t == TYPE_LIST);
-                if !list {
+                if !dynamic::is_list(&key) {
                     return Err((
                         ResponseError::InvalidConfig.code(),
                         format!("config value append/subtract is not allowed for config key {key}"),
@@ -417,19 +407,19 @@ mod tests {
     }
 
     #[test]
-    fn the_catalogue_says_what_the_table_said() {
-        let lists: Vec<&str> = strata_kraft::config_catalogue::topic_keys()
-            .filter(|k| k.is_list())
-            .map(|k| k.name)
-            .collect();
-        let mut old = LIST_CONFIGS.to_vec();
-        old.sort_unstable();
-        assert_eq!(lists, old);
-        for k in strata_kraft::config_catalogue::broker_keys() {
-            let old = k.name == "log.cleanup.policy"
-                || dynamic::key_type(k.name).is_some_and(|(t, _)| t == TYPE_LIST);
-            assert_eq!(old, k.is_dynamic() && k.is_list(), "{}", k.name);
-        }
+    fn append_and_subtract_take_list_configs_only() {
+        let topic_list = |k: &str| config_catalogue::topic_key(k).is_some_and(ConfigKey::is_list);
+        assert!(topic_list("cleanup.policy"));
+        assert!(topic_list("leader.replication.throttled.replicas"));
+        assert!(topic_list("follower.replication.throttled.replicas"));
+        assert!(!topic_list("retention.ms"));
+        assert!(!topic_list("log.cleanup.policy"));
+        assert!(dynamic::is_list("log.cleanup.policy"));
+        assert!(dynamic::is_list("ssl.cipher.suites"));
+        assert!(dynamic::is_list("listener.name.external.ssl.cipher.suites"));
+        assert!(!dynamic::is_list("log.retention.ms"));
+        // A read-only list is refused later, as not dynamic.
+        assert!(!dynamic::is_list("process.roles"));
     }
 
     #[test]
