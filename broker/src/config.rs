@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use strata_kraft::config_catalogue;
 use thiserror::Error;
 
 mod choices;
@@ -48,95 +49,6 @@ pub enum ConfigError {
     )]
     BadArgument { arg: String },
 }
-
-/// The keys Strata reads, with Kafka's defaults. A key listed here is "known"; DescribeConfigs
-/// for the broker reports every one of them.
-pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
-    ("node.id", "1"),
-    ("process.roles", "broker,controller"),
-    ("listeners", "PLAINTEXT://localhost:9092"),
-    ("advertised.listeners", ""),
-    ("log.dirs", "./data"),
-    ("num.partitions", "1"),
-    ("default.replication.factor", "1"),
-    ("auto.create.topics.enable", "true"),
-    ("delete.topic.enable", "true"),
-    ("message.max.bytes", "1048588"),
-    ("socket.request.max.bytes", "104857600"),
-    // Strata's default, not Kafka's -1 (unbounded): see `BrokerConfig::queued_max_request_bytes`.
-    ("queued.max.request.bytes", "268435456"),
-    ("log.segment.bytes", "1073741824"),
-    ("log.roll.ms", ""),
-    ("log.roll.hours", "168"),
-    ("log.index.interval.bytes", "4096"),
-    ("log.index.size.max.bytes", "10485760"),
-    ("log.retention.ms", ""),
-    ("log.retention.minutes", ""),
-    ("log.retention.hours", "168"),
-    ("log.retention.bytes", "-1"),
-    ("log.retention.check.interval.ms", "300000"),
-    ("log.flush.interval.messages", "9223372036854775807"),
-    ("log.flush.interval.ms", ""),
-    ("log.flush.scheduler.interval.ms", "9223372036854775807"),
-    ("log.message.timestamp.type", "CreateTime"),
-    ("log.cleanup.policy", "delete"),
-    ("min.insync.replicas", "1"),
-    ("compression.type", "producer"),
-    ("group.initial.rebalance.delay.ms", "3000"),
-    ("group.min.session.timeout.ms", "6000"),
-    ("group.max.session.timeout.ms", "1800000"),
-    ("group.consumer.heartbeat.interval.ms", "5000"),
-    ("group.consumer.session.timeout.ms", "45000"),
-    ("group.consumer.assignors", "uniform,range"),
-    ("group.consumer.max.size", "2147483647"),
-    ("offsets.topic.replication.factor", "1"),
-    ("offsets.topic.num.partitions", "50"),
-    ("offsets.retention.minutes", "10080"),
-    ("offsets.retention.check.interval.ms", "600000"),
-    ("offset.metadata.max.bytes", "4096"),
-    // KRaft (KIP-500, KIP-595, KIP-631, KIP-853). With none of `controller.listener.names`,
-    // `controller.quorum.voters` and `controller.quorum.bootstrap.servers` set, a node with
-    // the controller role is a standalone single voter (see `config::cluster`).
-    ("controller.quorum.voters", ""),
-    ("controller.quorum.bootstrap.servers", ""),
-    ("controller.listener.names", ""),
-    ("inter.broker.listener.name", ""),
-    (
-        "listener.security.protocol.map",
-        cluster::DEFAULT_SECURITY_PROTOCOL_MAP,
-    ),
-    ("cluster.id", ""),
-    ("controller.quorum.election.timeout.ms", "1000"),
-    ("controller.quorum.fetch.timeout.ms", "2000"),
-    ("controller.quorum.election.backoff.max.ms", "1000"),
-    ("controller.quorum.request.timeout.ms", "2000"),
-    ("controller.quorum.auto.join.enable", "false"),
-    ("controller.quorum.retry.backoff.ms", "20"),
-    ("controller.quorum.append.linger.ms", "25"),
-    ("broker.session.timeout.ms", "9000"),
-    ("replica.lag.time.max.ms", "30000"),
-    ("broker.heartbeat.interval.ms", "2000"),
-    ("metadata.log.max.snapshot.interval.ms", "3600000"),
-    (
-        "metadata.log.max.record.bytes.between.snapshots",
-        "20971520",
-    ),
-    ("metadata.log.segment.bytes", "1073741824"),
-    ("unclean.leader.election.enable", "false"),
-    ("auto.leader.rebalance.enable", "true"),
-    // On SIGTERM a broker has the controller move its leaderships away before it exits.
-    ("controlled.shutdown.enable", "true"),
-    ("leader.imbalance.check.interval.seconds", "300"),
-    ("broker.rack", ""),
-    // KIP-392: unset sends every consumer to the leader, as in Kafka.
-    ("replica.selector.class", ""),
-    // KIP-801: empty runs without an authorizer (the ACL APIs answer SECURITY_DISABLED).
-    ("authorizer.class.name", ""),
-    ("super.users", ""),
-    ("allow.everyone.if.no.acl.found", "false"),
-    // Strata's own: the Prometheus endpoint, `http://host:port/path`; empty serves none.
-    ("metrics.listener", ""),
-];
 
 /// Typed broker configuration.
 #[derive(Debug, Clone)]
@@ -332,9 +244,11 @@ impl BrokerConfig {
     ///
     /// [`ConfigError::Invalid`] naming the first key whose value does not parse.
     pub fn from_pairs(pairs: Vec<(String, String)>) -> Result<Self, ConfigError> {
-        let mut values: BTreeMap<String, String> = BROKER_DEFAULTS
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        // The keys Strata reads (a key in the catalogue marked so is "known"), starting
+        // from their defaults; one without a default starts empty.
+        let mut values: BTreeMap<String, String> = config_catalogue::broker_keys()
+            .filter(|k| k.strata_reads)
+            .map(|k| (k.name.to_owned(), k.default.unwrap_or("").to_owned()))
             .collect();
         let mut explicit = BTreeMap::new();
         for (k, v) in pairs {
@@ -848,6 +762,24 @@ mod tests {
         assert_eq!(c.log_retention_ms, 168 * 3_600_000);
         assert!(c.auto_create_topics);
         assert_eq!(c.queued_max_request_bytes, Some(256 << 20));
+    }
+
+    #[test]
+    fn the_keys_read_and_their_defaults_come_from_the_catalogue() {
+        let c = BrokerConfig::from_args(&[], &[]).unwrap();
+        assert_eq!(c.values.len(), 70);
+        assert_eq!(
+            c.values["listener.security.protocol.map"],
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+        );
+        assert_eq!(c.values["listeners"], "PLAINTEXT://localhost:9092");
+        assert_eq!(c.values["log.retention.ms"], "");
+        assert_eq!(c.values["log.retention.hours"], "168");
+        assert_eq!(c.values["message.max.bytes"], "1048588");
+        assert_eq!(c.values["offsets.topic.num.partitions"], "50");
+        // A dynamic key Strata does not read is not known here.
+        assert!(!c.values.contains_key("log.cleaner.delete.retention.ms"));
+        assert!(!c.values.contains_key("background.threads"));
     }
 
     #[test]

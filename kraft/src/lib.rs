@@ -23,6 +23,7 @@
 //! | `cluster_control/` | the active controller's cluster state machine, sans-IO: broker registration, heartbeats and fencing ([`cluster_control::BrokerHeartbeats`]), controlled shutdown, leader election, AlterPartition, rack-aware placement |
 //! | `client_quotas.rs` | client quotas (KIP-546) in the image: AlterClientQuotas' checks and records, DescribeClientQuotas' filter |
 //! | `scram.rs` | SCRAM credentials (KIP-554) in the image: AlterUserScramCredentials' checks, key derivation and records, DescribeUserScramCredentials' answer |
+//! | `config_catalogue.rs` | [`config_catalogue::CONFIG_KEYS`]: every topic and broker config key with its type, default, validator, scope, synonym and doc |
 //! | `topic_config.rs` | Kafka's topic config names, defaults and value checks |
 //! | `meta_properties.rs` | `meta.properties` (cluster id, node id) and Kafka's UUID strings |
 //! | `quorum_state.rs` | the `quorum-state` file (epoch, vote, leader) in Kafka's JSON format, replaced atomically |
@@ -46,6 +47,7 @@ pub mod acl;
 pub mod acl_control;
 pub mod client_quotas;
 pub mod cluster_control;
+pub mod config_catalogue;
 mod controller;
 pub mod entry;
 mod error;

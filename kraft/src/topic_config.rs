@@ -1,168 +1,35 @@
-//! Kafka's per-topic configs: their names, default values and value checks
-//! (Kafka's `TopicConfig` / `LogConfig` definitions).
+//! Kafka's per-topic configs: their names, default values and value checks (Kafka's
+//! `TopicConfig` / `LogConfig` definitions), read from the topic entries of
+//! [`crate::config_catalogue`], and the rules that span two configs.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
+use crate::config_catalogue::{self, ConfigKey};
 use crate::{ConfigValueError, MetadataError};
-
-/// How a config's value is checked, mirroring Kafka's `ConfigDef` type and validator.
-#[derive(Debug, Clone, Copy)]
-enum Check {
-    /// `INT` with `atLeast(min)`.
-    Int { min: i32 },
-    /// `INT` between `min` and `max`, inclusive.
-    IntRange { min: i32, max: i32 },
-    /// `LONG` with `atLeast(min)`.
-    Long { min: i64 },
-    /// `DOUBLE` between `min` and `max`, inclusive.
-    Double { min: f64, max: f64 },
-    /// `BOOLEAN`.
-    Bool,
-    /// `STRING` with `ValidString.in(..)` (case-sensitive, as in Kafka).
-    OneOf(&'static [&'static str]),
-    /// `LIST` with `ValidList.in(..)`: a non-empty comma-separated list.
-    ListOf(&'static [&'static str]),
-    /// KIP-73 throttled replicas: `*` or `partition:broker,...`.
-    ReplicaList,
-}
-
-/// Kafka's `ZstdCompressionCodec` minimum level.
-const ZSTD_MIN_LEVEL: i32 = -131_072;
-
-/// Every topic config Kafka defines (3.x), with its default and check. Order is
-/// alphabetical, as `kafka-configs --describe --all` lists them.
-const TOPIC_CONFIGS: &[(&str, &str, Check)] = &[
-    (
-        "cleanup.policy",
-        "delete",
-        Check::ListOf(&["compact", "delete"]),
-    ),
-    // KIP-390 compression levels (Kafka 3.8).
-    (
-        "compression.gzip.level",
-        "-1",
-        Check::IntRange { min: -1, max: 9 },
-    ),
-    (
-        "compression.lz4.level",
-        "9",
-        Check::IntRange { min: 1, max: 17 },
-    ),
-    (
-        "compression.type",
-        "producer",
-        Check::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
-    ),
-    (
-        "compression.zstd.level",
-        "3",
-        Check::IntRange {
-            min: ZSTD_MIN_LEVEL,
-            max: 22,
-        },
-    ),
-    ("delete.retention.ms", "86400000", Check::Long { min: 0 }),
-    ("file.delete.delay.ms", "60000", Check::Long { min: 0 }),
-    (
-        "flush.messages",
-        "9223372036854775807",
-        Check::Long { min: 1 },
-    ),
-    ("flush.ms", "9223372036854775807", Check::Long { min: 0 }),
-    (
-        "follower.replication.throttled.replicas",
-        "",
-        Check::ReplicaList,
-    ),
-    ("index.interval.bytes", "4096", Check::Int { min: 0 }),
-    (
-        "leader.replication.throttled.replicas",
-        "",
-        Check::ReplicaList,
-    ),
-    // KIP-405 tiered storage: -2 means "use retention.ms/bytes".
-    ("local.retention.bytes", "-2", Check::Long { min: -2 }),
-    ("local.retention.ms", "-2", Check::Long { min: -2 }),
-    (
-        "max.compaction.lag.ms",
-        "9223372036854775807",
-        Check::Long { min: 1 },
-    ),
-    // 1 MiB plus Kafka's 12-byte LOG_OVERHEAD (offset + size prefix of a batch).
-    ("max.message.bytes", "1048588", Check::Int { min: 0 }),
-    ("message.downconversion.enable", "true", Check::Bool),
-    // KIP-937 split of the deprecated difference.max.ms.
-    (
-        "message.timestamp.after.max.ms",
-        "9223372036854775807",
-        Check::Long { min: 0 },
-    ),
-    (
-        "message.timestamp.before.max.ms",
-        "9223372036854775807",
-        Check::Long { min: 0 },
-    ),
-    (
-        "message.timestamp.difference.max.ms",
-        "9223372036854775807",
-        Check::Long { min: 0 },
-    ),
-    (
-        "message.timestamp.type",
-        "CreateTime",
-        Check::OneOf(&["CreateTime", "LogAppendTime"]),
-    ),
-    (
-        "min.cleanable.dirty.ratio",
-        "0.5",
-        Check::Double { min: 0.0, max: 1.0 },
-    ),
-    ("min.compaction.lag.ms", "0", Check::Long { min: 0 }),
-    ("min.insync.replicas", "1", Check::Int { min: 1 }),
-    ("preallocate", "false", Check::Bool),
-    ("remote.storage.enable", "false", Check::Bool),
-    ("retention.bytes", "-1", Check::Long { min: i64::MIN }),
-    ("retention.ms", "604800000", Check::Long { min: -1 }),
-    // 14 = Kafka's LegacyRecord.RECORD_OVERHEAD_V0: a segment must hold one record.
-    ("segment.bytes", "1073741824", Check::Int { min: 14 }),
-    ("segment.index.bytes", "10485760", Check::Int { min: 4 }),
-    ("segment.jitter.ms", "0", Check::Long { min: 0 }),
-    ("segment.ms", "604800000", Check::Long { min: 1 }),
-    ("unclean.leader.election.enable", "false", Check::Bool),
-];
 
 /// Kafka's topic configs and their default values, in name order, for DescribeConfigs
 /// (`config_source = DEFAULT_CONFIG`). Broker-level overrides such as
 /// `log.retention.hours` are the broker's to layer on top.
 pub fn topic_config_defaults() -> &'static [(&'static str, &'static str)] {
     static DEFAULTS: OnceLock<Vec<(&'static str, &'static str)>> = OnceLock::new();
-    DEFAULTS.get_or_init(|| TOPIC_CONFIGS.iter().map(|(k, d, _)| (*k, *d)).collect())
+    DEFAULTS.get_or_init(|| {
+        config_catalogue::topic_keys()
+            .map(|k| (k.name, k.default.unwrap_or("")))
+            .collect()
+    })
 }
 
 /// Kafka's default for one topic config, or `None` if the key is not a topic config.
 pub fn topic_config_default(key: &str) -> Option<&'static str> {
-    TOPIC_CONFIGS
-        .iter()
-        .find(|(k, _, _)| *k == key)
-        .map(|(_, d, _)| *d)
+    config_catalogue::topic_key(key).and_then(|k| k.default)
 }
 
 /// Kafka's `DescribeConfigsResponse.ConfigType` id of a topic config (DescribeConfigs v3+):
 /// 1 BOOLEAN, 2 STRING, 3 INT, 5 LONG, 6 DOUBLE, 7 LIST; `None` if the key is not a topic
 /// config.
 pub fn topic_config_type(key: &str) -> Option<i8> {
-    TOPIC_CONFIGS
-        .iter()
-        .find(|(k, _, _)| *k == key)
-        .map(|(_, _, c)| match c {
-            Check::Bool => 1,
-            Check::OneOf(_) => 2,
-            Check::Int { .. } | Check::IntRange { .. } => 3,
-            Check::Long { .. } => 5,
-            Check::Double { .. } => 6,
-            Check::ListOf(_) | Check::ReplicaList => 7,
-        })
+    config_catalogue::topic_key(key).map(ConfigKey::config_type)
 }
 
 fn invalid(key: &str, value: Option<&str>, reason: ConfigValueError) -> MetadataError {
@@ -180,76 +47,12 @@ fn invalid(key: &str, value: Option<&str>, reason: ConfigValueError) -> Metadata
 ///
 /// [`MetadataError::InvalidConfig`] naming the key, the value and why.
 pub fn validate_topic_config(key: &str, value: Option<&str>) -> Result<(), MetadataError> {
-    let check = TOPIC_CONFIGS
-        .iter()
-        .find(|(k, _, _)| *k == key)
-        .map(|(_, _, c)| *c)
+    let entry = config_catalogue::topic_key(key)
         .ok_or_else(|| invalid(key, value, ConfigValueError::UnknownKey))?;
     let Some(raw) = value else { return Ok(()) };
-    check_value(check, raw).map_err(|reason| invalid(key, value, reason))
-}
-
-fn check_value(check: Check, raw: &str) -> Result<(), ConfigValueError> {
-    // Kafka's ConfigDef.parseType trims before parsing numbers, booleans and lists.
-    let v = raw.trim();
-    match check {
-        Check::Int { min } => {
-            let n: i32 = v.parse().map_err(|_| ConfigValueError::NotAnInteger)?;
-            if n < min {
-                return Err(ConfigValueError::BelowMinimum { min: min.into() });
-            }
-        }
-        Check::IntRange { min, max } => {
-            let n: i32 = v.parse().map_err(|_| ConfigValueError::NotAnInteger)?;
-            if n < min || n > max {
-                return Err(ConfigValueError::OutOfRange {
-                    min: min.into(),
-                    max: max.into(),
-                });
-            }
-        }
-        Check::Long { min } => {
-            let n: i64 = v.parse().map_err(|_| ConfigValueError::NotAnInteger)?;
-            if n < min {
-                return Err(ConfigValueError::BelowMinimum { min });
-            }
-        }
-        Check::Double { min, max } => {
-            let n: f64 = v.parse().map_err(|_| ConfigValueError::NotANumber)?;
-            // `!(..)` also rejects NaN.
-            if !(min..=max).contains(&n) {
-                return Err(ConfigValueError::OutOfRange { min, max });
-            }
-        }
-        Check::Bool => {
-            if !v.eq_ignore_ascii_case("true") && !v.eq_ignore_ascii_case("false") {
-                return Err(ConfigValueError::NotABoolean);
-            }
-        }
-        Check::OneOf(allowed) => {
-            if !allowed.contains(&raw) {
-                return Err(ConfigValueError::NotOneOf { allowed });
-            }
-        }
-        Check::ListOf(allowed) => {
-            if v.is_empty() || v.split(',').map(str::trim).any(|i| !allowed.contains(&i)) {
-                return Err(ConfigValueError::NotOneOf { allowed });
-            }
-        }
-        Check::ReplicaList => {
-            let ok = v.is_empty()
-                || v == "*"
-                || v.split(',').all(|pair| {
-                    pair.trim().split_once(':').is_some_and(|(p, b)| {
-                        p.trim().parse::<i32>().is_ok() && b.trim().parse::<i32>().is_ok()
-                    })
-                });
-            if !ok {
-                return Err(ConfigValueError::NotAReplicaList);
-            }
-        }
-    }
-    Ok(())
+    entry
+        .check(raw)
+        .map_err(|reason| invalid(key, value, reason))
 }
 
 /// The effective value of a `LONG` config under a set of overrides.
@@ -394,6 +197,30 @@ mod tests {
         // Deleting an override checks only the key.
         assert!(validate_topic_config("retention.ms", None).is_ok());
         assert!(validate_topic_config("nope", None).is_err());
+    }
+
+    #[test]
+    fn types_are_kafkas() {
+        assert_eq!(topic_config_type("cleanup.policy"), Some(7));
+        assert_eq!(topic_config_type("compression.type"), Some(2));
+        assert_eq!(topic_config_type("segment.bytes"), Some(3));
+        assert_eq!(topic_config_type("retention.ms"), Some(5));
+        assert_eq!(topic_config_type("min.cleanable.dirty.ratio"), Some(6));
+        assert_eq!(topic_config_type("preallocate"), Some(1));
+        assert_eq!(
+            topic_config_type("leader.replication.throttled.replicas"),
+            Some(7)
+        );
+        assert_eq!(topic_config_type("log.retention.ms"), None);
+        assert_eq!(topic_config_defaults().len(), 33);
+        assert_eq!(topic_config_default("compression.zstd.level"), Some("3"));
+        assert_eq!(
+            reason("compression.zstd.level", "-131073"),
+            Some(ConfigValueError::OutOfRange {
+                min: -131_072.0,
+                max: 22.0
+            })
+        );
     }
 
     #[test]

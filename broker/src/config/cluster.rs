@@ -126,10 +126,6 @@ pub struct ClusterKeys {
     pub standalone: bool,
 }
 
-/// Kafka's default `listener.security.protocol.map`.
-pub const DEFAULT_SECURITY_PROTOCOL_MAP: &str =
-    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
-
 /// The raw values [`resolve`] reads.
 pub struct RawClusterKeys<'a> {
     pub process_roles: &'a str,

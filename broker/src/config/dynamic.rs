@@ -8,10 +8,11 @@
 //! Each node resolves a key as Kafka does: its own dynamic value, else the cluster default,
 //! else its static `server.properties` value, else Kafka's default.
 //!
-//! The dynamic keys are Kafka's (`DynamicBrokerConfig.AllDynamicConfigs`): the log defaults
-//! Kafka reconfigures live (`DynamicLogConfig`, each the broker synonym of a topic config,
-//! [`DYNAMIC_LOG_CONFIGS`]) and the rest of Kafka's set ([`super::dynamic_keys`]: thread
-//! pools, listeners, SSL and SASL, connection limits, the log cleaner, tiered storage, ...).
+//! The dynamic keys are Kafka's (`DynamicBrokerConfig.AllDynamicConfigs`), the dynamic broker
+//! keys of [`strata_kraft::config_catalogue`]: the log defaults Kafka reconfigures live
+//! (`DynamicLogConfig`, each the broker synonym of a topic config) and the rest of Kafka's
+//! set ([`super::dynamic_keys`]: thread pools, listeners, SSL and SASL, connection limits,
+//! the log cleaner, tiered storage, ...).
 //! Strata acts on the log defaults it implements; the others are validated, stored and
 //! described exactly as Kafka does, though nothing in Strata reads them yet (it has no SASL
 //! or TLS). Every other known broker key is read-only, as in Kafka: changing it is
@@ -22,93 +23,33 @@
 use std::collections::BTreeMap;
 
 use strata_kraft::MetadataImage;
+use strata_kraft::config_catalogue::{self, ConfigKey, Scope};
 
-use super::dynamic_keys::{self, Scope};
+use super::dynamic_keys;
 
 /// Kafka's `ConfigSource` of a dynamic value set on this broker.
 pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
 /// Kafka's `ConfigSource` of a dynamic value set as the cluster-wide default.
 pub const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 
-/// The log defaults Kafka reconfigures live (`DynamicLogConfig.ReconfigurableConfigs`): each
-/// broker key and the topic config it is the default of (Kafka's
-/// `ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS`), in broker-key order. A value is
-/// checked with the topic config's rule.
-pub const DYNAMIC_LOG_CONFIGS: &[(&str, &str)] = &[
-    ("compression.gzip.level", "compression.gzip.level"),
-    ("compression.lz4.level", "compression.lz4.level"),
-    ("compression.type", "compression.type"),
-    ("compression.zstd.level", "compression.zstd.level"),
-    ("log.cleaner.delete.retention.ms", "delete.retention.ms"),
-    ("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms"),
-    (
-        "log.cleaner.min.cleanable.ratio",
-        "min.cleanable.dirty.ratio",
-    ),
-    ("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms"),
-    ("log.cleanup.policy", "cleanup.policy"),
-    ("log.flush.interval.messages", "flush.messages"),
-    ("log.flush.interval.ms", "flush.ms"),
-    ("log.index.interval.bytes", "index.interval.bytes"),
-    ("log.index.size.max.bytes", "segment.index.bytes"),
-    ("log.local.retention.bytes", "local.retention.bytes"),
-    ("log.local.retention.ms", "local.retention.ms"),
-    (
-        "log.message.downconversion.enable",
-        "message.downconversion.enable",
-    ),
-    (
-        "log.message.timestamp.after.max.ms",
-        "message.timestamp.after.max.ms",
-    ),
-    (
-        "log.message.timestamp.before.max.ms",
-        "message.timestamp.before.max.ms",
-    ),
-    (
-        "log.message.timestamp.difference.max.ms",
-        "message.timestamp.difference.max.ms",
-    ),
-    ("log.message.timestamp.type", "message.timestamp.type"),
-    ("log.preallocate", "preallocate"),
-    ("log.retention.bytes", "retention.bytes"),
-    ("log.retention.ms", "retention.ms"),
-    ("log.roll.jitter.ms", "segment.jitter.ms"),
-    ("log.roll.ms", "segment.ms"),
-    ("log.segment.bytes", "segment.bytes"),
-    ("log.segment.delete.delay.ms", "file.delete.delay.ms"),
-    ("message.max.bytes", "max.message.bytes"),
-    ("min.insync.replicas", "min.insync.replicas"),
-    (
-        "unclean.leader.election.enable",
-        "unclean.leader.election.enable",
-    ),
-];
-
-/// The topic config a dynamic broker key is the default of; `None` for a read-only key.
+/// The topic config a dynamic broker key is the default of (Kafka's
+/// `ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS`); `None` for any other key.
 #[must_use]
 pub fn topic_key(broker_key: &str) -> Option<&'static str> {
-    DYNAMIC_LOG_CONFIGS
-        .iter()
-        .find(|(b, _)| *b == broker_key)
-        .map(|(_, t)| *t)
+    config_catalogue::topic_of_synonym(broker_key).map(|t| t.name)
 }
 
 /// The dynamic broker key that supplies a topic config's default, if there is one.
 #[must_use]
 pub fn broker_key(topic_key: &str) -> Option<&'static str> {
-    DYNAMIC_LOG_CONFIGS
-        .iter()
-        .find(|(_, t)| *t == topic_key)
-        .map(|(b, _)| *b)
+    config_catalogue::topic_key(topic_key).and_then(|t| t.synonym)
 }
 
 /// Whether `key` may change on a BROKER resource: a log default, another of Kafka's dynamic
 /// broker configs, or a listener-prefixed form of one.
 #[must_use]
 pub fn is_dynamic(key: &str) -> bool {
-    topic_key(key).is_some()
-        || dynamic_keys::find(key).is_some()
+    config_catalogue::broker_key(key).is_some_and(ConfigKey::is_dynamic)
         || dynamic_keys::listener_base(key).is_some()
 }
 
@@ -118,12 +59,17 @@ pub fn is_dynamic(key: &str) -> bool {
 pub fn key_type(key: &str) -> Option<(i8, bool)> {
     dynamic_keys::find(key)
         .or_else(|| dynamic_keys::listener_base(key))
-        .map(|k| {
-            (
-                k.value_type.config_type(),
-                k.value_type == dynamic_keys::ValueType::Password,
-            )
-        })
+        .map(|k| (k.config_type(), k.is_sensitive()))
+}
+
+/// Whether a dynamic broker key (or a listener-prefixed one) is a list: the keys APPEND and
+/// SUBTRACT apply to (Kafka's `prepareIncrementalConfigs`).
+#[must_use]
+pub fn is_list(key: &str) -> bool {
+    config_catalogue::broker_key(key)
+        .filter(|k| k.is_dynamic())
+        .or_else(|| dynamic_keys::listener_base(key))
+        .is_some_and(ConfigKey::is_list)
 }
 
 /// The dynamic value of a broker key on `node_id`, and its source: the broker's own value,
@@ -174,11 +120,12 @@ pub fn with_dynamic_defaults(
     overrides: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
     let mut merged = overrides.clone();
-    for (broker, topic) in DYNAMIC_LOG_CONFIGS {
-        if !merged.contains_key(*topic)
+    for topic in config_catalogue::topic_keys() {
+        if let Some(broker) = topic.synonym
+            && !merged.contains_key(topic.name)
             && let Some((v, _)) = broker_value(image, node_id, broker)
         {
-            merged.insert((*topic).to_owned(), v.to_owned());
+            merged.insert(topic.name.to_owned(), v.to_owned());
         }
     }
     merged
@@ -228,16 +175,12 @@ pub fn validate_changes(
     }
     for (key, value) in changes {
         let Some(value) = value else { continue };
-        let checked = match topic_key(key) {
-            Some(topic) => {
-                strata_kraft::validate_topic_config(topic, Some(value)).map_err(|e| match e {
-                    strata_kraft::MetadataError::InvalidConfig { reason, .. } => reason.to_string(),
-                    other => other.to_string(),
-                })
-            }
+        // A log default is checked by its topic config's rule.
+        let checked = match config_catalogue::topic_of_synonym(key) {
+            Some(topic) => topic.check(value).map_err(|reason| reason.to_string()),
             None => dynamic_keys::find(key)
                 .or_else(|| dynamic_keys::listener_base(key))
-                .map_or(Ok(()), |d| d.value_type.check(value)),
+                .map_or(Ok(()), |d| dynamic_keys::check(d, value)),
         };
         checked
             .map_err(|reason| format!("Invalid value {value} for configuration {key}: {reason}"))?;
@@ -262,7 +205,7 @@ pub fn validate_changes(
         }
     }
     for (key, value) in changes {
-        if !dynamic_keys::THREAD_POOL_CONFIGS.contains(&key.as_str()) {
+        if !config_catalogue::broker_key(key).is_some_and(|k| k.thread_pool) {
             continue;
         }
         let (Some(new), Some(old)) = (

@@ -10,6 +10,9 @@
 //! reports DEFAULT_CONFIG and no synonyms, exactly as Kafka does. A topic override comes
 //! first, as DYNAMIC_TOPIC_CONFIG. The config's source is its first synonym's.
 //!
+//! Names, defaults, types, synonyms and the read-only and sensitive flags come from
+//! [`strata_kraft::config_catalogue`].
+//!
 //! A BROKER resource named by this node's id describes every known broker key, read-only
 //! unless it is a dynamic config ([`crate::config::dynamic`]); the cluster-wide default
 //! resource (empty name) describes only the dynamic defaults that are set. Another broker's
@@ -17,6 +20,7 @@
 
 use std::collections::BTreeMap;
 
+use strata_kraft::config_catalogue::{self, ConfigKey};
 use strata_kraft::{MetadataImage, topic_config_defaults, topic_config_type};
 use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
@@ -26,9 +30,9 @@ use strata_protocol::messages::describe_configs_response::{
 use strata_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::RequestContext;
+use crate::config::BrokerConfig;
 use crate::config::dynamic::{self, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER};
-use crate::config::dynamic_keys::DYNAMIC_BROKER_KEYS;
-use crate::config::{BROKER_DEFAULTS, BrokerConfig};
+use crate::config::dynamic_keys;
 
 /// Kafka's ConfigResource types.
 const RESOURCE_TOPIC: i8 = 2;
@@ -41,13 +45,7 @@ pub const SOURCE_DEFAULT: i8 = 5;
 
 /// Kafka's ConfigType ids (DescribeConfigs v3+).
 const TYPE_UNKNOWN: i8 = 0;
-const TYPE_BOOLEAN: i8 = 1;
 const TYPE_STRING: i8 = 2;
-const TYPE_INT: i8 = 3;
-const TYPE_SHORT: i8 = 4;
-const TYPE_LONG: i8 = 5;
-const TYPE_LIST: i8 = 7;
-const TYPE_CLASS: i8 = 8;
 
 /// One synonym: the key, its value and where it comes from.
 pub type Synonym = (String, String, i8);
@@ -89,19 +87,12 @@ fn broker_config_synonyms(key: &str) -> Vec<&str> {
     }
 }
 
-/// Kafka's default of a broker key, `None` where Kafka's is null. A key Strata does not
-/// read but a topic config inherits from has the topic config's default.
+/// Kafka's default of a broker key, `None` where Kafka's is null (or, for a key Strata
+/// reads, where it starts empty).
 fn static_default(key: &str) -> Option<String> {
-    match BROKER_DEFAULTS.iter().find(|(k, _)| *k == key) {
-        Some((_, "")) => None,
-        Some((_, v)) => Some((*v).to_owned()),
-        None => topic_config_defaults()
-            .iter()
-            .find(|(t, _)| topic_synonym(t) == Some(key))
-            .map(|(_, d)| *d)
-            .or_else(|| dynamic::key_default(key))
-            .map(str::to_owned),
-    }
+    config_catalogue::broker_key(key)
+        .and_then(|k| k.default)
+        .map(str::to_owned)
 }
 
 /// Kafka's `ConfigHelper.configSynonyms` for broker key `name` (see the module doc).
@@ -190,66 +181,19 @@ pub fn describe_topic(
         .collect()
 }
 
-/// Kafka's ConfigType of a broker key: a dynamic key has its topic config's type.
+/// The catalogue entry of a broker key, or of the key a listener-prefixed one sets.
+fn broker_entry(key: &str) -> Option<&'static ConfigKey> {
+    config_catalogue::broker_key(key).or_else(|| dynamic_keys::listener_base(key))
+}
+
+/// Kafka's ConfigType of a broker key (STRING for a key the catalogue does not know).
 fn broker_config_type(key: &str) -> i8 {
-    if let Some(t) = dynamic::topic_key(key).and_then(topic_config_type) {
-        return t;
-    }
-    if let Some((t, _)) = dynamic::key_type(key) {
-        return t;
-    }
-    match key {
-        "auto.create.topics.enable"
-        | "delete.topic.enable"
-        | "unclean.leader.election.enable"
-        | "auto.leader.rebalance.enable" => TYPE_BOOLEAN,
-        "node.id"
-        | "num.partitions"
-        | "default.replication.factor"
-        | "socket.request.max.bytes"
-        | "log.roll.hours"
-        | "log.retention.minutes"
-        | "log.retention.hours"
-        | "group.initial.rebalance.delay.ms"
-        | "group.min.session.timeout.ms"
-        | "group.max.session.timeout.ms"
-        | "group.consumer.heartbeat.interval.ms"
-        | "group.consumer.session.timeout.ms"
-        | "group.consumer.max.size"
-        | "offsets.topic.num.partitions"
-        | "offsets.retention.minutes"
-        | "offset.metadata.max.bytes"
-        | "controller.quorum.election.timeout.ms"
-        | "controller.quorum.fetch.timeout.ms"
-        | "controller.quorum.election.backoff.max.ms"
-        | "controller.quorum.request.timeout.ms"
-        | "controller.quorum.retry.backoff.ms"
-        | "controller.quorum.append.linger.ms"
-        | "broker.session.timeout.ms"
-        | "broker.heartbeat.interval.ms"
-        | "metadata.log.segment.bytes" => TYPE_INT,
-        "offsets.topic.replication.factor" => TYPE_SHORT,
-        "queued.max.request.bytes"
-        | "log.retention.check.interval.ms"
-        | "log.flush.scheduler.interval.ms"
-        | "offsets.retention.check.interval.ms"
-        | "replica.lag.time.max.ms"
-        | "metadata.log.max.snapshot.interval.ms"
-        | "metadata.log.max.record.bytes.between.snapshots"
-        | "leader.imbalance.check.interval.seconds" => TYPE_LONG,
-        "process.roles"
-        | "group.consumer.assignors"
-        | "controller.quorum.voters"
-        | "controller.quorum.bootstrap.servers"
-        | "controller.listener.names" => TYPE_LIST,
-        "replica.selector.class" => TYPE_CLASS,
-        _ => TYPE_STRING,
-    }
+    broker_entry(key).map_or(TYPE_STRING, ConfigKey::config_type)
 }
 
 /// Whether a broker key is a password (Kafka's `isSensitive`).
 fn is_sensitive(key: &str) -> bool {
-    dynamic::key_type(key).is_some_and(|(_, sensitive)| sensitive)
+    broker_entry(key).is_some_and(ConfigKey::is_sensitive)
 }
 
 /// Describes this broker's configs (`name` is its id), or the cluster-wide dynamic
@@ -281,7 +225,7 @@ fn describe_broker(cfg: &BrokerConfig, image: &MetadataImage, name: &str) -> Vec
         .iter()
         .map(|(k, v)| (k.as_str(), Some(v.as_str())))
         .collect();
-    for k in DYNAMIC_BROKER_KEYS {
+    for k in config_catalogue::broker_keys().filter(|k| dynamic_keys::find(k.name).is_some()) {
         keys.entry(k.name).or_insert(k.default);
     }
     for resource in [cfg.node_id.to_string(), String::new()] {
@@ -397,6 +341,14 @@ mod tests {
 
     use super::*;
 
+    const TYPE_BOOLEAN: i8 = 1;
+    const TYPE_INT: i8 = 3;
+    const TYPE_SHORT: i8 = 4;
+    const TYPE_LONG: i8 = 5;
+    const TYPE_LIST: i8 = 7;
+    const TYPE_CLASS: i8 = 8;
+    const TYPE_PASSWORD: i8 = 9;
+
     fn config(pairs: &[(&str, &str)]) -> BrokerConfig {
         BrokerConfig::from_pairs(
             pairs
@@ -427,6 +379,48 @@ mod tests {
             .iter()
             .map(|(n, v, s)| (n.as_str(), v.as_str(), *s))
             .collect()
+    }
+
+    #[test]
+    fn broker_defaults_types_and_flags_are_the_catalogues() {
+        // A key Strata reads that starts empty has no default; a log default Strata does not
+        // read has its topic config's; Kafka's other dynamic keys have Kafka's.
+        assert_eq!(static_default("log.retention.ms"), None);
+        assert_eq!(
+            static_default("log.retention.hours").as_deref(),
+            Some("168")
+        );
+        assert_eq!(
+            static_default("log.cleaner.delete.retention.ms").as_deref(),
+            Some("86400000")
+        );
+        assert_eq!(static_default("config.providers").as_deref(), Some(""));
+        assert_eq!(
+            static_default("listeners").as_deref(),
+            Some("PLAINTEXT://localhost:9092")
+        );
+        assert_eq!(static_default("log.roll.jitter.hours"), None);
+        assert_eq!(broker_config_type("log.roll.ms"), TYPE_LONG);
+        assert_eq!(broker_config_type("log.cleanup.policy"), TYPE_LIST);
+        assert_eq!(
+            broker_config_type("offsets.topic.replication.factor"),
+            TYPE_SHORT
+        );
+        assert_eq!(broker_config_type("replica.selector.class"), TYPE_CLASS);
+        assert_eq!(
+            broker_config_type("controller.quorum.auto.join.enable"),
+            TYPE_STRING
+        );
+        assert_eq!(broker_config_type("delete.topic.enable"), TYPE_BOOLEAN);
+        assert_eq!(broker_config_type("listeners"), TYPE_STRING);
+        assert_eq!(
+            broker_config_type("listener.name.x.ssl.keystore.password"),
+            TYPE_PASSWORD
+        );
+        assert_eq!(broker_config_type("nope"), TYPE_STRING);
+        assert!(is_sensitive("sasl.jaas.config"));
+        assert!(is_sensitive("listener.name.x.ssl.key.password"));
+        assert!(!is_sensitive("ssl.keystore.location"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, BTreeSet};
 
+use strata_kraft::config_catalogue::{self, ConfigKey};
 use strata_kraft::{
     MetadataError, topic_config_default, validate_topic_config, validate_topic_configs,
 };
@@ -26,21 +27,11 @@ pub(super) const RESOURCE_TOPIC: i8 = 2;
 pub(super) const RESOURCE_BROKER: i8 = 4;
 pub(super) const RESOURCE_BROKER_LOGGER: i8 = 8;
 
-/// Kafka's `ConfigType` id of a LIST config.
-const TYPE_LIST: i8 = 7;
-
 /// Kafka's AlterConfigOp types.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
-
-/// Topic configs of Kafka type LIST: the only ones APPEND and SUBTRACT apply to.
-const LIST_CONFIGS: &[&str] = &[
-    "cleanup.policy",
-    "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas",
-];
 
 /// A resource's error code and message.
 pub(super) type Failure = (i16, String);
@@ -279,7 +270,8 @@ async fn alter_topic(
             },
             OP_DELETE => None,
             OP_APPEND | OP_SUBTRACT => {
-                if !LIST_CONFIGS.contains(&key.as_str()) {
+                // Kafka's `prepareIncrementalConfigs`: only LIST configs append or subtract.
+                if !config_catalogue::topic_key(&key).is_some_and(ConfigKey::is_list) {
                     return Err((
                         ResponseError::InvalidConfig.code(),
                         format!("config value append/subtract is not allowed for config key {key}"),
@@ -348,9 +340,7 @@ async fn alter_broker(
             OP_DELETE => None,
             OP_APPEND | OP_SUBTRACT => {
                 // Kafka's `prepareIncrementalConfigs`: only LIST configs append or subtract.
-                let list = key == "log.cleanup.policy"
-                    || dynamic::key_type(&key).is_some_and(|(t, _)| t == TYPE_LIST);
-                if !list {
+                if !dynamic::is_list(&key) {
                     return Err((
                         ResponseError::InvalidConfig.code(),
                         format!("config value append/subtract is not allowed for config key {key}"),
@@ -416,6 +406,22 @@ mod tests {
 
     fn keys(order: &[&(String, Option<String>)]) -> Vec<String> {
         order.iter().map(|(k, _)| k.clone()).collect()
+    }
+
+    #[test]
+    fn append_and_subtract_take_list_configs_only() {
+        let topic_list = |k: &str| config_catalogue::topic_key(k).is_some_and(ConfigKey::is_list);
+        assert!(topic_list("cleanup.policy"));
+        assert!(topic_list("leader.replication.throttled.replicas"));
+        assert!(topic_list("follower.replication.throttled.replicas"));
+        assert!(!topic_list("retention.ms"));
+        assert!(!topic_list("log.cleanup.policy"));
+        assert!(dynamic::is_list("log.cleanup.policy"));
+        assert!(dynamic::is_list("ssl.cipher.suites"));
+        assert!(dynamic::is_list("listener.name.external.ssl.cipher.suites"));
+        assert!(!dynamic::is_list("log.retention.ms"));
+        // A read-only list is refused later, as not dynamic.
+        assert!(!dynamic::is_list("process.roles"));
     }
 
     #[test]
