@@ -20,6 +20,7 @@ use crate::coordinator::group::classic::GroupError;
 use crate::coordinator::group::consumer::ConsumerGroupError;
 use crate::coordinator::offsets::OffsetStoreError;
 use crate::partition::{FlushError, LeaderAppendError};
+use crate::server::handlers::incremental_alter_configs::ConfigRefusal;
 use crate::server::handlers::offset_commit::CommitRefusal;
 use crate::server::handlers::produce::{AckError, ProduceRefusal};
 use crate::server::placement::CoordinatorUnavailable;
@@ -487,6 +488,20 @@ pub fn ack_error_code(e: &AckError) -> i16 {
         AckError::LeadershipEnded => ResponseError::NotLeaderOrFollower.code(),
         AckError::Replication(e) => replication_error_code(e),
         AckError::TimedOut => ResponseError::RequestTimedOut.code(),
+    }
+}
+
+/// A refused config resource of DescribeConfigs, AlterConfigs or IncrementalAlterConfigs
+/// as its Kafka error code (Kafka's `ConfigAdminManager` and
+/// `ConfigurationControlManager`): an append or subtract on a non-list key is
+/// INVALID_CONFIG, a metadata error its own code.
+#[must_use]
+pub fn config_refusal_code(e: &ConfigRefusal) -> i16 {
+    match e {
+        ConfigRefusal::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
+        ConfigRefusal::NotAList { .. } => ResponseError::InvalidConfig.code(),
+        ConfigRefusal::UnknownTopic { .. } => topic_refusal_code(TopicRefusal::Unknown),
+        ConfigRefusal::Metadata(e) => metadata_error_code(e),
     }
 }
 

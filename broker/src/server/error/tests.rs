@@ -170,3 +170,38 @@ fn unacknowledged_appends_get_kafkas_codes() {
         assert_eq!(ack_error_code(&e), code, "{e:?}");
     }
 }
+
+#[test]
+fn config_refusals_get_kafkas_codes_and_messages() {
+    use crate::server::handlers::incremental_alter_configs::ConfigRefusal;
+    let cases = [
+        (
+            ConfigRefusal::InvalidRequest("duplicate config key a".to_owned()),
+            ResponseError::InvalidRequest.code(),
+            "duplicate config key a",
+        ),
+        (
+            ConfigRefusal::NotAList {
+                key: "segment.ms".to_owned(),
+            },
+            ResponseError::InvalidConfig.code(),
+            "config value append/subtract is not allowed for config key segment.ms",
+        ),
+        (
+            ConfigRefusal::UnknownTopic {
+                topic: "t".to_owned(),
+            },
+            ResponseError::UnknownTopicOrPartition.code(),
+            "topic t does not exist",
+        ),
+        (
+            ConfigRefusal::Metadata(MetadataError::NotController),
+            ResponseError::NotController.code(),
+            &MetadataError::NotController.to_string(),
+        ),
+    ];
+    for (refusal, code, message) in cases {
+        assert_eq!(config_refusal_code(&refusal), code, "{refusal:?}");
+        assert_eq!(refusal.to_string(), message);
+    }
+}
