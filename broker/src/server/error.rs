@@ -17,7 +17,9 @@ use strata_storage::LogError;
 use crate::broker::leadership::LeadershipError;
 use crate::broker::{ControllerError, CreateTopicError, PartitionUnavailable};
 use crate::coordinator::group::classic::GroupError;
-use crate::coordinator::group::consumer::ConsumerGroupError;
+use crate::coordinator::group::consumer::{
+    ConsumerGroupError, ConsumerGroupInUse, DeleteConsumerGroupError,
+};
 use crate::coordinator::offsets::OffsetStoreError;
 use crate::partition::{FlushError, LeaderAppendError};
 use crate::server::handlers::incremental_alter_configs::ConfigRefusal;
@@ -276,6 +278,26 @@ pub fn consumer_group_error_code(e: &ConsumerGroupError) -> i16 {
         ConsumerGroupError::InvalidRegularExpression { .. } => {
             ResponseError::InvalidRegularExpression.code()
         }
+    }
+}
+
+/// A consumer group DeleteGroups does not delete as the group's code: one with members is
+/// NON_EMPTY_GROUP; an id no consumer group has is GROUP_ID_NOT_FOUND (the handler first asks
+/// the classic coordinator, which may know it).
+#[must_use]
+pub fn delete_consumer_group_error_code(e: DeleteConsumerGroupError) -> i16 {
+    match e {
+        DeleteConsumerGroupError::NotConsumerGroup => group_refusal_code(GroupRefusal::NotFound),
+        DeleteConsumerGroupError::NonEmpty => group_refusal_code(GroupRefusal::NonEmpty),
+    }
+}
+
+/// A consumer group that keeps its id as a classic JoinGroup's code: Kafka without online
+/// migration answers INCONSISTENT_GROUP_PROTOCOL.
+#[must_use]
+pub fn consumer_group_in_use_code(e: ConsumerGroupInUse) -> i16 {
+    match e {
+        ConsumerGroupInUse::HasMembers => group_error_code(&GroupError::InconsistentGroupProtocol),
     }
 }
 

@@ -205,3 +205,25 @@ fn config_refusals_get_kafkas_codes_and_messages() {
         assert_eq!(refusal.to_string(), message);
     }
 }
+
+#[test]
+fn consumer_groups_not_deleted_get_kafkas_codes() {
+    use crate::coordinator::group::consumer::DeleteConsumerGroupError;
+    assert_eq!(
+        delete_consumer_group_error_code(DeleteConsumerGroupError::NotConsumerGroup),
+        ResponseError::GroupIdNotFound.code()
+    );
+    assert_eq!(
+        delete_consumer_group_error_code(DeleteConsumerGroupError::NonEmpty),
+        ResponseError::NonEmptyGroup.code()
+    );
+}
+
+#[test]
+fn a_consumer_group_keeping_its_id_is_an_inconsistent_protocol() {
+    use crate::coordinator::group::consumer::ConsumerGroupInUse;
+    assert_eq!(
+        consumer_group_in_use_code(ConsumerGroupInUse::HasMembers),
+        ResponseError::InconsistentGroupProtocol.code()
+    );
+}
