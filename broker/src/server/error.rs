@@ -16,6 +16,7 @@ use strata_storage::LogError;
 
 use crate::broker::leadership::LeadershipError;
 use crate::broker::{ControllerError, CreateTopicError, PartitionUnavailable};
+use crate::coordinator::group::OffsetDeleteRefusal;
 use crate::coordinator::group::classic::GroupError;
 use crate::coordinator::group::consumer::{
     ConsumerGroupError, ConsumerGroupInUse, DeleteConsumerGroupError,
@@ -298,6 +299,17 @@ pub fn delete_consumer_group_error_code(e: DeleteConsumerGroupError) -> i16 {
 pub fn consumer_group_in_use_code(e: ConsumerGroupInUse) -> i16 {
     match e {
         ConsumerGroupInUse::HasMembers => group_error_code(&GroupError::InconsistentGroupProtocol),
+    }
+}
+
+/// An OffsetDelete refusal as its Kafka code: GROUP_ID_NOT_FOUND and NON_EMPTY_GROUP for
+/// the group, GROUP_SUBSCRIBED_TO_TOPIC for each partition of a subscribed topic.
+#[must_use]
+pub fn offset_delete_refusal_code(e: OffsetDeleteRefusal) -> i16 {
+    match e {
+        OffsetDeleteRefusal::GroupNotFound => group_refusal_code(GroupRefusal::NotFound),
+        OffsetDeleteRefusal::NonEmpty => group_refusal_code(GroupRefusal::NonEmpty),
+        OffsetDeleteRefusal::SubscribedTopic => ResponseError::GroupSubscribedToTopic.code(),
     }
 }
 

@@ -227,3 +227,20 @@ fn a_consumer_group_keeping_its_id_is_an_inconsistent_protocol() {
         ResponseError::InconsistentGroupProtocol.code()
     );
 }
+
+#[test]
+fn offset_delete_refusals_get_kafkas_codes() {
+    use crate::coordinator::group::OffsetDeleteRefusal;
+    assert_eq!(
+        offset_delete_refusal_code(OffsetDeleteRefusal::GroupNotFound),
+        ResponseError::GroupIdNotFound.code()
+    );
+    assert_eq!(
+        offset_delete_refusal_code(OffsetDeleteRefusal::NonEmpty),
+        ResponseError::NonEmptyGroup.code()
+    );
+    assert_eq!(
+        offset_delete_refusal_code(OffsetDeleteRefusal::SubscribedTopic),
+        ResponseError::GroupSubscribedToTopic.code()
+    );
+}
