@@ -80,7 +80,8 @@ pub(super) fn broker_overrides(ctx: &RequestContext, resource: &str) -> BTreeMap
 ///
 /// # Errors
 ///
-/// INVALID_REQUEST as above; the metadata error's Kafka code when the write fails.
+/// [`ConfigRefusal::InvalidRequest`] as above; [`ConfigRefusal::Metadata`] when the write
+/// fails.
 pub(super) async fn write_broker_configs(
     ctx: &RequestContext,
     resource: &str,
@@ -121,7 +122,7 @@ pub(super) async fn write_broker_configs(
 ///
 /// # Errors
 ///
-/// UNKNOWN_TOPIC_OR_PARTITION when the topic does not exist.
+/// [`ConfigRefusal::UnknownTopic`] when the topic does not exist.
 pub(super) fn topic_overrides(
     ctx: &RequestContext,
     topic: &str,
@@ -148,8 +149,8 @@ pub(super) fn topic_overrides(
 ///
 /// # Errors
 ///
-/// The metadata error's Kafka code and message (an unknown key or a bad value is
-/// INVALID_CONFIG).
+/// [`ConfigRefusal::UnknownTopic`]; [`ConfigRefusal::Metadata`] with the metadata error (an
+/// unknown key or a bad value is INVALID_CONFIG).
 pub(super) async fn write_topic_configs(
     ctx: &RequestContext,
     topic: &str,
