@@ -9,6 +9,10 @@
 use std::collections::BTreeSet;
 
 use crate::broker::Broker;
+use crate::coordinator::group::OffsetDeleteRefusal;
+
+/// Classic group states in which the group has members.
+const STATES_WITH_MEMBERS: [&str; 3] = ["PreparingRebalance", "CompletingRebalance", "Stable"];
 
 /// The group coordinator's state name for `group` ("Empty", "Stable", ...), `None` if the
 /// coordinator does not know it.
@@ -41,6 +45,28 @@ pub fn is_empty_or_unknown(broker: &Broker, group: &str) -> bool {
 #[must_use]
 pub fn group_exists(broker: &Broker, group: &str) -> bool {
     group_state(broker, group).is_some() || broker.offsets.has_group(group)
+}
+
+/// OffsetDelete's check of `group`: the topics its members subscribe to, when it uses the
+/// consumer protocol and they are known (their offsets may not be deleted).
+///
+/// # Errors
+///
+/// [`OffsetDeleteRefusal::GroupNotFound`] when the group does not exist ([`group_exists`]);
+/// [`OffsetDeleteRefusal::NonEmpty`] when it has members whose subscriptions are not known.
+pub fn offset_delete_check(
+    broker: &Broker,
+    group: &str,
+) -> Result<Option<BTreeSet<String>>, OffsetDeleteRefusal> {
+    if !group_exists(broker, group) {
+        return Err(OffsetDeleteRefusal::GroupNotFound);
+    }
+    let subscribed = subscribed_topics(broker, group);
+    let has_members = group_state(broker, group).is_some_and(|s| STATES_WITH_MEMBERS.contains(&s));
+    if has_members && subscribed.is_none() {
+        return Err(OffsetDeleteRefusal::NonEmpty);
+    }
+    Ok(subscribed)
 }
 
 /// Offset expiry's question (see [`crate::coordinator::offsets`]): may the offsets of `group` for `topic`

@@ -16,10 +16,14 @@ use strata_storage::LogError;
 
 use crate::broker::leadership::LeadershipError;
 use crate::broker::{ControllerError, CreateTopicError, PartitionUnavailable};
+use crate::coordinator::group::OffsetDeleteRefusal;
 use crate::coordinator::group::classic::GroupError;
-use crate::coordinator::group::consumer::ConsumerGroupError;
+use crate::coordinator::group::consumer::{
+    ConsumerGroupError, ConsumerGroupInUse, DeleteConsumerGroupError,
+};
 use crate::coordinator::offsets::OffsetStoreError;
 use crate::partition::{FlushError, LeaderAppendError};
+use crate::server::handlers::incremental_alter_configs::ConfigRefusal;
 use crate::server::handlers::offset_commit::CommitRefusal;
 use crate::server::handlers::produce::{AckError, ProduceRefusal};
 use crate::server::placement::CoordinatorUnavailable;
@@ -278,6 +282,37 @@ pub fn consumer_group_error_code(e: &ConsumerGroupError) -> i16 {
     }
 }
 
+/// A consumer group DeleteGroups does not delete as the group's code: one with members is
+/// NON_EMPTY_GROUP; an id no consumer group has is GROUP_ID_NOT_FOUND (the handler first asks
+/// the classic coordinator, which may know it).
+#[must_use]
+pub fn delete_consumer_group_error_code(e: DeleteConsumerGroupError) -> i16 {
+    match e {
+        DeleteConsumerGroupError::NotConsumerGroup => group_refusal_code(GroupRefusal::NotFound),
+        DeleteConsumerGroupError::NonEmpty => group_refusal_code(GroupRefusal::NonEmpty),
+    }
+}
+
+/// A consumer group that keeps its id as a classic JoinGroup's code: Kafka without online
+/// migration answers INCONSISTENT_GROUP_PROTOCOL.
+#[must_use]
+pub fn consumer_group_in_use_code(e: ConsumerGroupInUse) -> i16 {
+    match e {
+        ConsumerGroupInUse::HasMembers => group_error_code(&GroupError::InconsistentGroupProtocol),
+    }
+}
+
+/// An OffsetDelete refusal as its Kafka code: GROUP_ID_NOT_FOUND and NON_EMPTY_GROUP for
+/// the group, GROUP_SUBSCRIBED_TO_TOPIC for each partition of a subscribed topic.
+#[must_use]
+pub fn offset_delete_refusal_code(e: OffsetDeleteRefusal) -> i16 {
+    match e {
+        OffsetDeleteRefusal::GroupNotFound => group_refusal_code(GroupRefusal::NotFound),
+        OffsetDeleteRefusal::NonEmpty => group_refusal_code(GroupRefusal::NonEmpty),
+        OffsetDeleteRefusal::SubscribedTopic => ResponseError::GroupSubscribedToTopic.code(),
+    }
+}
+
 /// Kafka's error code for a failed controller operation.
 #[must_use]
 pub fn controller_error_code(e: &ControllerError) -> i16 {
@@ -487,6 +522,20 @@ pub fn ack_error_code(e: &AckError) -> i16 {
         AckError::LeadershipEnded => ResponseError::NotLeaderOrFollower.code(),
         AckError::Replication(e) => replication_error_code(e),
         AckError::TimedOut => ResponseError::RequestTimedOut.code(),
+    }
+}
+
+/// A refused config resource of DescribeConfigs, AlterConfigs or IncrementalAlterConfigs
+/// as its Kafka error code (Kafka's `ConfigAdminManager` and
+/// `ConfigurationControlManager`): an append or subtract on a non-list key is
+/// INVALID_CONFIG, a metadata error its own code.
+#[must_use]
+pub fn config_refusal_code(e: &ConfigRefusal) -> i16 {
+    match e {
+        ConfigRefusal::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
+        ConfigRefusal::NotAList { .. } => ResponseError::InvalidConfig.code(),
+        ConfigRefusal::UnknownTopic { .. } => topic_refusal_code(TopicRefusal::Unknown),
+        ConfigRefusal::Metadata(e) => metadata_error_code(e),
     }
 }
 

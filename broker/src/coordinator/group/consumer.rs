@@ -39,4 +39,4 @@ pub mod persist;
 pub use assignor::{Assignment, Assignor};
 pub use coordinator::{ConsumerGroupConfig, HeartbeatRequest, HeartbeatResponse};
 pub use driver::ConsumerGroupCoordinator;
-pub use error::ConsumerGroupError;
+pub use error::{ConsumerGroupError, ConsumerGroupInUse, DeleteConsumerGroupError};

@@ -170,3 +170,77 @@ fn unacknowledged_appends_get_kafkas_codes() {
         assert_eq!(ack_error_code(&e), code, "{e:?}");
     }
 }
+
+#[test]
+fn config_refusals_get_kafkas_codes_and_messages() {
+    use crate::server::handlers::incremental_alter_configs::ConfigRefusal;
+    let cases = [
+        (
+            ConfigRefusal::InvalidRequest("duplicate config key a".to_owned()),
+            ResponseError::InvalidRequest.code(),
+            "duplicate config key a",
+        ),
+        (
+            ConfigRefusal::NotAList {
+                key: "segment.ms".to_owned(),
+            },
+            ResponseError::InvalidConfig.code(),
+            "config value append/subtract is not allowed for config key segment.ms",
+        ),
+        (
+            ConfigRefusal::UnknownTopic {
+                topic: "t".to_owned(),
+            },
+            ResponseError::UnknownTopicOrPartition.code(),
+            "topic t does not exist",
+        ),
+        (
+            ConfigRefusal::Metadata(MetadataError::NotController),
+            ResponseError::NotController.code(),
+            &MetadataError::NotController.to_string(),
+        ),
+    ];
+    for (refusal, code, message) in cases {
+        assert_eq!(config_refusal_code(&refusal), code, "{refusal:?}");
+        assert_eq!(refusal.to_string(), message);
+    }
+}
+
+#[test]
+fn consumer_groups_not_deleted_get_kafkas_codes() {
+    use crate::coordinator::group::consumer::DeleteConsumerGroupError;
+    assert_eq!(
+        delete_consumer_group_error_code(DeleteConsumerGroupError::NotConsumerGroup),
+        ResponseError::GroupIdNotFound.code()
+    );
+    assert_eq!(
+        delete_consumer_group_error_code(DeleteConsumerGroupError::NonEmpty),
+        ResponseError::NonEmptyGroup.code()
+    );
+}
+
+#[test]
+fn a_consumer_group_keeping_its_id_is_an_inconsistent_protocol() {
+    use crate::coordinator::group::consumer::ConsumerGroupInUse;
+    assert_eq!(
+        consumer_group_in_use_code(ConsumerGroupInUse::HasMembers),
+        ResponseError::InconsistentGroupProtocol.code()
+    );
+}
+
+#[test]
+fn offset_delete_refusals_get_kafkas_codes() {
+    use crate::coordinator::group::OffsetDeleteRefusal;
+    assert_eq!(
+        offset_delete_refusal_code(OffsetDeleteRefusal::GroupNotFound),
+        ResponseError::GroupIdNotFound.code()
+    );
+    assert_eq!(
+        offset_delete_refusal_code(OffsetDeleteRefusal::NonEmpty),
+        ResponseError::NonEmptyGroup.code()
+    );
+    assert_eq!(
+        offset_delete_refusal_code(OffsetDeleteRefusal::SubscribedTopic),
+        ResponseError::GroupSubscribedToTopic.code()
+    );
+}

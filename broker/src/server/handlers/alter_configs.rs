@@ -16,7 +16,6 @@
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::alter_configs_request::AlterConfigsResource;
 use strata_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
@@ -24,9 +23,10 @@ use strata_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::RequestContext;
 use super::incremental_alter_configs::{
-    Failure, RESOURCE_BROKER, RESOURCE_TOPIC, broker_overrides, topic_overrides,
+    ConfigRefusal, RESOURCE_BROKER, RESOURCE_TOPIC, broker_overrides, topic_overrides,
     write_broker_configs, write_topic_configs,
 };
+use crate::server::error::config_refusal_code;
 
 /// Replaces each resource's configs independently and answers one result per resource.
 #[must_use]
@@ -45,8 +45,7 @@ pub async fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConf
                 .get(&(res.resource_type, res.resource_name.to_string()))
                 .is_some_and(|n| *n > 1);
             let outcome = if repeated {
-                Err((
-                    ResponseError::InvalidRequest.code(),
+                Err(ConfigRefusal::InvalidRequest(
                     "Each resource must appear at most once.".to_owned(),
                 ))
             } else {
@@ -54,7 +53,10 @@ pub async fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConf
             };
             let (code, message) = match outcome {
                 Ok(()) => (0, None),
-                Err((code, message)) => (code, Some(StrBytes::from_string(message))),
+                Err(e) => (
+                    config_refusal_code(&e),
+                    Some(StrBytes::from_string(e.to_string())),
+                ),
             };
             AlterConfigsResourceResponse::default()
                 .with_error_code(code)
@@ -72,11 +74,10 @@ async fn alter(
     res: &AlterConfigsResource,
     validate_only: bool,
     now_ms: i64,
-) -> Result<(), Failure> {
+) -> Result<(), ConfigRefusal> {
     let mut seen = BTreeSet::new();
     if !res.configs.iter().all(|c| seen.insert(c.name.to_string())) {
-        return Err((
-            ResponseError::InvalidRequest.code(),
+        return Err(ConfigRefusal::InvalidRequest(
             "Error due to duplicate config keys".to_owned(),
         ));
     }
@@ -87,10 +88,10 @@ async fn alter(
         .map(|c| c.name.to_string())
         .collect();
     if !nulls.is_empty() {
-        return Err((
-            ResponseError::InvalidRequest.code(),
-            format!("Null value not supported for : {}", nulls.join(", ")),
-        ));
+        return Err(ConfigRefusal::InvalidRequest(format!(
+            "Null value not supported for : {}",
+            nulls.join(", ")
+        )));
     }
     let name = res.resource_name.to_string();
     // The set replaces the resource's: what the request does not name reverts.
@@ -122,10 +123,9 @@ async fn alter(
             let changes = replace(broker_overrides(ctx, &name));
             write_broker_configs(ctx, &name, &changes, validate_only, now_ms).await
         }
-        other => Err((
-            ResponseError::InvalidRequest.code(),
-            format!("Unknown resource type {other}"),
-        )),
+        other => Err(ConfigRefusal::InvalidRequest(format!(
+            "Unknown resource type {other}"
+        ))),
     }
 }
 

@@ -8,10 +8,11 @@ use strata_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
 use super::RequestContext;
 use crate::coordinator::group::classic::GroupError;
+use crate::coordinator::group::consumer::DeleteConsumerGroupError;
 use crate::now_ms;
 use crate::server::error::{
-    GroupRefusal, coordinator_unavailable_code, group_error_code, group_refusal_code,
-    offset_store_error_code,
+    GroupRefusal, coordinator_unavailable_code, delete_consumer_group_error_code, group_error_code,
+    group_refusal_code, offset_store_error_code,
 };
 
 /// Deletes each group.
@@ -32,9 +33,9 @@ pub fn handle(ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsRes
                 coordinator_unavailable_code(e)
             } else {
                 match broker.consumer_groups.delete(&id.0) {
-                    Some(true) => delete_offsets(ctx, &id.0),
-                    Some(false) => group_refusal_code(GroupRefusal::NonEmpty),
-                    None => delete_classic(ctx, &id.0),
+                    Ok(()) => delete_offsets(ctx, &id.0),
+                    Err(DeleteConsumerGroupError::NotConsumerGroup) => delete_classic(ctx, &id.0),
+                    Err(e) => delete_consumer_group_error_code(e),
                 }
             };
             DeletableGroupResult::default()

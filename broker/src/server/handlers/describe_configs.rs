@@ -22,7 +22,6 @@ use std::collections::BTreeMap;
 
 use strata_kraft::config_catalogue::{self, ConfigKey};
 use strata_kraft::{MetadataImage, topic_config_defaults, topic_config_type};
-use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -30,9 +29,11 @@ use strata_protocol::messages::describe_configs_response::{
 use strata_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::RequestContext;
+use super::incremental_alter_configs::ConfigRefusal;
 use crate::config::BrokerConfig;
 use crate::config::dynamic::{self, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER};
 use crate::config::dynamic_keys;
+use crate::server::error::{TopicRefusal, config_refusal_code, topic_refusal_code};
 
 /// Kafka's ConfigResource types.
 const RESOURCE_TOPIC: i8 = 2;
@@ -257,6 +258,13 @@ fn describe_broker(cfg: &BrokerConfig, image: &MetadataImage, name: &str) -> Vec
         .collect()
 }
 
+/// A resource's result carrying the refusal's code and message.
+fn refused(result: DescribeConfigsResult, refusal: &ConfigRefusal) -> DescribeConfigsResult {
+    result
+        .with_error_code(config_refusal_code(refusal))
+        .with_error_message(Some(StrBytes::from_string(refusal.to_string())))
+}
+
 /// Answers each resource.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
@@ -274,27 +282,26 @@ pub fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConf
                 RESOURCE_TOPIC => match image.topics.get(&name) {
                     Some(t) => describe_topic(cfg, &image, &t.configs),
                     None => {
-                        return result
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                        return result.with_error_code(topic_refusal_code(TopicRefusal::Unknown));
                     }
                 },
                 RESOURCE_BROKER if name.is_empty() || name == cfg.node_id.to_string() => {
                     describe_broker(cfg, &image, &name)
                 }
                 RESOURCE_BROKER => {
-                    return result
-                        .with_error_code(ResponseError::InvalidRequest.code())
-                        .with_error_message(Some(StrBytes::from_string(format!(
+                    return refused(
+                        result,
+                        &ConfigRefusal::InvalidRequest(format!(
                             "Unexpected broker id, expected {} or empty string, but received {name}",
                             cfg.node_id
-                        ))));
+                        )),
+                    );
                 }
                 _ => {
-                    return result
-                        .with_error_code(ResponseError::InvalidRequest.code())
-                        .with_error_message(Some(StrBytes::from_static_str(
-                            "unsupported resource type",
-                        )));
+                    return refused(
+                        result,
+                        &ConfigRefusal::InvalidRequest("unsupported resource type".to_owned()),
+                    );
                 }
             };
             let keys: Option<Vec<String>> = r

@@ -12,7 +12,6 @@ use strata_kraft::config_catalogue::{self, ConfigKey};
 use strata_kraft::{
     MetadataError, topic_config_default, validate_topic_config, validate_topic_configs,
 };
-use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
 use strata_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -20,7 +19,7 @@ use strata_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlter
 
 use super::RequestContext;
 use crate::config::dynamic;
-use crate::server::error::metadata_error_code;
+use crate::server::error::config_refusal_code;
 
 /// Kafka's ConfigResource types.
 pub(super) const RESOURCE_TOPIC: i8 = 2;
@@ -33,15 +32,35 @@ const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-/// A resource's error code and message.
-pub(super) type Failure = (i16, String);
+/// Why a config resource of AlterConfigs or IncrementalAlterConfigs is refused; its
+/// `Display` is the resource's error message.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigRefusal {
+    /// The request is malformed for this resource (an unknown or unsupported resource type,
+    /// a resource or key named twice, a null value, an unknown operation, a broker resource
+    /// name or a dynamic broker change that is not valid). Carries the message.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// An append or subtract on a key that is not a list.
+    #[error("config value append/subtract is not allowed for config key {key}")]
+    NotAList {
+        /// The config key.
+        key: String,
+    },
+    /// The topic the resource names does not exist.
+    #[error("topic {topic} does not exist")]
+    UnknownTopic {
+        /// The topic name.
+        topic: String,
+    },
+    /// The metadata log refuses the change or fails to write it.
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+}
 
 /// The answer to a BROKER_LOGGER resource: broker log levels cannot be changed here.
-fn broker_logger_refused() -> Failure {
-    (
-        ResponseError::InvalidRequest.code(),
-        "dynamic broker logger configs are not supported".to_owned(),
-    )
+fn broker_logger_refused() -> ConfigRefusal {
+    ConfigRefusal::InvalidRequest("dynamic broker logger configs are not supported".to_owned())
 }
 
 /// A BROKER resource's current dynamic configs (`""`: the cluster-wide default).
@@ -61,15 +80,16 @@ pub(super) fn broker_overrides(ctx: &RequestContext, resource: &str) -> BTreeMap
 ///
 /// # Errors
 ///
-/// INVALID_REQUEST as above; the metadata error's Kafka code when the write fails.
+/// [`ConfigRefusal::InvalidRequest`] as above; [`ConfigRefusal::Metadata`] when the write
+/// fails.
 pub(super) async fn write_broker_configs(
     ctx: &RequestContext,
     resource: &str,
     changes: &[(String, Option<String>)],
     validate_only: bool,
     now_ms: i64,
-) -> Result<(), Failure> {
-    let invalid = |m: String| (ResponseError::InvalidRequest.code(), m);
+) -> Result<(), ConfigRefusal> {
+    let invalid = ConfigRefusal::InvalidRequest;
     dynamic::validate_resource_name(resource).map_err(invalid)?;
     let image = ctx.broker.image();
     let statics = &ctx.broker.config.values;
@@ -95,28 +115,25 @@ pub(super) async fn write_broker_configs(
     ctx.broker
         .alter_broker_configs(resource, changes, validate_only, now_ms)
         .await
-        .map_err(|e| (metadata_error_code(&e), e.to_string()))
+        .map_err(ConfigRefusal::Metadata)
 }
 
 /// A topic's current overrides.
 ///
 /// # Errors
 ///
-/// UNKNOWN_TOPIC_OR_PARTITION when the topic does not exist.
+/// [`ConfigRefusal::UnknownTopic`] when the topic does not exist.
 pub(super) fn topic_overrides(
     ctx: &RequestContext,
     topic: &str,
-) -> Result<BTreeMap<String, String>, Failure> {
+) -> Result<BTreeMap<String, String>, ConfigRefusal> {
     ctx.broker
         .image()
         .topics
         .get(topic)
         .map(|t| t.configs.clone())
-        .ok_or_else(|| {
-            (
-                ResponseError::UnknownTopicOrPartition.code(),
-                format!("topic {topic} does not exist"),
-            )
+        .ok_or_else(|| ConfigRefusal::UnknownTopic {
+            topic: topic.to_owned(),
         })
 }
 
@@ -132,18 +149,17 @@ pub(super) fn topic_overrides(
 ///
 /// # Errors
 ///
-/// The metadata error's Kafka code and message (an unknown key or a bad value is
-/// INVALID_CONFIG).
+/// [`ConfigRefusal::UnknownTopic`]; [`ConfigRefusal::Metadata`] with the metadata error (an
+/// unknown key or a bad value is INVALID_CONFIG).
 pub(super) async fn write_topic_configs(
     ctx: &RequestContext,
     topic: &str,
     changes: &[(String, Option<String>)],
     validate_only: bool,
     now_ms: i64,
-) -> Result<(), Failure> {
-    let failure = |e: MetadataError| (metadata_error_code(&e), e.to_string());
+) -> Result<(), ConfigRefusal> {
     let current = topic_overrides(ctx, topic)?;
-    let ordered = write_order(&current, changes).map_err(failure)?;
+    let ordered = write_order(&current, changes)?;
     if validate_only {
         // The topic exists and every step is valid: all the metadata log would check.
         return Ok(());
@@ -151,8 +167,7 @@ pub(super) async fn write_topic_configs(
     for change in ordered {
         ctx.broker
             .alter_topic_configs(topic, std::slice::from_ref(change), false, now_ms)
-            .await
-            .map_err(failure)?;
+            .await?;
     }
     Ok(())
 }
@@ -219,14 +234,16 @@ pub async fn handle(
                 RESOURCE_TOPIC => alter_topic(ctx, &res, req.validate_only, now).await,
                 RESOURCE_BROKER => alter_broker(ctx, &res, req.validate_only, now).await,
                 RESOURCE_BROKER_LOGGER => Err(broker_logger_refused()),
-                other => Err((
-                    ResponseError::InvalidRequest.code(),
-                    format!("unknown resource type {other}"),
-                )),
+                other => Err(ConfigRefusal::InvalidRequest(format!(
+                    "unknown resource type {other}"
+                ))),
             };
             let (code, message) = match outcome {
                 Ok(()) => (0, None),
-                Err((code, message)) => (code, Some(StrBytes::from_string(message))),
+                Err(e) => (
+                    config_refusal_code(&e),
+                    Some(StrBytes::from_string(e.to_string())),
+                ),
             };
             AlterConfigsResourceResponse::default()
                 .with_error_code(code)
@@ -244,7 +261,7 @@ async fn alter_topic(
     res: &AlterConfigsResource,
     validate_only: bool,
     now_ms: i64,
-) -> Result<(), Failure> {
+) -> Result<(), ConfigRefusal> {
     let topic = res.resource_name.to_string();
     let current = topic_overrides(ctx, &topic)?;
     let mut seen = BTreeSet::new();
@@ -252,30 +269,25 @@ async fn alter_topic(
     for c in &res.configs {
         let key = c.name.to_string();
         if !seen.insert(key.clone()) {
-            return Err((
-                ResponseError::InvalidRequest.code(),
-                format!("duplicate config key {key}"),
-            ));
+            return Err(ConfigRefusal::InvalidRequest(format!(
+                "duplicate config key {key}"
+            )));
         }
         let value = c.value.as_ref().map(ToString::to_string);
         let new_value = match c.config_operation {
             OP_SET => match value {
                 Some(v) => Some(v),
                 None => {
-                    return Err((
-                        ResponseError::InvalidRequest.code(),
-                        format!("null value not supported for {key}"),
-                    ));
+                    return Err(ConfigRefusal::InvalidRequest(format!(
+                        "null value not supported for {key}"
+                    )));
                 }
             },
             OP_DELETE => None,
             OP_APPEND | OP_SUBTRACT => {
                 // Kafka's `prepareIncrementalConfigs`: only LIST configs append or subtract.
                 if !config_catalogue::topic_key(&key).is_some_and(ConfigKey::is_list) {
-                    return Err((
-                        ResponseError::InvalidConfig.code(),
-                        format!("config value append/subtract is not allowed for config key {key}"),
-                    ));
+                    return Err(ConfigRefusal::NotAList { key });
                 }
                 // Kafka's base is the override, else the topic-level default (not the broker's).
                 let base = current
@@ -297,10 +309,9 @@ async fn alter_topic(
                 Some(list.join(","))
             }
             other => {
-                return Err((
-                    ResponseError::InvalidRequest.code(),
-                    format!("unknown config operation {other} for {key}"),
-                ));
+                return Err(ConfigRefusal::InvalidRequest(format!(
+                    "unknown config operation {other} for {key}"
+                )));
             }
         };
         changes.push((key, new_value));
@@ -313,7 +324,7 @@ async fn alter_broker(
     res: &AlterConfigsResource,
     validate_only: bool,
     now_ms: i64,
-) -> Result<(), Failure> {
+) -> Result<(), ConfigRefusal> {
     let resource = res.resource_name.to_string();
     let current = broker_overrides(ctx, &resource);
     let mut seen = BTreeSet::new();
@@ -321,30 +332,25 @@ async fn alter_broker(
     for c in &res.configs {
         let key = c.name.to_string();
         if !seen.insert(key.clone()) {
-            return Err((
-                ResponseError::InvalidRequest.code(),
-                format!("duplicate config key {key}"),
-            ));
+            return Err(ConfigRefusal::InvalidRequest(format!(
+                "duplicate config key {key}"
+            )));
         }
         let value = c.value.as_ref().map(ToString::to_string);
         let new_value = match c.config_operation {
             OP_SET => match value {
                 Some(v) => Some(v),
                 None => {
-                    return Err((
-                        ResponseError::InvalidRequest.code(),
-                        format!("null value not supported for {key}"),
-                    ));
+                    return Err(ConfigRefusal::InvalidRequest(format!(
+                        "null value not supported for {key}"
+                    )));
                 }
             },
             OP_DELETE => None,
             OP_APPEND | OP_SUBTRACT => {
                 // Kafka's `prepareIncrementalConfigs`: only LIST configs append or subtract.
                 if !dynamic::is_list(&key) {
-                    return Err((
-                        ResponseError::InvalidConfig.code(),
-                        format!("config value append/subtract is not allowed for config key {key}"),
-                    ));
+                    return Err(ConfigRefusal::NotAList { key });
                 }
                 // The base is the resource's dynamic value, else this broker's static one.
                 let base = current
@@ -367,10 +373,9 @@ async fn alter_broker(
                 Some(list.join(","))
             }
             other => {
-                return Err((
-                    ResponseError::InvalidRequest.code(),
-                    format!("unknown config operation {other} for {key}"),
-                ));
+                return Err(ConfigRefusal::InvalidRequest(format!(
+                    "unknown config operation {other} for {key}"
+                )));
             }
         };
         changes.push((key, new_value));

@@ -6,9 +6,10 @@ use strata_protocol::messages::join_group_response::JoinGroupResponseMember;
 use strata_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
 use super::RequestContext;
-use crate::coordinator::group::classic::{GroupError, JoinRequest, Protocol};
+use crate::coordinator::group::classic::{JoinRequest, Protocol};
 use crate::server::error::{
-    GroupRefusal, coordinator_unavailable_code, group_error_code, group_refusal_code,
+    GroupRefusal, consumer_group_in_use_code, coordinator_unavailable_code, group_error_code,
+    group_refusal_code,
 };
 
 /// Joins the group and waits for the generation to form.
@@ -30,9 +31,9 @@ pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupRes
     }
     // KIP-848: a consumer group with members keeps its id (Kafka without online migration);
     // an empty one gives it up to the classic group.
-    if !ctx.broker.consumer_groups.remove_if_empty(&req.group_id.0) {
+    if let Err(e) = ctx.broker.consumer_groups.remove_if_empty(&req.group_id.0) {
         return JoinGroupResponse::default()
-            .with_error_code(group_error_code(&GroupError::InconsistentGroupProtocol))
+            .with_error_code(consumer_group_in_use_code(e))
             .with_generation_id(-1)
             .with_protocol_name((v < 7).then(StrBytes::default))
             .with_member_id(req.member_id);

@@ -8,7 +8,6 @@
 //! topic UNKNOWN_TOPIC_OR_PARTITION, and the rest are deleted with tombstones (a partition
 //! with no offset simply succeeds). A group-level error leaves the topic list empty.
 
-use strata_protocol::ResponseError;
 use strata_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
@@ -17,13 +16,11 @@ use strata_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use super::RequestContext;
 use super::offset_commit::valid_group_id;
 use crate::broker::groups;
+use crate::coordinator::group::OffsetDeleteRefusal;
 use crate::server::error::{
     GroupRefusal, TopicRefusal, coordinator_unavailable_code, group_refusal_code,
-    offset_store_error_code, topic_refusal_code,
+    offset_delete_refusal_code, offset_store_error_code, topic_refusal_code,
 };
-
-/// Classic group states in which the group has members.
-const STATES_WITH_MEMBERS: [&str; 3] = ["PreparingRebalance", "CompletingRebalance", "Stable"];
 
 /// Validates the group, then deletes what may be deleted.
 #[must_use]
@@ -37,22 +34,17 @@ pub fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteRes
     if let Err(e) = crate::server::placement::check(broker, &group) {
         return fail(coordinator_unavailable_code(e));
     }
-    if !groups::group_exists(broker, &group) {
-        return fail(group_refusal_code(GroupRefusal::NotFound));
-    }
-    let subscribed = groups::subscribed_topics(broker, &group);
-    let has_members =
-        groups::group_state(broker, &group).is_some_and(|s| STATES_WITH_MEMBERS.contains(&s));
-    if has_members && subscribed.is_none() {
-        return fail(group_refusal_code(GroupRefusal::NonEmpty));
-    }
+    let subscribed = match groups::offset_delete_check(broker, &group) {
+        Ok(subscribed) => subscribed,
+        Err(e) => return fail(offset_delete_refusal_code(e)),
+    };
     let image = broker.image();
     let mut to_delete = Vec::new();
     let mut topics = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.0.to_string();
         let code = if subscribed.as_ref().is_some_and(|s| s.contains(&name)) {
-            ResponseError::GroupSubscribedToTopic.code()
+            offset_delete_refusal_code(OffsetDeleteRefusal::SubscribedTopic)
         } else if !image.topics.contains_key(&name) {
             topic_refusal_code(TopicRefusal::Unknown)
         } else {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
 
 use super::assignor::{Assignment, Assignor};
-use super::error::ConsumerGroupError;
+use super::error::{ConsumerGroupError, ConsumerGroupInUse, DeleteConsumerGroupError};
 use super::group::{ConsumerGroup, ConsumerGroupMember, MemberState, is_subset};
 use super::persist::{self, GroupRecords, Tracker};
 
@@ -195,17 +195,24 @@ impl ConsumerGroupCore {
         self.tracker.take(&self.groups)
     }
 
-    /// DeleteGroups of a consumer group: `None` when no consumer group has this id, else
-    /// whether it was empty and is now deleted (its records are then the caller's to delete,
-    /// with the group's offsets).
-    pub fn delete(&mut self, group_id: &str) -> Option<bool> {
-        let g = self.groups.get(group_id)?;
+    /// DeleteGroups of a consumer group: deletes it when it is empty (its records are then
+    /// the caller's to delete, with the group's offsets).
+    ///
+    /// # Errors
+    ///
+    /// [`DeleteConsumerGroupError::NotConsumerGroup`] when no consumer group has this id,
+    /// [`DeleteConsumerGroupError::NonEmpty`] when the group has members.
+    pub fn delete(&mut self, group_id: &str) -> Result<(), DeleteConsumerGroupError> {
+        let g = self
+            .groups
+            .get(group_id)
+            .ok_or(DeleteConsumerGroupError::NotConsumerGroup)?;
         if !g.members.is_empty() {
-            return Some(false);
+            return Err(DeleteConsumerGroupError::NonEmpty);
         }
         self.groups.remove(group_id);
         self.tracker.forget(group_id);
-        Some(true)
+        Ok(())
     }
 
     /// The group, if it exists.
@@ -223,16 +230,20 @@ impl ConsumerGroupCore {
     }
 
     /// Removes an empty group (a classic JoinGroup takes the id over, as Kafka converts an
-    /// empty group). Returns whether the id is now free.
-    pub fn remove_if_empty(&mut self, group_id: &str) -> bool {
+    /// empty group), so that the id is free.
+    ///
+    /// # Errors
+    ///
+    /// [`ConsumerGroupInUse::HasMembers`] when the group has members: the id is not free.
+    pub fn remove_if_empty(&mut self, group_id: &str) -> Result<(), ConsumerGroupInUse> {
         match self.groups.get(group_id) {
-            Some(g) if !g.members.is_empty() => false,
+            Some(g) if !g.members.is_empty() => Err(ConsumerGroupInUse::HasMembers),
             Some(_) => {
                 self.groups.remove(group_id);
                 self.tracker.group_changed(group_id);
-                true
+                Ok(())
             }
-            None => true,
+            None => Ok(()),
         }
     }
 

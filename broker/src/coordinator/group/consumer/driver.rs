@@ -23,7 +23,7 @@ use super::coordinator::{
     ConsumerGroupConfig, ConsumerGroupCore, DescribedConsumerGroup, HeartbeatRequest,
     HeartbeatResponse, ListedConsumerGroup, TopicMetadata,
 };
-use super::error::ConsumerGroupError;
+use super::error::{ConsumerGroupError, ConsumerGroupInUse, DeleteConsumerGroupError};
 use super::persist::GroupRecords;
 use crate::coordinator::deadline_timer::DeadlineTimer;
 use crate::coordinator::offsets::OffsetStore;
@@ -182,10 +182,14 @@ impl ConsumerGroupCoordinator {
         r
     }
 
-    /// DeleteGroups of a consumer group: `None` when no consumer group has this id, else
-    /// whether it was empty and is deleted (its records go with its offsets, which the caller
-    /// deletes).
-    pub fn delete(&self, group_id: &str) -> Option<bool> {
+    /// DeleteGroups of a consumer group: deletes it when it is empty (its records go with its
+    /// offsets, which the caller deletes).
+    ///
+    /// # Errors
+    ///
+    /// [`DeleteConsumerGroupError::NotConsumerGroup`] when no consumer group has this id,
+    /// [`DeleteConsumerGroupError::NonEmpty`] when the group has members.
+    pub fn delete(&self, group_id: &str) -> Result<(), DeleteConsumerGroupError> {
         self.shared.apply(|core| core.delete(group_id))
     }
 
@@ -213,8 +217,12 @@ impl ConsumerGroupCoordinator {
             .apply(|core| core.delete_empty_groups(&has_offsets))
     }
 
-    /// Frees the id of an empty consumer group for a classic group; false if it has members.
-    pub fn remove_if_empty(&self, group_id: &str) -> bool {
+    /// Frees the id of an empty consumer group for a classic group.
+    ///
+    /// # Errors
+    ///
+    /// [`ConsumerGroupInUse::HasMembers`] when the group has members.
+    pub fn remove_if_empty(&self, group_id: &str) -> Result<(), ConsumerGroupInUse> {
         self.shared.apply(|core| core.remove_if_empty(group_id))
     }
 

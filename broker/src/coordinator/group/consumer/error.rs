@@ -1,5 +1,6 @@
 //! Why the consumer-group coordinator refused a request; mapped to Kafka codes in
-//! the server's `error::consumer_group_error_code`.
+//! the server's `error` module (`consumer_group_error_code`, `delete_consumer_group_error_code`,
+//! `consumer_group_in_use_code`).
 
 /// A refusal of ConsumerGroupHeartbeat, or of an offset API for a consumer group.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,4 +45,24 @@ pub enum ConsumerGroupError {
     /// KIP-848 members must commit with OffsetCommit v9+.
     #[error("OffsetCommit v{version} from a consumer-protocol member (v9+ is required)")]
     UnsupportedCommitVersion { version: i16 },
+}
+
+/// Why the consumer-group coordinator does not delete a group (DeleteGroups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DeleteConsumerGroupError {
+    /// No consumer group has this id (it may be a classic group, or a simple one known only
+    /// by its offsets).
+    #[error("no consumer group has this id")]
+    NotConsumerGroup,
+    /// The group still has members.
+    #[error("the consumer group has members")]
+    NonEmpty,
+}
+
+/// Why a consumer group does not give its id up to a classic group (a classic JoinGroup).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ConsumerGroupInUse {
+    /// The group has members (Kafka without online migration keeps the id).
+    #[error("the consumer group has members")]
+    HasMembers,
 }
