@@ -91,6 +91,10 @@ pub struct Broker {
     pub copied_bytes: AtomicU64,
     /// The follower replicas' fetchers (a node of a cluster).
     pub fetchers: crate::broker::replica::Fetchers,
+    /// This process's broker incarnation (KIP-631), random per start: what its broker
+    /// registers with, and how a controller in the same process tells this life of its own
+    /// broker from the previous one.
+    pub incarnation_id: Uuid,
     /// The budget for request bytes read from sockets (`queued.max.request.bytes`), shared by
     /// every connection: a connection stops reading while it is exhausted (back-pressure).
     pub request_memory: RequestMemory,
@@ -208,6 +212,7 @@ impl Broker {
             zero_copy_bytes: AtomicU64::new(0),
             copied_bytes: AtomicU64::new(0),
             request_memory,
+            incarnation_id: Uuid::new_v4(),
         });
         if !broker.is_clustered() {
             broker.open_partitions_at_start(&image, clean, now_ms);

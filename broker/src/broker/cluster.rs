@@ -75,6 +75,14 @@ pub(super) struct ClusterMetadata {
     clean_start: bool,
     /// The recovery points of an unclean start, read once, used as logs open.
     recovery_points: HashMap<(String, i32), i64>,
+    /// The log start offsets checkpointed before this start (DeleteRecords, retention),
+    /// read once; each is taken by the first open of its partition's log, so a topic
+    /// created again under the name later does not inherit it.
+    log_starts: std::sync::Mutex<HashMap<(String, i32), i64>>,
+    /// Whether the partition directories the metadata does not place here were looked
+    /// for: once, after this broker's registration is first unfenced (its metadata has
+    /// caught up), as Kafka looks for stray replicas.
+    strays_checked: std::sync::atomic::AtomicBool,
     /// This broker's epoch, from its current registration with the controller (KIP-631),
     /// or -1 while it has none. The lifecycle sets it; AllocateProducerIds sends it, so the
     /// controller can tell this registration from an older one of the same broker id.
@@ -91,6 +99,8 @@ struct ControllerState {
     config: ClusterControlConfig,
     /// The CreateTopics defaults.
     topics: ControllerConfig,
+    /// The broker of this process (a combined node): its id and incarnation.
+    this_process: Option<(i32, uuid::Uuid)>,
 }
 
 /// Why a controller operation failed.
@@ -125,6 +135,10 @@ impl ClusterMetadata {
             control_config: cc,
             clean_start,
             recovery_points,
+            log_starts: std::sync::Mutex::new(strata_storage::checkpoint::log_start_offsets(
+                &config.log_dir,
+            )),
+            strays_checked: std::sync::atomic::AtomicBool::new(false),
             broker_epoch: AtomicI64::new(-1),
         }
     }
@@ -153,6 +167,11 @@ impl Broker {
             epoch: -1,
             config: c.control_config,
             topics: ControllerConfig::default(),
+            this_process: self
+                .config
+                .process_roles
+                .broker
+                .then_some((self.config.node_id, self.incarnation_id)),
         };
         if c.controller.set(tx).is_ok() {
             tokio::spawn(run_controller(quorum, c.images.clone(), state, rx));
@@ -692,13 +711,22 @@ impl Broker {
                     .get(&(t.name.clone(), p.partition))
                     .copied()
                     .unwrap_or(0);
+                let log_start = cluster
+                    .log_starts
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&(t.name.clone(), p.partition));
                 match Log::open_with_recovery_point(
                     &dir,
                     cfg.clone(),
                     now_ms,
                     cluster.clean_start,
                     recovery_point,
-                ) {
+                )
+                .and_then(|mut log| match log_start {
+                    Some(start) => log.restore_log_start_offset(start).map(|_| log),
+                    None => Ok(log),
+                }) {
                     Ok(log) => {
                         let part = Partition::new(t.name.clone(), t.topic_id, p.partition, log);
                         self.partitions
@@ -722,6 +750,29 @@ impl Broker {
             .image
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = new;
+    }
+
+    /// Removes, once, the partition directories `image` does not place on this node (see
+    /// [`Broker::remove_orphan_dirs`]): when `image`, just applied, shows this process's
+    /// broker registered and unfenced, which the controller grants only once the broker's
+    /// metadata has caught up with its registration. Before that an image may be stale,
+    /// and a directory it does not know may belong to a topic it has not caught up with.
+    /// Called on the task that applies images, so no directory is created meanwhile.
+    fn remove_strays_once_caught_up(&self, image: &MetadataImage) {
+        let Some(cluster) = self.cluster() else {
+            return;
+        };
+        let caught_up = image
+            .brokers
+            .get(&self.config.node_id)
+            .is_some_and(|b| b.incarnation_id == self.incarnation_id && !b.fenced);
+        if caught_up
+            && !cluster
+                .strays_checked
+                .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            self.remove_orphan_dirs(image);
+        }
     }
 
     /// Takes this node's role for a partition it replicates, as the image gives it:
@@ -834,9 +885,12 @@ pub async fn follow_images(broker: Arc<Broker>, mut images: watch::Receiver<Arc<
     while images.changed().await.is_ok() {
         let image = images.borrow_and_update().clone();
         let b = broker.clone();
-        if tokio::task::spawn_blocking(move || b.apply_image(image))
-            .await
-            .is_err()
+        if tokio::task::spawn_blocking(move || {
+            b.apply_image(image.clone());
+            b.remove_strays_once_caught_up(&image);
+        })
+        .await
+        .is_err()
         {
             tracing::error!("applying a metadata image failed");
         }
@@ -936,7 +990,9 @@ async fn run_controller(
             // A new leadership: every session starts afresh (Kafka's controller does not
             // replicate them either).
             state.heartbeats = BrokerHeartbeats::new(state.config.broker_session_timeout_ms);
-            state.heartbeats.activate(&image, now_ms);
+            state
+                .heartbeats
+                .activate(&image, now_ms, state.this_process);
             state.epoch = status.epoch;
         }
         let next_offset = status.log_end_offset;

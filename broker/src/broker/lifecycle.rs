@@ -124,7 +124,7 @@ pub(crate) enum Failure {
 }
 
 async fn run(broker: Arc<Broker>, lifecycle: Arc<Lifecycle>) {
-    let incarnation_id = uuid::Uuid::new_v4();
+    let incarnation_id = broker.incarnation_id;
     let interval = Duration::from_millis(
         u64::try_from(broker.config.broker_heartbeat_interval_ms).unwrap_or(2000),
     );

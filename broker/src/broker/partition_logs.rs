@@ -189,7 +189,9 @@ impl Broker {
     /// there (a crash between the metadata record of a deletion and the removal of the data),
     /// or a partition index past the topic's count (a crash between creating the logs of a
     /// new topic or new partitions and committing their records). Partitions never shrink,
-    /// so such an index was never committed.
+    /// so such an index was never committed. A partition whose replicas no longer include
+    /// this node (moved away while it was down) goes too, unless it is offline here (left
+    /// as found, for an operator).
     pub(super) fn remove_orphan_dirs(&self, image: &MetadataImage) {
         let Ok(entries) = std::fs::read_dir(&self.config.log_dir) else {
             return;
@@ -207,11 +209,17 @@ impl Broker {
             let Ok(idx) = idx.parse::<usize>() else {
                 continue;
             };
-            if image
-                .topics
-                .get(topic)
-                .is_some_and(|t| idx < t.partitions.len())
-            {
+            let Ok(idx) = i32::try_from(idx) else {
+                continue;
+            };
+            let placed_here = image.topics.get(topic).is_some_and(|t| {
+                t.partitions.iter().any(|p| {
+                    p.partition == idx
+                        && (p.replicas.is_empty() || p.replicas.contains(&self.config.node_id))
+                })
+            });
+            let offline = self.is_offline(topic, idx);
+            if placed_here || offline {
                 continue;
             }
             tracing::warn!(

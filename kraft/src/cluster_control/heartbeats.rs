@@ -84,8 +84,25 @@ impl BrokerHeartbeats {
     /// Starts a session at `now_ms` for every registered broker that has none: what a
     /// controller does on becoming active, so brokers get a full session to find it
     /// before being fenced.
-    pub fn activate(&mut self, image: &MetadataImage, now_ms: i64) {
-        for &id in image.brokers.keys() {
+    ///
+    /// `this_process` is the broker id and incarnation of the broker running in the
+    /// controller's own process (a combined node). A registration of that id with another
+    /// incarnation is that process's previous life, dead for certain, so it gets no
+    /// session: it is fenced at once, and the restarted broker's registration is not refused
+    /// as a duplicate for a whole session timeout (as a lone node restarted after a crash
+    /// would otherwise be).
+    pub fn activate(
+        &mut self,
+        image: &MetadataImage,
+        now_ms: i64,
+        this_process: Option<(i32, uuid::Uuid)>,
+    ) {
+        for (&id, registration) in &image.brokers {
+            if this_process.is_some_and(|(me, incarnation)| {
+                id == me && registration.incarnation_id != incarnation
+            }) {
+                continue;
+            }
             self.sessions.entry(id).or_insert(BrokerSession {
                 last_contact_ms: now_ms,
                 metadata_offset: -1,
@@ -255,10 +272,27 @@ mod tests {
         // A controller that took over has no sessions: nothing vouches for the brokers.
         let mut fresh = BrokerHeartbeats::new(1_000);
         assert_eq!(fresh.next_expired(&c.image, 0), Some(1));
-        fresh.activate(&c.image, 5_000);
+        fresh.activate(&c.image, 5_000, None);
         assert!(fresh.has_valid_session(2, 6_000));
         assert_eq!(fresh.next_expired(&c.image, 6_000), None);
         assert_eq!(fresh.next_expired(&c.image, 6_001), Some(1));
+    }
+
+    #[test]
+    fn the_previous_life_of_the_controller_s_own_broker_gets_no_session() {
+        let c = Cluster::with_live_brokers(2);
+        let old = c.image.brokers[&1].incarnation_id;
+        let restarted = uuid::Uuid::from_u128(0xfeed);
+        assert_ne!(old, restarted);
+        let mut fresh = BrokerHeartbeats::new(1_000);
+        fresh.activate(&c.image, 5_000, Some((1, restarted)));
+        assert!(!fresh.has_valid_session(1, 5_000));
+        assert!(fresh.has_valid_session(2, 5_000));
+        assert_eq!(fresh.next_expired(&c.image, 5_000), Some(1));
+        // The same incarnation (leadership came back to a live process) keeps its session.
+        let mut again = BrokerHeartbeats::new(1_000);
+        again.activate(&c.image, 5_000, Some((1, old)));
+        assert!(again.has_valid_session(1, 5_000));
     }
 
     #[test]

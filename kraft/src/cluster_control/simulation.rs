@@ -421,7 +421,7 @@ fn run(seed: u64, steps: usize, cov: &mut Coverage) {
                 // The active controller fails over: the new one has no sessions and
                 // starts everyone's afresh.
                 c.heartbeats = BrokerHeartbeats::new(c.config.broker_session_timeout_ms);
-                c.heartbeats.activate(&c.image, c.now);
+                c.heartbeats.activate(&c.image, c.now, None);
             }
             99 => {
                 if c.image.brokers.contains_key(&id) && rng.chance(60) {

@@ -76,7 +76,13 @@ impl RaftNode {
             log,
             rng: seed,
         };
-        let timeout = node.random_election_timeout();
+        // Kafka's `KafkaRaftClient.initialize`: the only voter becomes a candidate at once
+        // (there is nobody to wait for), so a single node leads as soon as it starts.
+        let timeout = if node.voters() == [key] {
+            0
+        } else {
+            node.random_election_timeout()
+        };
         node.role = match quorum.leader {
             Some(leader) if leader == key.id && node.is_voter() => Role::Resigned(Resigned {
                 election_deadline: now + timeout,

@@ -152,6 +152,28 @@ fn a_single_voter_elects_itself_and_commits_alone() {
 }
 
 #[test]
+fn the_only_voter_stands_at_once() {
+    // Kafka's `KafkaRaftClient.initialize`: no election timeout to wait out alone, on a
+    // first start or a restart as the former leader.
+    for quorum in [
+        QuorumState::default(),
+        QuorumState {
+            epoch: 4,
+            leader: Some(NodeId(1)),
+            ..QuorumState::default()
+        },
+    ] {
+        let mut n = node(1, 1, quorum, &[]);
+        n.step(0, Input::Tick);
+        assert_eq!(n.role(), RoleKind::Leader, "{quorum:?}");
+    }
+    // With others to wait for, the first tick elects nobody.
+    let mut n = node(1, 3, QuorumState::default(), &[]);
+    n.step(0, Input::Tick);
+    assert_ne!(n.role(), RoleKind::Leader);
+}
+
+#[test]
 fn a_vote_is_persisted_before_it_is_granted() {
     let mut n = node(2, 3, QuorumState::default(), &[]);
     let actions = n.step(10, vote_request(1, 1, key(2), (0, 0)));
