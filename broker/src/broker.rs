@@ -214,7 +214,10 @@ impl Broker {
             request_memory,
             incarnation_id: Uuid::new_v4(),
         });
-        if !broker.is_clustered() {
+        // The only voter opens on the image its whole log gives (`main.rs` waits for it), so
+        // it opens what it leads now, as a node that replays its own log; other nodes open
+        // their partitions as the images they follow place them.
+        if !broker.is_clustered() || broker.config.is_sole_voter() {
             broker.open_partitions_at_start(&image, clean, now_ms);
             broker.remove_orphan_dirs(&image);
         }

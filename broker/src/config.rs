@@ -593,6 +593,16 @@ impl BrokerConfig {
                 || !self.process_roles.is_combined())
     }
 
+    /// Whether this node is the only voter of its quorum: the zero-configuration node, or
+    /// a combined node whose `controller.quorum.voters` names only itself.
+    #[must_use]
+    pub fn is_sole_voter(&self) -> bool {
+        self.process_roles.controller
+            && !self.is_dynamic_quorum()
+            && (self.standalone_quorum
+                || (self.quorum_voters.len() == 1 && self.quorum_voters[0].id == self.node_id))
+    }
+
     /// Whether the voters come from the metadata log rather than the configuration: only
     /// `controller.quorum.bootstrap.servers` is set (KIP-853; Kafka uses the static
     /// `controller.quorum.voters` when both are).

@@ -70,6 +70,10 @@ fn main() -> ExitCode {
     }
 }
 
+/// How long the only voter may take, at start, to elect itself and apply its log, and then
+/// to register and unfence its broker.
+const SOLE_VOTER_READY: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// One bound entry of `listeners`.
 struct BoundListener {
     /// The listener's name (`PLAINTEXT`, `CONTROLLER`), for logs.
@@ -154,9 +158,10 @@ async fn accept_loop(broker: Arc<Broker>, listener: BoundListener, quorum: Optio
 ///   voters as the controllers, so they derive the same id. A dynamic quorum (KIP-853)
 ///   derives it likewise from `controller.quorum.bootstrap.servers`
 ///   ([`strata_kraft::cluster_id_from_bootstrap_servers`]).
-/// - Not set, a single voter: `None`; its metadata store formats the directory with a
-///   random id.
-fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<Option<String>> {
+/// - Not set, the only voter of a quorum of its own: an empty data directory is formatted
+///   with a random id (a data directory with a metadata log but no `meta.properties` is
+///   refused, as it always was).
+fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<String> {
     let path = config.log_dir.join(strata_kraft::META_PROPERTIES_FILE);
     if let Some(expected) = &config.cluster_id {
         let props =
@@ -170,10 +175,23 @@ fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<Option<String>> {
                 props.cluster_id
             );
         }
-        return Ok(Some(props.cluster_id));
+        return Ok(props.cluster_id);
     }
     if !config.runs_quorum() {
-        return Ok(None);
+        let metadata = config.log_dir.join(strata_kraft::METADATA_LOG_DIR);
+        let has_log = std::fs::read_dir(&metadata).is_ok_and(|mut d| d.next().is_some());
+        if !path.exists() && has_log {
+            return Err(strata_kraft::MetadataError::InvalidMetaProperties {
+                path,
+                reason: strata_kraft::MetaPropertiesError::MissingWithExistingLog,
+            }
+            .into());
+        }
+        let props =
+            strata_kraft::MetaProperties::load_or_create(&config.log_dir, config.node_id, || {
+                strata_kraft::generate_cluster_id(uuid::Uuid::new_v4)
+            })?;
+        return Ok(props.cluster_id);
     }
     let derived = if config.is_dynamic_quorum() {
         strata_kraft::cluster_id_from_bootstrap_servers(
@@ -204,7 +222,7 @@ fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<Option<String>> {
             "cluster.id not set: the id this data directory was formatted with"
         );
     }
-    Ok(Some(props.cluster_id))
+    Ok(props.cluster_id)
 }
 
 async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
@@ -213,22 +231,34 @@ async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
     let data_dir = config.log_dir.clone();
     // Before any log is opened, so that every write knows its path from the start.
     tracing::info!("{}", strata_storage::io::detect());
-    // A quorum driven over the network (several voters, or dedicated roles) publishes the
-    // committed metadata image; the broker follows it. A single voter is its own store.
-    let clustered = config.runs_quorum();
+    // Every node runs the metadata quorum (ARCHITECTURE.md decision 1): several voters over
+    // the network, a dedicated broker as an observer, or a lone node as the only voter of a
+    // quorum of its own. The driver publishes the committed image; the broker follows it.
     let resolve = config.clone();
-    config.cluster_id = tokio::task::spawn_blocking(move || resolve_cluster_id(&resolve)).await??;
-    let (images_tx, images_rx) = if clustered {
-        let cluster_id = config.cluster_id.clone().unwrap_or_default();
-        let (tx, rx) =
-            tokio::sync::watch::channel(Arc::new(strata_kraft::MetadataImage::new(cluster_id, -1)));
-        (Some(tx), Some(rx))
+    let cluster_id = tokio::task::spawn_blocking(move || resolve_cluster_id(&resolve)).await??;
+    config.cluster_id = Some(cluster_id.clone());
+    let (images_tx, images_rx) = tokio::sync::watch::channel(Arc::new(
+        strata_kraft::MetadataImage::new(cluster_id.clone(), -1),
+    ));
+    // The only voter leads at once and commits its whole log alone, so it opens the broker on
+    // the image that log holds, as a node that replays its own log: partitions open and
+    // groups load against the topics they name. Other nodes open first and follow the
+    // quorum as it forms.
+    let sole_voter = config.is_sole_voter();
+    let early_quorum = if sole_voter {
+        let q = quorum::start(&config, &cluster_id, images_tx.clone()).await?;
+        if !q.lead_with_log_applied(SOLE_VOTER_READY).await {
+            anyhow::bail!(
+                "the metadata quorum of this node alone did not elect it and apply its log within {SOLE_VOTER_READY:?}"
+            );
+        }
+        Some(q)
     } else {
-        (None, None)
+        None
     };
     let follow = images_rx.clone();
     let broker = tokio::task::spawn_blocking(move || {
-        Ok::<_, anyhow::Error>(Broker::open_with(config, follow, now_ms())?)
+        Ok::<_, anyhow::Error>(Broker::open_with(config, Some(follow), now_ms())?)
     })
     .await??;
     tracing::info!(
@@ -239,24 +269,29 @@ async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
         cluster_id = %broker.image().cluster_id,
         "strata started"
     );
-    // A clustered node runs the Raft driver (a dedicated broker as an observer of the
-    // controllers' quorum); a single voter is the store alone.
-    let (quorum, lifecycle) = match (images_tx, images_rx) {
-        (Some(tx), Some(rx)) => {
-            let cluster_id = broker.image().cluster_id.clone();
-            let q = quorum::start(&broker.config, &cluster_id, tx).await?;
-            broker.attach_quorum(q.clone());
-            tokio::spawn(strata_broker::broker::follow_images(broker.clone(), rx));
-            (
-                Some(q),
-                Some(strata_broker::broker::lifecycle::start(broker.clone())),
-            )
-        }
-        _ => (None, None),
+    let q = match early_quorum {
+        Some(q) => q,
+        None => quorum::start(&broker.config, &cluster_id, images_tx).await?,
     };
+    broker.attach_quorum(q.clone());
+    tokio::spawn(strata_broker::broker::follow_images(
+        broker.clone(),
+        images_rx,
+    ));
+    let quorum = Some(q);
+    let lifecycle = Some(strata_broker::broker::lifecycle::start(broker.clone()));
     tokio::spawn(housekeeping::run(broker.clone()));
     strata_broker::server::observe::start(broker.clone()).await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    // Kafka opens the client listeners once the broker is unfenced (`BrokerServer` waits
+    // for its lifecycle's initial unfencing). The only voter does so too, so its first
+    // clients find every partition led; it does not wait for anyone else. A node of a
+    // larger quorum serves at once, as before.
+    if sole_voter && broker.config.process_roles.broker {
+        if !broker.wait_caught_up(SOLE_VOTER_READY).await {
+            tracing::warn!(bound = ?SOLE_VOTER_READY, "the broker was not unfenced in time; serving clients anyway");
+        }
+    }
     let accepting: Vec<_> = listeners
         .into_iter()
         .map(|l| tokio::spawn(accept_loop(broker.clone(), l, quorum.clone())))

@@ -57,6 +57,7 @@ mod membership;
 mod peer;
 pub mod snapshot;
 mod snapshotting;
+pub mod upgrade;
 pub mod wire;
 
 use std::collections::HashMap;
@@ -98,6 +99,9 @@ pub enum QuorumError {
     /// A snapshot file.
     #[error(transparent)]
     Snapshot(#[from] snapshot::SnapshotError),
+    /// A data directory of the old single-node layout could not be converted.
+    #[error("cannot upgrade the single-node metadata log: {0}")]
+    Upgrade(#[from] upgrade::UpgradeError),
     /// The driver's thread could not be started.
     #[error("cannot start the metadata quorum's thread: {0}")]
     Thread(std::io::Error),
@@ -298,6 +302,19 @@ impl QuorumHandle {
         }
     }
 
+    /// Waits (at most `max`) until this node leads and has applied its whole log: what
+    /// the only voter waits for at start, so that the broker opens on the image its log
+    /// holds. `false` when that did not happen in time.
+    pub async fn lead_with_log_applied(&self, max: Duration) -> bool {
+        let mut status = self.status.clone();
+        tokio::time::timeout(
+            max,
+            status.wait_for(|s| s.role == RoleKind::Leader && s.applied_offset >= s.log_end_offset),
+        )
+        .await
+        .is_ok_and(|r| r.is_ok())
+    }
+
     /// DescribeQuorum's answer body, at request version `version`.
     pub async fn describe(&self, version: i16) -> ResponseKind {
         let (reply, rx) = oneshot::channel();
@@ -345,11 +362,20 @@ pub async fn start(
         path: dir.clone(),
         source,
     })?;
+    let segment_bytes = u32::try_from(config.metadata_log_segment_bytes).unwrap_or(u32::MAX);
+    if config.is_sole_voter() {
+        upgrade::upgrade_single_node_log(
+            &config.log_dir,
+            METADATA_LOG_DIR,
+            config.node_id,
+            segment_bytes,
+            crate::now_ms(),
+        )?;
+    }
     let state_store = QuorumStateStore::new(&dir);
     let quorum: strata_kraft::raft::QuorumState =
         state_store.read()?.map(Into::into).unwrap_or_default();
     let loaded = snapshot::load_latest(&dir)?;
-    let segment_bytes = u32::try_from(config.metadata_log_segment_bytes).unwrap_or(u32::MAX);
     let mut raft_disk = disk::RaftDisk::open(&dir, crate::now_ms(), segment_bytes)?;
     let mut entries = entries_after(&mut raft_disk, loaded.as_ref().map(|l| l.snapshot.id))?;
     let mut image = MetadataImage::new(cluster_id.to_owned(), -1);
@@ -398,7 +424,11 @@ pub async fn start(
             "founded the dynamic metadata quorum as its first voter (the first of controller.quorum.bootstrap.servers)"
         );
     }
-    let mut raft_config = RaftConfig::new(
+    // A node with no quorum configured (the zero-configuration node) is the only voter of
+    // its own, with no controller listener: nobody else ever asks it.
+    let voters = if config.quorum_voters.is_empty() && !dynamic {
+        vec![me]
+    } else {
         config
             .quorum_voters
             .iter()
@@ -406,8 +436,9 @@ pub async fn start(
                 id: NodeId(v.id),
                 directory_id: Uuid::nil(),
             })
-            .collect(),
-    );
+            .collect()
+    };
+    let mut raft_config = RaftConfig::new(voters);
     let mut addresses: HashMap<NodeId, (String, u16)> = config
         .quorum_voters
         .iter()

@@ -69,6 +69,7 @@ mod kcat;
 mod kip848_regex;
 mod kip848_restart;
 mod leader_epochs;
+mod legacy_layout;
 mod librdkafka_compat_fixes;
 mod metrics_endpoint;
 mod old_versions;

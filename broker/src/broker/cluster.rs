@@ -83,6 +83,9 @@ pub(super) struct ClusterMetadata {
     /// for: once, after this broker's registration is first unfenced (its metadata has
     /// caught up), as Kafka looks for stray replicas.
     strays_checked: std::sync::atomic::AtomicBool,
+    /// Becomes `true` once an applied image shows this process's broker registered and
+    /// unfenced (see [`Broker::wait_caught_up`]).
+    caught_up: watch::Sender<bool>,
     /// This broker's epoch, from its current registration with the controller (KIP-631),
     /// or -1 while it has none. The lifecycle sets it; AllocateProducerIds sends it, so the
     /// controller can tell this registration from an older one of the same broker id.
@@ -139,6 +142,7 @@ impl ClusterMetadata {
                 &config.log_dir,
             )),
             strays_checked: std::sync::atomic::AtomicBool::new(false),
+            caught_up: watch::Sender::new(false),
             broker_epoch: AtomicI64::new(-1),
         }
     }
@@ -711,11 +715,7 @@ impl Broker {
                     .get(&(t.name.clone(), p.partition))
                     .copied()
                     .unwrap_or(0);
-                let log_start = cluster
-                    .log_starts
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .remove(&(t.name.clone(), p.partition));
+                let log_start = self.take_checkpointed_log_start(&t.name, p.partition);
                 match Log::open_with_recovery_point(
                     &dir,
                     cfg.clone(),
@@ -772,7 +772,32 @@ impl Broker {
                 .swap(true, std::sync::atomic::Ordering::AcqRel)
         {
             self.remove_orphan_dirs(image);
+            cluster.caught_up.send_replace(true);
         }
+    }
+
+    /// The log start offset checkpointed before this start for a partition, taken: the
+    /// first open of its log restores it, and a later one (a topic created again under
+    /// the name) does not.
+    pub(super) fn take_checkpointed_log_start(&self, topic: &str, index: i32) -> Option<i64> {
+        self.cluster()?
+            .log_starts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&(topic.to_owned(), index))
+    }
+
+    /// Waits (at most `max`) until this node has applied an image in which its broker is
+    /// registered and unfenced: its metadata has caught up, and every partition it leads
+    /// has taken its role. `false` on time out, or on a node without a broker.
+    pub async fn wait_caught_up(&self, max: Duration) -> bool {
+        let Some(cluster) = self.cluster() else {
+            return false;
+        };
+        let mut caught_up = cluster.caught_up.subscribe();
+        tokio::time::timeout(max, caught_up.wait_for(|&c| c))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// Takes this node's role for a partition it replicates, as the image gives it:

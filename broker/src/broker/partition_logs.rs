@@ -44,7 +44,13 @@ impl Broker {
         } else {
             strata_storage::checkpoint::recovery_points(&self.config.log_dir)
         };
-        let log_starts = strata_storage::checkpoint::log_start_offsets(&self.config.log_dir);
+        // A clustered node keeps the checkpoint for logs it opens later too, and each entry
+        // is taken once ([`Broker::take_checkpointed_log_start`]).
+        let log_starts = if self.is_clustered() {
+            HashMap::new()
+        } else {
+            strata_storage::checkpoint::log_start_offsets(&self.config.log_dir)
+        };
         // Workers take the next partition from a shared counter, so one partition with a long
         // recovery does not hold back a fixed share of the others.
         let next = AtomicUsize::new(0);
@@ -58,12 +64,16 @@ impl Broker {
                     .unwrap_or(0);
                 let log =
                     Log::open_with_recovery_point(&dir, cfg.clone(), now_ms, clean, recovery_point)
-                        .and_then(
-                            |mut log| match log_starts.get(&(topic.name.clone(), *index)) {
-                                Some(&start) => log.restore_log_start_offset(start).map(|_| log),
+                        .and_then(|mut log| {
+                            let start = log_starts
+                                .get(&(topic.name.clone(), *index))
+                                .copied()
+                                .or_else(|| self.take_checkpointed_log_start(&topic.name, *index));
+                            match start {
+                                Some(start) => log.restore_log_start_offset(start).map(|_| log),
                                 None => Ok(log),
-                            },
-                        );
+                            }
+                        });
                 results.push((*topic, *index, dir, log));
             }
             results
