@@ -298,9 +298,10 @@ async fn heartbeat(
     let ResponseKind::BrokerHeartbeat(r) = answer else {
         return Err(Failure::Retry("unexpected response".into()));
     };
-    if r.error_code == ResponseError::StaleBrokerEpoch.code()
-        || r.error_code == ResponseError::BrokerIdNotRegistered.code()
-    {
+    if matches!(
+        ResponseError::try_from_code(r.error_code),
+        Some(ResponseError::StaleBrokerEpoch | ResponseError::BrokerIdNotRegistered)
+    ) {
         return Err(Failure::Reregister(format!(
             "BrokerHeartbeat error {}",
             r.error_code

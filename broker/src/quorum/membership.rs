@@ -24,16 +24,17 @@ use std::time::{Duration, Instant};
 
 use strata_kraft::Uuid;
 use strata_kraft::raft::{Endpoint, Input, NodeId, ReplicaKey, RoleKind, VoterChangeError};
+use strata_protocol::StrBytes;
 use strata_protocol::messages::{
     AddRaftVoterRequest, AddRaftVoterResponse, ApiKey, DescribeQuorumRequest,
     RemoveRaftVoterRequest, RemoveRaftVoterResponse, RequestKind, ResponseKind,
     add_raft_voter_request, describe_quorum_request,
 };
-use strata_protocol::{ResponseError, StrBytes};
 
 use super::QuorumHandle;
 use crate::config::BrokerConfig;
 use crate::peer_client::{self, PeerClient, PeerError};
+use crate::server::error::{QuorumRefusal, quorum_refusal_code};
 
 /// No error.
 const NONE: i16 = 0;
@@ -244,17 +245,73 @@ pub(super) async fn join(
     }
 }
 
+/// A voter change refused: why, and the error message its answer carries, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Refusal {
+    /// Why: the answer's code ([`quorum_refusal_code`]).
+    why: QuorumRefusal,
+    /// What the answer's `ErrorMessage` says, where a client may want to know more.
+    message: Option<&'static str>,
+}
+
+impl From<QuorumRefusal> for Refusal {
+    fn from(why: QuorumRefusal) -> Self {
+        Self { why, message: None }
+    }
+}
+
+impl Refusal {
+    fn because(why: QuorumRefusal, message: &'static str) -> Self {
+        Self {
+            why,
+            message: Some(message),
+        }
+    }
+}
+
+/// The leader's core refusing a voter change, with the message its answer carries.
+fn voter_change_refused(e: VoterChangeError) -> Refusal {
+    let message = match e {
+        VoterChangeError::NotLeader | VoterChangeError::DuplicateVoter => None,
+        VoterChangeError::VoterNotFound => Some("no such voter, or it is the last one"),
+        VoterChangeError::NotCaughtUp => Some("the new voter has not caught up with the leader"),
+        VoterChangeError::ChangeInProgress => Some("another voter change is not committed yet"),
+    };
+    Refusal {
+        why: QuorumRefusal::VoterChange(e),
+        message,
+    }
+}
+
+/// A voter change's outcome as its answer's error code and message.
+fn outcome(result: Result<(), Refusal>) -> (i16, Option<StrBytes>) {
+    match result {
+        Ok(()) => (NONE, None),
+        Err(r) => (
+            quorum_refusal_code(r.why),
+            r.message.map(StrBytes::from_static_str),
+        ),
+    }
+}
+
 impl QuorumHandle {
     /// AddRaftVoter (KIP-853) on this node: see the module doc.
     pub async fn add_voter(&self, r: &AddRaftVoterRequest, listeners: &[String]) -> ResponseKind {
-        let answer = |code: i16, message: Option<String>| {
-            let mut a = AddRaftVoterResponse::default();
-            a.error_code = code;
-            a.error_message = message.map(StrBytes::from_string);
-            ResponseKind::AddRaftVoter(a)
-        };
+        let (code, message) = outcome(self.try_add_voter(r, listeners).await);
+        let mut a = AddRaftVoterResponse::default();
+        a.error_code = code;
+        a.error_message = message;
+        ResponseKind::AddRaftVoter(a)
+    }
+
+    /// Checks an AddRaftVoter and steps its change on the leader.
+    async fn try_add_voter(
+        &self,
+        r: &AddRaftVoterRequest,
+        listeners: &[String],
+    ) -> Result<(), Refusal> {
         if !self.same_cluster(r.cluster_id.as_deref()) {
-            return answer(ResponseError::InconsistentClusterId.code(), None);
+            return Err(QuorumRefusal::OtherCluster.into());
         }
         // The voter is reached at its listener for our controller listener name, as in
         // Kafka; with none of those named, at the first one given.
@@ -264,54 +321,50 @@ impl QuorumHandle {
             .find(|l| listeners.iter().any(|n| n.as_str() == l.name.as_str()))
             .or_else(|| r.listeners.first())
         else {
-            return answer(
-                ResponseError::InvalidRequest.code(),
-                Some("AddRaftVoter needs the voter's listeners".into()),
-            );
+            return Err(Refusal::because(
+                QuorumRefusal::InvalidRequest,
+                "AddRaftVoter needs the voter's listeners",
+            ));
         };
         let key = ReplicaKey {
             id: NodeId(r.voter_id),
             directory_id: r.voter_directory_id,
         };
         if key.id.0 < 0 || key.directory_id.is_nil() {
-            return answer(
-                ResponseError::InvalidRequest.code(),
-                Some("a voter needs a node id and a directory id".into()),
-            );
+            return Err(Refusal::because(
+                QuorumRefusal::InvalidRequest,
+                "a voter needs a node id and a directory id",
+            ));
         }
         let endpoint = Endpoint {
             name: l.name.to_string(),
             host: l.host.to_string(),
             port: l.port,
         };
-        let (code, message) = self
-            .change_voters(
-                Input::AddVoter(key, Some(endpoint)),
-                change_wait(r.timeout_ms),
-            )
-            .await;
-        answer(code, message)
+        self.change_voters(
+            Input::AddVoter(key, Some(endpoint)),
+            change_wait(r.timeout_ms),
+        )
+        .await
     }
 
     /// RemoveRaftVoter (KIP-853) on this node.
     pub async fn remove_voter(&self, r: &RemoveRaftVoterRequest) -> ResponseKind {
-        let answer = |code: i16, message: Option<String>| {
-            let mut a = RemoveRaftVoterResponse::default();
-            a.error_code = code;
-            a.error_message = message.map(StrBytes::from_string);
-            ResponseKind::RemoveRaftVoter(a)
+        let result = if self.same_cluster(r.cluster_id.as_deref()) {
+            let key = ReplicaKey {
+                id: NodeId(r.voter_id),
+                directory_id: r.voter_directory_id,
+            };
+            self.change_voters(Input::RemoveVoter(key), MAX_CHANGE_WAIT)
+                .await
+        } else {
+            Err(QuorumRefusal::OtherCluster.into())
         };
-        if !self.same_cluster(r.cluster_id.as_deref()) {
-            return answer(ResponseError::InconsistentClusterId.code(), None);
-        }
-        let key = ReplicaKey {
-            id: NodeId(r.voter_id),
-            directory_id: r.voter_directory_id,
-        };
-        let (code, message) = self
-            .change_voters(Input::RemoveVoter(key), MAX_CHANGE_WAIT)
-            .await;
-        answer(code, message)
+        let (code, message) = outcome(result);
+        let mut a = RemoveRaftVoterResponse::default();
+        a.error_code = code;
+        a.error_message = message;
+        ResponseKind::RemoveRaftVoter(a)
     }
 
     /// Kafka takes a request without a cluster id (an admin client's) as one for its own.
@@ -320,8 +373,8 @@ impl QuorumHandle {
     }
 
     /// Steps one voter change on the leader, retrying while it cannot start yet, and waits
-    /// until it commits; returns the error code and message to answer with.
-    async fn change_voters(&self, change: Input, wait: Duration) -> (i16, Option<String>) {
+    /// until it commits.
+    async fn change_voters(&self, change: Input, wait: Duration) -> Result<(), Refusal> {
         let deadline = Instant::now() + wait;
         let proposed = loop {
             let (reply, rx) = tokio::sync::oneshot::channel();
@@ -334,52 +387,33 @@ impl QuorumHandle {
                 .await
                 .is_err()
             {
-                return (ResponseError::NotLeaderOrFollower.code(), None);
+                return Err(QuorumRefusal::NotLeader.into());
             }
             match rx.await {
                 Ok(Ok(proposed)) => break proposed,
-                Ok(Err(VoterChangeError::NotLeader)) | Err(_) => {
-                    return (ResponseError::NotLeaderOrFollower.code(), None);
-                }
-                Ok(Err(VoterChangeError::DuplicateVoter)) => {
-                    return (ResponseError::DuplicateVoter.code(), None);
-                }
-                Ok(Err(VoterChangeError::VoterNotFound)) => {
-                    return (
-                        ResponseError::VoterNotFound.code(),
-                        Some("no such voter, or it is the last one".into()),
-                    );
-                }
-                Ok(Err(
-                    e @ (VoterChangeError::NotCaughtUp | VoterChangeError::ChangeInProgress),
-                )) => {
-                    if Instant::now() + CHANGE_RETRY >= deadline {
-                        let why = match e {
-                            VoterChangeError::NotCaughtUp => {
-                                "the new voter has not caught up with the leader"
-                            }
-                            _ => "another voter change is not committed yet",
-                        };
-                        return (ResponseError::RequestTimedOut.code(), Some(why.into()));
-                    }
+                Ok(Err(VoterChangeError::NotCaughtUp | VoterChangeError::ChangeInProgress))
+                    if Instant::now() + CHANGE_RETRY < deadline =>
+                {
                     tokio::time::sleep(CHANGE_RETRY).await;
                 }
+                Ok(Err(e)) => return Err(voter_change_refused(e)),
+                Err(_) => return Err(QuorumRefusal::NotLeader.into()),
             }
         };
         let (offset, epoch) = proposed;
         loop {
             let s = self.status();
             if s.epoch != epoch || s.role != RoleKind::Leader {
-                return (ResponseError::NotLeaderOrFollower.code(), None);
+                return Err(QuorumRefusal::NotLeader.into());
             }
             if s.high_watermark > offset {
-                return (NONE, None);
+                return Ok(());
             }
             if Instant::now() >= deadline {
-                return (
-                    ResponseError::RequestTimedOut.code(),
-                    Some("the voter change has not committed yet".into()),
-                );
+                return Err(Refusal::because(
+                    QuorumRefusal::NotCommitted,
+                    "the voter change has not committed yet",
+                ));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -434,6 +468,62 @@ mod tests {
     fn bootstrap_ids_are_negative_and_distinct() {
         assert_eq!(bootstrap_id(0), NodeId(-1));
         assert_eq!(bootstrap_id(2), NodeId(-3));
+    }
+
+    /// The codes and messages AddRaftVoter and RemoveRaftVoter answer with (KIP-853).
+    #[test]
+    fn refused_voter_changes_answer_kafkas_codes_and_messages() {
+        let cases = [
+            (Ok(()), 0, None),
+            (Err(QuorumRefusal::OtherCluster.into()), 104, None),
+            (
+                Err(Refusal::because(
+                    QuorumRefusal::InvalidRequest,
+                    "AddRaftVoter needs the voter's listeners",
+                )),
+                42,
+                Some("AddRaftVoter needs the voter's listeners"),
+            ),
+            (Err(QuorumRefusal::NotLeader.into()), 6, None),
+            (
+                Err(voter_change_refused(VoterChangeError::NotLeader)),
+                6,
+                None,
+            ),
+            (
+                Err(voter_change_refused(VoterChangeError::DuplicateVoter)),
+                126,
+                None,
+            ),
+            (
+                Err(voter_change_refused(VoterChangeError::VoterNotFound)),
+                127,
+                Some("no such voter, or it is the last one"),
+            ),
+            (
+                Err(voter_change_refused(VoterChangeError::NotCaughtUp)),
+                7,
+                Some("the new voter has not caught up with the leader"),
+            ),
+            (
+                Err(voter_change_refused(VoterChangeError::ChangeInProgress)),
+                7,
+                Some("another voter change is not committed yet"),
+            ),
+            (
+                Err(Refusal::because(
+                    QuorumRefusal::NotCommitted,
+                    "the voter change has not committed yet",
+                )),
+                7,
+                Some("the voter change has not committed yet"),
+            ),
+        ];
+        for (result, code, message) in cases {
+            let (got_code, got_message) = outcome(result);
+            assert_eq!(got_code, code, "{result:?}");
+            assert_eq!(got_message.as_deref(), message, "{result:?}");
+        }
     }
 
     #[test]

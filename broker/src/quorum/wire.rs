@@ -33,6 +33,7 @@ use strata_protocol::record_batch::{set_base_offset, set_partition_leader_epoch}
 use strata_protocol::{ResponseError, StrBytes};
 
 use super::disk::{decode_entries, encode_entry};
+use crate::server::error::{QuorumRefusal, quorum_refusal_code};
 
 mod fetch_snapshot;
 pub use fetch_snapshot::{
@@ -60,7 +61,7 @@ pub const FETCH_SNAPSHOT_VERSION: i16 = 1;
 /// `controller.quorum.request.timeout.ms`).
 pub const SNAPSHOT_PAGE_BYTES: i32 = 1024 * 1024;
 
-/// No error: the codes below are the Raft APIs' (KIP-595, KIP-630) from Kafka's table.
+/// No error. The Raft APIs' error codes (KIP-595, KIP-630) come from [`quorum_refusal_code`].
 const NONE: i16 = 0;
 
 pub(in crate::quorum) fn metadata_topic() -> TopicName {
@@ -423,13 +424,9 @@ impl PartitionIndex for fetch_snapshot_request::PartitionSnapshot {
     }
 }
 
+/// A Fetch or FetchSnapshot partition's code: none when the core served it.
 fn fetch_error_code(e: Option<FetchError>) -> i16 {
-    match e {
-        None => NONE,
-        Some(FetchError::NotLeader) => ResponseError::NotLeaderOrFollower.code(),
-        Some(FetchError::FencedLeaderEpoch) => ResponseError::FencedLeaderEpoch.code(),
-        Some(FetchError::UnknownLeaderEpoch) => ResponseError::UnknownLeaderEpoch.code(),
-    }
+    e.map_or(NONE, |e| quorum_refusal_code(QuorumRefusal::Fetch(e)))
 }
 
 fn fetch_error(code: i16) -> Result<Option<FetchError>, ()> {
@@ -547,7 +544,7 @@ pub fn response_to_wire(msg: &Message, now_ms: i64) -> Option<ResponseKind> {
             p.index = 0;
             p.error_code = match (error, snapshot) {
                 (Some(_), _) => fetch_error_code(*error),
-                (None, None) => ResponseError::SnapshotNotFound.code(),
+                (None, None) => quorum_refusal_code(QuorumRefusal::SnapshotNotFound),
                 (None, Some(_)) => NONE,
             };
             p.current_leader.leader_id = leader_id(*leader);
@@ -726,7 +723,7 @@ pub fn describe_quorum_response(
             p.observers = d.observers.iter().map(replica).collect();
         }
         None => {
-            p.error_code = ResponseError::NotLeaderOrFollower.code();
+            p.error_code = quorum_refusal_code(QuorumRefusal::NotLeader);
             p.leader_id = leader_id(leader);
             p.leader_epoch = epoch;
             p.high_watermark = high_watermark;
@@ -858,6 +855,18 @@ mod tests {
         let resp = codec::decode_response(ApiKey::Fetch, FETCH_VERSION, frame.slice(4..)).unwrap();
         assert_eq!(resp.correlation_id, 9);
         assert_eq!(response_from_wire(resp.body, &request).unwrap(), msg);
+    }
+
+    #[test]
+    fn fetch_errors_read_back_as_they_were_written() {
+        for e in [
+            None,
+            Some(FetchError::NotLeader),
+            Some(FetchError::FencedLeaderEpoch),
+            Some(FetchError::UnknownLeaderEpoch),
+        ] {
+            assert_eq!(fetch_error(fetch_error_code(e)), Ok(e), "{e:?}");
+        }
     }
 
     #[test]

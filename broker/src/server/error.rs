@@ -28,6 +28,9 @@ use crate::server::handlers::offset_commit::CommitRefusal;
 use crate::server::handlers::produce::{AckError, ProduceRefusal};
 use crate::server::placement::CoordinatorUnavailable;
 
+mod quorum;
+pub use quorum::{QuorumRefusal, quorum_refusal_code};
+
 /// A storage error as a partition-level Kafka error code.
 #[must_use]
 pub fn log_error_code(e: &LogError) -> i16 {

@@ -360,7 +360,8 @@ fn handle_response(
             };
             if p.error_code != 0 {
                 tracing::debug!(topic = %name, partition = p.partition_index, code = p.error_code, "replica fetch partition error");
-                if p.error_code == ResponseError::OffsetOutOfRange.code() {
+                let error = ResponseError::try_from_code(p.error_code);
+                if error == Some(ResponseError::OffsetOutOfRange) {
                     // Kafka's `fetchOffsetAndTruncate`, with the leader's log start and high
                     // watermark from this answer standing in for its offsets.
                     let mut log = f.partition.log();
@@ -379,7 +380,7 @@ fn handle_response(
                     {
                         truncate(&mut log, &f.partition, t);
                     }
-                } else if p.error_code == ResponseError::FencedLeaderEpoch.code() {
+                } else if error == Some(ResponseError::FencedLeaderEpoch) {
                     // This node's metadata is newer than the leader's, or older; either way
                     // the state waits for the next image.
                     state.on_error(&ReplicationError::FencedLeaderEpoch {

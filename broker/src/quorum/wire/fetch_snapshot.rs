@@ -9,6 +9,7 @@ use strata_protocol::messages::{
 use strata_protocol::{ResponseError, StrBytes};
 
 use super::{NONE, SNAPSHOT_PAGE_BYTES, fetch_error, leader_from, metadata_topic};
+use crate::server::error::{QuorumRefusal, quorum_refusal_code};
 
 /// A FetchSnapshot request for the page of `snapshot_id` at `position`.
 pub fn fetch_snapshot_request(
@@ -70,7 +71,7 @@ pub fn page_snapshot_response(body: &mut ResponseKind, position: i64, max_bytes:
             p.unaligned_records = whole.slice(start..end);
         }
         None => {
-            p.error_code = ResponseError::PositionOutOfRange.code();
+            p.error_code = quorum_refusal_code(QuorumRefusal::PositionOutOfRange);
             p.position = -1;
         }
     }
@@ -108,9 +109,10 @@ pub fn snapshot_page_from_wire(body: ResponseKind) -> Option<SnapshotPage> {
     let p = r.topics.into_iter().next()?.partitions.into_iter().next()?;
     let epoch = p.current_leader.leader_epoch;
     let leader = leader_from(p.current_leader.leader_id);
-    if p.error_code == ResponseError::SnapshotNotFound.code()
-        || p.error_code == ResponseError::PositionOutOfRange.code()
-    {
+    if matches!(
+        ResponseError::try_from_code(p.error_code),
+        Some(ResponseError::SnapshotNotFound | ResponseError::PositionOutOfRange)
+    ) {
         // The leader moved to a newer snapshot: fetching again names it.
         return Some(SnapshotPage::Refused(Message::FetchSnapshotResponse {
             epoch,
