@@ -3,9 +3,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
-use strata_kraft::{CreateTopic, MetadataError, MetadataImage, MetadataStore};
+use strata_kraft::{CreateTopic, MetadataError, MetadataImage};
 use strata_storage::{LogConfig, LogError, TimestampType};
 use uuid::Uuid;
 
@@ -30,19 +30,9 @@ pub mod request_memory;
 
 pub use cluster::{ControllerError, follow_images, inter_broker_endpoint};
 pub use elections::Elections;
-use partition_logs::remove_partition_logs;
 
 /// The directory (under `log.dirs`) of the metadata log. It is not a user topic.
 pub const METADATA_DIR: &str = "__cluster_metadata-0";
-
-/// Where the metadata comes from and goes to.
-enum Metadata {
-    /// A single voter: the node's own metadata log and controller. Writes are serialised
-    /// by the lock.
-    Local(Mutex<MetadataStore>),
-    /// A node of a multi-voter quorum (see `cluster.rs`).
-    Quorum(cluster::ClusterMetadata),
-}
 
 /// A failure while opening the node at startup.
 #[derive(Debug, thiserror::Error)]
@@ -62,8 +52,9 @@ pub enum StartupError {
 pub struct Broker {
     /// Static configuration.
     pub config: BrokerConfig,
-    /// The metadata log and its controller.
-    metadata: Metadata,
+    /// The quorum-backed metadata: the images the quorum driver publishes, and the active
+    /// controller's task when this node leads.
+    metadata: cluster::ClusterMetadata,
     /// The latest applied image. Readers clone the `Arc` and never wait on the controller.
     image: RwLock<Arc<MetadataImage>>,
     /// Open partitions by (topic, index).
@@ -101,25 +92,18 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Opens the metadata log, registers this broker, and opens every partition's log.
+    /// Opens the node's data directory for the metadata image `images` publishes (the quorum
+    /// driver's, see `server::start`): the offset store and the group coordinators, and, on
+    /// the only voter, whose image is whole when it opens, the partitions it leads. Other
+    /// nodes open their partitions' logs as the images they follow place them
+    /// ([`Broker::apply_image`]).
     ///
     /// # Errors
     ///
     /// [`StartupError`] when the data directory or a log cannot be opened.
-    pub fn open(config: BrokerConfig, now_ms: i64) -> Result<Arc<Self>, StartupError> {
-        Self::open_with(config, None, now_ms)
-    }
-
-    /// [`Broker::open`]; with `images`, a node of a multi-voter quorum: its metadata is
-    /// the committed image the quorum driver publishes there, and its partitions' logs open
-    /// as that image names them ([`Broker::apply_image`]) instead of at start.
-    ///
-    /// # Errors
-    ///
-    /// [`StartupError`] when the data directory or a log cannot be opened.
-    pub fn open_with(
+    pub fn open(
         config: BrokerConfig,
-        images: Option<tokio::sync::watch::Receiver<Arc<MetadataImage>>>,
+        images: tokio::sync::watch::Receiver<Arc<MetadataImage>>,
         now_ms: i64,
     ) -> Result<Arc<Self>, StartupError> {
         let dir = config.log_dir.clone();
@@ -127,9 +111,6 @@ impl Broker {
             dir: dir.clone(),
             source,
         })?;
-        // A multi-voter node's `__cluster_metadata-0` holds the quorum's Raft log (see
-        // `crate::quorum`), which the driver owns; its image starts empty and follows the
-        // commits. A single voter replays its own log and registers itself.
         // Kafka's `.kafka_cleanshutdown`: present only if every log was closed by a clean
         // shutdown. It goes before any log is opened, so a crash from here on means a full
         // recovery next time.
@@ -137,27 +118,8 @@ impl Broker {
         if clean {
             tracing::info!("clean shutdown marker found: active segments are not rescanned");
         }
-        let (metadata, image) = match images {
-            Some(rx) => {
-                let image = rx.borrow().clone();
-                (
-                    Metadata::Quorum(cluster::ClusterMetadata::new(&config, rx, clean)),
-                    image,
-                )
-            }
-            None => {
-                let mut store = MetadataStore::open(&dir, config.node_id, now_ms)?;
-                store.register_broker(
-                    config.node_id,
-                    &config.advertised_host,
-                    config.advertised_port,
-                    config.rack.clone(),
-                    now_ms,
-                )?;
-                let image = store.image();
-                (Metadata::Local(Mutex::new(store)), image)
-            }
-        };
+        let image = images.borrow().clone();
+        let metadata = cluster::ClusterMetadata::new(&config, images, clean);
         let offsets = Arc::new(OffsetStore::open(
             &dir,
             OffsetsConfig {
@@ -214,53 +176,14 @@ impl Broker {
             request_memory,
             incarnation_id: Uuid::new_v4(),
         });
-        // The only voter opens on the image its whole log gives (`main.rs` waits for it), so
-        // it opens what it leads now, as a node that replays its own log; other nodes open
-        // their partitions as the images they follow place them.
-        if !broker.is_clustered() || broker.config.is_sole_voter() {
+        // The only voter opens on the image its whole log gives (`server::start` waits for
+        // it), so it opens what it leads now, as a node that replays its own log; other
+        // nodes open their partitions as the images they follow place them.
+        if broker.config.is_sole_voter() {
             broker.open_partitions_at_start(&image, clean, now_ms);
             broker.remove_orphan_dirs(&image);
         }
         Ok(broker)
-    }
-
-    /// Makes the metadata store's image (after a write) the one requests see, and returns it.
-    /// The caller holds the store's lock, so images are published in log order.
-    fn publish_image(&self, store: &MetadataStore) -> Arc<MetadataImage> {
-        let image = store.image();
-        *self
-            .image
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = image.clone();
-        image
-    }
-
-    /// The single voter's store, locked; `None` on a node of a multi-voter quorum.
-    fn local_store(&self) -> Option<std::sync::MutexGuard<'_, MetadataStore>> {
-        match &self.metadata {
-            Metadata::Local(store) => Some(
-                store
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-            ),
-            Metadata::Quorum(_) => None,
-        }
-    }
-
-    /// The single voter's metadata log end offset (everything below it is applied); `None`
-    /// on a node of a multi-voter quorum, whose driver reports it instead.
-    #[must_use]
-    pub fn local_metadata_end_offset(&self) -> Option<i64> {
-        self.local_store().map(|s| s.log_end_offset())
-    }
-
-    /// A single voter's quorum as DescribeQuorum reports it: its epoch and its metadata
-    /// log's end offset (also its high watermark, as a lone voter commits on append).
-    /// `(-1, -1)` on a node of a multi-voter quorum, which asks its Raft driver instead.
-    #[must_use]
-    pub fn single_voter_quorum(&self) -> (i32, i64) {
-        self.local_store()
-            .map_or((-1, -1), |s| (s.epoch(), s.log_end_offset()))
     }
 
     /// The current metadata image.
@@ -333,21 +256,15 @@ impl Broker {
             .collect()
     }
 
-    /// Creates `__consumer_offsets` on a node of a cluster, as the active controller: its
+    /// Creates `__consumer_offsets`, as the active controller: its
     /// `offsets.topic.num.partitions` partitions with one replica each, placed like any
     /// topic's, compacted (see `offsets::placement`). Clients cannot create it.
     ///
     /// # Errors
     ///
-    /// [`CreateTopicError::Metadata`]: TOPIC_ALREADY_EXISTS on a single node (whose offset
-    /// store needs no placement) or when it exists, NOT_CONTROLLER off the controller.
+    /// [`CreateTopicError::Metadata`]: TOPIC_ALREADY_EXISTS when it exists, NOT_CONTROLLER
+    /// off the controller.
     pub async fn create_offsets_topic(&self) -> Result<Uuid, CreateTopicError> {
-        if !self.is_clustered() {
-            // A single node's offset store needs no placement.
-            return Err(CreateTopicError::Metadata(
-                MetadataError::TopicAlreadyExists(OFFSETS_TOPIC.to_owned()),
-            ));
-        }
         let mut configs = BTreeMap::new();
         configs.insert("cleanup.policy".to_owned(), "compact".to_owned());
         self.cluster_create_topic(CreateTopic {
@@ -377,11 +294,7 @@ impl Broker {
     /// [`CreateTopicError::Metadata`] for Kafka's validation failures (name, partitions,
     /// configs, existing) and metadata write failures, [`CreateTopicError::PartitionLog`] when
     /// a partition's log cannot be created.
-    pub async fn create_topic(
-        &self,
-        mut req: CreateTopic,
-        now_ms: i64,
-    ) -> Result<Uuid, CreateTopicError> {
+    pub async fn create_topic(&self, mut req: CreateTopic) -> Result<Uuid, CreateTopicError> {
         if req.num_partitions == -1 {
             req.num_partitions = self.config.num_partitions;
         }
@@ -395,33 +308,7 @@ impl Broker {
                 MetadataError::TopicAlreadyExists(req.name),
             ));
         }
-        if self.is_clustered() {
-            return self.cluster_create_topic(req).await;
-        }
-        let validate_only = req.validate_only;
-        let name = req.name.clone();
-        let Some(mut store) = self.local_store() else {
-            return Err(CreateTopicError::Metadata(MetadataError::NotController));
-        };
-        let mut created = Vec::new();
-        let result =
-            store.create_topic_prepared(req, now_ms, |next| match next.topics.get(&name) {
-                Some(topic) => self.create_partition_logs(topic, 0, now_ms, &mut created),
-                None => Ok(()),
-            });
-        let id = match result {
-            Ok(id) => id,
-            Err(e) => {
-                drop(store);
-                remove_partition_logs(created);
-                return Err(e);
-            }
-        };
-        if !validate_only {
-            self.install_partitions(&name, id, created);
-            self.publish_image(&store);
-        }
-        Ok(id)
+        self.cluster_create_topic(req).await
     }
 
     /// Grows a topic to `count` partitions (CreatePartitions): the new partitions' logs first,
@@ -438,44 +325,10 @@ impl Broker {
         count: i32,
         assignments: Option<&[Vec<i32>]>,
         validate_only: bool,
-        now_ms: i64,
     ) -> Result<(), CreateTopicError> {
-        if self.is_clustered() {
-            return self
-                .cluster_create_partitions(topic, count, assignments, validate_only)
-                .await
-                .map_err(CreateTopicError::Metadata);
-        }
-        let Some(mut store) = self.local_store() else {
-            return Err(CreateTopicError::Metadata(MetadataError::NotController));
-        };
-        let (topic_id, existing) = store
-            .image()
-            .topics
-            .get(topic)
-            .map_or((Uuid::nil(), 0), |t| (t.topic_id, t.partitions.len()));
-        let mut created = Vec::new();
-        let result = store.create_partitions_prepared(
-            topic,
-            count,
-            assignments,
-            validate_only,
-            now_ms,
-            |next| match next.topics.get(topic) {
-                Some(t) => self.create_partition_logs(t, existing, now_ms, &mut created),
-                None => Ok(()),
-            },
-        );
-        if let Err(e) = result {
-            drop(store);
-            remove_partition_logs(created);
-            return Err(e);
-        }
-        if !validate_only {
-            self.install_partitions(topic, topic_id, created);
-            self.publish_image(&store);
-        }
-        Ok(())
+        self.cluster_create_partitions(topic, count, assignments, validate_only)
+            .await
+            .map_err(CreateTopicError::Metadata)
     }
 
     /// Deletes a topic through the metadata log, then removes its partitions' data.
@@ -483,19 +336,9 @@ impl Broker {
     /// # Errors
     ///
     /// [`MetadataError::UnknownTopic`] and storage failures.
-    pub async fn delete_topic(&self, topic_id: Uuid, now_ms: i64) -> Result<String, MetadataError> {
-        if self.is_clustered() {
-            // Every node removes the data as it applies the deletion.
-            return self.cluster_delete_topic(topic_id).await;
-        }
-        let Some(mut store) = self.local_store() else {
-            return Err(MetadataError::NotController);
-        };
-        let name = store.delete_topic(topic_id, now_ms)?;
-        self.publish_image(&store);
-        drop(store);
-        self.remove_topic_data(&name, now_ms);
-        Ok(name)
+    pub async fn delete_topic(&self, topic_id: Uuid) -> Result<String, MetadataError> {
+        // Every node removes the data as it applies the deletion.
+        self.cluster_delete_topic(topic_id).await
     }
 
     /// Removes a deleted topic's partitions, their data and its committed offsets.
@@ -558,19 +401,9 @@ impl Broker {
         &self,
         entries: &[strata_kraft::client_quotas::QuotaAlteration],
         validate_only: bool,
-        now_ms: i64,
     ) -> Result<Vec<Result<(), strata_kraft::client_quotas::ClientQuotaError>>, MetadataError> {
-        if self.is_clustered() {
-            return self
-                .cluster_alter_client_quotas(entries, validate_only)
-                .await;
-        }
-        let Some(mut store) = self.local_store() else {
-            return Err(MetadataError::NotController);
-        };
-        let results = store.alter_client_quotas(entries, validate_only, now_ms)?;
-        self.publish_image(&store);
-        Ok(results)
+        self.cluster_alter_client_quotas(entries, validate_only)
+            .await
     }
 
     /// AlterUserScramCredentials (KIP-554): the controller's checks, then the accepted
@@ -584,19 +417,9 @@ impl Broker {
         &self,
         deletions: &[strata_kraft::scram::ScramDeletion],
         upsertions: &[strata_kraft::scram::ScramUpsertion],
-        now_ms: i64,
     ) -> Result<strata_kraft::scram::ScramResults, MetadataError> {
-        if self.is_clustered() {
-            return self
-                .cluster_alter_user_scram_credentials(deletions, upsertions)
-                .await;
-        }
-        let Some(mut store) = self.local_store() else {
-            return Err(MetadataError::NotController);
-        };
-        let results = store.alter_user_scram_credentials(deletions, upsertions, now_ms)?;
-        self.publish_image(&store);
-        Ok(results)
+        self.cluster_alter_user_scram_credentials(deletions, upsertions)
+            .await
     }
 
     /// Sets (`Some`) or removes (`None`) config overrides of one topic through the metadata
@@ -612,44 +435,10 @@ impl Broker {
         topic: &str,
         changes: &[(String, Option<String>)],
         validate_only: bool,
-        now_ms: i64,
     ) -> Result<(), MetadataError> {
-        if self.is_clustered() {
-            // Every node gives its logs the new config as it applies the change.
-            return self
-                .cluster_alter_topic_configs(topic, changes, validate_only)
-                .await;
-        }
-        let Some(mut store) = self.local_store() else {
-            return Err(MetadataError::NotController);
-        };
-        let before = store.image();
-        for (key, value) in changes {
-            strata_kraft::set_topic_config_records(&before, topic, key, value.as_deref())?;
-        }
-        if validate_only {
-            return Ok(());
-        }
-        let mut result = Ok(());
-        for (key, value) in changes {
-            if let Err(e) = store.set_topic_config(topic, key, value.as_deref(), now_ms) {
-                result = Err(e);
-                break;
-            }
-        }
-        let image = self.publish_image(&store);
-        drop(store);
-        if let Some(t) = image.topics.get(topic) {
-            let config = self.log_config_in(&image, &t.configs);
-            for p in self
-                .all_partitions()
-                .into_iter()
-                .filter(|p| p.topic == topic)
-            {
-                p.log().set_config(config.clone());
-            }
-        }
-        result
+        // Every node gives its logs the new config as it applies the change.
+        self.cluster_alter_topic_configs(topic, changes, validate_only)
+            .await
     }
 
     /// Sets (`Some`) or removes (`None`) dynamic broker configs of one BROKER resource (a
@@ -666,32 +455,12 @@ impl Broker {
         resource: &str,
         changes: &[(String, Option<String>)],
         validate_only: bool,
-        now_ms: i64,
     ) -> Result<(), MetadataError> {
         if validate_only {
             return Ok(());
         }
-        if self.is_clustered() {
-            // Every node refreshes its logs as it applies the records (`apply_image`).
-            return self.cluster_alter_broker_configs(resource, changes).await;
-        }
-        let Some(mut store) = self.local_store() else {
-            return Err(MetadataError::NotController);
-        };
-        let result = store.set_broker_configs(resource, changes, now_ms);
-        let image = self.publish_image(&store);
-        drop(store);
-        self.refresh_log_configs(&image);
-        result
-    }
-
-    /// Gives every open partition the log config `image` makes effective for its topic.
-    fn refresh_log_configs(&self, image: &MetadataImage) {
-        for p in self.all_partitions() {
-            if let Some(t) = image.topics.get(&p.topic) {
-                p.log().set_config(self.log_config_in(image, &t.configs));
-            }
-        }
+        // Every node refreshes its logs as it applies the records (`apply_image`).
+        self.cluster_alter_broker_configs(resource, changes).await
     }
 
     /// Applies each partition's retention and flush policy.
@@ -743,15 +512,11 @@ impl Broker {
     ///
     /// [`MetadataError`] when a new block cannot be allocated or made durable;
     /// `NotController` or `Timeout` when the controller gave none.
-    pub async fn next_producer_id(&self, now_ms: i64) -> Result<i64, MetadataError> {
+    pub async fn next_producer_id(&self) -> Result<i64, MetadataError> {
         // Held while a block is fetched, so one InitProducerId asks and the others wait.
         let mut ids = self.producer_ids.lock().await;
         if ids.is_empty() {
-            let block = if self.is_clustered() {
-                self.cluster_allocate_producer_ids().await?
-            } else {
-                self.local_allocate_producer_ids(now_ms)?
-            };
+            let block = self.cluster_allocate_producer_ids().await?;
             // Kafka's RPCProducerIdManager: a block below the previous one is refused, so
             // a confused controller cannot make this broker hand out an id twice.
             if block.first_producer_id < ids.end {
@@ -767,19 +532,6 @@ impl Broker {
         let id = ids.start;
         ids.start += 1;
         Ok(id)
-    }
-
-    /// A single voter's next producer id block, from its own store.
-    fn local_allocate_producer_ids(
-        &self,
-        now_ms: i64,
-    ) -> Result<strata_kraft::record::ProducerIdsBlock, MetadataError> {
-        let Some(mut store) = self.local_store() else {
-            return Err(MetadataError::NotController);
-        };
-        let block = store.allocate_producer_ids(self.config.node_id, now_ms)?;
-        self.publish_image(&store);
-        Ok(block)
     }
 
     /// Flushes every log: the clean-shutdown path. Partitions are flushed by

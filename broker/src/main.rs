@@ -12,9 +12,8 @@ use std::sync::Arc;
 
 use strata_broker::broker::Broker;
 use strata_broker::config::BrokerConfig;
-use strata_broker::now_ms;
-use strata_broker::quorum::{self, QuorumHandle};
-use strata_broker::server::{connection, housekeeping};
+use strata_broker::quorum::QuorumHandle;
+use strata_broker::server::{connection, housekeeping, start};
 use strata_protocol::versions::ListenerType;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
@@ -69,10 +68,6 @@ fn main() -> ExitCode {
         }
     }
 }
-
-/// How long the only voter may take, at start, to elect itself and apply its log, and then
-/// to register and unfence its broker.
-const SOLE_VOTER_READY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// One bound entry of `listeners`.
 struct BoundListener {
@@ -144,123 +139,14 @@ async fn accept_loop(broker: Arc<Broker>, listener: BoundListener, quorum: Optio
     }
 }
 
-/// The cluster id this node runs with, as its data directory's `meta.properties` holds it
-/// (there is no separate format step: an empty data directory is formatted here).
-///
-/// - `cluster.id` set: an empty data directory is formatted with it, and a formatted one
-///   must carry it, as Kafka checks `meta.properties` against the cluster it is told to
-///   join.
-/// - Not set, a node of a quorum driven over the network (several voters, or any
-///   dedicated broker or controller): every node derives the same id from
-///   `controller.quorum.voters` ([`strata_kraft::cluster_id_from_voters`]) and formats an
-///   empty data directory with it; a formatted one keeps the id it holds, so a cluster
-///   whose voter list is later edited stays one cluster. Dedicated brokers name the same
-///   voters as the controllers, so they derive the same id. A dynamic quorum (KIP-853)
-///   derives it likewise from `controller.quorum.bootstrap.servers`
-///   ([`strata_kraft::cluster_id_from_bootstrap_servers`]).
-/// - Not set, the only voter of a quorum of its own: an empty data directory is formatted
-///   with a random id (a data directory with a metadata log but no `meta.properties` is
-///   refused, as it always was).
-fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<String> {
-    let path = config.log_dir.join(strata_kraft::META_PROPERTIES_FILE);
-    if let Some(expected) = &config.cluster_id {
-        let props =
-            strata_kraft::MetaProperties::load_or_create(&config.log_dir, config.node_id, || {
-                expected.clone()
-            })?;
-        if &props.cluster_id != expected {
-            anyhow::bail!(
-                "Invalid cluster.id in: {}. Expected {expected}, but read {}",
-                path.display(),
-                props.cluster_id
-            );
-        }
-        return Ok(props.cluster_id);
-    }
-    if !config.runs_quorum() {
-        let metadata = config.log_dir.join(strata_kraft::METADATA_LOG_DIR);
-        let has_log = std::fs::read_dir(&metadata).is_ok_and(|mut d| d.next().is_some());
-        if !path.exists() && has_log {
-            return Err(strata_kraft::MetadataError::InvalidMetaProperties {
-                path,
-                reason: strata_kraft::MetaPropertiesError::MissingWithExistingLog,
-            }
-            .into());
-        }
-        let props =
-            strata_kraft::MetaProperties::load_or_create(&config.log_dir, config.node_id, || {
-                strata_kraft::generate_cluster_id(uuid::Uuid::new_v4)
-            })?;
-        return Ok(props.cluster_id);
-    }
-    let derived = if config.is_dynamic_quorum() {
-        strata_kraft::cluster_id_from_bootstrap_servers(
-            config
-                .quorum_bootstrap_servers
-                .iter()
-                .map(|(host, port)| (host.as_str(), *port)),
-        )
-    } else {
-        strata_kraft::cluster_id_from_voters(
-            config
-                .quorum_voters
-                .iter()
-                .map(|v| (v.id, v.host.as_str(), v.port)),
-        )
-    };
-    let props =
-        strata_kraft::MetaProperties::load_or_create(&config.log_dir, config.node_id, || {
-            derived.clone()
-        })?;
-    if props.cluster_id == derived {
-        tracing::info!(cluster_id = %derived, "cluster.id not set: the id derived from controller.quorum.voters (or controller.quorum.bootstrap.servers)");
-    } else {
-        tracing::info!(
-            cluster_id = %props.cluster_id,
-            derived = %derived,
-            path = %path.display(),
-            "cluster.id not set: the id this data directory was formatted with"
-        );
-    }
-    Ok(props.cluster_id)
-}
-
-async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
+async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let listeners = bind_listeners(&config).await?;
     let bind = format!("{}:{}", config.listen_host, config.listen_port);
     let data_dir = config.log_dir.clone();
     // Before any log is opened, so that every write knows its path from the start.
     tracing::info!("{}", strata_storage::io::detect());
-    // Every node runs the metadata quorum (ARCHITECTURE.md decision 1): several voters over
-    // the network, a dedicated broker as an observer, or a lone node as the only voter of a
-    // quorum of its own. The driver publishes the committed image; the broker follows it.
-    let resolve = config.clone();
-    let cluster_id = tokio::task::spawn_blocking(move || resolve_cluster_id(&resolve)).await??;
-    config.cluster_id = Some(cluster_id.clone());
-    let (images_tx, images_rx) = tokio::sync::watch::channel(Arc::new(
-        strata_kraft::MetadataImage::new(cluster_id.clone(), -1),
-    ));
-    // The only voter leads at once and commits its whole log alone, so it opens the broker on
-    // the image that log holds, as a node that replays its own log: partitions open and
-    // groups load against the topics they name. Other nodes open first and follow the
-    // quorum as it forms.
-    let sole_voter = config.is_sole_voter();
-    let early_quorum = if sole_voter {
-        let q = quorum::start(&config, &cluster_id, images_tx.clone()).await?;
-        if !q.lead_with_log_applied(SOLE_VOTER_READY).await {
-            anyhow::bail!(
-                "the metadata quorum of this node alone did not elect it and apply its log within {SOLE_VOTER_READY:?}"
-            );
-        }
-        Some(q)
-    } else {
-        None
-    };
-    let follow = images_rx.clone();
-    let broker = tokio::task::spawn_blocking(move || {
-        Ok::<_, anyhow::Error>(Broker::open_with(config, Some(follow), now_ms())?)
-    })
-    .await??;
+    let node = start::start(config).await?;
+    let broker = node.broker.clone();
     tracing::info!(
         listener = %bind,
         advertised = %format!("{}:{}", broker.config.advertised_host, broker.config.advertised_port),
@@ -269,29 +155,12 @@ async fn run(mut config: BrokerConfig) -> anyhow::Result<()> {
         cluster_id = %broker.image().cluster_id,
         "strata started"
     );
-    let q = match early_quorum {
-        Some(q) => q,
-        None => quorum::start(&broker.config, &cluster_id, images_tx).await?,
-    };
-    broker.attach_quorum(q.clone());
-    tokio::spawn(strata_broker::broker::follow_images(
-        broker.clone(),
-        images_rx,
-    ));
-    let quorum = Some(q);
-    let lifecycle = Some(strata_broker::broker::lifecycle::start(broker.clone()));
+    let quorum = Some(node.quorum.clone());
+    let lifecycle = Some(node.lifecycle.clone());
     tokio::spawn(housekeeping::run(broker.clone()));
     strata_broker::server::observe::start(broker.clone()).await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    // Kafka opens the client listeners once the broker is unfenced (`BrokerServer` waits
-    // for its lifecycle's initial unfencing). The only voter does so too, so its first
-    // clients find every partition led; it does not wait for anyone else. A node of a
-    // larger quorum serves at once, as before.
-    if sole_voter && broker.config.process_roles.broker {
-        if !broker.wait_caught_up(SOLE_VOTER_READY).await {
-            tracing::warn!(bound = ?SOLE_VOTER_READY, "the broker was not unfenced in time; serving clients anyway");
-        }
-    }
+    node.wait_for_clients().await;
     let accepting: Vec<_> = listeners
         .into_iter()
         .map(|l| tokio::spawn(accept_loop(broker.clone(), l, quorum.clone())))

@@ -216,6 +216,13 @@ impl QuorumHandle {
         *self.status.borrow()
     }
 
+    /// The status as it changes: sent after every step that changed it, and, for an
+    /// applied offset, after the image that holds it was published.
+    #[must_use]
+    pub fn status_changes(&self) -> watch::Receiver<QuorumStatus> {
+        self.status.clone()
+    }
+
     /// Hands an inbound quorum RPC to the core and returns the body of its answer, or
     /// `None` when the request is not for this quorum or the core did not answer it (the
     /// connection is then closed, and the sender retries).
@@ -740,6 +747,14 @@ impl Driver {
         self.maybe_snapshot()?;
         self.refresh_addresses();
         self.maybe_join();
+        self.report_status();
+        Ok(())
+    }
+
+    /// Sends the status, if it changed: after every step, and after entries are applied
+    /// and before their proposers hear back, so that a proposer's next operation sees the
+    /// log end its entry made (the controller computes each operation for that offset).
+    fn report_status(&self) {
         let status = QuorumStatus {
             role: self.node.role(),
             epoch: self.node.epoch(),
@@ -751,7 +766,6 @@ impl Driver {
         // Wakes whoever waits for this node to be ready to lead, only when it changed.
         self.status
             .send_if_modified(|s| std::mem::replace(s, status) != status);
-        Ok(())
     }
 
     fn carry_out(
@@ -1013,6 +1027,7 @@ impl Driver {
             self.image.controller_id = leader.0;
         }
         self.publish();
+        self.report_status();
         for (offset, epoch) in epochs {
             if let Some((want, reply)) = self.pending.remove(&offset) {
                 let result = if want == epoch {

@@ -15,6 +15,7 @@
 //! - [`drain`]: the graceful-shutdown drain of open connections.
 //! - [`housekeeping`]: the periodic retention, flush and checkpoint task.
 //! - [`observe`]: the Prometheus endpoint, rendering what the layers below count.
+//! - [`start`]: starting a node: its quorum, its broker, the controller and the lifecycle.
 
 pub mod authorization;
 pub mod client_quotas;
@@ -26,3 +27,4 @@ pub mod handlers;
 pub mod housekeeping;
 pub mod observe;
 pub mod placement;
+pub mod start;

@@ -1,7 +1,7 @@
 //! The controller's decisions, sans-IO: given the current image and a request, either the
 //! records that carry out the request or the error Kafka would return. Nothing here
-//! writes; [`crate::MetadataStore`] appends the records as one batch, so each operation
-//! is atomic, and a future Raft leader can reuse these functions unchanged.
+//! writes; the broker's active controller proposes an operation's records as one Raft
+//! entry, so each operation is atomic.
 
 use std::collections::BTreeMap;
 

@@ -3,10 +3,9 @@
 //! The metadata quorum. Every change to cluster state (a broker registered, a topic
 //! created or deleted, a config set) is a record in the metadata log
 //! `__cluster_metadata-0`, and brokers serve from a [`MetadataImage`] built only by
-//! applying those records. [`MetadataStore`] is still a single voter's write path; with
-//! several voters the broker's quorum driver (`strata_broker::quorum`) runs [`raft::RaftNode`]
-//! over the network, and proposing the store's records through it will replace that write
-//! path without touching records, image or controller.
+//! applying those records. Every node, a lone one included, writes them through the Raft
+//! quorum: the broker's quorum driver (`strata_broker::quorum`) runs [`raft::RaftNode`] and
+//! proposes each controller operation's records as one entry.
 //!
 //! # Layout
 //!
@@ -27,15 +26,14 @@
 //! | `topic_config.rs` | Kafka's topic config names, defaults and value checks |
 //! | `meta_properties.rs` | `meta.properties` (cluster id, node id) and Kafka's UUID strings |
 //! | `quorum_state.rs` | the `quorum-state` file (epoch, vote, leader) in Kafka's JSON format, replaced atomically |
-//! | `store.rs` | [`MetadataStore`]: persists operations through `strata_storage::Log`, replays on open |
-//! | `raft/` | [`raft::RaftNode`]: the sans-IO KIP-595 Raft core (driven over the network by the broker's `quorum` module; not yet wired to the store) and, in tests, its deterministic simulator |
+//! | `raft/` | [`raft::RaftNode`]: the sans-IO KIP-595 Raft core (driven by the broker's `quorum` module) and, in tests, its deterministic simulator |
 //! | `error.rs` | [`MetadataError`], [`ClusterControlError`] and the per-partition election and AlterPartition errors |
 //!
 //! # Invariants
 //!
 //! - The image changes only through `apply`, on the controller path and on replay alike,
 //!   so what a restart rebuilds is exactly what was served before it.
-//! - One controller operation is one record batch, fsynced before the image is published
+//! - One controller operation is one Raft entry, committed before the image is published
 //!   or the caller answered: an operation is durable and visible whole, or not at all.
 //! - Published images are immutable (`Arc<MetadataImage>`); readers never block the writer.
 //! - Decoding never panics and never allocates more than its input could hold.
@@ -58,7 +56,6 @@ pub mod quorum_state;
 pub mod raft;
 pub mod record;
 pub mod scram;
-mod store;
 mod topic_config;
 
 pub use controller::{
@@ -78,7 +75,8 @@ pub use meta_properties::{
     cluster_id_from_voters, generate_cluster_id, kafka_uuid_string, parse_kafka_uuid,
 };
 pub use record::MetadataRecord;
-pub use store::{ImageReader, METADATA_LOG_DIR, MetadataStore};
+/// Directory of the metadata log partition inside the log dir, as in Kafka.
+pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 pub use topic_config::{
     topic_config_default, topic_config_defaults, topic_config_type, validate_topic_config,
     validate_topic_configs,

@@ -25,15 +25,12 @@ impl Broker {
         let op = move |image: &strata_kraft::MetadataImage| {
             strata_kraft::acl_control::create_acls_records(image, &bindings, Uuid::new_v4)
         };
-        let results = if self.is_clustered() {
-            self.controller_write(move |image, _, _| {
+        let results = self
+            .controller_write(move |image, _, _| {
                 let (records, results) = op(image);
                 Ok::<_, MetadataError>((results, records))
             })
-            .await?
-        } else {
-            self.local_commit(op)?
-        };
+            .await?;
         let created = results.iter().filter(|r| r.is_ok()).count();
         tracing::info!(created, refused = results.len() - created, "CreateAcls");
         Ok(results)
@@ -54,29 +51,13 @@ impl Broker {
         let op = move |image: &strata_kraft::MetadataImage| {
             strata_kraft::acl_control::delete_acls_records(image, &filters)
         };
-        let results = if self.is_clustered() {
-            self.controller_write(move |image, _, _| {
+        let results = self
+            .controller_write(move |image, _, _| {
                 let (records, results) = op(image);
                 Ok::<_, MetadataError>((results, records))
             })
-            .await?
-        } else {
-            self.local_commit(op)?
-        };
+            .await?;
         tracing::info!(filters = count, "DeleteAcls");
-        Ok(results)
-    }
-
-    /// A single voter's write through its own store: `op`'s records as one batch.
-    fn local_commit<T>(
-        &self,
-        op: impl FnOnce(&strata_kraft::MetadataImage) -> (Vec<strata_kraft::MetadataRecord>, T),
-    ) -> Result<T, MetadataError> {
-        let Some(mut store) = self.local_store() else {
-            return Err(MetadataError::NotController);
-        };
-        let results = store.commit_operation(crate::now_ms(), op)?;
-        self.publish_image(&store);
         Ok(results)
     }
 

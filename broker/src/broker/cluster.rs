@@ -86,6 +86,8 @@ pub(super) struct ClusterMetadata {
     /// Becomes `true` once an applied image shows this process's broker registered and
     /// unfenced (see [`Broker::wait_caught_up`]).
     caught_up: watch::Sender<bool>,
+    /// Every metadata entry below this offset is in the image this node serves.
+    applied: watch::Sender<i64>,
     /// This broker's epoch, from its current registration with the controller (KIP-631),
     /// or -1 while it has none. The lifecycle sets it; AllocateProducerIds sends it, so the
     /// controller can tell this registration from an older one of the same broker id.
@@ -143,25 +145,21 @@ impl ClusterMetadata {
             )),
             strays_checked: std::sync::atomic::AtomicBool::new(false),
             caught_up: watch::Sender::new(false),
+            applied: watch::Sender::new(0),
             broker_epoch: AtomicI64::new(-1),
         }
     }
 }
 
 impl Broker {
-    fn cluster(&self) -> Option<&ClusterMetadata> {
-        match &self.metadata {
-            super::Metadata::Quorum(c) => Some(c),
-            super::Metadata::Local(_) => None,
-        }
+    fn cluster(&self) -> &ClusterMetadata {
+        &self.metadata
     }
 
     /// Hands the started quorum driver to the broker (a node of a multi-voter quorum), and
     /// starts the controller task on the current runtime.
     pub fn attach_quorum(&self, quorum: QuorumHandle) {
-        let Some(c) = self.cluster() else {
-            return;
-        };
+        let c = self.cluster();
         if c.quorum.set(quorum.clone()).is_err() {
             return;
         }
@@ -185,13 +183,7 @@ impl Broker {
     /// The quorum driver, on a node of a multi-voter quorum once it has started.
     #[must_use]
     pub fn quorum(&self) -> Option<&QuorumHandle> {
-        self.cluster().and_then(|c| c.quorum.get())
-    }
-
-    /// Whether this node's metadata comes from a multi-voter quorum.
-    #[must_use]
-    pub fn is_clustered(&self) -> bool {
-        self.cluster().is_some()
+        self.cluster().quorum.get()
     }
 
     /// Runs one metadata operation on the active controller: `op` gets the committed image,
@@ -213,15 +205,36 @@ impl Broker {
     {
         let jobs = self
             .cluster()
-            .and_then(|c| c.controller.get())
+            .controller
+            .get()
             .ok_or(MetadataError::NotController)?;
         let (reply, answer) = oneshot::channel();
         jobs.send(Box::new(Job { op, reply }))
             .await
             .map_err(|_| MetadataError::NotController)?;
-        answer
+        let (result, offset) = answer
             .await
-            .unwrap_or_else(|_| Err(MetadataError::NotController.into()))
+            .unwrap_or_else(|_| Err(MetadataError::NotController.into()))?;
+        if let Some(offset) = offset {
+            self.wait_applied(offset + 1).await;
+        }
+        Ok(result)
+    }
+
+    /// Waits (at most [`READY_TIMEOUT`]) until this node serves an image with every entry
+    /// below `offset`: the writer of an entry then reads it back here, as clients of a
+    /// lone node always could (a topic just created is in the next Metadata answer).
+    async fn wait_applied(&self, offset: i64) {
+        let mut applied = self.cluster().applied.subscribe();
+        if tokio::time::timeout(READY_TIMEOUT, applied.wait_for(|&a| a >= offset))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                offset,
+                "a committed metadata entry was not applied here in time"
+            );
+        }
     }
 
     /// BrokerRegistration on the active controller. Returns the broker epoch: the offset
@@ -506,9 +519,7 @@ impl Broker {
 
     /// Records this broker's epoch from its registration (`-1`: it has none).
     pub fn set_broker_epoch(&self, epoch: i64) {
-        if let Some(c) = self.cluster() {
-            c.broker_epoch.store(epoch, Ordering::Relaxed);
-        }
+        self.cluster().broker_epoch.store(epoch, Ordering::Relaxed);
     }
 
     /// AllocateProducerIds on the active controller (KIP-730): the next block of producer
@@ -550,8 +561,7 @@ impl Broker {
     /// node without a quorum).
     #[must_use]
     pub fn broker_epoch(&self) -> i64 {
-        self.cluster()
-            .map_or(-1, |c| c.broker_epoch.load(Ordering::Relaxed))
+        self.cluster().broker_epoch.load(Ordering::Relaxed)
     }
 
     /// AlterPartition on the active controller (KIP-497): the requesting leader's ISR
@@ -620,7 +630,7 @@ impl Broker {
     pub(super) async fn cluster_allocate_producer_ids(
         &self,
     ) -> Result<ProducerIdsBlock, MetadataError> {
-        let cluster = self.cluster().ok_or(MetadataError::NotController)?;
+        let cluster = self.cluster();
         let status = cluster
             .quorum
             .get()
@@ -664,9 +674,7 @@ impl Broker {
     /// Makes a committed image the one this node serves: logs for the partitions it
     /// replicates, deleted topics' data removed, configs applied; then publishes it.
     pub fn apply_image(self: &Arc<Self>, new: Arc<MetadataImage>) {
-        let Some(cluster) = self.cluster() else {
-            return;
-        };
+        let cluster = self.cluster();
         let old = self.image();
         let me = self.config.node_id;
         let now_ms = crate::now_ms();
@@ -759,9 +767,7 @@ impl Broker {
     /// and a directory it does not know may belong to a topic it has not caught up with.
     /// Called on the task that applies images, so no directory is created meanwhile.
     fn remove_strays_once_caught_up(&self, image: &MetadataImage) {
-        let Some(cluster) = self.cluster() else {
-            return;
-        };
+        let cluster = self.cluster();
         let caught_up = image
             .brokers
             .get(&self.config.node_id)
@@ -780,7 +786,7 @@ impl Broker {
     /// first open of its log restores it, and a later one (a topic created again under
     /// the name) does not.
     pub(super) fn take_checkpointed_log_start(&self, topic: &str, index: i32) -> Option<i64> {
-        self.cluster()?
+        self.cluster()
             .log_starts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -791,10 +797,7 @@ impl Broker {
     /// registered and unfenced: its metadata has caught up, and every partition it leads
     /// has taken its role. `false` on time out, or on a node without a broker.
     pub async fn wait_caught_up(&self, max: Duration) -> bool {
-        let Some(cluster) = self.cluster() else {
-            return false;
-        };
-        let mut caught_up = cluster.caught_up.subscribe();
+        let mut caught_up = self.cluster().caught_up.subscribe();
         tokio::time::timeout(max, caught_up.wait_for(|&c| c))
             .await
             .is_ok_and(|r| r.is_ok())
@@ -906,19 +909,40 @@ impl ControllerStateRef<'_> {
 
 /// Follows the images the quorum driver publishes, applying each in turn (images that
 /// arrive while one is applied are coalesced: the next apply diffs against the last).
-pub async fn follow_images(broker: Arc<Broker>, mut images: watch::Receiver<Arc<MetadataImage>>) {
-    while images.changed().await.is_ok() {
-        let image = images.borrow_and_update().clone();
-        let b = broker.clone();
-        if tokio::task::spawn_blocking(move || {
-            b.apply_image(image.clone());
-            b.remove_strays_once_caught_up(&image);
-        })
-        .await
-        .is_err()
-        {
-            tracing::error!("applying a metadata image failed");
+///
+/// The driver reports its applied offset after it publishes the image that holds it, so
+/// once an image borrowed after reading the status is applied, this node serves every
+/// entry below that offset ([`ClusterMetadata::applied`]).
+pub async fn follow_images(
+    broker: Arc<Broker>,
+    mut images: watch::Receiver<Arc<MetadataImage>>,
+    mut status: watch::Receiver<crate::quorum::QuorumStatus>,
+) {
+    let mut last: Option<Arc<MetadataImage>> = None;
+    loop {
+        tokio::select! {
+            changed = images.changed() => if changed.is_err() { return },
+            changed = status.changed() => if changed.is_err() { return },
         }
+        let applied = status.borrow_and_update().applied_offset;
+        let image = images.borrow_and_update().clone();
+        if last.as_ref().is_none_or(|l| !Arc::ptr_eq(l, &image)) {
+            last = Some(image.clone());
+            let b = broker.clone();
+            if tokio::task::spawn_blocking(move || {
+                b.apply_image(image.clone());
+                b.remove_strays_once_caught_up(&image);
+            })
+            .await
+            .is_err()
+            {
+                tracing::error!("applying a metadata image failed");
+            }
+        }
+        broker
+            .cluster()
+            .applied
+            .send_if_modified(|a| std::mem::replace(a, (*a).max(applied)) < applied);
     }
 }
 
@@ -940,12 +964,13 @@ trait ControllerJob: Send {
 }
 
 /// What answers a caller once its records are committed (or failed to be).
-type Committed = Box<dyn FnOnce(Result<(), MetadataError>) + Send>;
+type Committed = Box<dyn FnOnce(Result<i64, MetadataError>) + Send>;
 
 /// An operation and the oneshot its caller awaits.
 struct Job<F, T, E> {
     op: F,
-    reply: oneshot::Sender<Result<T, E>>,
+    /// The result, and the offset of the entry that committed it (`None`: it wrote nothing).
+    reply: oneshot::Sender<Result<(T, Option<i64>), E>>,
 }
 
 impl<F, T, E> ControllerJob for Job<F, T, E>
@@ -972,13 +997,17 @@ where
                 None
             }
             Ok((result, records)) if records.is_empty() => {
-                let _ = reply.send(Ok(result));
+                let _ = reply.send(Ok((result, None)));
                 None
             }
             Ok((result, records)) => Some((
                 records,
-                Box::new(move |committed: Result<(), MetadataError>| {
-                    let _ = reply.send(committed.map(|()| result).map_err(E::from));
+                Box::new(move |committed: Result<i64, MetadataError>| {
+                    let _ = reply.send(
+                        committed
+                            .map(|offset| (result, Some(offset)))
+                            .map_err(E::from),
+                    );
                 }),
             )),
         }
@@ -1029,7 +1058,7 @@ async fn run_controller(
             continue;
         };
         let result = match quorum.propose(&records).await {
-            Ok(offset) if offset == next_offset => Ok(()),
+            Ok(offset) if offset == next_offset => Ok(offset),
             Ok(offset) => {
                 // Only a leadership change appends in between, and it fails the proposal
                 // first; an offset other than the one the records were computed for is not

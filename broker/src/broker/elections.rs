@@ -43,9 +43,6 @@ impl Broker {
                 image.topics.keys().cloned().collect()
             }
         };
-        if !self.is_clustered() {
-            return self.local_elect_leaders(election_type, partitions, all_topics);
-        }
         let partitions = partitions.map(<[(String, i32)]>::to_vec);
         self.controller_write(move |image, _, _| {
             let (records, results) =
@@ -66,24 +63,5 @@ impl Broker {
             ))
         })
         .await
-    }
-
-    /// A single voter's elections, through its own store.
-    fn local_elect_leaders(
-        &self,
-        election_type: ElectionType,
-        partitions: Option<&[(String, i32)]>,
-        all_topics: impl FnOnce(&strata_kraft::MetadataImage) -> Vec<String>,
-    ) -> Result<Elections, MetadataError> {
-        let Some(mut store) = self.local_store() else {
-            return Err(MetadataError::NotController);
-        };
-        let all_topics = all_topics(&store.image());
-        let results = store.elect_leaders(election_type, partitions, crate::now_ms())?;
-        self.publish_image(&store);
-        Ok(Elections {
-            all_topics,
-            results,
-        })
     }
 }

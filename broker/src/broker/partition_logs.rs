@@ -1,17 +1,14 @@
 //! The partition logs a broker hosts: opened at start (on [`RECOVERY_THREADS`] threads, a
-//! partition that cannot be opened kept offline), created for a topic or partitions before
-//! their metadata records are committed (and removed again if the commit does not happen),
-//! and directories the metadata image does not know removed at start.
+//! partition that cannot be opened kept offline), and directories the metadata image does
+//! not place on this node removed.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use strata_kraft::{MetadataImage, TopicImage};
+use strata_kraft::MetadataImage;
 use strata_storage::Log;
-use uuid::Uuid;
 
-use super::{Broker, CreateTopicError, METADATA_DIR};
+use super::{Broker, METADATA_DIR};
 use crate::coordinator::offsets::OFFSETS_TOPIC;
 use crate::partition::Partition;
 
@@ -44,13 +41,6 @@ impl Broker {
         } else {
             strata_storage::checkpoint::recovery_points(&self.config.log_dir)
         };
-        // A clustered node keeps the checkpoint for logs it opens later too, and each entry
-        // is taken once ([`Broker::take_checkpointed_log_start`]).
-        let log_starts = if self.is_clustered() {
-            HashMap::new()
-        } else {
-            strata_storage::checkpoint::log_start_offsets(&self.config.log_dir)
-        };
         // Workers take the next partition from a shared counter, so one partition with a long
         // recovery does not hold back a fixed share of the others.
         let next = AtomicUsize::new(0);
@@ -65,11 +55,9 @@ impl Broker {
                 let log =
                     Log::open_with_recovery_point(&dir, cfg.clone(), now_ms, clean, recovery_point)
                         .and_then(|mut log| {
-                            let start = log_starts
-                                .get(&(topic.name.clone(), *index))
-                                .copied()
-                                .or_else(|| self.take_checkpointed_log_start(&topic.name, *index));
-                            match start {
+                            // Taken once: a topic created again under the name later
+                            // does not inherit it.
+                            match self.take_checkpointed_log_start(&topic.name, *index) {
                                 Some(start) => log.restore_log_start_offset(start).map(|_| log),
                                 None => Ok(log),
                             }
@@ -125,76 +113,6 @@ impl Broker {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = offline;
     }
 
-    /// Creates the logs of `topic`'s partitions from index `from` on that this node leads,
-    /// into `created`, for a topic or partitions not committed yet. On failure `created`
-    /// holds what was made so far, for [`remove_partition_logs`].
-    pub(super) fn create_partition_logs(
-        &self,
-        topic: &TopicImage,
-        from: usize,
-        now_ms: i64,
-        created: &mut Vec<NewPartitionLog>,
-    ) -> Result<(), CreateTopicError> {
-        let cfg = self.log_config(&topic.configs);
-        for p in topic.partitions.iter().skip(from) {
-            if p.leader != self.config.node_id {
-                continue;
-            }
-            let dir = self.partition_dir(&topic.name, p.partition);
-            // Only a directory this call makes is removed on failure; anything already at
-            // the path (an operator's file, say) is not ours to delete.
-            let made_dir = std::fs::symlink_metadata(&dir).is_err();
-            match Log::open_with(&dir, cfg.clone(), now_ms, false) {
-                Ok(log) => created.push(NewPartitionLog {
-                    index: p.partition,
-                    log: Some(log),
-                    dir,
-                    made_dir,
-                }),
-                Err(source) => {
-                    tracing::error!(
-                        topic = %topic.name,
-                        partition = p.partition,
-                        error = %source,
-                        "cannot create partition log; the topic change is not committed"
-                    );
-                    created.push(NewPartitionLog {
-                        index: p.partition,
-                        log: None,
-                        dir,
-                        made_dir,
-                    });
-                    return Err(CreateTopicError::PartitionLog {
-                        topic: topic.name.clone(),
-                        partition: p.partition,
-                        log_dir: self.config.log_dir.clone(),
-                        source,
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Serves the logs of a committed topic or partition change.
-    pub(super) fn install_partitions(
-        &self,
-        topic: &str,
-        topic_id: Uuid,
-        created: Vec<NewPartitionLog>,
-    ) {
-        let mut parts = self
-            .partitions
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for c in created {
-            if let Some(log) = c.log {
-                let part = Partition::new(topic.to_owned(), topic_id, c.index, log);
-                parts.insert((topic.to_owned(), c.index), part);
-            }
-        }
-    }
-
     /// Removes partition directories that the metadata image does not know: a topic no longer
     /// there (a crash between the metadata record of a deletion and the removal of the data),
     /// or a partition index past the topic's count (a crash between creating the logs of a
@@ -237,36 +155,6 @@ impl Broker {
                 "removing a partition directory the metadata does not know (a deleted topic, or a creation that was not committed)"
             );
             let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-/// The log of a partition being created, before its metadata records are committed.
-pub(super) struct NewPartitionLog {
-    /// The partition index.
-    index: i32,
-    /// The opened log; `None` for the partition whose creation failed.
-    log: Option<Log>,
-    /// `<log.dirs>/<topic>-<index>`.
-    dir: PathBuf,
-    /// Whether the path did not exist before, so the directory is ours to remove.
-    made_dir: bool,
-}
-
-/// Closes and removes the logs of a topic or partition change that was not committed.
-pub(super) fn remove_partition_logs(created: Vec<NewPartitionLog>) {
-    for c in created {
-        drop(c.log);
-        if !c.made_dir {
-            continue;
-        }
-        match std::fs::remove_dir_all(&c.dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            // The next start removes it: its topic or index is not in the image.
-            Err(e) => {
-                tracing::warn!(dir = %c.dir.display(), error = %e, "cannot remove the log of an uncommitted partition")
-            }
         }
     }
 }

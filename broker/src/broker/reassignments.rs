@@ -15,7 +15,7 @@
 
 use strata_kraft::MetadataError;
 use strata_kraft::cluster_control::{
-    self, ClusterControlConfig, OngoingReassignment, ReassignmentResult, ReassignmentTarget,
+    self, OngoingReassignment, ReassignmentResult, ReassignmentTarget,
 };
 
 use super::Broker;
@@ -33,24 +33,6 @@ impl Broker {
         allow_replication_factor_change: bool,
         targets: &[ReassignmentTarget],
     ) -> Result<Vec<ReassignmentResult>, MetadataError> {
-        if !self.is_clustered() {
-            let Some(mut store) = self.local_store() else {
-                return Err(MetadataError::NotController);
-            };
-            let config = ClusterControlConfig {
-                broker_session_timeout_ms: self.config.broker_session_timeout_ms,
-                unclean_leader_election_enable: self.config.unclean_leader_election_enable,
-                auto_leader_rebalance_enable: self.config.auto_leader_rebalance_enable,
-            };
-            let results = store.alter_partition_reassignments(
-                &config,
-                allow_replication_factor_change,
-                targets,
-                crate::now_ms(),
-            )?;
-            self.publish_image(&store);
-            return Ok(results);
-        }
         let targets = targets.to_vec();
         self.controller_write(move |image, _, st| {
             let (records, results) = cluster_control::alter_partition_reassignments(
@@ -80,12 +62,6 @@ impl Broker {
         &self,
         topics: Option<&[(String, Vec<i32>)]>,
     ) -> Result<Vec<(String, Vec<OngoingReassignment>)>, MetadataError> {
-        if !self.is_clustered() {
-            return Ok(cluster_control::list_partition_reassignments(
-                &self.image(),
-                topics,
-            ));
-        }
         // An operation with no records: it runs once this leader has applied its whole
         // log, so a move committed by a previous controller is listed too.
         let topics = topics.map(<[(String, Vec<i32>)]>::to_vec);

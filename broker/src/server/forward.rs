@@ -129,13 +129,11 @@ pub fn route(ctx: &RequestContext) -> bool {
     !from_a_node && !leads(&ctx.broker)
 }
 
-/// Whether this node answers controller-bound requests itself: a single node, or the
-/// quorum's leader.
+/// Whether this node answers controller-bound requests itself: it leads the quorum.
 fn leads(broker: &Broker) -> bool {
-    !broker.is_clustered()
-        || broker
-            .quorum()
-            .is_some_and(|q| q.status().role == RoleKind::Leader)
+    broker
+        .quorum()
+        .is_some_and(|q| q.status().role == RoleKind::Leader)
 }
 
 /// Where the quorum leader, as this node knows it, takes forwarded requests: `None` while

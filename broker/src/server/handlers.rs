@@ -43,6 +43,8 @@ pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
+#[cfg(test)]
+pub(crate) mod fixture;
 pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;

@@ -35,9 +35,6 @@ pub enum Placement {
 /// The coordinator of `group` as this node's image places it.
 #[must_use]
 pub fn coordinator(broker: &Broker, group: &str) -> Placement {
-    if !broker.is_clustered() {
-        return Placement::Local;
-    }
     let partition = broker.offsets.partition_for(group);
     leader_of(&broker.image(), partition, broker.config.node_id)
 }
@@ -91,7 +88,7 @@ static CREATING: AtomicBool = AtomicBool::new(false);
 /// COORDINATOR_NOT_AVAILABLE and the client asks again, as Kafka's first FindCoordinator
 /// does. At most one creation is on its way from a node at a time.
 pub fn ensure_topic(broker: &std::sync::Arc<Broker>) {
-    if !broker.is_clustered() || broker.image().topics.contains_key(OFFSETS_TOPIC) {
+    if broker.image().topics.contains_key(OFFSETS_TOPIC) {
         return;
     }
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {

@@ -46,7 +46,7 @@ pub async fn handle(
         .collect();
     let outcomes: Vec<(i16, Option<String>)> = match ctx
         .broker
-        .alter_client_quotas(&alterations, req.validate_only, crate::now_ms())
+        .alter_client_quotas(&alterations, req.validate_only)
         .await
     {
         Ok(results) => results

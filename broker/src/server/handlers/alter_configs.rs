@@ -31,7 +31,6 @@ use crate::server::error::config_refusal_code;
 /// Replaces each resource's configs independently and answers one result per resource.
 #[must_use]
 pub async fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
-    let now = crate::now_ms();
     let mut times: HashMap<(i8, String), usize> = HashMap::new();
     for r in &req.resources {
         *times
@@ -49,7 +48,7 @@ pub async fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConf
                     "Each resource must appear at most once.".to_owned(),
                 ))
             } else {
-                alter(ctx, &res, req.validate_only, now).await
+                alter(ctx, &res, req.validate_only).await
             };
             let (code, message) = match outcome {
                 Ok(()) => (0, None),
@@ -73,7 +72,6 @@ async fn alter(
     ctx: &RequestContext,
     res: &AlterConfigsResource,
     validate_only: bool,
-    now_ms: i64,
 ) -> Result<(), ConfigRefusal> {
     let mut seen = BTreeSet::new();
     if !res.configs.iter().all(|c| seen.insert(c.name.to_string())) {
@@ -117,11 +115,11 @@ async fn alter(
     match res.resource_type {
         RESOURCE_TOPIC => {
             let changes = replace(topic_overrides(ctx, &name)?);
-            write_topic_configs(ctx, &name, &changes, validate_only, now_ms).await
+            write_topic_configs(ctx, &name, &changes, validate_only).await
         }
         RESOURCE_BROKER => {
             let changes = replace(broker_overrides(ctx, &name));
-            write_broker_configs(ctx, &name, &changes, validate_only, now_ms).await
+            write_broker_configs(ctx, &name, &changes, validate_only).await
         }
         other => Err(ConfigRefusal::InvalidRequest(format!(
             "Unknown resource type {other}"

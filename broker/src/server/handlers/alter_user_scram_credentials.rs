@@ -76,7 +76,7 @@ pub async fn handle(
     }
     match ctx
         .broker
-        .alter_user_scram_credentials(&deletions, &upsertions, crate::now_ms())
+        .alter_user_scram_credentials(&deletions, &upsertions)
         .await
     {
         Ok(results) => AlterUserScramCredentialsResponse::default().with_results(

@@ -43,13 +43,7 @@ pub async fn handle(
             });
             match ctx
                 .broker
-                .create_partitions(
-                    &name,
-                    t.count,
-                    assignments.as_deref(),
-                    req.validate_only,
-                    crate::now_ms(),
-                )
+                .create_partitions(&name, t.count, assignments.as_deref(), req.validate_only)
                 .await
             {
                 Ok(()) => result,

@@ -128,7 +128,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
             let created = if internal {
                 ctx.broker.create_offsets_topic().await
             } else {
-                ctx.broker.create_topic(create, crate::now_ms()).await
+                ctx.broker.create_topic(create).await
             };
             match created {
                 Ok(id) => {

@@ -51,7 +51,7 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
                 .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
                 .with_topic_id(id);
             let deleted = match resolved {
-                Ok(id) => Ok((id, ctx.broker.delete_topic(id, crate::now_ms()).await)),
+                Ok(id) => Ok((id, ctx.broker.delete_topic(id).await)),
                 Err(code) => Err(code),
             };
             match deleted {

@@ -9,14 +9,13 @@
 //! - A node that cannot reach a leader within [`WAIT`] answers from its own state, which
 //!   is NOT_LEADER_OR_FOLLOWER with the leader and epoch it knows, as a Kafka controller
 //!   that does not lead answers.
-//! - A single voter is its own quorum: leader and only voter, in the single voter's epoch,
-//!   its high watermark the metadata log's end (every record is committed on append).
+//! - A lone node is the only voter of its own quorum, and answers as its leader (with no
+//!   endpoints: it has no controller listener).
 //! - Only `__cluster_metadata` partition 0 exists; the answer always describes it, as the
 //!   controller listener's does.
 
 use std::time::Duration;
 
-use strata_kraft::raft::{NodeId, QuorumDescription, ReplicaDescription, ReplicaKey};
 use strata_protocol::messages::{ApiKey, DescribeQuorumRequest, RequestKind, ResponseKind};
 
 use super::RequestContext;
@@ -48,37 +47,7 @@ pub async fn handle(ctx: &RequestContext, req: DescribeQuorumRequest) -> Respons
     }
     match ctx.broker.quorum() {
         Some(quorum) => quorum.describe(ctx.api_version).await,
-        None => single_voter(ctx),
+        // The quorum is not attached yet (the node is starting): it knows no leader.
+        None => crate::quorum::wire::describe_quorum_response(None, None, -1, -1, &[]),
     }
-}
-
-/// A single voter's own description.
-fn single_voter(ctx: &RequestContext) -> ResponseKind {
-    let (epoch, log_end) = ctx.broker.single_voter_quorum();
-    let node = NodeId(ctx.broker.config.node_id);
-    let now = u64::try_from(crate::now_ms()).unwrap_or(0);
-    let me = ReplicaDescription {
-        replica: ReplicaKey {
-            id: node,
-            directory_id: strata_kraft::Uuid::nil(),
-        },
-        log_end_offset: Some(log_end),
-        last_fetch_ms: Some(now),
-        last_caught_up_ms: Some(now),
-    };
-    let description = QuorumDescription {
-        leader: node,
-        epoch,
-        high_watermark: log_end,
-        voters: vec![me],
-        observers: Vec::new(),
-    };
-    // A standalone node has no controller listener: no endpoint to list.
-    crate::quorum::wire::describe_quorum_response(
-        Some(&description),
-        Some(node),
-        epoch,
-        log_end,
-        &[],
-    )
 }

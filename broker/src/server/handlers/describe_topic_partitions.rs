@@ -173,7 +173,7 @@ mod tests {
     };
 
     use super::*;
-    use crate::broker::leadership::fixture;
+    use crate::server::handlers::fixture;
 
     fn request(
         topics: &[&str],
@@ -231,19 +231,16 @@ mod tests {
     #[tokio::test]
     async fn pages_follow_the_cursor_in_name_order() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic(dir.path(), "a");
+        let broker = fixture::broker_with_topic(dir.path(), "a").await;
         broker
-            .create_topic(
-                CreateTopic {
-                    name: "b".to_owned(),
-                    num_partitions: 3,
-                    replication_factor: 1,
-                    configs: Default::default(),
-                    validate_only: false,
-                    assignments: None,
-                },
-                crate::now_ms(),
-            )
+            .create_topic(CreateTopic {
+                name: "b".to_owned(),
+                num_partitions: 3,
+                replication_factor: 1,
+                configs: Default::default(),
+                validate_only: false,
+                assignments: None,
+            })
             .await
             .unwrap();
         let ctx = fixture::ctx(&broker, ApiKey::DescribeTopicPartitions, 0);

@@ -415,7 +415,7 @@ mod tests {
     use strata_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 
     use super::*;
-    use crate::broker::leadership::fixture::{self, OTHER};
+    use crate::server::handlers::fixture::{self, OTHER};
 
     fn request(image: &MetadataImage, version: i16, current_leader_epoch: i32) -> FetchRequest {
         let topic = &image.topics["t"];
@@ -476,7 +476,7 @@ mod tests {
     #[tokio::test]
     async fn a_follower_serves_consumers_up_to_its_high_watermark() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
         let p = five_records(&broker);
         let followed = fixture::led_by(&broker, "t", OTHER, 5);
         let v12 = fixture::ctx(&broker, ApiKey::Fetch, 12);
@@ -540,7 +540,8 @@ mod tests {
                 ("broker.rack", "r1"),
                 ("replica.selector.class", "RackAwareReplicaSelector"),
             ],
-        );
+        )
+        .await;
         let node = broker.config.node_id;
         let p = five_records(&broker);
         let mut here = fixture::led_by(&broker, "t", node, 5);
@@ -592,7 +593,8 @@ mod tests {
 
         // Without `replica.selector.class`, the leader serves every consumer.
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic_and(dir.path(), "t", &[("broker.rack", "r1")]);
+        let broker =
+            fixture::broker_with_topic_and(dir.path(), "t", &[("broker.rack", "r1")]).await;
         let p = five_records(&broker);
         let here = fixture::led_by(&broker, "t", node, 5);
         p.become_leader(5).unwrap();
@@ -636,7 +638,7 @@ mod tests {
     #[tokio::test]
     async fn the_epoch_is_checked_before_leadership_and_v16_names_the_leader() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
         let node = broker.config.node_id;
         let elsewhere = not_a_replica(fixture::led_by(&broker, "t", OTHER, 5));
         let here = fixture::led_by(&broker, "t", node, 5);
@@ -676,7 +678,7 @@ mod tests {
         use strata_protocol::messages::ResponseKind;
 
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
         let elsewhere = not_a_replica(fixture::led_by(&broker, "t", OTHER, 5));
         let ctx = fixture::ctx(&broker, ApiKey::Fetch, 16);
         let fetched = answer(&ctx, &elsewhere, request(&elsewhere, 16, 5)).await;

@@ -87,7 +87,6 @@ pub(super) async fn write_broker_configs(
     resource: &str,
     changes: &[(String, Option<String>)],
     validate_only: bool,
-    now_ms: i64,
 ) -> Result<(), ConfigRefusal> {
     let invalid = ConfigRefusal::InvalidRequest;
     dynamic::validate_resource_name(resource).map_err(invalid)?;
@@ -113,7 +112,7 @@ pub(super) async fn write_broker_configs(
     };
     dynamic::validate_changes(resource, changes, current).map_err(invalid)?;
     ctx.broker
-        .alter_broker_configs(resource, changes, validate_only, now_ms)
+        .alter_broker_configs(resource, changes, validate_only)
         .await
         .map_err(ConfigRefusal::Metadata)
 }
@@ -156,7 +155,6 @@ pub(super) async fn write_topic_configs(
     topic: &str,
     changes: &[(String, Option<String>)],
     validate_only: bool,
-    now_ms: i64,
 ) -> Result<(), ConfigRefusal> {
     let current = topic_overrides(ctx, topic)?;
     let ordered = write_order(&current, changes)?;
@@ -166,7 +164,7 @@ pub(super) async fn write_topic_configs(
     }
     for change in ordered {
         ctx.broker
-            .alter_topic_configs(topic, std::slice::from_ref(change), false, now_ms)
+            .alter_topic_configs(topic, std::slice::from_ref(change), false)
             .await?;
     }
     Ok(())
@@ -227,12 +225,11 @@ pub async fn handle(
     ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let now = crate::now_ms();
     let responses = futures_util::stream::iter(req.resources)
         .then(|res| async move {
             let outcome = match res.resource_type {
-                RESOURCE_TOPIC => alter_topic(ctx, &res, req.validate_only, now).await,
-                RESOURCE_BROKER => alter_broker(ctx, &res, req.validate_only, now).await,
+                RESOURCE_TOPIC => alter_topic(ctx, &res, req.validate_only).await,
+                RESOURCE_BROKER => alter_broker(ctx, &res, req.validate_only).await,
                 RESOURCE_BROKER_LOGGER => Err(broker_logger_refused()),
                 other => Err(ConfigRefusal::InvalidRequest(format!(
                     "unknown resource type {other}"
@@ -260,7 +257,6 @@ async fn alter_topic(
     ctx: &RequestContext,
     res: &AlterConfigsResource,
     validate_only: bool,
-    now_ms: i64,
 ) -> Result<(), ConfigRefusal> {
     let topic = res.resource_name.to_string();
     let current = topic_overrides(ctx, &topic)?;
@@ -316,14 +312,13 @@ async fn alter_topic(
         };
         changes.push((key, new_value));
     }
-    write_topic_configs(ctx, &topic, &changes, validate_only, now_ms).await
+    write_topic_configs(ctx, &topic, &changes, validate_only).await
 }
 
 async fn alter_broker(
     ctx: &RequestContext,
     res: &AlterConfigsResource,
     validate_only: bool,
-    now_ms: i64,
 ) -> Result<(), ConfigRefusal> {
     let resource = res.resource_name.to_string();
     let current = broker_overrides(ctx, &resource);
@@ -380,7 +375,7 @@ async fn alter_broker(
         };
         changes.push((key, new_value));
     }
-    write_broker_configs(ctx, &resource, &changes, validate_only, now_ms).await
+    write_broker_configs(ctx, &resource, &changes, validate_only).await
 }
 
 fn split_list(s: &str) -> Vec<String> {

@@ -41,7 +41,7 @@ pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitPro
         }
         _ => {}
     }
-    match ctx.broker.next_producer_id(crate::now_ms()).await {
+    match ctx.broker.next_producer_id().await {
         Ok(id) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(0),

@@ -125,7 +125,7 @@ mod tests {
     use strata_protocol::messages::{ApiKey, TopicName};
 
     use super::*;
-    use crate::broker::leadership::fixture::{self, OTHER};
+    use crate::server::handlers::fixture::{self, OTHER};
 
     /// (error code, offset, leader epoch) of partition 0 of `t`.
     fn list(
@@ -152,7 +152,7 @@ mod tests {
     #[tokio::test]
     async fn only_the_leader_answers_with_the_epochs_of_its_offsets() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
         let node = broker.config.node_id;
         let part = broker.partition("t", 0).unwrap();
         part.append(&mut fixture::records(2).to_vec(), 2, 0)

@@ -152,7 +152,7 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                 validate_only: false,
                 assignments: None,
             };
-            match broker.create_topic(create, crate::now_ms()).await {
+            match broker.create_topic(create).await {
                 Ok(_) => {
                     tracing::info!(topic = %name, "auto-created topic");
                     image = broker.image();

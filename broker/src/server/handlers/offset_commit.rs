@@ -51,16 +51,12 @@ pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitRes
             .map(|e| commit_refusal_code(&e))
     };
     let image = broker.image();
-    // In a cluster the coordinator need not replicate the partition: the image knows it.
+    // The coordinator need not replicate the partition: the image knows it.
     let known = |topic: &str, index: i32| {
-        if broker.is_clustered() {
-            image
-                .topics
-                .get(topic)
-                .is_some_and(|t| t.partitions.iter().any(|p| p.partition == index))
-        } else {
-            broker.partition(topic, index).is_some()
-        }
+        image
+            .topics
+            .get(topic)
+            .is_some_and(|t| t.partitions.iter().any(|p| p.partition == index))
     };
     // OffsetCommit v2-v4 may ask for an explicit retention (removed by KIP-211 in v5).
     let expire_timestamp = (req.retention_time_ms != DEFAULT_RETENTION)

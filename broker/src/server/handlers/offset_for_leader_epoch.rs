@@ -79,7 +79,7 @@ mod tests {
     use strata_protocol::messages::{ApiKey, TopicName};
 
     use super::*;
-    use crate::broker::leadership::fixture::{self, OTHER};
+    use crate::server::handlers::fixture::{self, OTHER};
 
     /// (error code, leader epoch, end offset) for `leader_epoch` of `topic`-0.
     fn ask(
@@ -109,7 +109,7 @@ mod tests {
     #[tokio::test]
     async fn answers_from_the_epoch_cache_after_the_checks() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
         let node = broker.config.node_id;
         let ctx = fixture::ctx(&broker, ApiKey::OffsetForLeaderEpoch, 4);
         let part = broker.partition("t", 0).unwrap();

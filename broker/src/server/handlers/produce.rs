@@ -205,7 +205,6 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
     let mut waits = Vec::new();
     let mut replicated = Vec::new();
     let timeout_ms = req.timeout_ms;
-    let clustered = ctx.broker.is_clustered();
     // KIP-951: the endpoints of the leaders named in `current_leader`, by node id.
     let mut node_endpoints: BTreeMap<i32, LeaderEndpoint> = BTreeMap::new();
     for topic in req.topic_data {
@@ -293,16 +292,11 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                     // offsets needs a private copy (one per partition, never per record).
                     let mut buf = BytesMut::from(&records[..]);
                     // KIP-101: every batch carries the epoch of the leader that appended it.
-                    // On a node of a cluster only the replicated leader of the image's epoch
-                    // appends (checked under the log's lock against a concurrent resign).
-                    let appended = if clustered {
-                        led.partition
-                            .append_as_leader(&mut buf, led.leader_epoch, now)
-                    } else {
-                        led.partition
-                            .append(&mut buf, led.leader_epoch, now)
-                            .map_err(LeaderAppendError::Log)
-                    };
+                    // Only the replicated leader of the image's epoch appends (checked under
+                    // the log's lock against a concurrent resign).
+                    let appended = led
+                        .partition
+                        .append_as_leader(&mut buf, led.leader_epoch, now);
                     match appended {
                         Ok((info, wait)) => {
                             crate::metrics::record_produce(
@@ -316,7 +310,7 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                             }
                             // acks=all on a replicated leader: answered once the high
                             // watermark (the ISR's) passes the records, in this epoch.
-                            if acks == -1 && info.last_offset >= 0 && clustered {
+                            if acks == -1 && info.last_offset >= 0 {
                                 replicated.push(Replicated {
                                     topic: responses.len(),
                                     partition: partition_responses.len(),
@@ -443,11 +437,15 @@ mod tests {
     use strata_protocol::record_batch::RecordBatchView;
 
     use super::*;
-    use crate::broker::leadership::fixture::{self, OTHER};
+    use crate::server::handlers::fixture::{self, OTHER};
 
     fn request(topic: &str, n: usize) -> ProduceRequest {
+        request_with_acks(topic, n, -1)
+    }
+
+    fn request_with_acks(topic: &str, n: usize, acks: i16) -> ProduceRequest {
         ProduceRequest::default()
-            .with_acks(-1)
+            .with_acks(acks)
             .with_timeout_ms(1_000)
             .with_topic_data(vec![
                 TopicProduceData::default()
@@ -472,11 +470,12 @@ mod tests {
     #[tokio::test]
     async fn a_follower_answers_not_leader_with_the_current_leader() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
         let image = fixture::led_by(&broker, "t", OTHER, 5);
         let part = broker
             .partition("t", 0)
             .expect("the follower's log is open");
+        let epochs_before = part.log().leader_epochs().entries().to_vec();
         for version in [3, 9, 10, 11] {
             let ctx = fixture::ctx(&broker, ApiKey::Produce, version);
             let resp = ready(answer(&ctx, &image, request("t", 2)));
@@ -504,7 +503,7 @@ mod tests {
             }
         }
         assert_eq!(part.log().log_end_offset(), 0, "nothing was appended");
-        assert!(part.log().leader_epochs().entries().is_empty());
+        assert_eq!(part.log().leader_epochs().entries(), epochs_before);
     }
 
     /// The leader stamps every batch with the image's leader epoch and starts that epoch in
@@ -512,12 +511,12 @@ mod tests {
     #[tokio::test]
     async fn the_leader_stamps_the_image_leader_epoch() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
         let ctx = fixture::ctx(&broker, ApiKey::Produce, 11);
-        let node = broker.config.node_id;
         for (epoch, base) in [(3, 0), (3, 2), (7, 4)] {
-            let image = fixture::led_by(&broker, "t", node, epoch);
-            let resp = ready(answer(&ctx, &image, request("t", 2)));
+            let image = fixture::lead_at(&broker, "t", epoch);
+            // acks=1: answered on the append (acks=all waits for the high watermark).
+            let resp = ready(answer(&ctx, &image, request_with_acks("t", 2, 1)));
             let p = &resp.responses[0].partition_responses[0];
             assert_eq!((p.error_code, p.base_offset), (0, base));
             assert!(resp.node_endpoints.is_empty());
@@ -547,7 +546,7 @@ mod tests {
     #[tokio::test]
     async fn a_leader_without_its_log_answers_not_leader() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
         let mut image = (*broker.image()).clone();
         let mut ghost = image.topics["t"].clone();
         ghost.name = "ghost".to_owned();
@@ -596,7 +595,7 @@ mod tests {
     async fn acks_all_after_an_isr_shrink_is_not_enough_replicas_after_append() {
         use strata_replication::leader::{PartitionRegistration, ReplicationConfig};
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
         let part = broker.partition("t", 0).unwrap();
         let config = ReplicationConfig {
             min_insync_replicas: 2,
@@ -639,7 +638,7 @@ mod tests {
     async fn acks_all_is_not_answered_by_a_follower_s_high_watermark() {
         use strata_replication::leader::{PartitionRegistration, ReplicationConfig};
         let dir = tempfile::tempdir().unwrap();
-        let broker = fixture::broker_with_topic(dir.path(), "t");
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
         let part = broker.partition("t", 0).unwrap();
         // Node 2 is in the ISR and never fetches: the high watermark stays put.
         let registration = PartitionRegistration {

@@ -169,12 +169,11 @@ pub(super) fn render(out: &mut String, broker: &Broker) {
         header(out, name, kind, help);
         let _ = writeln!(out, "{name} {value}");
     }
-    render_quorum(out, broker, status);
+    render_quorum(out, status);
 }
 
-/// The quorum as this node's driver last reported it, or a single voter's log.
-fn render_quorum(out: &mut String, broker: &Broker, status: Option<crate::quorum::QuorumStatus>) {
-    let me = broker.config.node_id;
+/// The quorum as this node's driver last reported it.
+fn render_quorum(out: &mut String, status: Option<crate::quorum::QuorumStatus>) {
     // (epoch, leader, high watermark, log end, applied end, state)
     let (epoch, leader, hw, leo, applied, state) = match status {
         Some(s) => (
@@ -185,10 +184,8 @@ fn render_quorum(out: &mut String, broker: &Broker, status: Option<crate::quorum
             s.applied_offset,
             role_name(s.role),
         ),
-        None => {
-            let end = broker.local_metadata_end_offset().unwrap_or(0);
-            (None, me, end, end, end, "leader")
-        }
+        // The quorum is not attached yet (the node is starting).
+        None => (None, -1, 0, 0, 0, "unattached"),
     };
     let mut gauges: Vec<(&str, &str, i64)> = vec![
         (
