@@ -29,7 +29,10 @@ use crate::rdkafka_clients::*;
 fn start_with_metrics() -> anyhow::Result<(Broker, u16)> {
     let port = free_port()?;
     let url = format!("http://127.0.0.1:{port}/metrics");
-    let b = Broker::start(&[("metrics.listener", &url)])?;
+    let b = Broker::start(&[
+        ("metrics.listener", &url),
+        ("offsets.topic.num.partitions", "3"),
+    ])?;
     // The client port is bound before the node opens, the metrics port once it has: the
     // broker answering is no sign that the endpoint listens yet.
     wait_until(
@@ -216,11 +219,12 @@ fn scrape_after_produce_and_consume_is_consistent() {
             !m.keys().any(|k| k.contains("request=\"FetchFollower\"")),
             "a single node has no follower fetches"
         );
-        // A single node leads all it hosts, is its own active controller and has applied
-        // the topic's creation.
+        // A single node leads all it hosts (the topic's 2 partitions and the 3 of
+        // `__consumer_offsets`, which the image holds as Kafka's does), is its own active
+        // controller and has applied the topic's creation.
         for (series, want) in [
-            ("kafka_server_replicamanager_partitioncount", 2.0),
-            ("kafka_server_replicamanager_leadercount", 2.0),
+            ("kafka_server_replicamanager_partitioncount", 5.0),
+            ("kafka_server_replicamanager_leadercount", 5.0),
             ("kafka_server_replicamanager_underreplicatedpartitions", 0.0),
             ("kafka_server_replicamanager_underminisrpartitioncount", 0.0),
             ("kafka_server_replicamanager_offlinereplicacount", 0.0),
@@ -233,8 +237,8 @@ fn scrape_after_produce_and_consume_is_consistent() {
                 "kafka_controller_kafkacontroller_offlinepartitionscount",
                 0.0,
             ),
-            ("kafka_controller_kafkacontroller_globalpartitioncount", 2.0),
-            ("kafka_controller_kafkacontroller_globaltopiccount", 1.0),
+            ("kafka_controller_kafkacontroller_globalpartitioncount", 5.0),
+            ("kafka_controller_kafkacontroller_globaltopiccount", 2.0),
             ("kafka_controller_kafkacontroller_activebrokercount", 1.0),
             (
                 "kafka_server_raft_metrics_current_state{state=\"leader\"}",

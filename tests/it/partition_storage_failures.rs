@@ -1,10 +1,10 @@
 //! Partition logs that cannot be created or opened, against the real `strata` binary.
 //!
-//! - CreateTopics and CreatePartitions create the logs before they commit the metadata
-//!   records: a topic whose log cannot be created gets KAFKA_STORAGE_ERROR and is neither
-//!   advertised nor resurrected by a restart, the other topics of the request are created, and
-//!   a retry once the cause is gone succeeds. The failure is induced by a regular file where a
-//!   partition directory `<log.dirs>/<topic>-<n>` would go.
+//! - CreateTopics and CreatePartitions commit the metadata records, and each replica
+//!   creates its log as it applies them (as in Kafka): a partition whose log cannot be
+//!   created (a regular file where its directory `<log.dirs>/<topic>-<n>` would go) is an
+//!   offline replica here, the other partitions are served, and once the cause is gone a
+//!   restart opens it.
 //! - A partition whose log cannot be opened at start (its `.log` replaced by a directory) is
 //!   offline: the broker serves everything else, Metadata shows the partition without a
 //!   leader and with the replica in `offline_replicas`, ListOffsets answers
@@ -139,76 +139,79 @@ fn values(tag: &str, n: usize) -> Vec<String> {
 }
 
 #[test]
-fn a_topic_whose_log_cannot_be_created_is_not_committed() {
+fn a_partition_whose_log_cannot_be_created_is_offline_until_repaired() {
     with_broker(OVERRIDES, |b| {
         let data = b.data_dir().to_path_buf();
         // A regular file where partition 1's directory would go: mkdir fails, even as root.
         let obstacle = data.join("blocked-1");
         fs::write(&obstacle, b"not a partition")?;
 
+        // The controller commits the topics; each replica creates its log as it applies
+        // them (as in Kafka), so the creation succeeds and the one log that cannot be made
+        // is an offline replica here.
         let results = create_topics(b, &[("blocked", 3), ("fine", 2)])?;
         ensure!(
-            results["blocked"] == Err(RDKafkaErrorCode::KafkaStorageError),
+            results["blocked"] == Ok(()),
             "blocked: {:?}",
             results["blocked"]
         );
         ensure!(results["fine"] == Ok(()), "fine: {:?}", results["fine"]);
-
         let topics = advertised_topics(b)?;
-        ensure!(!topics.contains_key("blocked"), "advertised: {topics:?}");
+        ensure!(topics.get("blocked") == Some(&3), "advertised: {topics:?}");
         ensure!(topics.get("fine") == Some(&2), "advertised: {topics:?}");
-        // What the failed creation made is gone; the obstacle, which it did not make, stays.
-        for gone in ["blocked-0", "blocked-2"] {
-            ensure!(!data.join(gone).exists(), "{gone} left behind");
+        let offline = |b: &Broker| -> anyhow::Result<Vec<i32>> {
+            Ok(metadata_v5(b, "blocked")?
+                .into_iter()
+                .filter(|p| p.offline_replicas == [NODE])
+                .map(|p| p.index)
+                .collect())
+        };
+        let deadline = Instant::now() + TIMEOUT;
+        while offline(b)? != [1] {
+            ensure!(
+                Instant::now() < deadline,
+                "blocked-1 never offline: {:?}",
+                metadata_v5(b, "blocked")?
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
-        ensure!(fs::read(&obstacle)? == b"not a partition");
+        let p1 = metadata_v5(b, "blocked")?.remove(1);
+        ensure!(p1.leader == -1 || p1.error != 0, "blocked-1: {p1:?}");
+        ensure!(
+            fs::read(&obstacle)? == b"not a partition",
+            "the obstacle is not ours"
+        );
+        // The other partitions are served.
+        for p in [0, 2] {
+            produce(b, "blocked", p, &format!("blocked{p}"), 5)?;
+        }
 
-        // CreatePartitions: the same, for the partitions it adds.
+        // CreatePartitions: the same, for a partition it adds.
         let obstacle3 = data.join("fine-3");
         fs::write(&obstacle3, b"not a partition")?;
-        let grown = create_partitions(b, "fine", 4)?;
-        ensure!(
-            grown == Err(RDKafkaErrorCode::KafkaStorageError),
-            "CreatePartitions: {grown:?}"
-        );
-        let topics = advertised_topics(b)?;
-        ensure!(topics.get("fine") == Some(&2), "advertised: {topics:?}");
-        ensure!(!data.join("fine-2").exists(), "fine-2 left behind");
-
-        // What a crash between the logs and the commit would leave: directories the metadata
-        // does not know. The next start removes them, and resurrects nothing.
-        for dir in ["blocked-0", "fine-2"] {
-            fs::create_dir(data.join(dir))?;
-            fs::write(data.join(dir).join("00000000000000000000.log"), b"")?;
-        }
-        b.stop()?;
-        b.restart()?;
-        let topics = advertised_topics(b)?;
-        ensure!(!topics.contains_key("blocked"), "after restart: {topics:?}");
-        ensure!(topics.get("fine") == Some(&2), "after restart: {topics:?}");
-        for gone in ["blocked-0", "fine-2"] {
-            ensure!(!data.join(gone).exists(), "{gone} not removed at start");
-        }
-        ensure!(
-            obstacle.is_file() && obstacle3.is_file(),
-            "obstacles are not ours"
-        );
-
-        // Once the cause is gone, the same requests succeed and every partition is served.
-        fs::remove_file(&obstacle)?;
-        fs::remove_file(&obstacle3)?;
-        let results = create_topics(b, &[("blocked", 3)])?;
-        ensure!(results["blocked"] == Ok(()), "retry: {results:?}");
         ensure!(
             create_partitions(b, "fine", 4)? == Ok(()),
-            "retry CreatePartitions"
+            "CreatePartitions"
         );
-        let served = [("blocked", 3), ("fine", 4)];
-        for (topic, n) in served {
-            for p in 0..n {
-                produce(b, topic, p, &format!("{topic}{p}"), 5)?;
-            }
+
+        // Once the cause is gone, a restart opens every log and serves every partition.
+        fs::remove_file(&obstacle)?;
+        fs::remove_file(&obstacle3)?;
+        b.stop()?;
+        b.restart()?;
+        ensure!(
+            offline(b)?.is_empty(),
+            "offline after repair: {:?}",
+            offline(b)?
+        );
+        produce(b, "blocked", 1, "blocked1", 5)?;
+        for p in 2..4 {
+            produce(b, "fine", p, &format!("fine{p}"), 5)?;
         }
+        for p in 0..2 {
+            produce(b, "fine", p, &format!("fine{p}"), 5)?;
+        }
+        let served = [("blocked", 3), ("fine", 4)];
         for round in ["before", "after"] {
             if round == "after" {
                 b.stop()?;

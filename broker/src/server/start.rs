@@ -9,9 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::broker::Broker;
+use strata_kraft::MetadataError;
+
 use crate::broker::lifecycle::{self, Lifecycle};
+use crate::broker::{Broker, CreateTopicError};
 use crate::config::BrokerConfig;
+use crate::coordinator::offsets::OFFSETS_TOPIC;
 use crate::quorum::{self, QuorumHandle};
 
 /// How long the only voter may take, at start, to elect itself and apply its log, and then
@@ -85,13 +88,26 @@ impl Node {
     /// broker is unfenced (`BrokerServer` waits for its lifecycle's initial unfencing); the
     /// only voter does so too (it waits for no one else), so its first clients find every
     /// partition led. A node of a larger quorum serves at once.
+    ///
+    /// The only voter also creates `__consumer_offsets` then, if it has none, so that a
+    /// lone node coordinates every group from its first request, as it always has (a
+    /// cluster creates it at the first FindCoordinator, as Kafka does).
     pub async fn wait_for_clients(&self) {
         let config = &self.broker.config;
-        if config.is_sole_voter()
-            && config.process_roles.broker
-            && !self.broker.wait_caught_up(SOLE_VOTER_READY).await
-        {
+        if !config.is_sole_voter() || !config.process_roles.broker {
+            return;
+        }
+        if !self.broker.wait_caught_up(SOLE_VOTER_READY).await {
             tracing::warn!(bound = ?SOLE_VOTER_READY, "the broker was not unfenced in time; serving clients anyway");
+            return;
+        }
+        if !self.broker.image().topics.contains_key(OFFSETS_TOPIC) {
+            match self.broker.create_offsets_topic().await {
+                Ok(_) | Err(CreateTopicError::Metadata(MetadataError::TopicAlreadyExists(_))) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC}; a FindCoordinator will try again")
+                }
+            }
         }
     }
 }

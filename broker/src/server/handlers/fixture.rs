@@ -128,4 +128,3 @@ pub fn lead_at(broker: &Broker, topic: &str, leader_epoch: i32) -> MetadataImage
     part.isr = vec![node];
     image
 }
-
