@@ -280,20 +280,16 @@ impl Broker {
         .await
     }
 
-    /// Creates a topic: its partitions' logs first, then its records in the metadata log.
-    ///
-    /// A client must never see a topic this broker cannot serve, so the records are committed
-    /// only after every partition's log was created; if one cannot be (a directory that cannot
-    /// be made, EMFILE), nothing is written and the logs created so far are removed again.
-    /// The store's lock is held throughout, so no other metadata write sees the directories
-    /// of a topic that does not exist yet. A crash between the logs and the commit leaves
-    /// directories of a topic the image does not know, which the next start removes.
+    /// Creates a topic through the active controller: its records are committed as one
+    /// entry, and every replica creates its partitions' logs as it applies them (as in
+    /// Kafka); a log that cannot be created there is an offline replica
+    /// ([`Broker::hosted_partition`]) until it is repaired and the node restarted. Returns
+    /// once this node serves the new topic.
     ///
     /// # Errors
     ///
     /// [`CreateTopicError::Metadata`] for Kafka's validation failures (name, partitions,
-    /// configs, existing) and metadata write failures, [`CreateTopicError::PartitionLog`] when
-    /// a partition's log cannot be created.
+    /// configs, existing) and metadata write failures.
     pub async fn create_topic(&self, mut req: CreateTopic) -> Result<Uuid, CreateTopicError> {
         if req.num_partitions == -1 {
             req.num_partitions = self.config.num_partitions;
@@ -311,14 +307,12 @@ impl Broker {
         self.cluster_create_topic(req).await
     }
 
-    /// Grows a topic to `count` partitions (CreatePartitions): the new partitions' logs first,
-    /// then the records in the metadata log, as [`Broker::create_topic`] does. With
-    /// `validate_only` nothing is written.
+    /// Grows a topic to `count` partitions (CreatePartitions) through the active controller,
+    /// as [`Broker::create_topic`] creates one. With `validate_only` nothing is written.
     ///
     /// # Errors
     ///
-    /// [`CreateTopicError::Metadata`] for what the controller refuses,
-    /// [`CreateTopicError::PartitionLog`] when a new partition's log cannot be created.
+    /// [`CreateTopicError::Metadata`] for what the controller refuses.
     pub async fn create_partitions(
         &self,
         topic: &str,
@@ -390,8 +384,8 @@ impl Broker {
         }
     }
 
-    /// AlterClientQuotas (KIP-546) through the metadata log: on the single voter's store,
-    /// or as one entry of the active controller. Each entry's outcome, in request order;
+    /// AlterClientQuotas (KIP-546) through the metadata log, as one entry of the active
+    /// controller. Each entry's outcome, in request order;
     /// with `validate_only` everything is checked and nothing written.
     ///
     /// # Errors
@@ -408,7 +402,7 @@ impl Broker {
 
     /// AlterUserScramCredentials (KIP-554): the controller's checks, then the accepted
     /// alterations as `UserScramCredentialRecord`s and `RemoveUserScramCredentialRecord`s
-    /// in the metadata log, on the single voter or through the active controller.
+    /// in the metadata log, through the active controller.
     ///
     /// # Errors
     ///
@@ -449,7 +443,7 @@ impl Broker {
     ///
     /// # Errors
     ///
-    /// A storage error, or the controller's answer on a multi-voter quorum.
+    /// The controller's answer: not the controller, a timeout, a storage error.
     pub async fn alter_broker_configs(
         &self,
         resource: &str,
@@ -504,9 +498,8 @@ impl Broker {
     /// A producer id for InitProducerId, never handed out before. Ids come in blocks that the
     /// controller allocates through the metadata log (`ProducerIdsRecord`, KIP-730), so only
     /// one InitProducerId in 1000 waits for a metadata write, and a restart never reuses an
-    /// id: what was left of the block is skipped, as in Kafka. On a node of a multi-voter
-    /// quorum the block comes from the active controller, asked with AllocateProducerIds
-    /// when it runs on another node.
+    /// id: what was left of the block is skipped, as in Kafka. The block comes from the
+    /// active controller, asked with AllocateProducerIds when it runs on another node.
     ///
     /// # Errors
     ///
@@ -694,17 +687,9 @@ impl Broker {
 /// Why a topic (or new partitions) could not be created.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateTopicError {
+    /// The controller refused the creation, or could not commit it.
     #[error(transparent)]
     Metadata(#[from] MetadataError),
-    /// A partition's log could not be created, so nothing was committed. The message follows
-    /// Kafka's `LogManager.getOrCreateLog`.
-    #[error("Error while creating log for {topic}-{partition} in dir {}: {source}", log_dir.display())]
-    PartitionLog {
-        topic: String,
-        partition: i32,
-        log_dir: PathBuf,
-        source: LogError,
-    },
 }
 
 /// Why this broker does not serve a partition it was asked for (Kafka's `HostedPartition`

@@ -91,9 +91,9 @@ pub struct BrokerConfig {
     /// its own quorum, without a controller listener (the zero-configuration node).
     pub standalone_quorum: bool,
     /// `cluster.id`: the cluster id an empty data directory is formatted with (Kafka's
-    /// 22-character base64 UUID). `None`: a single voter generates one, several voters
-    /// derive one from `controller.quorum.voters`, and `main.rs` puts the id in use here
-    /// before the node opens.
+    /// 22-character base64 UUID). `None`: the only voter of a quorum of its own generates
+    /// one, several voters derive one from `controller.quorum.voters`, and `server::start`
+    /// puts the id in use here before the node opens.
     pub cluster_id: Option<String>,
     /// The Raft timers (Kafka's `QuorumConfig`).
     pub quorum: QuorumTimeouts,
@@ -577,20 +577,6 @@ impl BrokerConfig {
             });
         }
         Ok(cfg)
-    }
-
-    /// Whether this node follows the metadata quorum through the Raft driver rather than
-    /// keeping a single voter's store: every node of a static quorum with several voters,
-    /// every node of a dynamic quorum (`controller.quorum.bootstrap.servers`, KIP-853:
-    /// voters come and go, so even one voter runs the driver), and every dedicated broker
-    /// or controller (a dedicated broker is an observer of the controllers' quorum, however
-    /// many voters it has; a dedicated controller serves brokers that are other processes).
-    #[must_use]
-    pub fn runs_quorum(&self) -> bool {
-        !self.standalone_quorum
-            && (self.quorum_voters.len() > 1
-                || self.is_dynamic_quorum()
-                || !self.process_roles.is_combined())
     }
 
     /// Whether this node is the only voter of its quorum: the zero-configuration node, or

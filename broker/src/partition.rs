@@ -44,9 +44,9 @@ pub struct Partition {
     /// without the log's lock that the image's epoch is already recorded
     /// ([`Partition::become_leader`]).
     leader_epoch: AtomicI32,
-    /// On a node of a cluster, while this node leads the partition: the replication state
-    /// (followers' progress, the ISR, the high watermark over it). `None` on a single node,
-    /// where the high watermark is the log end, and on a follower.
+    /// While this node leads the partition: the replication state (followers' progress, the
+    /// ISR, the high watermark over it). `None` on a follower, and before the image that
+    /// makes this node the leader is applied.
     replica: Mutex<Option<LeaderState>>,
     /// The log end offset after each append, which parked follower fetches wait on (the
     /// high watermark only moves once they fetch).

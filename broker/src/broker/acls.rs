@@ -1,6 +1,6 @@
 //! CreateAcls and DeleteAcls on the controller: the bindings become
 //! `AccessControlEntryRecord`s and `RemoveAccessControlEntryRecord`s in the metadata log
-//! (KIP-801), through the single voter's store or the active controller, so they survive
+//! (KIP-801), through the active controller, so they survive
 //! restarts and reach every node's image, where the authorizer reads them.
 
 use strata_kraft::MetadataError;

@@ -1,13 +1,15 @@
-//! A node of a multi-voter metadata quorum: metadata written through the quorum's active
-//! controller, and this node's logs following the committed image.
+//! A node of the metadata quorum (every node, a lone one included): metadata written
+//! through the quorum's active controller, and this node's logs following the committed
+//! image.
 //!
 //! - **Writes.** Only the quorum's leader writes metadata. The active controller is one
 //!   task ([`run_controller`]) that owns the controller's state (the brokers' sessions) and
 //!   takes operations from a channel, one at a time: it waits until this node leads and has
 //!   applied its whole log (a new leader first commits its predecessors' entries with its
 //!   own LeaderChange), computes the operation's records from that image with the same
-//!   controller functions a single node uses, proposes them as one entry, and answers the
-//!   caller's oneshot once the quorum driver has committed and applied it. Nothing on this
+//!   sans-IO controller functions (`strata_kraft`), proposes them as one entry, and answers
+//!   the caller's oneshot once the quorum driver has committed and applied it; the caller
+//!   returns once this node serves the entry (read-your-writes on the node that wrote it). Nothing on this
 //!   path blocks a thread: it once did (a std `Mutex` held across the commit, a 5 ms
 //!   `thread::sleep` poll for readiness, `block_in_place` around both), and a forwarded
 //!   request answered inline on a runtime worker then starved the quorum driver of that
@@ -156,7 +158,7 @@ impl Broker {
         &self.metadata
     }
 
-    /// Hands the started quorum driver to the broker (a node of a multi-voter quorum), and
+    /// Hands the started quorum driver to the broker, and
     /// starts the controller task on the current runtime.
     pub fn attach_quorum(&self, quorum: QuorumHandle) {
         let c = self.cluster();
@@ -180,7 +182,7 @@ impl Broker {
         }
     }
 
-    /// The quorum driver, on a node of a multi-voter quorum once it has started.
+    /// The quorum driver, once it has started (`None` only while the node starts).
     #[must_use]
     pub fn quorum(&self) -> Option<&QuorumHandle> {
         self.cluster().quorum.get()
@@ -374,7 +376,7 @@ impl Broker {
         }
     }
 
-    /// CreateTopics on a node of a multi-voter quorum (the active controller): the
+    /// CreateTopics on the active controller: the
     /// topic's records are committed; every replica creates its log as it applies them.
     pub(super) async fn cluster_create_topic(
         &self,
@@ -618,7 +620,7 @@ impl Broker {
         .await
     }
 
-    /// The next producer id block for this node of a multi-voter quorum. The active
+    /// The next producer id block for this node. The active
     /// controller allocates every block; this node asks it with AllocateProducerIds, in
     /// process when it is the controller, else over the controller listener (bounded by
     /// the request timeout), with the broker epoch of its registration, as Kafka's

@@ -1,9 +1,8 @@
 //! ElectLeaders (KIP-460) as a controller write: the elections are computed from the
 //! committed image with [`cluster_control::elect_leaders`] (Kafka's
 //! `ReplicationControlManager.electLeaders`) and their `PartitionChangeRecord`s, each
-//! bumping the leader epoch, commit as one metadata entry before the answer. On a node of a
-//! multi-voter quorum this runs on the active controller (other nodes forward the request);
-//! on a single voter, through its own metadata store.
+//! bumping the leader epoch, commit as one metadata entry before the answer. This runs on
+//! the active controller (other nodes forward the request).
 
 use strata_kraft::MetadataError;
 use strata_kraft::cluster_control::{self, ElectLeadersResult, ElectionType};

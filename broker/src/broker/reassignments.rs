@@ -2,10 +2,9 @@
 //! computes its `PartitionChangeRecord`s from the committed image with
 //! [`cluster_control::alter_partition_reassignments`] and commits them as one metadata
 //! entry before the answer; ListPartitionReassignments reads the pending moves from the
-//! image the active controller has applied. On a node of a multi-voter quorum both run on
-//! the active controller (other nodes forward them); on a single voter, through its own
-//! store, where the only registered broker is this one, so the only valid target is this
-//! node alone.
+//! image the active controller has applied. Both run on the active controller (other nodes
+//! forward them); on a lone node the only registered broker is this one, so the only valid
+//! target is this node alone.
 //!
 //! The move itself is carried by the records: each replica's node opens a log and follows
 //! as the image names it ([`Broker::apply_image`]), the leader adds caught-up replicas to the

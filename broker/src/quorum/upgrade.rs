@@ -263,3 +263,146 @@ fn io(path: &Path, source: std::io::Error) -> QuorumError {
 fn upgrade(e: UpgradeError) -> QuorumError {
     QuorumError::Upgrade(e)
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use strata_kraft::raft::{Entry, NodeId, Payload};
+    use strata_kraft::record::TopicRecord;
+    use strata_protocol::record_batch::{SimpleRecord, encode_batch};
+
+    use super::*;
+
+    const DIR: &str = "__cluster_metadata-0";
+
+    fn topic(name: &str, id: u128) -> MetadataRecord {
+        MetadataRecord::Topic(TopicRecord {
+            name: name.to_owned(),
+            topic_id: Uuid::from_u128(id),
+        })
+    }
+
+    /// A metadata log as the old release wrote it: one plain batch per operation, epoch 1.
+    fn legacy_log(log_dir: &Path, operations: &[&[MetadataRecord]]) {
+        let mut log = Log::open(&log_dir.join(DIR), LogConfig::default(), 0).unwrap();
+        for records in operations {
+            let batch: Vec<SimpleRecord> = records
+                .iter()
+                .map(|r| SimpleRecord {
+                    key: None,
+                    value: Some(Bytes::from(r.encode())),
+                    timestamp: 0,
+                    headers: Vec::new(),
+                })
+                .collect();
+            let mut bytes = encode_batch(0, &batch).to_vec();
+            log.append(&mut bytes, LEGACY_EPOCH, 0).unwrap();
+        }
+        log.flush().unwrap();
+    }
+
+    fn upgrade(log_dir: &Path) -> bool {
+        upgrade_single_node_log(log_dir, DIR, 1, 1 << 20, 0).unwrap()
+    }
+
+    /// The topics the snapshot in `<log_dir>/__cluster_metadata-0` rebuilds, and its end.
+    fn snapshot_topics(log_dir: &Path) -> (Vec<String>, i64) {
+        let loaded = snapshot::load_latest(&log_dir.join(DIR)).unwrap().unwrap();
+        let mut image = MetadataImage::new(String::new(), -1);
+        for r in &loaded.checkpoint.records {
+            image.apply(r).unwrap();
+        }
+        (
+            image.topics.keys().cloned().collect(),
+            loaded.snapshot.id.end_offset,
+        )
+    }
+
+    #[test]
+    fn an_old_log_becomes_a_snapshot_and_is_kept_beside() {
+        let t = tempfile::tempdir().unwrap();
+        legacy_log(
+            t.path(),
+            &[&[topic("a", 1)], &[topic("b", 2), topic("c", 3)]],
+        );
+        assert!(upgrade(t.path()));
+        assert_eq!(
+            snapshot_topics(t.path()),
+            (vec!["a".into(), "b".into(), "c".into()], 3)
+        );
+        let state = QuorumStateStore::new(&t.path().join(DIR))
+            .read()
+            .unwrap()
+            .unwrap();
+        assert_eq!((state.leader_id, state.leader_epoch), (1, LEGACY_EPOCH));
+        let disk = disk::RaftDisk::open(&t.path().join(DIR), 0, 1 << 20).unwrap();
+        assert_eq!((disk.log_start_offset(), disk.log_end_offset()), (3, 3));
+        assert!(t.path().join(format!("{DIR}{LEGACY_SUFFIX}")).is_dir());
+        assert!(!t.path().join(format!("{DIR}{STAGING_SUFFIX}")).exists());
+        // Once only.
+        assert!(!upgrade(t.path()));
+    }
+
+    #[test]
+    fn a_raft_log_and_an_empty_directory_are_left_alone() {
+        let t = tempfile::tempdir().unwrap();
+        assert!(!upgrade(t.path()), "nothing there");
+        let mut disk = disk::RaftDisk::open(&t.path().join(DIR), 0, 1 << 20).unwrap();
+        let entries = [
+            Entry {
+                epoch: 1,
+                payload: Payload::LeaderChange { leader: NodeId(1) },
+            },
+            Entry {
+                epoch: 1,
+                payload: Payload::Data(Bytes::from(topic("a", 1).encode())),
+            },
+        ];
+        disk.append(0, &entries, 0).unwrap();
+        drop(disk);
+        assert!(!upgrade(t.path()));
+        assert!(!t.path().join(format!("{DIR}{LEGACY_SUFFIX}")).exists());
+    }
+
+    #[test]
+    fn a_crash_before_the_renames_starts_over_and_one_between_them_finishes() {
+        // Before the first rename: the old log is intact, the staging directory half made.
+        let t = tempfile::tempdir().unwrap();
+        legacy_log(t.path(), &[&[topic("a", 1)]]);
+        let staging = t.path().join(format!("{DIR}{STAGING_SUFFIX}"));
+        std::fs::create_dir_all(&staging).unwrap();
+        std::fs::write(staging.join("junk.checkpoint.part"), b"half").unwrap();
+        assert!(upgrade(t.path()));
+        assert_eq!(snapshot_topics(t.path()), (vec!["a".into()], 1));
+        // Between the renames: the old log is `.legacy`, the new one still staged.
+        let t = tempfile::tempdir().unwrap();
+        legacy_log(t.path(), &[&[topic("a", 1)], &[topic("b", 2)]]);
+        assert!(upgrade(t.path()));
+        std::fs::rename(
+            t.path().join(DIR),
+            &t.path().join(format!("{DIR}{STAGING_SUFFIX}")),
+        )
+        .unwrap();
+        assert!(upgrade(t.path()));
+        assert_eq!(snapshot_topics(t.path()), (vec!["a".into(), "b".into()], 2));
+    }
+
+    #[test]
+    fn a_torn_last_batch_loses_only_that_operation() {
+        let t = tempfile::tempdir().unwrap();
+        legacy_log(
+            t.path(),
+            &[&[topic("a", 1)], &[topic("b", 2), topic("c", 3)]],
+        );
+        let segment = t.path().join(DIR).join(format!("{:020}.log", 0));
+        let len = std::fs::metadata(&segment).unwrap().len();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&segment)
+            .unwrap();
+        f.set_len(len - 5).unwrap();
+        drop(f);
+        assert!(upgrade(t.path()));
+        assert_eq!(snapshot_topics(t.path()), (vec!["a".into()], 1));
+    }
+}

@@ -91,8 +91,8 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
 
 /// Serves one connection accepted on a listener of type `listener`. A connection on a
 /// controller listener (`controller.listener.names`) is decoded against the controller's
-/// API table and answered by [`controller_slot`] (the quorum RPCs by `quorum`, when this
-/// node runs a multi-voter quorum); one on a client listener, against the clients' table
+/// API table and answered by [`controller_slot`] (the quorum RPCs by `quorum`); one on a
+/// client listener, against the clients' table
 /// and by the handlers.
 pub async fn serve_on(
     broker: Arc<Broker>,
@@ -170,8 +170,8 @@ pub async fn serve_on(
 }
 
 /// Answers a request decoded on a controller listener. ApiVersions lists the controller's
-/// APIs (`versions::CONTROLLER_APIS`), as Kafka's controller does on its listener. With a
-/// multi-voter quorum running, Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot go to its
+/// APIs (`versions::CONTROLLER_APIS`), as Kafka's controller does on its listener. With the
+/// quorum running, Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot go to its
 /// driver, which answers with the core's response (or closes the connection when the core
 /// gives none), DescribeQuorum is answered from the core, AddRaftVoter and RemoveRaftVoter
 /// (KIP-853) change the voter set through the leader's core, and the metadata writes that

@@ -180,13 +180,11 @@ pub fn reassignment_error_code(e: &ReassignmentError) -> i16 {
     }
 }
 
-/// A topic-creation failure as a Kafka error code. A log that cannot be created is Kafka's
-/// `KafkaStorageException` from `LogManager.getOrCreateLog`: KAFKA_STORAGE_ERROR.
+/// A topic-creation failure as a Kafka error code.
 #[must_use]
 pub fn create_topic_error_code(e: &CreateTopicError) -> i16 {
     match e {
         CreateTopicError::Metadata(m) => metadata_error_code(m),
-        CreateTopicError::PartitionLog { .. } => ResponseError::KafkaStorageError.code(),
     }
 }
 

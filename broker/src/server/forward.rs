@@ -355,8 +355,8 @@ where
 /// LEADER_NOT_AVAILABLE for the topic, as Kafka does right after auto-creation; the client
 /// asks again and finds it once the controller's entry reaches this node's image.
 ///
-/// Returns `false` when this node creates it itself (a single node, or the leader; the
-/// caller falls back to the local path) or there is no runtime to send from.
+/// Returns `false` when this node creates it itself (it leads the quorum; the caller
+/// creates it through the controller task) or there is no runtime to send from.
 #[must_use]
 pub fn auto_create(ctx: &RequestContext, topic: &str) -> bool {
     if !route(ctx) {

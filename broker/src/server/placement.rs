@@ -1,9 +1,9 @@
-//! Which node coordinates a group in a cluster.
+//! Which node coordinates a group.
 //!
 //! A group lives in one `__consumer_offsets` partition ([`super::records::partition_for`]),
-//! and, as in Kafka, its coordinator is that partition's leader. On a single node that is
-//! always this node. In a cluster the controller places the topic like any other (Kafka
-//! creates it on the first FindCoordinator, and so does Strata: [`ensure_topic`]), so that
+//! and, as in Kafka, its coordinator is that partition's leader. The controller places the
+//! topic like any other (Kafka creates it on the first FindCoordinator, and so does a
+//! cluster: [`ensure_topic`]; a lone node creates it once its broker is unfenced), so that
 //! every node names the same coordinator for a group and a client that reconnects
 //! elsewhere finds its committed offsets again.
 //!

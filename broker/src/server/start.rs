@@ -118,17 +118,18 @@ impl Node {
 /// - `cluster.id` set: an empty data directory is formatted with it, and a formatted one
 ///   must carry it, as Kafka checks `meta.properties` against the cluster it is told to
 ///   join.
-/// - Not set, a node of a quorum driven over the network (several voters, or any
-///   dedicated broker or controller): every node derives the same id from
+/// - Not set, a node that names its quorum (`controller.quorum.voters`, one voter
+///   included, or the bootstrap servers of a dynamic quorum): every node derives the same id from
 ///   `controller.quorum.voters` ([`strata_kraft::cluster_id_from_voters`]) and formats an
 ///   empty data directory with it; a formatted one keeps the id it holds, so a cluster
 ///   whose voter list is later edited stays one cluster. Dedicated brokers name the same
 ///   voters as the controllers, so they derive the same id. A dynamic quorum (KIP-853)
 ///   derives it likewise from `controller.quorum.bootstrap.servers`
 ///   ([`strata_kraft::cluster_id_from_bootstrap_servers`]).
-/// - Not set, the only voter of a quorum of its own: an empty data directory is formatted
-///   with a random id (a data directory with a metadata log but no `meta.properties` is
-///   refused, as it always was).
+/// - Not set, a node with no quorum configured at all (the zero-configuration node, the
+///   only voter of a quorum of its own): an empty data directory is formatted with a
+///   random id (a data directory with a metadata log but no `meta.properties` is refused,
+///   as it always was).
 pub fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<String> {
     let path = config.log_dir.join(strata_kraft::META_PROPERTIES_FILE);
     if let Some(expected) = &config.cluster_id {
@@ -145,7 +146,7 @@ pub fn resolve_cluster_id(config: &BrokerConfig) -> anyhow::Result<String> {
         }
         return Ok(props.cluster_id);
     }
-    if !config.runs_quorum() {
+    if config.standalone_quorum {
         let metadata = config.log_dir.join(strata_kraft::METADATA_LOG_DIR);
         let has_log = std::fs::read_dir(&metadata).is_ok_and(|mut d| d.next().is_some());
         if !path.exists() && has_log {

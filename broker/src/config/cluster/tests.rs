@@ -69,7 +69,7 @@ fn no_configuration_is_a_standalone_combined_node() {
         ("localhost", 9092)
     );
     assert_eq!(c.inter_broker_listener_name, "PLAINTEXT");
-    assert!(!c.runs_quorum());
+    assert!(c.is_sole_voter());
     // The harness's form: one PLAINTEXT listener, nothing else.
     let c = cfg(&[("listeners", "PLAINTEXT://127.0.0.1:4000")]).unwrap();
     assert!(c.standalone_quorum);
@@ -295,7 +295,7 @@ fn bootstrap_servers_follow_kafkas_parse_rules() {
     .unwrap();
     assert_eq!(c.quorum_bootstrap_servers.len(), 1);
     // ...and runs the quorum driver with its voters from the log (KIP-853).
-    assert!(c.is_dynamic_quorum() && c.runs_quorum());
+    assert!(c.is_dynamic_quorum() && !c.is_sole_voter());
 }
 
 #[test]
@@ -372,10 +372,10 @@ fn a_dedicated_controller_binds_only_controller_listeners() {
         (c.listen_host.as_str(), c.listen_port),
         ("127.0.0.1", 19093)
     );
-    // Runnable: it runs the quorum driver, as a voter, with no broker role.
-    assert!(c.runs_quorum());
-    // A single dedicated controller serves brokers in other processes: it runs the driver
-    // too, where a combined single voter keeps its own store.
+    // Runnable: a voter of a quorum over the network, with no broker role.
+    assert!(!c.is_sole_voter());
+    // A single dedicated controller serves brokers in other processes: the only voter of
+    // its quorum, as a combined lone node is.
     let single = cfg(&with(
         &controller,
         &[
@@ -385,7 +385,7 @@ fn a_dedicated_controller_binds_only_controller_listeners() {
         ],
     ))
     .unwrap();
-    assert!(single.runs_quorum());
+    assert!(single.is_sole_voter());
 }
 
 #[test]
@@ -406,7 +406,7 @@ fn a_dedicated_broker_must_not_bind_the_controller_listener() {
     let c = cfg(&ok).unwrap();
     assert!(c.process_roles.broker && !c.process_roles.controller);
     // Runnable: an observer of the controllers' quorum.
-    assert!(c.runs_quorum());
+    assert!(!c.is_sole_voter());
     refused(
         &with(&ok, &[("node.id", "2")]),
         "controller.quorum.voters",
@@ -604,7 +604,7 @@ fn the_shipped_cluster_configs_are_runnable() {
     let load = |name: &str| {
         let path = dir.join(name).display().to_string();
         let c = BrokerConfig::from_args(&[path], &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert!(c.runs_quorum(), "{name}");
+        assert!(!c.is_sole_voter(), "{name}");
         assert_eq!(c.quorum_voters.len(), 3, "{name}");
         c
     };
@@ -621,7 +621,7 @@ fn the_shipped_cluster_configs_are_runnable() {
         // The dynamic quorum's nodes: no voters, three bootstrap servers, auto-join.
         let path = dir.join(format!("dynamic/node{n}.properties"));
         let c = BrokerConfig::from_args(&[path.display().to_string()], &[]).unwrap();
-        assert!(c.is_dynamic_quorum() && c.runs_quorum() && c.quorum_auto_join);
+        assert!(c.is_dynamic_quorum() && !c.is_sole_voter() && c.quorum_auto_join);
         assert_eq!(c.quorum_bootstrap_servers.len(), 3);
         assert_eq!(c.node_id, n);
     }

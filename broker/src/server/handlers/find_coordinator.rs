@@ -1,7 +1,6 @@
-//! FindCoordinator (key 10): the node that coordinates a group. On a single node that is
-//! this node, for every group and transactional id; in a cluster a group's coordinator is
-//! the leader of its `__consumer_offsets` partition ([`crate::server::placement`]), the same
-//! answer on every node.
+//! FindCoordinator (key 10): the node that coordinates a group: the leader of its
+//! `__consumer_offsets` partition ([`crate::server::placement`]), the same answer on every
+//! node (on a lone node, this node for every group).
 
 use strata_protocol::StrBytes;
 use strata_protocol::messages::find_coordinator_response::Coordinator;

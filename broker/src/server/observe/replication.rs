@@ -11,8 +11,8 @@
 //!   are reported by the active controller alone and 0 elsewhere, so that `sum` or `max`
 //!   over the cluster's nodes is the cluster's value whichever node leads.
 //! - `kafka.server:type=raft-metrics` and `type=broker-metadata-metrics`: the quorum as this
-//!   node sees it, and the metadata offset it has applied. A single node is a quorum of one
-//!   voter without an election, so it reports no epoch.
+//!   node sees it, and the metadata offset it has applied. A lone node is the only voter of
+//!   a quorum of its own, and reports it like any other.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -72,8 +72,7 @@ pub(super) fn render(out: &mut String, broker: &Broker) {
         .filter(|p| p.is_under_min_isr())
         .count();
     let status = broker.quorum().map(crate::quorum::QuorumHandle::status);
-    // A single voter is always the active controller.
-    let active = status.is_none_or(|s| s.role == RoleKind::Leader);
+    let active = status.is_some_and(|s| s.role == RoleKind::Leader);
     let global = |v: u64| if active { v } else { 0 };
     let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let fenced = image.brokers.values().filter(|b| b.fenced).count() as u64;
