@@ -380,7 +380,7 @@ mod tests {
         assert!(upgrade(t.path()));
         std::fs::rename(
             t.path().join(DIR),
-            &t.path().join(format!("{DIR}{STAGING_SUFFIX}")),
+            t.path().join(format!("{DIR}{STAGING_SUFFIX}")),
         )
         .unwrap();
         assert!(upgrade(t.path()));
