@@ -1,5 +1,5 @@
 //! The tokio driver of the Raft core (`strata_kraft::raft::RaftNode`): the metadata quorum
-//! over the network.
+//! every node runs (over the network, or alone as the only voter of a quorum of its own).
 //!
 //! One task, on a thread of its own (`metadata-quorum`), owns the core and everything
 //! durable it asks for: the `quorum-state` file and the Raft log in
@@ -46,8 +46,10 @@
 //! | `snapshotting.rs` | the driver's side: the triggers, taking and installing a snapshot, what start-up replays |
 //! | `wire/mod.rs` | core messages to and from Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot, DescribeQuorum |
 //! | `wire/fetch_snapshot.rs` | FetchSnapshot's pages: the request for one, cutting one, reading one back |
+//! | `wire/refusal.rs` | [`wire::refusal::QuorumRefusal`]: the quorum's refusals as the Raft APIs' error codes |
 //! | `peer.rs` | one outbound connection per voter |
 //! | `membership.rs` | a dynamic quorum (KIP-853): founding it, auto-join, AddRaftVoter and RemoveRaftVoter |
+//! | `upgrade.rs` | the one-time conversion of an old single-node metadata log into a snapshot |
 //!
 //! A snapshot is encoded on the driver's thread, so a very large image delays the quorum's
 //! next step by that long (Kafka writes its snapshots on a separate thread).

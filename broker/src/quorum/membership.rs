@@ -34,7 +34,7 @@ use strata_protocol::messages::{
 use super::QuorumHandle;
 use crate::config::BrokerConfig;
 use crate::peer_client::{self, PeerClient, PeerError};
-use crate::server::error::{QuorumRefusal, quorum_refusal_code};
+use crate::quorum::wire::refusal::{QuorumRefusal, quorum_refusal_code};
 
 /// No error.
 const NONE: i16 = 0;

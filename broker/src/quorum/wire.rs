@@ -33,9 +33,10 @@ use strata_protocol::record_batch::{set_base_offset, set_partition_leader_epoch}
 use strata_protocol::{ResponseError, StrBytes};
 
 use super::disk::{decode_entries, encode_entry};
-use crate::server::error::{QuorumRefusal, quorum_refusal_code};
+use crate::quorum::wire::refusal::{QuorumRefusal, quorum_refusal_code};
 
 mod fetch_snapshot;
+pub mod refusal;
 pub use fetch_snapshot::{
     SnapshotPage, fetch_snapshot_request, page_snapshot_response, snapshot_page,
     snapshot_page_from_wire, snapshot_response,

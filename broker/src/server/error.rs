@@ -28,8 +28,9 @@ use crate::server::handlers::offset_commit::CommitRefusal;
 use crate::server::handlers::produce::{AckError, ProduceRefusal};
 use crate::server::placement::CoordinatorUnavailable;
 
-mod quorum;
-pub use quorum::{QuorumRefusal, quorum_refusal_code};
+// The Raft APIs' codes are mapped beside their codec, one layer down (`quorum` is below
+// `server`, and imports nothing above it); re-exported so every mapping is reachable here.
+pub use crate::quorum::wire::refusal::{QuorumRefusal, quorum_refusal_code};
 
 /// A storage error as a partition-level Kafka error code.
 #[must_use]

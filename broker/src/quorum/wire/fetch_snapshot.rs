@@ -9,7 +9,7 @@ use strata_protocol::messages::{
 use strata_protocol::{ResponseError, StrBytes};
 
 use super::{NONE, SNAPSHOT_PAGE_BYTES, fetch_error, leader_from, metadata_topic};
-use crate::server::error::{QuorumRefusal, quorum_refusal_code};
+use crate::quorum::wire::refusal::{QuorumRefusal, quorum_refusal_code};
 
 /// A FetchSnapshot request for the page of `snapshot_id` at `position`.
 pub fn fetch_snapshot_request(

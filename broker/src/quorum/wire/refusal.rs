@@ -1,5 +1,7 @@
 //! The metadata quorum's refusals as the Raft APIs' Kafka error codes (KIP-595, KIP-630,
-//! KIP-853): the codes the quorum's wire layer and its voter changes answer with.
+//! KIP-853): the codes the quorum's wire layer and its voter changes answer with. The one
+//! mapping of domain errors to codes outside `server::error` (which re-exports it): the
+//! quorum's codec sits below the server layer, and a layer imports only those beneath it.
 
 use strata_kraft::raft::{FetchError, VoterChangeError};
 use strata_protocol::ResponseError;
