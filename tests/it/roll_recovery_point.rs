@@ -132,16 +132,29 @@ fn kill9_with_frequent_rolls_keeps_every_acknowledged_message() {
         thread::sleep(Duration::from_millis(200));
         broker.restart()?;
         // The checkpoint on disk is the clean stop's: everything rolled since is above it.
-        let stderr = std::fs::read_to_string(broker.stderr_path())?;
-        let restart_log = stderr
-            .rsplit("restarting broker")
-            .next()
-            .unwrap_or_default();
-        ensure!(
-            restart_log.contains("recovering sealed segments above the recovery point"),
-            "the unclean start did not recover sealed segments:\n{}",
-            broker.stderr_tail()
-        );
+        // The client port is bound before the logs open, so the line may come a little after
+        // the broker accepts connections.
+        let recovered = || -> anyhow::Result<bool> {
+            let stderr = std::fs::read_to_string(broker.stderr_path())?;
+            Ok(stderr
+                .rsplit("restarting broker")
+                .next()
+                .unwrap_or_default()
+                .contains("recovering sealed segments above the recovery point"))
+        };
+        if strata_tests::wait_until(
+            "the unclean start's recovery",
+            Duration::from_secs(10),
+            Duration::from_millis(20),
+            recovered,
+        )
+        .is_err()
+        {
+            anyhow::bail!(
+                "the unclean start did not recover sealed segments:\n{}",
+                broker.stderr_tail()
+            );
+        }
         const AFTER: usize = 2_000;
         for _ in 0..AFTER {
             send(&producer, TOPIC, i, &key_of(i), &value(i), &[], now_ms())?;
