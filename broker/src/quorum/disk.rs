@@ -198,36 +198,63 @@ impl RaftDisk {
     /// The entries in `[from, to)`.
     fn read_entries(&self, from: i64, to: i64) -> Result<Vec<Entry>, DiskError> {
         let mut entries = Vec::new();
-        let mut offset = from;
-        let mut buf = Vec::new();
-        while offset < to {
-            let read = self.log.read(offset, READ_BYTES, to, true)?;
-            buf.clear();
-            for region in &read.regions {
-                region.read_into(&mut buf).map_err(|source| LogError::Io {
-                    path: self.log.dir().to_owned(),
-                    source,
-                })?;
-            }
-            let start = offset;
-            let mut rest = buf.as_slice();
-            while !rest.is_empty() {
-                let complete = peek_total_len(rest).is_ok_and(|len| len <= rest.len());
-                if !complete && offset > start {
-                    break;
-                }
-                let batch =
-                    RecordBatchView::parse(rest).map_err(|_| DiskError::Corrupt { offset })?;
-                rest = &rest[batch.total_len()..];
-                entries.push(decode_entry(&batch).ok_or(DiskError::Corrupt { offset })?);
-                offset = offset.max(batch.last_offset() + 1);
-            }
-            if offset == start {
-                return Err(DiskError::Corrupt { offset });
-            }
-        }
+        for_each_batch(
+            &self.log,
+            from,
+            to,
+            |offset| DiskError::Corrupt { offset },
+            |offset, batch| {
+                entries.push(decode_entry(batch).ok_or(DiskError::Corrupt { offset })?);
+                Ok(())
+            },
+        )?;
         Ok(entries)
     }
+}
+
+/// Hands `on_batch` each whole batch of `log` in `[from, to)`, in order, with the offset
+/// it was read at. A read of the storage layer may end inside a batch; the next read takes
+/// that batch up again. `corrupt(offset)` is the error for bytes at `offset` that are not a
+/// batch, or for a read that returns none.
+///
+/// # Errors
+///
+/// Storage errors, `corrupt`'s, and `on_batch`'s.
+pub fn for_each_batch<E: From<LogError>>(
+    log: &Log,
+    from: i64,
+    to: i64,
+    corrupt: impl Fn(i64) -> E,
+    mut on_batch: impl FnMut(i64, &RecordBatchView<'_>) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut offset = from;
+    let mut buf = Vec::new();
+    while offset < to {
+        let read = log.read(offset, READ_BYTES, to, true)?;
+        buf.clear();
+        for region in &read.regions {
+            region.read_into(&mut buf).map_err(|source| LogError::Io {
+                path: log.dir().to_owned(),
+                source,
+            })?;
+        }
+        let start = offset;
+        let mut rest = buf.as_slice();
+        while !rest.is_empty() {
+            let complete = peek_total_len(rest).is_ok_and(|len| len <= rest.len());
+            if !complete && offset > start {
+                break;
+            }
+            let batch = RecordBatchView::parse(rest).map_err(|_| corrupt(offset))?;
+            rest = &rest[batch.total_len()..];
+            on_batch(offset, &batch)?;
+            offset = offset.max(batch.last_offset() + 1);
+        }
+        if offset == start {
+            return Err(corrupt(offset));
+        }
+    }
+    Ok(())
 }
 
 /// A control batch (attribute bit 5) of one record: Kafka's control key of type `kind`

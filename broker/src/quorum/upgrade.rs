@@ -36,7 +36,6 @@ use std::path::{Path, PathBuf};
 use strata_kraft::quorum_state::{QuorumStateData, QuorumStateStore};
 use strata_kraft::raft::{Snapshot, SnapshotId};
 use strata_kraft::{MetadataImage, MetadataRecord, Uuid};
-use strata_protocol::record_batch::{RecordBatchView, peek_total_len};
 use strata_storage::{Log, LogConfig, LogError};
 
 use super::{QuorumError, disk, snapshot};
@@ -47,8 +46,6 @@ pub const LEGACY_SUFFIX: &str = ".legacy";
 const STAGING_SUFFIX: &str = ".upgrading";
 /// The epoch the old release stamped on every batch.
 const LEGACY_EPOCH: i32 = 1;
-/// How much of the old log one read asks for.
-const READ_BYTES: u32 = 16 * 1024 * 1024;
 /// The batch attributes' position in a v2 header, and the control bit.
 const ATTRIBUTES_AT: usize = 21;
 const CONTROL_BIT: u8 = 0x20;
@@ -185,61 +182,40 @@ fn replay(dir: &Path, now_ms: i64) -> Result<(Vec<MetadataRecord>, i64), Upgrade
     };
     let log = Log::open(dir, config, now_ms)?;
     let end = log.log_end_offset();
-    let mut offset = log.log_start_offset();
     // Applying each record checks, as the old release's start did, that the log builds an
     // image; a record that does not apply stops the upgrade instead of being lost.
     let mut image = MetadataImage::new(String::new(), -1);
-    let mut buf = Vec::new();
-    while offset < end {
-        let read = log.read(offset, READ_BYTES, end, true)?;
-        buf.clear();
-        for region in &read.regions {
-            region
-                .read_into(&mut buf)
-                .map_err(|source| UpgradeError::Io {
-                    path: dir.to_owned(),
-                    source,
-                })?;
-        }
-        let start = offset;
-        let mut rest = buf.as_slice();
-        while !rest.is_empty() {
-            // A read may end inside a batch; the next read takes it up again.
-            let complete = peek_total_len(rest).is_ok_and(|len| len <= rest.len());
-            if !complete && offset > start {
-                break;
+    let corrupt = |offset: i64, reason: String| UpgradeError::Corrupt { offset, reason };
+    disk::for_each_batch(
+        &log,
+        log.log_start_offset(),
+        end,
+        |offset| corrupt(offset, "not a record batch".into()),
+        |offset, batch| {
+            batch
+                .verify_crc()
+                .map_err(|e| corrupt(offset, e.to_string()))?;
+            if batch.is_control() {
+                return Ok(());
             }
-            let corrupt = |reason: String| UpgradeError::Corrupt { offset, reason };
-            let batch = RecordBatchView::parse(rest).map_err(|e| corrupt(e.to_string()))?;
-            rest = &rest[batch.total_len()..];
-            batch.verify_crc().map_err(|e| corrupt(e.to_string()))?;
-            if !batch.is_control() {
-                for record in batch.records().map_err(|e| corrupt(e.to_string()))? {
-                    let record = record.map_err(|e| corrupt(e.to_string()))?;
-                    if record.offset < offset {
-                        continue;
-                    }
-                    let at = |reason: String| UpgradeError::Corrupt {
-                        offset: record.offset,
-                        reason,
-                    };
-                    let value = record
-                        .value
-                        .ok_or_else(|| at("a null record value".into()))?;
-                    let decoded = MetadataRecord::decode(value).map_err(|e| at(e.to_string()))?;
-                    image.apply(&decoded).map_err(|e| at(e.to_string()))?;
+            for record in batch
+                .records()
+                .map_err(|e| corrupt(offset, e.to_string()))?
+            {
+                let record = record.map_err(|e| corrupt(offset, e.to_string()))?;
+                if record.offset < offset {
+                    continue;
                 }
+                let at = |reason: String| corrupt(record.offset, reason);
+                let value = record
+                    .value
+                    .ok_or_else(|| at("a null record value".into()))?;
+                let decoded = MetadataRecord::decode(value).map_err(|e| at(e.to_string()))?;
+                image.apply(&decoded).map_err(|e| at(e.to_string()))?;
             }
-            offset = offset.max(batch.last_offset() + 1);
-        }
-        if offset == start {
-            return Err(UpgradeError::Storage(LogError::OffsetOutOfRange {
-                requested: offset,
-                log_start: log.log_start_offset(),
-                log_end: end,
-            }));
-        }
-    }
+            Ok(())
+        },
+    )?;
     Ok((image.records(), end))
 }
 
