@@ -166,7 +166,6 @@ fn error_topic(name: String, code: i16) -> DescribeTopicPartitionsResponseTopic 
 
 #[cfg(test)]
 mod tests {
-    use strata_kraft::CreateTopic;
     use strata_protocol::messages::ApiKey;
     use strata_protocol::messages::describe_topic_partitions_request::{
         Cursor as RequestCursor, TopicRequest,
@@ -232,17 +231,7 @@ mod tests {
     async fn pages_follow_the_cursor_in_name_order() {
         let dir = tempfile::tempdir().unwrap();
         let broker = fixture::broker_with_topic(dir.path(), "a").await;
-        broker
-            .create_topic(CreateTopic {
-                name: "b".to_owned(),
-                num_partitions: 3,
-                replication_factor: 1,
-                configs: Default::default(),
-                validate_only: false,
-                assignments: None,
-            })
-            .await
-            .unwrap();
+        fixture::create_topic(&broker, "b", 3).await;
         let ctx = fixture::ctx(&broker, ApiKey::DescribeTopicPartitions, 0);
         let unknown = ResponseError::UnknownTopicOrPartition.code();
         // Every topic, two partitions a page: a (1) and b's first; then the rest of b.

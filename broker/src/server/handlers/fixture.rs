@@ -37,10 +37,17 @@ pub async fn broker_with_topic_and(
     let node = crate::server::start::start(config).await.unwrap();
     node.wait_for_clients().await;
     let broker = node.broker;
+    create_topic(&broker, topic, 1).await;
+    broker
+}
+
+/// Creates `topic` with `partitions` partitions of one replica. The write returns once this
+/// node serves it, so its logs are open.
+pub async fn create_topic(broker: &Broker, topic: &str, partitions: i32) {
     broker
         .create_topic(CreateTopic {
             name: topic.to_owned(),
-            num_partitions: 1,
+            num_partitions: partitions,
             replication_factor: 1,
             configs: Default::default(),
             validate_only: false,
@@ -48,16 +55,10 @@ pub async fn broker_with_topic_and(
         })
         .await
         .unwrap();
-    // The topic's log opens as the node applies the committed image.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while broker.partition(topic, 0).is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{topic}-0 never opened"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
-    broker
+    assert!(
+        broker.partition(topic, 0).is_some(),
+        "{topic}-0 is not open"
+    );
 }
 
 /// A request context for `api_key` at `version`.
