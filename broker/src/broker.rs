@@ -31,9 +31,6 @@ pub mod request_memory;
 pub use cluster::{ControllerError, follow_images, inter_broker_endpoint};
 pub use elections::Elections;
 
-/// The directory (under `log.dirs`) of the metadata log. It is not a user topic.
-pub const METADATA_DIR: &str = "__cluster_metadata-0";
-
 /// A failure while opening the node at startup.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {

@@ -81,8 +81,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::config::BrokerConfig;
 use snapshotting::{SnapshotPolicy, apply_all, entries_after};
 
-/// The metadata log's directory inside `log.dirs`, as in Kafka.
-pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+pub use strata_kraft::METADATA_LOG_DIR;
 
 /// How many inputs may wait for the driver.
 const COMMAND_QUEUE: usize = 1024;

@@ -81,12 +81,9 @@ pub(super) struct ClusterMetadata {
     /// read once; each is taken by the first open of its partition's log, so a topic
     /// created again under the name later does not inherit it.
     log_starts: std::sync::Mutex<HashMap<(String, i32), i64>>,
-    /// Whether the partition directories the metadata does not place here were looked
-    /// for: once, after this broker's registration is first unfenced (its metadata has
-    /// caught up), as Kafka looks for stray replicas.
-    strays_checked: std::sync::atomic::AtomicBool,
     /// Becomes `true` once an applied image shows this process's broker registered and
-    /// unfenced (see [`Broker::wait_caught_up`]).
+    /// unfenced (see [`Broker::wait_caught_up`]), after the partition directories the
+    /// metadata does not place here were removed (Kafka's stray replicas).
     caught_up: watch::Sender<bool>,
     /// Every metadata entry below this offset is in the image this node serves.
     applied: watch::Sender<i64>,
@@ -145,7 +142,6 @@ impl ClusterMetadata {
             log_starts: std::sync::Mutex::new(strata_storage::checkpoint::log_start_offsets(
                 &config.log_dir,
             )),
-            strays_checked: std::sync::atomic::AtomicBool::new(false),
             caught_up: watch::Sender::new(false),
             applied: watch::Sender::new(0),
             broker_epoch: AtomicI64::new(-1),
@@ -774,11 +770,8 @@ impl Broker {
             .brokers
             .get(&self.config.node_id)
             .is_some_and(|b| b.incarnation_id == self.incarnation_id && !b.fenced);
-        if caught_up
-            && !cluster
-                .strays_checked
-                .swap(true, std::sync::atomic::Ordering::AcqRel)
-        {
+        // Only this task sets the flag, so reading it first is not a race.
+        if caught_up && !*cluster.caught_up.borrow() {
             self.remove_orphan_dirs(image);
             cluster.caught_up.send_replace(true);
         }

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use strata_kraft::MetadataImage;
 use strata_storage::Log;
 
-use super::{Broker, METADATA_DIR};
+use strata_kraft::METADATA_LOG_DIR;
+
+use super::Broker;
 use crate::coordinator::offsets::OFFSETS_TOPIC;
 use crate::partition::Partition;
 
@@ -128,7 +130,7 @@ impl Broker {
             let name = entry.file_name().to_string_lossy().into_owned();
             // `__consumer_offsets-<n>` belongs to the offset store, not to the image.
             let offsets_dir = name.starts_with(&format!("{OFFSETS_TOPIC}-"));
-            if name == METADATA_DIR || offsets_dir || !entry.path().is_dir() {
+            if name == METADATA_LOG_DIR || offsets_dir || !entry.path().is_dir() {
                 continue;
             }
             let Some((topic, idx)) = name.rsplit_once('-') else {
