@@ -38,6 +38,22 @@ produce_numbered() {
         timeout 60 kcat -P -b "$1" -t "$2" -K: -X acks=all -X message.timeout.ms=30000
 }
 
+# Waits (at most 15 s) until the node at bootstrap $1 lists topic $2 with its partitions: a
+# node learns of a topic another node created when its metadata log catches up, as a Kafka
+# broker does, so a consumer that asks a third node at once may be told it is unknown.
+wait_for_topic() {
+    local i
+    for i in $(seq 30); do
+        if timeout 10 kcat -b "$1" -L -t "$2" -m 5 2>/dev/null | grep -q '^    partition 0,'; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    echo "FAIL: the node at $1 does not list topic $2 after 15 s"
+    timeout 10 kcat -b "$1" -L -t "$2" -m 5 || true
+    return 1
+}
+
 # Reads topic $2 through bootstrap $1 from the beginning to its end and checks that it holds
 # exactly msg-000001..msg-N (N = $3), each once, in order within each partition.
 check_numbered() {

@@ -84,6 +84,7 @@ messages=2000
 echo "== produce $messages messages to $topic through strata-$leader ($produce_via, acks=all)"
 produce_numbered "$produce_via" "$topic" "$messages"
 echo "== read them back through strata-$other ($consume_via)"
+wait_for_topic "$consume_via" "$topic"
 check_numbered "$consume_via" "$topic" "$messages"
 brokers=$(timeout 30 kcat -b "$consume_via" -L -m 20 | grep -c '^  broker [0-9]* at 127\.0\.0\.1:') || true
 [[ $brokers == 3 ]] || { echo "FAIL: Metadata lists $brokers brokers at host addresses, not 3"; exit 1; }

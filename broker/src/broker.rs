@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::config::BrokerConfig;
 use crate::coordinator::group::classic::{GroupConfig, GroupCoordinator};
 use crate::coordinator::group::consumer::{ConsumerGroupConfig, ConsumerGroupCoordinator};
-use crate::coordinator::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetStoreError, OffsetsConfig};
+use crate::coordinator::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetsConfig};
 use crate::partition::Partition;
 use request_memory::RequestMemory;
 
@@ -36,8 +36,6 @@ pub use elections::Elections;
 pub enum StartupError {
     #[error("metadata: {0}")]
     Metadata(#[from] MetadataError),
-    #[error("offsets: {0}")]
-    Offsets(#[from] OffsetStoreError),
     #[error("cannot create log directory {dir}: {source}")]
     LogDir {
         dir: PathBuf,
@@ -117,8 +115,7 @@ impl Broker {
         }
         let image = images.borrow().clone();
         let metadata = cluster::ClusterMetadata::new(&config, images, clean);
-        let offsets = Arc::new(OffsetStore::open(
-            &dir,
+        let offsets = Arc::new(OffsetStore::new(
             OffsetsConfig {
                 num_partitions: config.offsets_topic_num_partitions,
                 retention_ms: config.offsets_retention_ms,
@@ -129,7 +126,7 @@ impl Broker {
                 metadata_max_bytes: config.offset_metadata_max_bytes,
             },
             now_ms,
-        )?);
+        ));
         let groups = GroupCoordinator::with_log(
             GroupConfig {
                 initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
@@ -138,7 +135,7 @@ impl Broker {
                 ..GroupConfig::default()
             },
             offsets.clone(),
-            offsets.group_metadata(),
+            Vec::new(),
             now_ms,
         );
         let consumer_groups = ConsumerGroupCoordinator::with_log(
@@ -149,7 +146,7 @@ impl Broker {
                 max_size: config.group_consumer_max_size,
             },
             offsets.clone(),
-            offsets.consumer_group_records(),
+            Vec::new(),
             &image,
             now_ms,
         );
@@ -254,23 +251,22 @@ impl Broker {
     }
 
     /// Creates `__consumer_offsets`, as the active controller: its
-    /// `offsets.topic.num.partitions` partitions with one replica each, placed like any
-    /// topic's, compacted (see `offsets::placement`). Clients cannot create it.
+    /// `offsets.topic.num.partitions` partitions of
+    /// [`BrokerConfig::offsets_replication_factor`] replicas, placed like any topic's,
+    /// compacted (see `offsets::placement`). Clients cannot create it.
     ///
     /// # Errors
     ///
     /// [`CreateTopicError::Metadata`]: TOPIC_ALREADY_EXISTS when it exists, NOT_CONTROLLER
     /// off the controller.
     pub async fn create_offsets_topic(&self) -> Result<Uuid, CreateTopicError> {
-        let mut configs = BTreeMap::new();
-        configs.insert("cleanup.policy".to_owned(), "compact".to_owned());
         self.cluster_create_topic(CreateTopic {
             name: OFFSETS_TOPIC.to_owned(),
             num_partitions: self.config.offsets_topic_num_partitions,
-            // One replica: the offset store keeps the partition's log itself and does not
-            // replicate it (see `offsets::placement`).
-            replication_factor: 1,
-            configs,
+            replication_factor: self.config.offsets_replication_factor(),
+            configs: crate::coordinator::offsets::topic_configs()
+                .into_iter()
+                .collect(),
             validate_only: false,
             assignments: None,
         })
@@ -528,7 +524,6 @@ impl Broker {
     /// [`SHUTDOWN_FLUSH_THREADS`] threads at once, so that their fsyncs overlap and the file
     /// system commits many with one journal write, instead of one partition after another.
     pub fn flush_all(&self) {
-        self.offsets.flush();
         let partitions = self.all_partitions();
         let failed = std::sync::atomic::AtomicBool::new(false);
         let next = std::sync::atomic::AtomicUsize::new(0);

@@ -179,6 +179,9 @@ pub struct BrokerConfig {
     pub group_consumer_max_size: usize,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` that groups hash to.
     pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.replication.factor` as set; see
+    /// [`BrokerConfig::offsets_replication_factor`] for the value used.
+    pub offsets_topic_replication_factor: i16,
     /// `offsets.retention.minutes`, in milliseconds: how long an unneeded offset is kept.
     pub offsets_retention_ms: i64,
     /// `offsets.retention.check.interval.ms`: how often expired offsets are looked for.
@@ -547,6 +550,10 @@ impl BrokerConfig {
                 "offsets.topic.num.partitions",
                 get("offsets.topic.num.partitions"),
             )?,
+            offsets_topic_replication_factor: positive::<i16>(
+                "offsets.topic.replication.factor",
+                get("offsets.topic.replication.factor"),
+            )?,
             offsets_retention_ms: positive::<i64>(
                 "offsets.retention.minutes",
                 get("offsets.retention.minutes"),
@@ -587,6 +594,23 @@ impl BrokerConfig {
             && !self.is_dynamic_quorum()
             && (self.standalone_quorum
                 || (self.quorum_voters.len() == 1 && self.quorum_voters[0].id == self.node_id))
+    }
+
+    /// The replication factor `__consumer_offsets` is created with: `offsets.topic.replication.factor`
+    /// (Kafka's default, 3) when set, or on any node but the only voter of its own quorum;
+    /// that node (the zero-configuration single node) uses 1 unless told otherwise, as
+    /// Kafka's single-node quickstart configures it, since no other broker can join it.
+    #[must_use]
+    pub fn offsets_replication_factor(&self) -> i16 {
+        if self.is_sole_voter()
+            && !self
+                .explicit
+                .contains_key("offsets.topic.replication.factor")
+        {
+            1
+        } else {
+            self.offsets_topic_replication_factor
+        }
     }
 
     /// Whether the voters come from the metadata log rather than the configuration: only

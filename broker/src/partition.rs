@@ -78,6 +78,19 @@ pub enum LeaderAppendError {
     Log(#[from] LogError),
 }
 
+/// Why an acks=all append is not acknowledged (its Kafka code is
+/// `crate::server::error::ack_error_code`).
+#[derive(Debug)]
+pub enum AckError {
+    /// This node no longer leads in the append's epoch.
+    LeadershipEnded,
+    /// The ISR shrank below `min.insync.replicas` after the high watermark passed the
+    /// records.
+    Replication(ReplicationError),
+    /// The deadline passed first.
+    TimedOut,
+}
+
 /// Where the partition's group-commit fsyncs stand.
 #[derive(Debug, Clone, Copy)]
 struct FlushMarks {
@@ -519,6 +532,50 @@ impl Partition {
     ) -> Result<ReadResult, LogError> {
         let hw = self.high_watermark();
         self.log().read(offset, max_bytes, hw, min_one_batch)
+    }
+
+    /// Waits until the high watermark (the ISR's) reaches `target` while this node still
+    /// leads in `leader_epoch`, the epoch of the append that ends at `target` (Kafka's
+    /// DelayedProduce for acks=all), or until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// [`AckError::LeadershipEnded`] when this node stops leading in that epoch,
+    /// [`AckError::Replication`] when the ISR is below `min.insync.replicas` once the
+    /// records are committed, [`AckError::TimedOut`] at the deadline.
+    pub async fn wait_committed(
+        &self,
+        leader_epoch: i32,
+        target: i64,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), AckError> {
+        let mut hw = self.subscribe();
+        loop {
+            let reached = *hw.borrow_and_update() >= target;
+            // Checked after reading the high watermark: a follower's high watermark (the new
+            // leader's, over a log truncated and refilled) must not answer for records this
+            // node appended as leader; the epoch never comes back, so still leading in it
+            // means the value read was this leadership's.
+            if self.replicated_leader_epoch() != Some(leader_epoch) {
+                return Err(AckError::LeadershipEnded);
+            }
+            if reached {
+                // KIP-966 holds the high watermark while the ISR is below
+                // min.insync.replicas, but the ISR can shrink between the high watermark
+                // passing the records and this check: Kafka then answers
+                // NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records stay; the producer retries,
+                // which the idempotent producer deduplicates).
+                return self.check_after_append().map_err(AckError::Replication);
+            }
+            tokio::select! {
+                changed = hw.changed() => if changed.is_err() {
+                    return Err(AckError::LeadershipEnded);
+                },
+                () = tokio::time::sleep_until(deadline) => return Err(AckError::TimedOut),
+                // Leadership can end without the high watermark moving.
+                () = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+            }
+        }
     }
 
     /// The high watermark.

@@ -537,7 +537,7 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
         "The server-side assignors of KIP-848 consumer groups, default first."),
     broker("group.consumer.max.size", Int, Some(INT_MAX), Any, ReadOnly,
         "The most members a KIP-848 consumer group may have."),
-    broker("offsets.topic.replication.factor", Short, Some("1"), Any, ReadOnly,
+    broker("offsets.topic.replication.factor", Short, Some("3"), Any, ReadOnly,
         "Replicas of __consumer_offsets."),
     broker("offsets.topic.num.partitions", Int, Some("50"), Any, ReadOnly,
         "Partitions of __consumer_offsets."),

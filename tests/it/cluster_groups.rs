@@ -6,8 +6,11 @@
 //!   group with NOT_COORDINATOR;
 //! - a group's committed offsets are found by a consumer bootstrapped at another node: it
 //!   resumes after them instead of reading everything again;
-//! - the coordinator killed with SIGKILL: the group is unavailable (its offsets partition
-//!   has one replica), and once the node is back the group resumes from its offsets.
+//! - the coordinator killed with SIGKILL: another replica of the group's offsets partition
+//!   (three replicas, `offsets.topic.replication.factor`'s default) takes the group over, and
+//!   a consumer resumes from the offsets committed through the killed node; then the new
+//!   coordinator killed and its data directory deleted: the third node takes over, and the
+//!   wiped node rejoins.
 //!
 //! Every wait is bounded; what is measured is printed as `measured:` lines.
 
@@ -166,31 +169,56 @@ fn a_group_s_offsets_are_found_through_every_node() {
     b.commit_consumer_state(CommitMode::Sync).expect("commit");
     drop(b);
 
-    // The coordinator killed: no node coordinates the group until it is back (one replica).
+    // The coordinator killed: another replica of the group's `__consumer_offsets` partition
+    // (three replicas) leads it, loads the group and serves its committed offsets.
     c.node(coordinator).kill9();
-    let survivors = others.clone();
-    let unavailable = wait_until(
-        "the group unavailable without its coordinator",
-        WAIT,
-        cluster::POLL,
-        || {
-            Ok(survivors.iter().all(|&id| {
-                let port = c.port(id);
-                find_coordinator_raw(port, GROUP).is_ok_and(|(e, _)| e == 15)
-            }))
-        },
-    );
-    unavailable.unwrap_or_else(|e| panic!("{e:?}"));
     let t = Instant::now();
-    c.node(coordinator).restart();
-    assert_eq!(agreed_coordinator(&c, &all), coordinator);
+    let successor = agreed_coordinator(&c, &others);
+    assert_ne!(successor, coordinator);
     println!(
-        "measured: the killed coordinator restarted: it coordinates {GROUP} again {} ms later",
+        "measured: node {coordinator} killed: node {successor} coordinates {GROUP} {} ms later",
         t.elapsed().as_millis()
     );
     let (third, errors) = produce(&p, TOPIC, PARTITIONS, 10, "third");
     assert!(errors.is_empty(), "{errors:?}");
     let d = consumer(&c.bootstrap(&[others[0]]));
     let read = drain(&d, third.len(), Duration::ZERO);
-    assert_eq!(read, third, "the group resumes from its committed offsets");
+    assert_eq!(
+        read, third,
+        "the group resumes from its committed offsets on the new coordinator"
+    );
+    d.commit_consumer_state(CommitMode::Sync).expect("commit");
+    drop(d);
+
+    // The killed node back; then the new coordinator killed with its data directory
+    // deleted: the third replica takes over, and the wiped node, once restarted, copies
+    // the partition back from the leader.
+    c.node(coordinator).restart();
+    agreed_coordinator(&c, &all);
+    c.node(successor).kill9();
+    std::fs::remove_dir_all(&c.node(successor).data_dir).expect("wipe the data directory");
+    let t = Instant::now();
+    let remaining: Vec<i32> = all.iter().copied().filter(|&i| i != successor).collect();
+    let third_coordinator = agreed_coordinator(&c, &remaining);
+    println!(
+        "measured: node {successor} killed and wiped: node {third_coordinator} coordinates {GROUP} {} ms later",
+        t.elapsed().as_millis()
+    );
+    let (fourth, errors) = produce(&p, TOPIC, PARTITIONS, 10, "fourth");
+    assert!(errors.is_empty(), "{errors:?}");
+    let e = consumer(&c.bootstrap(&[third_coordinator]));
+    let read = drain(&e, fourth.len(), Duration::ZERO);
+    assert_eq!(
+        read, fourth,
+        "the group resumes from the offsets committed through the previous coordinator"
+    );
+    e.commit_consumer_state(CommitMode::Sync).expect("commit");
+    drop(e);
+    c.node(successor).restart();
+    let t = Instant::now();
+    agreed_coordinator(&c, &all);
+    println!(
+        "measured: the wiped node {successor} restarted: all three agree on the coordinator {} ms later",
+        t.elapsed().as_millis()
+    );
 }

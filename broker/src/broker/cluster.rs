@@ -48,6 +48,7 @@ use strata_storage::Log;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::Broker;
+use crate::coordinator::offsets::OFFSETS_TOPIC;
 use crate::partition::Partition;
 use crate::quorum::QuorumHandle;
 
@@ -676,11 +677,7 @@ impl Broker {
         let old = self.image();
         let me = self.config.node_id;
         let now_ms = crate::now_ms();
-        // `__consumer_offsets` places the group coordinators (`offsets::placement`); its
-        // partitions' logs are the offset store's, never opened, followed or removed here.
-        let offsets =
-            |t: &&strata_kraft::TopicImage| t.name != crate::coordinator::offsets::OFFSETS_TOPIC;
-        for t in old.topics.values().filter(offsets) {
+        for t in old.topics.values() {
             if new.topics.get(&t.name).map(|n| n.topic_id) != Some(t.topic_id) {
                 for p in &t.partitions {
                     self.fetchers.unfollow(&t.name, p.partition);
@@ -691,7 +688,7 @@ impl Broker {
         // A dynamic broker config (KIP-226) is the default of every topic without an
         // override, so a change to any gives every hosted partition its config again.
         let broker_configs_changed = old.broker_configs != new.broker_configs;
-        for t in new.topics.values().filter(offsets) {
+        for t in new.topics.values() {
             let cfg = self.log_config_in(&new, &t.configs);
             let configs_changed = old.topics.get(&t.name).is_some_and(|o| {
                 o.topic_id == t.topic_id && (broker_configs_changed || o.configs != t.configs)
@@ -837,8 +834,14 @@ impl Broker {
                 min_insync_replicas: min_isr.max(1),
             };
             partition.make_leader(me, &registration, config);
+            if partition.topic == OFFSETS_TOPIC {
+                self.coordinate(partition, p.leader_epoch);
+            }
         } else {
             partition.resign();
+            if partition.topic == OFFSETS_TOPIC {
+                self.stop_coordinating(partition.index);
+            }
             if p.leader >= 0 {
                 self.fetchers
                     .follow(self, partition, p.leader, p.leader_epoch);
@@ -846,6 +849,61 @@ impl Broker {
                 self.fetchers.unfollow(&partition.topic, partition.index);
             }
         }
+    }
+
+    /// This node leads `__consumer_offsets` partition `partition` in `epoch`: the offset
+    /// store loads it on a blocking thread, and the group coordinators take its groups
+    /// (Kafka's `GroupCoordinatorService.onElection`).
+    fn coordinate(self: &Arc<Self>, partition: Arc<Partition>, epoch: i32) {
+        let index = partition.index;
+        if !self.offsets.begin_load(index, partition, epoch) {
+            return;
+        }
+        let broker = self.clone();
+        let load = move || {
+            let image = broker.image();
+            let loaded = broker.offsets.load(index, epoch, |state| {
+                broker.groups.load_partition(
+                    state
+                        .group_metadata()
+                        .map(|(g, v)| (g.clone(), v.clone()))
+                        .collect(),
+                );
+                broker.consumer_groups.load_partition(
+                    state
+                        .consumer_group_records()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                    &image,
+                );
+            });
+            match loaded {
+                Ok(true) => {
+                    broker.groups.after_load();
+                    broker.consumer_groups.after_load();
+                }
+                Ok(false) => {}
+                Err(e) => tracing::error!(partition = index, epoch, error = %e,
+                    "cannot load {OFFSETS_TOPIC} partition; its groups stay unavailable here until its next leader change"),
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(load);
+            }
+            Err(_) => load(),
+        }
+    }
+
+    /// This node no longer leads `__consumer_offsets` partition `index`: its groups go
+    /// (Kafka's `GroupCoordinatorService.onResignation`).
+    pub(super) fn stop_coordinating(&self, index: i32) {
+        let offsets = &self.offsets;
+        offsets.resign(index, |_| {
+            let gone = |g: &str| offsets.partition_for(g) == index;
+            self.groups.unload_partition(gone);
+            self.consumer_groups.unload_partition(gone);
+        });
     }
 
     /// Closes and removes one partition replica this node no longer holds (a replica a
@@ -860,6 +918,9 @@ impl Broker {
             // A leader moved away: a produce still holding the partition is refused from
             // here on rather than appended to a log about to be deleted.
             partition.resign();
+            if partition.topic == OFFSETS_TOPIC {
+                self.stop_coordinating(partition.index);
+            }
         }
         if removed.is_some() {
             let dir = self.partition_dir(topic, index);

@@ -128,8 +128,11 @@ impl Broker {
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            // `__consumer_offsets-<n>` belongs to the offset store, not to the image.
-            let offsets_dir = name.starts_with(&format!("{OFFSETS_TOPIC}-"));
+            // Before `__consumer_offsets` is in the image, its directories are a store's
+            // from before the topic was replicated (an upgraded node): the topic's creation
+            // adopts them, with their offsets.
+            let offsets_dir = name.starts_with(&format!("{OFFSETS_TOPIC}-"))
+                && !image.topics.contains_key(OFFSETS_TOPIC);
             if name == METADATA_LOG_DIR || offsets_dir || !entry.path().is_dir() {
                 continue;
             }

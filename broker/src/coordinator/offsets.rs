@@ -16,31 +16,57 @@
 //!
 //! - [`records`]: the key and value encodings, the partition hash.
 //! - [`state`]: the sans-IO live state of one partition, and the compaction and expiry rules.
-//! - this module: [`OffsetStore`], the driver that owns the partition logs.
+//! - this module: [`OffsetStore`], the coordinator runtime of the partitions: which of them
+//!   this node coordinates, their loading, and their writes.
 //!
-//! Partition `n` lives in `<log.dirs>/__consumer_offsets-<n>/`, a [`strata_storage::Log`]. A
-//! partition's log is created on its first write, so a fresh broker does not create 50 empty
-//! directories; at start the directories that exist are opened and replayed (latest value per
-//! key wins, a null value deletes the key). The topic is not in the metadata image: it is the
-//! coordinator's storage, not a user topic, and the broker's orphan-directory sweep skips it.
+//! # A coordinator runtime (Kafka's `CoordinatorRuntime`)
+//!
+//! `__consumer_offsets` is a topic like any other to the broker: created by the controller
+//! with `offsets.topic.num.partitions` partitions of `offsets.topic.replication.factor`
+//! replicas, compacted, replicated by the followers' fetchers, its ISR kept by the leader.
+//! The store owns no log. For each partition it keeps a role:
+//!
+//! - not the leader here: every request for its groups gets NOT_COORDINATOR;
+//! - leader, loading: when the broker applies an image that makes this node the partition's
+//!   leader, [`OffsetStore::begin_load`] records the epoch, and [`OffsetStore::load`]
+//!   replays the replica's log (latest value per key wins, a null value deletes the key) on
+//!   a blocking thread. Meanwhile requests get COORDINATOR_LOAD_IN_PROGRESS;
+//! - leader, active: the live state answers reads, and writes are appended through the
+//!   partition as its leader ([`crate::partition::Partition::append_as_leader`], stamped
+//!   with the leader epoch the load began in), then answered once the high watermark
+//!   passes them ([`PendingWrite::committed`]: acks=all, Kafka's
+//!   `CoordinatorRuntime.CoordinatorWriteEvent` completing at the high watermark).
+//!
+//! When the node stops leading a partition (a newer image names another leader, or the
+//! replica moves away), [`OffsetStore::resign`] drops its state; the new leader rebuilds it
+//! from its own replica, which holds every committed record.
 //!
 //! # Durability
 //!
 //! One OffsetCommit request becomes one record batch (Kafka appends a request's records
-//! atomically too), and the response is sent after the append, so an acknowledged commit is
-//! in the page cache and survives a `kill -9` of the broker. As for user topics, fsync is a
-//! policy: segments are fsynced when they roll and on clean shutdown.
+//! atomically too), and the response is sent once the batch is committed: in the log of
+//! every replica of the ISR, at least `min.insync.replicas` of them. An acknowledged commit
+//! survives a `kill -9` of its coordinator, and the loss of its disk. As for user topics,
+//! fsync is a policy: segments are fsynced when they roll and on clean shutdown.
+//!
+//! The state is applied when the batch is appended, before it is committed, as Kafka's
+//! runtime applies it to its timeline at the append; unlike Kafka's, reads here do not wait
+//! for the commit (an OffsetFetch can see an offset whose commit is still being
+//! replicated, and that a leader change would lose).
 //!
 //! # Compaction policy
 //!
-//! Kafka's log cleaner compacts `__consumer_offsets` in the background. Here each partition
-//! compacts itself after an append, when its log is larger than twice its live state plus
-//! 1 MiB ([`state::PartitionState::needs_compaction`]): it rolls the active segment, appends
-//! the live records as new batches, then deletes every older segment. A crash in between
-//! leaves old and new copies of the same keys, which replay resolves (the rewrite comes last),
-//! so no step can lose a committed offset. The rewrite costs the live size and follows at least
-//! as much new data, so compaction adds a constant factor to each write, and the log stays
-//! within `2 x live + 1 MiB` plus one batch.
+//! Kafka's log cleaner compacts `__consumer_offsets` in the background. Here the leader of
+//! each partition compacts it after an append, when its log is larger than twice its live
+//! state plus 1 MiB ([`state::PartitionState::needs_compaction`]): it rolls the active
+//! segment at offset `m`, appends the live records as new batches (replicated like any
+//! other), and once the high watermark has passed them moves the log start offset to `m`
+//! (as DeleteRecords would; the followers follow it) and deletes the segments below. A
+//! crash or a leader change in between leaves old and new copies of the same keys, which
+//! replay resolves (the rewrite comes last), so no step can lose a committed offset. The
+//! rewrite costs the live size and follows at least as much new data, so compaction adds a
+//! constant factor to each write, and the log stays within `2 x live + 1 MiB` plus one
+//! batch and whatever the followers have not yet fetched.
 //!
 //! # Expiry
 //!
@@ -54,27 +80,35 @@ pub mod records;
 pub mod state;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use strata_protocol::record_batch::{self, BatchError, SimpleRecord};
-use strata_storage::{Log, LogConfig, LogError};
+#[cfg(test)]
+use strata_storage::LogConfig;
+use strata_storage::LogError;
 use thiserror::Error;
 
 pub use records::{CommittedOffset, CoordinatorRecord, OffsetKey};
-use state::PartitionState;
+pub use state::PartitionState;
+
+use crate::partition::{AckError, FlushWait, LeaderAppendError, Partition};
 
 /// The internal topic's name.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// Records of one request go into batches of at most this many bytes, so a batch always fits
-/// the log's `max.message.bytes` below, and a compaction rewrite is a series of batches.
+/// the topic's `max.message.bytes` ([`topic_configs`]), and a compaction rewrite is a series
+/// of batches.
 const MAX_BATCH_BYTES: usize = 512 * 1024;
 
 /// How many bytes replay reads at a time (at least one whole batch).
 const REPLAY_READ_BYTES: u32 = 1 << 20;
+
+/// How long a write waits to be committed: Kafka's default `offsets.commit.timeout.ms`.
+pub const COMMIT_TIMEOUT: Duration = Duration::from_millis(5_000);
 
 /// The broker settings the store needs, with Kafka's names.
 #[derive(Debug, Clone, Copy)]
@@ -93,7 +127,29 @@ pub struct OffsetsConfig {
 /// A failure of the offsets store.
 #[derive(Debug, Error)]
 pub enum OffsetStoreError {
-    /// A partition log could not be opened, read or appended to.
+    /// This node does not lead the group's partition (NOT_COORDINATOR).
+    #[error("{OFFSETS_TOPIC}-{partition} is not led by this node")]
+    NotCoordinator { partition: i32 },
+    /// This node leads the partition and is still loading it (COORDINATOR_LOAD_IN_PROGRESS).
+    #[error("{OFFSETS_TOPIC}-{partition} is loading")]
+    LoadInProgress { partition: i32 },
+    /// The partition's leader refused or failed the append.
+    #[error("{OFFSETS_TOPIC}-{partition}: {source}")]
+    Append {
+        partition: i32,
+        source: LeaderAppendError,
+    },
+    /// The records were appended and not committed (leadership ended, the ISR is too
+    /// small, or the wait timed out): the client retries.
+    #[error("{OFFSETS_TOPIC}-{partition}: not committed: {cause:?}")]
+    NotCommitted { partition: i32, cause: AckError },
+    /// The fsync an append waited for failed.
+    #[error("{OFFSETS_TOPIC}-{partition}: {source}")]
+    Flush {
+        partition: i32,
+        source: crate::partition::FlushError,
+    },
+    /// A partition log could not be read or trimmed.
     #[error("{OFFSETS_TOPIC}-{partition}: {source}")]
     Log { partition: i32, source: LogError },
     /// A batch read back during replay does not parse (damage after it was written).
@@ -107,86 +163,117 @@ pub enum OffsetStoreError {
     },
 }
 
-/// One `__consumer_offsets` partition: its log, created on first write, and its live state.
+/// Where this node stands for one partition.
+enum Role {
+    /// It does not lead the partition.
+    NotLeader,
+    /// It leads the partition in `epoch` and is replaying its log.
+    Loading {
+        epoch: i32,
+        partition: Arc<Partition>,
+    },
+    /// It leads the partition in `epoch` and serves its groups.
+    Active {
+        epoch: i32,
+        partition: Arc<Partition>,
+    },
+}
+
+/// One `__consumer_offsets` partition: this node's role and, while active, the live state.
 struct OffsetsPartition {
     index: i32,
-    log: Option<Log>,
+    role: Role,
     state: PartitionState,
+    /// A compaction rewrite on its way: (the offset it starts at, the end of its last batch).
+    /// Once the high watermark passes the end, the log starts at the start.
+    compaction: Option<(i64, i64)>,
+}
+
+/// What a write waits for before it is answered.
+#[must_use = "a write is answered only once it is committed"]
+pub struct PendingWrite {
+    partition_index: i32,
+    /// Nothing to wait for when `None` (nothing was written).
+    wait: Option<Committing>,
+}
+
+struct Committing {
+    partition: Arc<Partition>,
+    epoch: i32,
+    end: i64,
+    flushes: Vec<FlushWait>,
+}
+
+impl PendingWrite {
+    fn nothing(partition_index: i32) -> Self {
+        PendingWrite {
+            partition_index,
+            wait: None,
+        }
+    }
+
+    /// Waits until the write is committed (every fsync it asked for done, and the high
+    /// watermark past its records in the epoch it was appended in), at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`OffsetStoreError::NotCommitted`] or [`OffsetStoreError::Flush`].
+    pub async fn committed(self, timeout: Duration) -> Result<(), OffsetStoreError> {
+        let Some(c) = self.wait else {
+            return Ok(());
+        };
+        let partition = self.partition_index;
+        for f in c.flushes {
+            f.wait()
+                .await
+                .map_err(|source| OffsetStoreError::Flush { partition, source })?;
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        c.partition
+            .wait_committed(c.epoch, c.end, deadline)
+            .await
+            .map_err(|cause| OffsetStoreError::NotCommitted { partition, cause })
+    }
 }
 
 /// The committed offsets and group metadata of every group this node coordinates.
 pub struct OffsetStore {
-    /// `log.dirs`; partition `n` is `<log_dir>/__consumer_offsets-<n>/`.
-    log_dir: PathBuf,
     config: OffsetsConfig,
     /// One lock per partition: a group's requests serialise on its partition only.
     partitions: Vec<Mutex<OffsetsPartition>>,
     /// Broker time of the last expiry pass, so housekeeping can tick more often.
     last_expiry_ms: AtomicI64,
+    /// Bumped whenever a load ends, for [`OffsetStore::wait_loaded`].
+    loads: tokio::sync::watch::Sender<u64>,
 }
 
 impl OffsetStore {
-    /// Opens and replays the partition directories that exist under `log_dir`.
-    ///
-    /// # Errors
-    /// [`OffsetStoreError`] when an existing partition log cannot be opened or read.
+    /// A store that leads no partition yet.
     ///
     /// # Panics
     /// If `config.num_partitions` is not positive (the configuration refuses that).
-    pub fn open(
-        log_dir: &Path,
-        config: OffsetsConfig,
-        now_ms: i64,
-    ) -> Result<Self, OffsetStoreError> {
+    #[must_use]
+    pub fn new(config: OffsetsConfig, now_ms: i64) -> Self {
         assert!(
             config.num_partitions > 0,
             "offsets.topic.num.partitions must be positive"
         );
-        let mut partitions = Vec::new();
-        for index in 0..config.num_partitions {
-            let dir = partition_dir(log_dir, index);
-            let mut p = OffsetsPartition {
-                index,
-                log: None,
-                state: PartitionState::default(),
-            };
-            if dir.is_dir() {
-                let log = Log::open(&dir, log_config(), now_ms).map_err(|source| {
-                    OffsetStoreError::Log {
-                        partition: index,
-                        source,
-                    }
-                })?;
-                replay(&log, index, &mut p.state)?;
-                tracing::info!(
-                    partition = index,
-                    live_bytes = p.state.live_bytes(),
-                    log_bytes = log.size_bytes(),
-                    "loaded {OFFSETS_TOPIC} partition"
-                );
-                p.log = Some(log);
-            }
-            partitions.push(Mutex::new(p));
-        }
-        if let Ok(entries) = std::fs::read_dir(log_dir) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(n) = name
-                    .strip_prefix(OFFSETS_TOPIC)
-                    .and_then(|s| s.strip_prefix('-'))
-                    && n.parse::<i32>().is_ok_and(|n| n >= config.num_partitions)
-                {
-                    tracing::warn!(dir = %name, num_partitions = config.num_partitions,
-                        "ignoring {OFFSETS_TOPIC} partition beyond offsets.topic.num.partitions");
-                }
-            }
-        }
-        Ok(OffsetStore {
-            log_dir: log_dir.to_path_buf(),
+        let partitions = (0..config.num_partitions)
+            .map(|index| {
+                Mutex::new(OffsetsPartition {
+                    index,
+                    role: Role::NotLeader,
+                    state: PartitionState::default(),
+                    compaction: None,
+                })
+            })
+            .collect();
+        OffsetStore {
             config,
             partitions,
             last_expiry_ms: AtomicI64::new(now_ms),
-        })
+            loads: tokio::sync::watch::Sender::new(0),
+        }
     }
 
     /// The store's settings.
@@ -205,6 +292,13 @@ impl OffsetStore {
         self.lock_index(self.partition_for(group))
     }
 
+    /// `None` for an index past `offsets.topic.num.partitions` (a topic created with more
+    /// partitions than this node is configured with: those are never coordinated here).
+    fn try_lock_index(&self, index: i32) -> Option<MutexGuard<'_, OffsetsPartition>> {
+        let p = self.partitions.get(usize::try_from(index).ok()?)?;
+        Some(p.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
     fn lock_index(&self, index: i32) -> MutexGuard<'_, OffsetsPartition> {
         // partition_for returns 0..num_partitions, the length of the vector.
         self.partitions[index as usize]
@@ -212,16 +306,128 @@ impl OffsetStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// This node leads `partition` (its replica of `__consumer_offsets`-`index`) in
+    /// `epoch`: its state is to be loaded. `true` when a load must run
+    /// ([`OffsetStore::load`]); `false` when this leadership is already loading or loaded.
+    pub fn begin_load(&self, index: i32, partition: Arc<Partition>, epoch: i32) -> bool {
+        let Some(mut p) = self.try_lock_index(index) else {
+            return false;
+        };
+        if let Role::Loading { epoch: e, .. } | Role::Active { epoch: e, .. } = &p.role
+            && *e == epoch
+        {
+            return false;
+        }
+        p.role = Role::Loading { epoch, partition };
+        p.state = PartitionState::default();
+        p.compaction = None;
+        true
+    }
+
+    /// Replays partition `index`'s log for the leadership of `epoch` that
+    /// [`OffsetStore::begin_load`] began, and makes it active, unless the node stopped
+    /// leading it in that epoch meanwhile. `loaded` sees the state just before the
+    /// partition becomes active (the group coordinators take their groups from it); it runs
+    /// under the partition's lock, so no request of these groups comes before it.
+    ///
+    /// Returns whether the partition became active.
+    ///
+    /// # Errors
+    /// [`OffsetStoreError`] when the log cannot be read; the partition stays loading
+    /// (its groups get COORDINATOR_LOAD_IN_PROGRESS) until the next leadership change.
+    pub fn load(
+        &self,
+        index: i32,
+        epoch: i32,
+        loaded: impl FnOnce(&PartitionState),
+    ) -> Result<bool, OffsetStoreError> {
+        let partition = {
+            let Some(p) = self.try_lock_index(index) else {
+                return Ok(false);
+            };
+            match &p.role {
+                Role::Loading {
+                    epoch: e,
+                    partition,
+                } if *e == epoch => partition.clone(),
+                _ => return Ok(false),
+            }
+        };
+        let mut state = PartitionState::default();
+        let started = std::time::Instant::now();
+        replay(&partition, index, &mut state)?;
+        let mut p = self.lock_index(index);
+        if !matches!(&p.role, Role::Loading { epoch: e, .. } if *e == epoch) {
+            return Ok(false);
+        }
+        loaded(&state);
+        tracing::info!(
+            partition = index,
+            epoch,
+            live_bytes = state.live_bytes(),
+            log_bytes = partition.log().size_bytes(),
+            elapsed_ms = started.elapsed().as_millis(),
+            "loaded {OFFSETS_TOPIC} partition"
+        );
+        p.state = state;
+        p.role = Role::Active { epoch, partition };
+        drop(p);
+        self.loads.send_modify(|n| *n += 1);
+        Ok(true)
+    }
+
+    /// Waits (at most `max`) until no partition led here is loading. `false` on time out.
+    pub async fn wait_loaded(&self, max: Duration) -> bool {
+        let mut loads = self.loads.subscribe();
+        let all_loaded = |_: &u64| (0..self.config.num_partitions).all(|i| !self.is_loading(i));
+        tokio::time::timeout(max, loads.wait_for(all_loaded))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// This node no longer leads partition `index`: its state goes. `unloaded` sees it
+    /// first (the group coordinators drop its groups). Returns whether it was led here.
+    pub fn resign(&self, index: i32, unloaded: impl FnOnce(&PartitionState)) -> bool {
+        let Some(mut p) = self.try_lock_index(index) else {
+            return false;
+        };
+        if matches!(p.role, Role::NotLeader) {
+            return false;
+        }
+        unloaded(&p.state);
+        p.role = Role::NotLeader;
+        p.state = PartitionState::default();
+        p.compaction = None;
+        tracing::info!(partition = index, "unloaded {OFFSETS_TOPIC} partition");
+        true
+    }
+
+    /// Whether this node serves `group` now.
+    ///
+    /// # Errors
+    /// [`OffsetStoreError::NotCoordinator`] or [`OffsetStoreError::LoadInProgress`].
+    pub fn check(&self, group: &str) -> Result<(), OffsetStoreError> {
+        self.lock(group).serving()
+    }
+
+    /// Whether partition `index` is led here and loading.
+    #[must_use]
+    pub fn is_loading(&self, index: i32) -> bool {
+        self.try_lock_index(index)
+            .is_some_and(|p| matches!(p.role, Role::Loading { .. }))
+    }
+
     /// Commits offsets of `group` as one batch; `offsets` are (topic, partition, value).
     ///
     /// # Errors
-    /// [`OffsetStoreError::Log`] when the append fails; nothing is committed then.
+    /// [`OffsetStoreError`] when this node does not serve the group, or the append fails;
+    /// nothing is committed then.
     pub fn commit(
         &self,
         group: &str,
         offsets: Vec<(String, i32, CommittedOffset)>,
         now_ms: i64,
-    ) -> Result<(), OffsetStoreError> {
+    ) -> Result<PendingWrite, OffsetStoreError> {
         let records = offsets
             .into_iter()
             .map(|(topic, partition, v)| CoordinatorRecord::OffsetCommit {
@@ -233,7 +439,7 @@ impl OffsetStore {
                 value: Some(v),
             })
             .collect::<Vec<_>>();
-        self.lock(group).write(&self.log_dir, records, now_ms)
+        self.lock(group).write(records, now_ms)
     }
 
     /// The committed offset of one partition.
@@ -274,8 +480,9 @@ impl OffsetStore {
         self.lock(group).state.group_offsets(group).is_some()
     }
 
-    /// Every group with committed offsets or stored group metadata, sorted (ListGroups lists
-    /// the groups that exist only through their offsets).
+    /// Every group with committed offsets or stored group metadata in the partitions this
+    /// node serves, sorted (ListGroups lists the groups that exist only through their
+    /// offsets).
     #[must_use]
     pub fn group_ids(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -291,13 +498,13 @@ impl OffsetStore {
     /// tombstones; partitions without an offset are skipped. Returns how many were deleted.
     ///
     /// # Errors
-    /// [`OffsetStoreError::Log`] when the append fails; nothing is deleted then.
+    /// As [`OffsetStore::commit`]; nothing is deleted then.
     pub fn delete_offsets(
         &self,
         group: &str,
         partitions: &[(String, i32)],
         now_ms: i64,
-    ) -> Result<usize, OffsetStoreError> {
+    ) -> Result<(usize, PendingWrite), OffsetStoreError> {
         let mut p = self.lock(group);
         let tombstones: Vec<CoordinatorRecord> = partitions
             .iter()
@@ -314,16 +521,20 @@ impl OffsetStore {
             })
             .collect();
         let n = tombstones.len();
-        p.write(&self.log_dir, tombstones, now_ms)?;
-        Ok(n)
+        let pending = p.write(tombstones, now_ms)?;
+        Ok((n, pending))
     }
 
     /// Deletes a group's offsets and its group metadata (DeleteGroups): tombstones for each,
     /// in one batch. Returns how many offsets were deleted.
     ///
     /// # Errors
-    /// [`OffsetStoreError::Log`] when the append fails; nothing is deleted then.
-    pub fn delete_group(&self, group: &str, now_ms: i64) -> Result<usize, OffsetStoreError> {
+    /// As [`OffsetStore::commit`]; nothing is deleted then.
+    pub fn delete_group(
+        &self,
+        group: &str,
+        now_ms: i64,
+    ) -> Result<(usize, PendingWrite), OffsetStoreError> {
         let mut p = self.lock(group);
         let mut tombstones: Vec<CoordinatorRecord> = p
             .state
@@ -355,12 +566,13 @@ impl OffsetStore {
                 value: None,
             });
         }
-        p.write(&self.log_dir, tombstones, now_ms)?;
-        Ok(n)
+        let pending = p.write(tombstones, now_ms)?;
+        Ok((n, pending))
     }
 
-    /// Deletes, with tombstones, every group's committed offsets for `topic` (the topic was
-    /// deleted: Kafka's `OffsetMetadataManager.onPartitionsDeleted`). Returns how many.
+    /// Deletes, with tombstones, every group's committed offsets for `topic` in the
+    /// partitions this node serves (the topic was deleted: Kafka's
+    /// `OffsetMetadataManager.onPartitionsDeleted`). Returns how many.
     ///
     /// # Errors
     /// The first partition whose append fails; the others are still processed.
@@ -382,8 +594,10 @@ impl OffsetStore {
         )
     }
 
-    /// Appends, in each partition, the tombstones `pick` chooses from its state; returns how
-    /// many were written. `what` names the pass in the log.
+    /// Appends, in each partition this node serves, the tombstones `pick` chooses from its
+    /// state; returns how many were written. `what` names the pass in the log. Nothing
+    /// waits for these writes to be committed: a leader change that loses them leaves the
+    /// records for the next pass of the new leader.
     ///
     /// # Errors
     /// The first partition whose append fails; the others are still processed.
@@ -397,13 +611,16 @@ impl OffsetStore {
         let mut first_error = None;
         for index in 0..self.config.num_partitions {
             let mut p = self.lock_index(index);
+            if !matches!(p.role, Role::Active { .. }) {
+                continue;
+            }
             let tombstones = pick(&p.state);
             if tombstones.is_empty() {
                 continue;
             }
             let n = tombstones.len();
-            match p.write(&self.log_dir, tombstones, now_ms) {
-                Ok(()) => {
+            match p.write(tombstones, now_ms) {
+                Ok(_) => {
                     tracing::info!(partition = index, offsets = n, "{what}");
                     total += n;
                 }
@@ -416,34 +633,19 @@ impl OffsetStore {
         first_error.map_or(Ok(total), Err)
     }
 
-    /// The same piece of every partition's state, as `f` copies it out, in partition order.
-    fn collect<T>(&self, f: impl Fn(&PartitionState) -> Vec<T>) -> Vec<T> {
-        self.partitions
-            .iter()
-            .flat_map(|p| {
-                f(&p.lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .state)
-            })
-            .collect()
-    }
-
     /// Appends records of the KIP-848 consumer group `group` as one batch: (encoded key,
     /// encoded value or `None` for a tombstone). The keys must be of record types 3 to 8 and
     /// start with `group`; the bytes are otherwise opaque here (see
     /// `crate::coordinator::group::consumer::persist`).
     ///
     /// # Errors
-    /// [`OffsetStoreError::Log`] when the append fails; nothing is stored then.
+    /// As [`OffsetStore::commit`]; nothing is stored then.
     pub fn append_consumer_group_records(
         &self,
         group: &str,
         records: Vec<(Bytes, Option<Bytes>)>,
         now_ms: i64,
-    ) -> Result<(), OffsetStoreError> {
-        if records.is_empty() {
-            return Ok(());
-        }
+    ) -> Result<PendingWrite, OffsetStoreError> {
         let records = records
             .into_iter()
             .map(|(key, value)| CoordinatorRecord::ConsumerGroup {
@@ -452,54 +654,31 @@ impl OffsetStore {
                 value,
             })
             .collect();
-        self.lock(group).write(&self.log_dir, records, now_ms)
-    }
-
-    /// Every stored KIP-848 consumer-group record, (encoded key, encoded value), as replayed at
-    /// start and written since.
-    #[must_use]
-    pub fn consumer_group_records(&self) -> Vec<(Bytes, Bytes)> {
-        self.collect(|state| {
-            state
-                .consumer_group_records()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
+        self.lock(group).write(records, now_ms)
     }
 
     /// Stores the group coordinator's encoded GroupMetadataValue for `group` (`None` writes a
-    /// tombstone). The bytes are opaque here and come back from [`OffsetStore::group_metadata`]
-    /// after a restart.
+    /// tombstone). The bytes are opaque here and come back, through the load of the
+    /// partition, on whichever node leads it next.
     ///
     /// # Errors
-    /// [`OffsetStoreError::Log`] when the append fails.
+    /// As [`OffsetStore::commit`].
     pub fn store_group_metadata(
         &self,
         group: &str,
         value: Option<Bytes>,
         now_ms: i64,
-    ) -> Result<(), OffsetStoreError> {
+    ) -> Result<PendingWrite, OffsetStoreError> {
         let record = CoordinatorRecord::GroupMetadata {
             group: group.to_owned(),
             value,
         };
-        self.lock(group).write(&self.log_dir, vec![record], now_ms)
-    }
-
-    /// Every group's stored GroupMetadataValue, as replayed at start and written since.
-    #[must_use]
-    pub fn group_metadata(&self) -> Vec<(String, Bytes)> {
-        self.collect(|state| {
-            state
-                .group_metadata()
-                .map(|(g, v)| (g.clone(), v.clone()))
-                .collect()
-        })
+        self.lock(group).write(vec![record], now_ms)
     }
 
     /// Runs [`OffsetStore::expire`] if `offsets.retention.check.interval.ms` has passed since
-    /// the last pass. The broker's housekeeping calls this on each tick. `None` when no pass
-    /// was due.
+    /// the last pass, and finishes the compactions whose rewrite is committed. The broker's
+    /// housekeeping calls this on each tick. `None` when no expiry pass was due.
     ///
     /// # Errors
     /// As [`OffsetStore::expire`].
@@ -508,6 +687,12 @@ impl OffsetStore {
         now_ms: i64,
         expirable: impl FnMut(&str, &str) -> bool,
     ) -> Result<Option<usize>, OffsetStoreError> {
+        for index in 0..self.config.num_partitions {
+            let mut p = self.lock_index(index);
+            if let Err(e) = p.finish_compaction() {
+                tracing::warn!(partition = index, error = %e, "cannot trim a compacted {OFFSETS_TOPIC} partition");
+            }
+        }
         let last = self.last_expiry_ms.load(Ordering::Relaxed);
         if now_ms.saturating_sub(last) < self.config.retention_check_interval_ms {
             return Ok(None);
@@ -533,91 +718,158 @@ impl OffsetStore {
         })
     }
 
-    /// fsyncs every open partition log (clean shutdown).
-    pub fn flush(&self) {
-        for p in &self.partitions {
-            let mut p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let index = p.index;
-            if let Some(log) = p.log.as_mut()
-                && let Err(e) = log.flush()
-            {
-                tracing::warn!(partition = index, error = %e, "flush of {OFFSETS_TOPIC} failed");
-            }
-        }
-    }
-
-    /// Bytes in the `.log` files of every open partition (for tests and metrics).
+    /// Bytes in the `.log` files of every partition this node leads (for tests and metrics).
     #[must_use]
     pub fn log_bytes(&self) -> u64 {
         self.partitions
             .iter()
             .map(|p| {
                 let p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                p.log.as_ref().map_or(0, Log::size_bytes)
+                match &p.role {
+                    Role::Active { partition, .. } | Role::Loading { partition, .. } => {
+                        partition.log().size_bytes()
+                    }
+                    Role::NotLeader => 0,
+                }
             })
             .sum()
     }
 }
 
 impl OffsetsPartition {
-    /// Appends `records` (nothing for an empty list), then applies them to the live state,
-    /// then compacts if the log has outgrown it. The state changes only after the append
-    /// succeeded, so memory never runs ahead of disk.
+    fn serving(&self) -> Result<(), OffsetStoreError> {
+        match self.role {
+            Role::Active { .. } => Ok(()),
+            Role::Loading { .. } => Err(OffsetStoreError::LoadInProgress {
+                partition: self.index,
+            }),
+            Role::NotLeader => Err(OffsetStoreError::NotCoordinator {
+                partition: self.index,
+            }),
+        }
+    }
+
+    /// Appends `records` through the partition's leader (nothing for an empty list), then
+    /// applies them to the live state, then starts a compaction if the log has outgrown it.
+    /// The state changes only after the append succeeded, so memory never runs ahead of the
+    /// leader's log.
     fn write(
         &mut self,
-        log_dir: &Path,
         records: Vec<CoordinatorRecord>,
         now_ms: i64,
-    ) -> Result<(), OffsetStoreError> {
+    ) -> Result<PendingWrite, OffsetStoreError> {
+        self.serving()?;
         if records.is_empty() {
-            return Ok(());
+            return Ok(PendingWrite::nothing(self.index));
         }
+        let Role::Active { epoch, partition } = &self.role else {
+            unreachable!("serving() checked the role");
+        };
+        let (epoch, partition) = (*epoch, partition.clone());
         let index = self.index;
-        let err = |source| OffsetStoreError::Log {
+        let append_err = |source| OffsetStoreError::Append {
             partition: index,
             source,
         };
-        if self.log.is_none() {
-            let dir = partition_dir(log_dir, index);
-            self.log = Some(Log::open(&dir, log_config(), now_ms).map_err(err)?);
-            tracing::info!(partition = index, "created {OFFSETS_TOPIC} partition");
-        }
-        let log = self.log.as_mut().expect("opened above");
-        append_records(log, &records, now_ms).map_err(err)?;
+        let (mut end, mut flushes) =
+            append_records(&partition, epoch, &records, now_ms).map_err(append_err)?;
         for r in records {
             self.state.apply(r);
         }
-        if self.state.needs_compaction(log.size_bytes()) {
-            let before = log.size_bytes();
-            log.roll_if_not_empty().map_err(err)?;
-            let mark = log.log_end_offset();
-            append_records(log, &self.state.live_records(), now_ms).map_err(err)?;
-            let deleted = log.delete_segments_before(mark).map_err(err)?;
+        // A rewrite the high watermark has passed since is finished first (housekeeping
+        // does it too, for a partition that sees no more writes).
+        self.finish_compaction()?;
+        if self.compaction.is_none() && self.state.needs_compaction(partition.log().size_bytes()) {
+            let before = partition.log().size_bytes();
+            let mark = {
+                let mut log = partition.log();
+                log.roll_if_not_empty()
+                    .map_err(|source| OffsetStoreError::Log {
+                        partition: index,
+                        source,
+                    })?;
+                log.log_end_offset()
+            };
+            let (rewrite_end, more) =
+                append_records(&partition, epoch, &self.state.live_records(), now_ms)
+                    .map_err(append_err)?;
+            end = end.max(rewrite_end);
+            flushes.extend(more);
+            self.compaction = Some((mark, rewrite_end));
             tracing::info!(
                 partition = index,
                 before,
-                after = log.size_bytes(),
-                segments = deleted,
-                "compacted {OFFSETS_TOPIC} partition"
+                live = self.state.live_bytes(),
+                from = mark,
+                "rewrote the live records of {OFFSETS_TOPIC} partition; older segments go once they are committed"
             );
         }
+        Ok(PendingWrite {
+            partition_index: index,
+            wait: Some(Committing {
+                partition,
+                epoch,
+                end,
+                flushes,
+            }),
+        })
+    }
+
+    /// Ends a compaction whose rewrite the high watermark has passed: the log starts at the
+    /// rewrite, and the segments below it go.
+    fn finish_compaction(&mut self) -> Result<(), OffsetStoreError> {
+        let (Some((mark, end)), Role::Active { partition, .. }) = (self.compaction, &self.role)
+        else {
+            return Ok(());
+        };
+        let hw = partition.high_watermark();
+        if hw < end {
+            return Ok(());
+        }
+        let err = |source| OffsetStoreError::Log {
+            partition: self.index,
+            source,
+        };
+        let mut log = partition.log();
+        log.increment_log_start_offset(mark, hw).map_err(err)?;
+        let deleted = log.delete_segments_below_log_start().map_err(err)?;
+        tracing::info!(
+            partition = self.index,
+            log_start = mark,
+            segments = deleted,
+            after = log.size_bytes(),
+            "compacted {OFFSETS_TOPIC} partition"
+        );
+        drop(log);
+        self.compaction = None;
         Ok(())
     }
 }
 
-/// Encodes `records` into batches of at most [`MAX_BATCH_BYTES`] and appends them.
+/// Encodes `records` into batches of at most [`MAX_BATCH_BYTES`] and appends them as the
+/// leader in `epoch`. Returns the offset after the last record, and the fsyncs to wait for.
 fn append_records(
-    log: &mut Log,
+    partition: &Arc<Partition>,
+    epoch: i32,
     records: &[CoordinatorRecord],
     now_ms: i64,
-) -> Result<(), LogError> {
+) -> Result<(i64, Vec<FlushWait>), LeaderAppendError> {
+    let mut end = 0;
+    let mut flushes = Vec::new();
     let mut batch: Vec<SimpleRecord> = Vec::new();
     let mut batch_bytes = 0;
+    let mut flush_batch = |batch: &[SimpleRecord]| -> Result<(), LeaderAppendError> {
+        let mut buf = BytesMut::from(&record_batch::encode_batch(0, batch)[..]);
+        let (info, wait) = partition.append_as_leader(&mut buf, epoch, now_ms)?;
+        end = info.last_offset + 1;
+        flushes.extend(wait);
+        Ok(())
+    };
     for r in records {
         let (key, value) = r.encode();
         let len = key.len() + value.as_ref().map_or(0, Bytes::len);
         if !batch.is_empty() && batch_bytes + len > MAX_BATCH_BYTES {
-            append_batch(log, &batch, now_ms)?;
+            flush_batch(&batch)?;
             batch.clear();
             batch_bytes = 0;
         }
@@ -630,67 +882,107 @@ fn append_records(
         });
     }
     if !batch.is_empty() {
-        append_batch(log, &batch, now_ms)?;
+        flush_batch(&batch)?;
     }
-    Ok(())
+    Ok((end, flushes))
 }
 
-fn append_batch(log: &mut Log, records: &[SimpleRecord], now_ms: i64) -> Result<(), LogError> {
-    let mut buf = BytesMut::from(&record_batch::encode_batch(0, records)[..]);
-    log.append(&mut buf, 0, now_ms).map(|_| ())
-}
-
-/// Reads the whole log and applies every record to `state`.
-fn replay(log: &Log, partition: i32, state: &mut PartitionState) -> Result<(), OffsetStoreError> {
-    let end = log.log_end_offset();
-    let mut next = log.log_start_offset();
+/// Reads the partition's whole log, a chunk at a time (the log's lock is held for one chunk
+/// only, so the followers' fetches go on), and applies every record to `state`.
+fn replay(
+    partition: &Partition,
+    index: i32,
+    state: &mut PartitionState,
+) -> Result<(), OffsetStoreError> {
+    let (mut next, end) = {
+        let log = partition.log();
+        (log.log_start_offset(), log.log_end_offset())
+    };
     let mut buf = Vec::new();
     while next < end {
-        let read = log
-            .read(next, REPLAY_READ_BYTES, end, true)
-            .map_err(|source| OffsetStoreError::Log { partition, source })?;
-        if read.bytes == 0 {
-            break;
-        }
         buf.clear();
-        for region in &read.regions {
-            region
-                .read_into(&mut buf)
-                .map_err(|source| OffsetStoreError::Read { partition, source })?;
+        {
+            let log = partition.log();
+            let read = log
+                .read(next, REPLAY_READ_BYTES, end, true)
+                .map_err(|source| OffsetStoreError::Log {
+                    partition: index,
+                    source,
+                })?;
+            if read.bytes == 0 {
+                break;
+            }
+            for region in &read.regions {
+                region
+                    .read_into(&mut buf)
+                    .map_err(|source| OffsetStoreError::Read {
+                        partition: index,
+                        source,
+                    })?;
+            }
         }
+        let before = next;
         for batch in record_batch::batches(&buf) {
-            let batch =
-                batch.map_err(|source| OffsetStoreError::CorruptBatch { partition, source })?;
+            let batch = batch.map_err(|source| OffsetStoreError::CorruptBatch {
+                partition: index,
+                source,
+            })?;
             next = batch.last_offset() + 1;
             if batch.is_control() {
                 continue;
             }
-            let records = batch
-                .records()
-                .map_err(|source| OffsetStoreError::CorruptBatch { partition, source })?;
+            let records = match batch.records() {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(partition = index, base_offset = batch.base_offset(), error = %e,
+                        "skipping an unreadable {OFFSETS_TOPIC} batch");
+                    continue;
+                }
+            };
             for rec in records {
-                let rec =
-                    rec.map_err(|source| OffsetStoreError::CorruptBatch { partition, source })?;
+                let rec = match rec {
+                    Ok(rec) => rec,
+                    Err(e) => {
+                        tracing::error!(partition = index, error = %e,
+                            "skipping the rest of an unreadable {OFFSETS_TOPIC} batch");
+                        break;
+                    }
+                };
                 match CoordinatorRecord::decode(rec.key, rec.value) {
                     Ok(Some(r)) => state.apply(r),
                     Ok(None) => {}
                     // Kafka's loader fails the partition on a record it cannot read; one bad
                     // record should not cost every other group its offsets, so skip it loudly.
-                    Err(e) => tracing::error!(partition, offset = rec.offset, error = %e,
+                    Err(e) => tracing::error!(partition = index, offset = rec.offset, error = %e,
                         "skipping undecodable {OFFSETS_TOPIC} record"),
                 }
             }
+        }
+        if next == before {
+            break;
         }
     }
     Ok(())
 }
 
-fn partition_dir(log_dir: &Path, index: i32) -> PathBuf {
-    log_dir.join(format!("{OFFSETS_TOPIC}-{index}"))
+/// Kafka's topic configs for `__consumer_offsets` (`GroupCoordinator.groupMetadataTopicConfigs`):
+/// compacted, 100 MiB segments (`offsets.topic.segment.bytes`), and room for the store's
+/// batches. The store compacts the topic itself (see the module docs).
+#[must_use]
+pub fn topic_configs() -> Vec<(String, String)> {
+    vec![
+        ("cleanup.policy".to_owned(), "compact".to_owned()),
+        ("compression.type".to_owned(), "producer".to_owned()),
+        ("segment.bytes".to_owned(), "104857600".to_owned()),
+        (
+            "max.message.bytes".to_owned(),
+            (MAX_BATCH_BYTES * 4).to_string(),
+        ),
+    ]
 }
 
-/// Kafka's settings for `__consumer_offsets`: compacted (here by the store itself, so no time
-/// or size retention may delete live records), 100 MiB segments (`offsets.topic.segment.bytes`).
+/// The log settings [`topic_configs`] comes to, for tests.
+#[cfg(test)]
 fn log_config() -> LogConfig {
     LogConfig {
         segment_bytes: 104_857_600,

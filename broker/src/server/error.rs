@@ -224,6 +224,13 @@ pub fn leadership_error_code(e: LeadershipError) -> i16 {
 #[must_use]
 pub fn offset_store_error_code(e: &OffsetStoreError) -> i16 {
     let code = match e {
+        OffsetStoreError::NotCoordinator { .. } => return ResponseError::NotCoordinator.code(),
+        OffsetStoreError::LoadInProgress { .. } => {
+            return ResponseError::CoordinatorLoadInProgress.code();
+        }
+        OffsetStoreError::Append { source, .. } => leader_append_error_code(source),
+        OffsetStoreError::NotCommitted { cause, .. } => ack_error_code(cause),
+        OffsetStoreError::Flush { source, .. } => flush_error_code(source),
         OffsetStoreError::Log { source, .. } => log_error_code(source),
         OffsetStoreError::CorruptBatch { .. } | OffsetStoreError::Read { .. } => {
             ResponseError::KafkaStorageError.code()
@@ -235,6 +242,7 @@ pub fn offset_store_error_code(e: &OffsetStoreError) -> i16 {
         ResponseError::NotCoordinator.code()
     } else if code == ResponseError::UnknownTopicOrPartition.code()
         || code == ResponseError::NotEnoughReplicas.code()
+        || code == ResponseError::NotEnoughReplicasAfterAppend.code()
         || code == ResponseError::RequestTimedOut.code()
     {
         ResponseError::CoordinatorNotAvailable.code()
@@ -257,6 +265,7 @@ pub fn group_error_code(e: &GroupError) -> i16 {
         GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol.code(),
         GroupError::GroupIdNotFound { .. } => ResponseError::GroupIdNotFound.code(),
         GroupError::NonEmptyGroup { .. } => ResponseError::NonEmptyGroup.code(),
+        GroupError::NotCoordinator => ResponseError::NotCoordinator.code(),
     }
 }
 
@@ -427,6 +436,7 @@ pub fn coordinator_unavailable_code(e: CoordinatorUnavailable) -> i16 {
     match e {
         CoordinatorUnavailable::Elsewhere => ResponseError::NotCoordinator.code(),
         CoordinatorUnavailable::NotAvailable => ResponseError::CoordinatorNotAvailable.code(),
+        CoordinatorUnavailable::Loading => ResponseError::CoordinatorLoadInProgress.code(),
     }
 }
 

@@ -264,7 +264,12 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(
             crate::server::authorization::list_offsets(&ctx, r, list_offsets::handle),
         ),
-        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(&ctx, r)),
+        RequestKind::OffsetCommit(r) => {
+            return Slot::Pending(tokio::spawn(async move {
+                let resp = offset_commit::handle(&ctx, r).await;
+                ctx.encode(&ResponseKind::OffsetCommit(resp))
+            }));
+        }
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(&ctx, r)),
         RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(&ctx, r)),
         RequestKind::OffsetForLeaderEpoch(r) => {

@@ -7,19 +7,19 @@
 //! every node names the same coordinator for a group and a client that reconnects
 //! elsewhere finds its committed offsets again.
 //!
-//! The offset store keeps each partition's log itself (`<log.dirs>/__consumer_offsets-<n>`,
-//! see the module above), not as a replicated partition: the topic is created with one
-//! replica whatever `offsets.topic.replication.factor` says, so a group's offsets live on
-//! its coordinator only. While that node is down its groups are unavailable
-//! (COORDINATOR_NOT_AVAILABLE, as in Kafka with a replication factor of 1), and they come
-//! back with it, offsets intact; losing its disk loses them.
+//! The partitions are replicated like any topic's, `offsets.topic.replication.factor`
+//! replicas each (see `coordinator::offsets`): when the leader's node goes, the controller
+//! elects another replica from the ISR, that node loads the partition's groups, and
+//! FindCoordinator names it. Until the load is done its groups get
+//! COORDINATOR_LOAD_IN_PROGRESS; a node the image names but that has not started the load
+//! answers NOT_COORDINATOR, as any other node does.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use strata_kraft::MetadataImage;
 
 use crate::broker::Broker;
-use crate::coordinator::offsets::OFFSETS_TOPIC;
+use crate::coordinator::offsets::{OFFSETS_TOPIC, OffsetStoreError};
 
 /// Where a group's coordinator is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +63,8 @@ pub enum CoordinatorUnavailable {
     /// None does right now (COORDINATOR_NOT_AVAILABLE); for a transactional id, always:
     /// this node runs no transaction coordinator.
     NotAvailable,
+    /// This node does, and is loading the group's partition (COORDINATOR_LOAD_IN_PROGRESS).
+    Loading,
 }
 
 /// Kafka's check at the top of every group request: this node must coordinate `group`.
@@ -73,7 +75,11 @@ pub enum CoordinatorUnavailable {
 /// [`CoordinatorUnavailable::NotAvailable`] when none does right now.
 pub fn check(broker: &Broker, group: &str) -> Result<(), CoordinatorUnavailable> {
     match coordinator(broker, group) {
-        Placement::Local => Ok(()),
+        Placement::Local => match broker.offsets.check(group) {
+            Ok(()) => Ok(()),
+            Err(OffsetStoreError::LoadInProgress { .. }) => Err(CoordinatorUnavailable::Loading),
+            Err(_) => Err(CoordinatorUnavailable::Elsewhere),
+        },
         Placement::Remote(_) => Err(CoordinatorUnavailable::Elsewhere),
         Placement::NotAvailable => Err(CoordinatorUnavailable::NotAvailable),
     }
@@ -83,8 +89,10 @@ pub fn check(broker: &Broker, group: &str) -> Result<(), CoordinatorUnavailable>
 static CREATING: AtomicBool = AtomicBool::new(false);
 
 /// On a node of a cluster whose image has no `__consumer_offsets`, has the active
-/// controller create it (`offsets.topic.num.partitions` partitions of one replica, placed
-/// over the registered brokers, compacted), in the background: the caller answers
+/// controller create it (`offsets.topic.num.partitions` partitions of
+/// `offsets.topic.replication.factor` replicas, placed over the registered brokers,
+/// compacted; with fewer brokers than that the controller refuses, and groups stay
+/// COORDINATOR_NOT_AVAILABLE until there are enough, as in Kafka), in the background: the caller answers
 /// COORDINATOR_NOT_AVAILABLE and the client asks again, as Kafka's first FindCoordinator
 /// does. At most one creation is on its way from a node at a time.
 pub fn ensure_topic(broker: &std::sync::Arc<Broker>) {

@@ -89,9 +89,10 @@ impl Node {
     /// only voter does so too (it waits for no one else), so its first clients find every
     /// partition led. A node of a larger quorum serves at once.
     ///
-    /// The only voter also creates `__consumer_offsets` then, if it has none, so that a
-    /// lone node coordinates every group from its first request, as it always has (a
-    /// cluster creates it at the first FindCoordinator, as Kafka does).
+    /// The only voter also creates `__consumer_offsets` then, if it has none, and waits
+    /// for its partitions to load, so that a lone node coordinates every group from its
+    /// first request, as it always has (a cluster creates it at the first FindCoordinator,
+    /// as Kafka does).
     pub async fn wait_for_clients(&self) {
         let config = &self.broker.config;
         if !config.is_sole_voter() || !config.process_roles.broker {
@@ -108,6 +109,11 @@ impl Node {
                     tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC}; a FindCoordinator will try again")
                 }
             }
+        }
+        // Its groups are served from the first request, not after a
+        // COORDINATOR_LOAD_IN_PROGRESS.
+        if !self.broker.offsets.wait_loaded(SOLE_VOTER_READY).await {
+            tracing::warn!(bound = ?SOLE_VOTER_READY, "{OFFSETS_TOPIC} did not load in time; serving clients anyway");
         }
     }
 }

@@ -59,10 +59,12 @@ fn delete_classic(ctx: &RequestContext, group: &str) -> i16 {
     }
 }
 
-/// A deleted group's offsets and stored metadata go with it.
+/// A deleted group's offsets and stored metadata go with it. The tombstones are answered at
+/// their append, not at their commit: a leader change that loses them leaves the group as
+/// it was, and the client may delete it again.
 fn delete_offsets(ctx: &RequestContext, group: &str) -> i16 {
     match ctx.broker.offsets.delete_group(group, now_ms()) {
-        Ok(_) => 0,
+        Ok((_, _pending)) => 0,
         Err(e) => offset_store_error_code(&e),
     }
 }

@@ -18,7 +18,7 @@ use super::RequestContext;
 use crate::broker::{Broker, groups};
 use crate::coordinator::group::classic::GroupError;
 use crate::coordinator::group::consumer::ConsumerGroupError;
-use crate::coordinator::offsets::CommittedOffset;
+use crate::coordinator::offsets::{COMMIT_TIMEOUT, CommittedOffset};
 use crate::server::error::{
     GroupRefusal, TopicRefusal, commit_refusal_code, coordinator_unavailable_code,
     group_refusal_code, offset_store_error_code, topic_refusal_code,
@@ -29,7 +29,7 @@ const DEFAULT_RETENTION: i64 = -1;
 
 /// Validates and commits; answers per partition.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let broker = &ctx.broker;
     let now = crate::now_ms();
     let group = req.group_id.0.to_string();
@@ -111,9 +111,16 @@ pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitRes
                 .with_partitions(partitions),
         );
     }
-    if !to_commit.is_empty()
-        && let Err(e) = broker.offsets.commit(&group, to_commit, now)
-    {
+    if to_commit.is_empty() {
+        return OffsetCommitResponse::default().with_topics(topics);
+    }
+    // Answered once the batch is committed (acks=all over the partition's ISR), as Kafka's
+    // coordinator runtime completes a write at the high watermark.
+    let written = match broker.offsets.commit(&group, to_commit, now) {
+        Ok(pending) => pending.committed(COMMIT_TIMEOUT).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = written {
         tracing::warn!(group = %group, error = %e, "offset commit failed");
         let code = offset_store_error_code(&e);
         for (ti, pi) in pending {

@@ -24,6 +24,7 @@ use strata_replication::ReplicationError;
 
 use super::RequestContext;
 use crate::broker::leadership::{self, LeaderEndpoint, LeadershipError, NO_LEADER_EPOCH};
+pub use crate::partition::AckError;
 use crate::partition::{FlushWait, LeaderAppendError, Partition};
 use crate::server::error::{TopicRefusal, ack_error_code, produce_refusal_code};
 
@@ -56,19 +57,6 @@ pub enum ProduceRefusal {
     Replication(ReplicationError),
     /// The leader's append was refused or failed.
     Append(LeaderAppendError),
-}
-
-/// Why an appended acks=all produce is not acknowledged (its Kafka code is
-/// [`crate::server::error::ack_error_code`]).
-#[derive(Debug)]
-pub enum AckError {
-    /// This node no longer leads in the append's epoch.
-    LeadershipEnded,
-    /// The ISR shrank below `min.insync.replicas` after the high watermark passed the
-    /// records.
-    Replication(ReplicationError),
-    /// The request's timeout passed first.
-    TimedOut,
 }
 
 /// An acks=all append on a replicated leader, waiting for the ISR.
@@ -132,35 +120,9 @@ impl PendingProduce {
             high_watermark: target,
         } in replicated
         {
-            let mut hw = partition.subscribe();
-            let outcome = loop {
-                let reached = *hw.borrow_and_update() >= target;
-                // Checked after reading the high watermark: a follower's high watermark
-                // (the new leader's, over a log truncated and refilled) must not answer for
-                // records this node appended as leader; the epoch never comes back, so still
-                // leading in it means the value read was this leadership's.
-                if partition.replicated_leader_epoch() != Some(leader_epoch) {
-                    break Err(AckError::LeadershipEnded);
-                }
-                if reached {
-                    // KIP-966 holds the high watermark while the ISR is below
-                    // min.insync.replicas, but the ISR can shrink between the high watermark
-                    // passing the records and this check: Kafka then answers
-                    // NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records stay; the producer
-                    // retries, which the idempotent producer deduplicates).
-                    break partition
-                        .check_after_append()
-                        .map_err(AckError::Replication);
-                }
-                tokio::select! {
-                    changed = hw.changed() => if changed.is_err() {
-                        break Err(AckError::LeadershipEnded);
-                    },
-                    () = tokio::time::sleep_until(deadline) => break Err(AckError::TimedOut),
-                    // Leadership can end without the high watermark moving.
-                    () = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
-                }
-            };
+            let outcome = partition
+                .wait_committed(leader_epoch, target, deadline)
+                .await;
             if let Err(e) = outcome
                 && let Some(resp) = response
                     .responses

@@ -236,6 +236,36 @@ impl ClassicGroupCore {
         }
     }
 
+    /// Drops the groups `gone` selects (this node stopped leading their
+    /// `__consumer_offsets` partition), with their unwritten records. Every request parked
+    /// on them is answered NOT_COORDINATOR.
+    pub fn unload(&mut self, gone: impl Fn(&str) -> bool) -> Vec<Completion> {
+        let ids: Vec<String> = self.groups.keys().filter(|g| gone(g)).cloned().collect();
+        let mut out = Vec::new();
+        for id in ids {
+            let Some(g) = self.groups.remove(&id) else {
+                continue;
+            };
+            for m in g.members.values() {
+                if let Some(t) = m.awaiting_join {
+                    out.push(Completion::Join(
+                        t,
+                        JoinResponse::error(m.member_id.clone(), GroupError::NotCoordinator),
+                    ));
+                }
+                if let Some(t) = m.awaiting_sync {
+                    out.push(Completion::Sync(
+                        t,
+                        SyncResponse::error(GroupError::NotCoordinator),
+                    ));
+                }
+            }
+            self.records.remove(&id);
+            tracing::info!(group = %id, "unloaded group");
+        }
+        out
+    }
+
     /// The group metadata records produced since the last call, in group order: (group id,
     /// encoded value or `None` for a tombstone).
     pub fn take_records(&mut self) -> Vec<(String, Option<Bytes>)> {

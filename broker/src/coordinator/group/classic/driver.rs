@@ -186,6 +186,29 @@ impl GroupCoordinator {
         }
     }
 
+    /// Takes the groups of a `__consumer_offsets` partition this node now leads, as
+    /// stored there (encoded GroupMetadataValues). Takes only the core's lock, so the offset
+    /// store may call it with a partition locked.
+    pub fn load_partition(&self, stored: Vec<(String, bytes::Bytes)>) {
+        if stored.is_empty() {
+            return;
+        }
+        self.lock().core.load(now_ms(), stored);
+    }
+
+    /// Starts the timer after a load: restored members' sessions run from their load.
+    pub fn after_load(&self) {
+        self.wake_timer();
+    }
+
+    /// Drops the groups `gone` selects (their partition is led elsewhere now); their parked
+    /// requests are answered NOT_COORDINATOR. Takes only the core's lock.
+    pub fn unload_partition(&self, gone: impl Fn(&str) -> bool) {
+        let mut inner = self.lock();
+        let out = inner.core.unload(gone);
+        inner.deliver(out);
+    }
+
     /// JoinGroup; waits while the request is parked.
     pub async fn join(&self, req: JoinRequest) -> JoinResponse {
         let member_id = req.member_id.clone();

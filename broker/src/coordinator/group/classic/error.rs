@@ -42,6 +42,10 @@ pub enum GroupError {
     /// The group does not exist (GROUP_ID_NOT_FOUND).
     #[error("group {group_id} not found")]
     GroupIdNotFound { group_id: String },
+    /// This node stopped coordinating the group while the request waited
+    /// (NOT_COORDINATOR: the client finds the new coordinator and rejoins there).
+    #[error("this node no longer coordinates the group")]
+    NotCoordinator,
     /// DeleteGroups on a group that still has members (NON_EMPTY_GROUP).
     #[error("group {group_id} has members")]
     NonEmptyGroup { group_id: String },

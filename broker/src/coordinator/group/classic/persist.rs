@@ -73,7 +73,10 @@ impl GroupLog for OffsetStore {
         value: Option<Bytes>,
         now_ms: i64,
     ) -> Result<(), OffsetStoreError> {
+        // The append is not waited for: a member is answered once its generation is in
+        // the leader's log, not yet committed (see the offsets module).
         self.store_group_metadata(group, value, now_ms)
+            .map(|_pending| ())
     }
 }
 

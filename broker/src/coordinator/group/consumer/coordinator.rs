@@ -168,6 +168,34 @@ impl ConsumerGroupCore {
         }
     }
 
+    /// Adds the groups of stored records (a `__consumer_offsets` partition this node now
+    /// leads; see [`persist::restore`]).
+    pub fn load(
+        &mut self,
+        records: Vec<(bytes::Bytes, bytes::Bytes)>,
+        now_ms: i64,
+        topics: &dyn TopicMetadata,
+    ) {
+        let (groups, tracker) =
+            persist::restore(records, now_ms, self.cfg.session_timeout_ms, topics);
+        for id in groups.keys() {
+            tracing::info!(group = %id, "loaded consumer group");
+        }
+        self.groups.extend(groups);
+        self.tracker.absorb(tracker);
+    }
+
+    /// Drops the groups `gone` selects (their partition is led elsewhere now), writing
+    /// nothing for them.
+    pub fn unload(&mut self, gone: impl Fn(&str) -> bool) {
+        let ids: Vec<String> = self.groups.keys().filter(|g| gone(g)).cloned().collect();
+        for id in ids {
+            self.groups.remove(&id);
+            self.tracker.forget(&id);
+            tracing::info!(group = %id, "unloaded consumer group");
+        }
+    }
+
     /// Kafka's `cleanupGroupMetadata` for consumer groups: every empty group for which
     /// `has_offsets` is false is deleted (its records become tombstones). Returns how many.
     pub fn delete_empty_groups(&mut self, has_offsets: impl Fn(&str) -> bool) -> usize {

@@ -74,6 +74,7 @@ impl Shared {
         };
         let mut failed = Vec::new();
         for (group, records) in records {
+            // Not waited for: a heartbeat is answered at the append (see the offsets module).
             if let Err(e) = log.append_consumer_group_records(&group, records.clone(), now_ms()) {
                 tracing::warn!(group = %group, error = %e, "cannot store consumer group records");
                 failed.push((group, records));
@@ -162,6 +163,29 @@ impl ConsumerGroupCoordinator {
     fn wake_timer(&self) {
         let shared = self.shared.clone();
         self.shared.timer.wake(|| run_timer(shared));
+    }
+
+    /// Takes the groups of a `__consumer_offsets` partition this node now leads, as stored
+    /// there. Takes only the core's lock, so the offset store may call it with a partition
+    /// locked; [`ConsumerGroupCoordinator::after_load`] writes what the load changed.
+    pub fn load_partition(&self, records: Vec<(Bytes, Bytes)>, image: &MetadataImage) {
+        if records.is_empty() {
+            return;
+        }
+        self.lock().load(records, now_ms(), &Image(image));
+    }
+
+    /// After a load: the groups whose topics changed while no node served them move to a
+    /// new epoch (their records are written), and restored sessions are timed.
+    pub fn after_load(&self) {
+        self.shared.apply(|_| ());
+        self.wake_timer();
+    }
+
+    /// Drops the groups `gone` selects (their partition is led elsewhere now). Takes only
+    /// the core's lock.
+    pub fn unload_partition(&self, gone: impl Fn(&str) -> bool) {
+        self.lock().unload(gone);
     }
 
     /// ConsumerGroupHeartbeat against the current metadata image.

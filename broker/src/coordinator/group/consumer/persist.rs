@@ -331,6 +331,12 @@ impl Tracker {
         self.dirty.insert(group.to_owned(), Dirty::Group);
     }
 
+    /// Takes over what another tracker knows (the groups of a partition just loaded).
+    pub fn absorb(&mut self, other: Tracker) {
+        self.stored.extend(other.stored);
+        self.dirty.extend(other.dirty);
+    }
+
     /// Forgets a group whose records were deleted behind the tracker's back (DeleteGroups
     /// tombstones every key of the group in the offset store).
     pub fn forget(&mut self, group: &str) {
