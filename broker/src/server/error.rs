@@ -275,6 +275,7 @@ pub fn consumer_group_error_code(e: &ConsumerGroupError) -> i16 {
     match e {
         ConsumerGroupError::InvalidRequest { .. } => ResponseError::InvalidRequest.code(),
         ConsumerGroupError::UnknownMemberId { .. } => ResponseError::UnknownMemberId.code(),
+        ConsumerGroupError::NotCoordinator => ResponseError::NotCoordinator.code(),
         ConsumerGroupError::FencedMemberEpoch { .. } => ResponseError::FencedMemberEpoch.code(),
         ConsumerGroupError::StaleMemberEpoch { .. } => ResponseError::StaleMemberEpoch.code(),
         ConsumerGroupError::NotConsumerGroup { .. } => ResponseError::GroupIdNotFound.code(),

@@ -265,8 +265,10 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
             crate::server::authorization::list_offsets(&ctx, r, list_offsets::handle),
         ),
         RequestKind::OffsetCommit(r) => {
+            // Appended here, in the connection's order; only the answer waits.
+            let pending = offset_commit::handle(&ctx, r);
             return Slot::Pending(tokio::spawn(async move {
-                let resp = offset_commit::handle(&ctx, r).await;
+                let resp = pending.wait().await;
                 ctx.encode(&ResponseKind::OffsetCommit(resp))
             }));
         }

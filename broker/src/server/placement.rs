@@ -174,3 +174,98 @@ mod tests {
         );
     }
 }
+
+/// The coordinator runtime's roles as the group handlers answer them, on a node started as
+/// a lone node is.
+#[cfg(test)]
+mod runtime_tests {
+    use strata_protocol::StrBytes;
+    use strata_protocol::messages::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest;
+    use strata_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use strata_protocol::messages::{
+        ApiKey, GroupId, HeartbeatRequest, OffsetCommitRequest, TopicName,
+    };
+
+    use crate::coordinator::offsets::OFFSETS_TOPIC;
+    use crate::server::handlers::{consumer_group_heartbeat, fixture, heartbeat, offset_commit};
+
+    const LOAD_IN_PROGRESS: i16 = 14;
+    const NOT_COORDINATOR: i16 = 16;
+    const UNKNOWN_MEMBER_ID: i16 = 25;
+
+    /// (classic Heartbeat, ConsumerGroupHeartbeat, OffsetCommit) codes for group `g`.
+    async fn codes(broker: &std::sync::Arc<crate::broker::Broker>) -> (i16, i16, i16) {
+        let hb = heartbeat::handle(
+            &fixture::ctx(broker, ApiKey::Heartbeat, 4),
+            HeartbeatRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                .with_member_id(StrBytes::from_static_str("m"))
+                .with_generation_id(1),
+        )
+        .error_code;
+        let cg = consumer_group_heartbeat::handle(
+            &fixture::ctx(broker, ApiKey::ConsumerGroupHeartbeat, 0),
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                .with_member_id(StrBytes::from_static_str("m"))
+                .with_member_epoch(3),
+        )
+        .error_code;
+        let commit = offset_commit::handle(
+            &fixture::ctx(broker, ApiKey::OffsetCommit, 8),
+            OffsetCommitRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![
+                    OffsetCommitRequestTopic::default()
+                        .with_name(TopicName(StrBytes::from_static_str("t")))
+                        .with_partitions(vec![
+                            OffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(1),
+                        ]),
+                ]),
+        )
+        .wait()
+        .await
+        .topics[0]
+            .partitions[0]
+            .error_code;
+        (hb, cg, commit)
+    }
+
+    #[tokio::test]
+    async fn loading_and_resigned_partitions_answer_kafka_s_codes() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
+        let index = broker.offsets.partition_for("g");
+        let partition = broker.partition(OFFSETS_TOPIC, index).unwrap();
+        let epoch = partition.replicated_leader_epoch().unwrap();
+        // Served: the member is unknown, a simple group's commit is taken.
+        let (hb, _, commit) = codes(&broker).await;
+        assert_eq!((hb, commit), (UNKNOWN_MEMBER_ID, 0));
+        assert_eq!(broker.offsets.fetch("g", "t", 0).map(|o| o.offset), Some(1));
+        // The load of a newer leadership begun and not finished.
+        assert!(
+            broker
+                .offsets
+                .begin_load(index, partition.clone(), epoch + 1)
+        );
+        assert_eq!(
+            codes(&broker).await,
+            (LOAD_IN_PROGRESS, LOAD_IN_PROGRESS, LOAD_IN_PROGRESS)
+        );
+        // This node no longer coordinates the partition, though its image still says so.
+        assert!(broker.offsets.resign(index, |_| {}));
+        assert_eq!(
+            codes(&broker).await,
+            (NOT_COORDINATOR, NOT_COORDINATOR, NOT_COORDINATOR)
+        );
+        // Loaded again: the committed offset is read back from the partition's log.
+        assert!(broker.offsets.begin_load(index, partition.clone(), epoch));
+        assert!(broker.offsets.load(index, epoch, |_| {}).unwrap());
+        assert_eq!(broker.offsets.fetch("g", "t", 0).map(|o| o.offset), Some(1));
+    }
+}

@@ -18,7 +18,9 @@ use super::RequestContext;
 use crate::broker::{Broker, groups};
 use crate::coordinator::group::classic::GroupError;
 use crate::coordinator::group::consumer::ConsumerGroupError;
-use crate::coordinator::offsets::{COMMIT_TIMEOUT, CommittedOffset};
+use crate::coordinator::offsets::{
+    COMMIT_TIMEOUT, CommittedOffset, OffsetStoreError, PendingWrite,
+};
 use crate::server::error::{
     GroupRefusal, TopicRefusal, commit_refusal_code, coordinator_unavailable_code,
     group_refusal_code, offset_store_error_code, topic_refusal_code,
@@ -27,9 +29,45 @@ use crate::server::error::{
 /// `retention_time_ms` of -1: keep the offset for `offsets.retention.minutes`.
 const DEFAULT_RETENTION: i64 = -1;
 
-/// Validates and commits; answers per partition.
-#[must_use]
-pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
+/// An OffsetCommit appended, its answer waiting for the commit.
+#[must_use = "the answer waits for the commit"]
+pub struct PendingCommit {
+    response: OffsetCommitResponse,
+    /// The write, the group, and (topic index, partition index) of each offset written.
+    write: Option<(PendingWrite, String, Vec<(usize, usize)>)>,
+}
+
+impl PendingCommit {
+    /// Waits until the offsets are committed (acks=all over the partition's ISR, as Kafka's
+    /// coordinator runtime completes a write at the high watermark), at most Kafka's
+    /// `offsets.commit.timeout.ms` default; each offset written answers the failure if not.
+    pub async fn wait(self) -> OffsetCommitResponse {
+        let PendingCommit {
+            mut response,
+            write,
+        } = self;
+        if let Some((write, group, written)) = write
+            && let Err(e) = write.committed(COMMIT_TIMEOUT).await
+        {
+            tracing::warn!(group = %group, error = %e, "offset commit not committed");
+            fail(&mut response, &written, &e);
+        }
+        response
+    }
+}
+
+fn fail(response: &mut OffsetCommitResponse, written: &[(usize, usize)], e: &OffsetStoreError) {
+    let code = offset_store_error_code(e);
+    for &(ti, pi) in written {
+        let p: &mut OffsetCommitResponsePartition = &mut response.topics[ti].partitions[pi];
+        p.error_code = code;
+    }
+}
+
+/// Validates and appends; answers per partition once the append is committed. The append
+/// is made here, in the order the connection's requests arrive (a later commit of the same
+/// partition must win); only the answer waits, in a task of its own.
+pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> PendingCommit {
     let broker = &ctx.broker;
     let now = crate::now_ms();
     let group = req.group_id.0.to_string();
@@ -111,24 +149,27 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCom
                 .with_partitions(partitions),
         );
     }
+    let mut response = OffsetCommitResponse::default().with_topics(topics);
     if to_commit.is_empty() {
-        return OffsetCommitResponse::default().with_topics(topics);
+        return PendingCommit {
+            response,
+            write: None,
+        };
     }
-    // Answered once the batch is committed (acks=all over the partition's ISR), as Kafka's
-    // coordinator runtime completes a write at the high watermark.
-    let written = match broker.offsets.commit(&group, to_commit, now) {
-        Ok(pending) => pending.committed(COMMIT_TIMEOUT).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = written {
-        tracing::warn!(group = %group, error = %e, "offset commit failed");
-        let code = offset_store_error_code(&e);
-        for (ti, pi) in pending {
-            let p: &mut OffsetCommitResponsePartition = &mut topics[ti].partitions[pi];
-            p.error_code = code;
+    match broker.offsets.commit(&group, to_commit, now) {
+        Ok(write) => PendingCommit {
+            response,
+            write: Some((write, group, pending)),
+        },
+        Err(e) => {
+            tracing::warn!(group = %group, error = %e, "offset commit failed");
+            fail(&mut response, &pending, &e);
+            PendingCommit {
+                response,
+                write: None,
+            }
         }
     }
-    OffsetCommitResponse::default().with_topics(topics)
 }
 
 /// Kafka's `isValidGroupId` for the offset APIs: not empty. Also short enough for the int16

@@ -84,10 +84,13 @@ impl Shared {
     }
 
     /// Appends the core's pending group metadata records, then delivers `out`: answers reach
-    /// members only after what they answer is in the log. A failed append is logged; as in
-    /// Kafka, the group goes on in memory (an empty group's next record, or its members'
-    /// rejoin after a restart, repairs it).
+    /// members only after what they answer is in the log. When an append fails (this node
+    /// no longer leads the group's partition, or its log failed), the operation's answers
+    /// become NOT_COORDINATOR, as Kafka's runtime fails the operation whose write failed
+    /// (`normalizeException` maps both to it): the members look the coordinator up and
+    /// rejoin there.
     fn persist_then_deliver(&self, out: Vec<Completion>) {
+        let mut failed = false;
         {
             let _w = self
                 .writer
@@ -100,10 +103,26 @@ impl Shared {
                     if let Err(e) = log.append(&group, value, now_ms()) {
                         tracing::warn!(group = %group, tombstone, error = %e,
                             "cannot store group metadata");
+                        failed = true;
                     }
                 }
             }
         }
+        let out: Vec<Completion> = if failed {
+            out.into_iter()
+                .map(|c| match c {
+                    Completion::Join(t, r) => Completion::Join(
+                        t,
+                        JoinResponse::error(r.member_id, GroupError::NotCoordinator),
+                    ),
+                    Completion::Sync(t, _) => {
+                        Completion::Sync(t, SyncResponse::error(GroupError::NotCoordinator))
+                    }
+                })
+                .collect()
+        } else {
+            out
+        };
         if !out.is_empty() {
             self.lock().deliver(out);
         }

@@ -48,6 +48,12 @@ impl Shared {
 
     /// Runs `op` on the core, then appends the records it left, before returning its result.
     fn apply<R>(&self, op: impl FnOnce(&mut ConsumerGroupCore) -> R) -> R {
+        self.apply_reporting(op).0
+    }
+
+    /// [`Shared::apply`], also returning the groups whose records could not be appended
+    /// (they are written again with the next change).
+    fn apply_reporting<R>(&self, op: impl FnOnce(&mut ConsumerGroupCore) -> R) -> (R, Vec<String>) {
         let _w = self
             .writer
             .lock()
@@ -64,7 +70,7 @@ impl Shared {
                 core.not_written(group, records);
             }
         }
-        r
+        (r, failed.into_iter().map(|(g, _)| g).collect())
     }
 
     /// Appends each group's records; returns those whose append failed.
@@ -199,10 +205,17 @@ impl ConsumerGroupCoordinator {
     ) -> Result<HeartbeatResponse, ConsumerGroupError> {
         // Only v0 members are named by the broker; v1 clients name themselves (KIP-1082).
         let fresh = Uuid::new_v4().to_string();
-        let r = self
+        let group_id = req.group_id.clone();
+        let (r, failed) = self
             .shared
-            .apply(|core| core.heartbeat(now_ms(), req, &fresh, &Image(image)));
+            .apply_reporting(|core| core.heartbeat(now_ms(), req, &fresh, &Image(image)));
         self.wake_timer();
+        // The group's records are not in the log: the member is told, as Kafka's runtime
+        // fails a heartbeat whose write failed (NOT_COORDINATOR: it looks the coordinator up
+        // and heartbeats again).
+        if failed.contains(&group_id) {
+            return Err(ConsumerGroupError::NotCoordinator);
+        }
         r
     }
 

@@ -8,6 +8,10 @@ pub enum ConsumerGroupError {
     /// The request breaks KIP-848's rules for its fields (INVALID_REQUEST).
     #[error("invalid request: {reason}")]
     InvalidRequest { reason: &'static str },
+    /// The group's records could not be appended: this node no longer leads its
+    /// `__consumer_offsets` partition, or the log failed (NOT_COORDINATOR).
+    #[error("this node cannot write the group's records: not its coordinator")]
+    NotCoordinator,
     /// The member is not (or no longer) in the group.
     #[error("unknown member {member_id} in group {group_id}")]
     UnknownMemberId { group_id: String, member_id: String },
