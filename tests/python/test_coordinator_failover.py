@@ -90,6 +90,8 @@ class Member:
             "client.id": self.name,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            # Connection refusals from the killed node are expected; keep stderr readable.
+            "log_level": 2,
         }
         if self.flavour == "kip848":
             cfg["group.protocol"] = "consumer"
@@ -237,6 +239,7 @@ class Writer:
                 "enable.idempotence": True,
                 "linger.ms": 5,
                 "message.timeout.ms": 60_000,
+                "log_level": 2,
             }
         )
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -264,11 +267,19 @@ class Writer:
 
 
 class Monitor:
-    """Reads the group's committed offsets through the admin API every 200 ms, through
-    whichever node answers; notes any that moved back."""
+    """Reads the group's committed offsets every 200 ms with OffsetFetch (a consumer of the
+    group that does not join it, as an operator's tool reads them), through whichever node
+    coordinates; notes any that moved back."""
 
     def __init__(self, bootstrap: str):
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": GROUP,
+                "enable.auto.commit": False,
+                "log_level": 2,
+            }
+        )
         self.last: dict[int, int] = {}
         self.history: list[tuple[float, dict[int, int]]] = []
         self.backwards: list[str] = []
@@ -277,16 +288,13 @@ class Monitor:
         self.thread.start()
 
     def read(self) -> dict[int, int] | None:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
         try:
-            f = self.admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(GROUP)], request_timeout=5
-            )[GROUP]
-            r = f.result()
-        except Exception:  # noqa: BLE001 - unavailable while the coordinator moves
-            return None
-        return {tp.partition: tp.offset for tp in r.topic_partitions if tp.offset >= 0}
+            tps = self.consumer.committed(
+                [TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=5
+            )
+        except KafkaException:
+            return None  # unavailable while the coordinator moves
+        return {tp.partition: tp.offset for tp in tps if tp.error is None and tp.offset >= 0}
 
     def _run(self) -> None:
         while not self.stop.is_set():
@@ -312,19 +320,29 @@ class Monitor:
     def close(self) -> None:
         self.stop.set()
         self.thread.join(10)
+        self.consumer.close()
 
 
 def coordinator_of(cluster, alive: list[int]) -> int:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(alive)})
+    """The node that coordinates the group, as FindCoordinator through the live nodes names
+    it (kafka-python's admin client; librdkafka's admin API asserts when a broker it knows
+    is down)."""
+    from kafka import KafkaAdminClient
+
     deadline = time.monotonic() + 60
+    last = None
     while True:
         try:
-            d = admin.describe_consumer_groups([GROUP], request_timeout=5)[GROUP].result()
-            if d.coordinator is not None and d.coordinator.id in alive:
-                return d.coordinator.id
-        except Exception:  # noqa: BLE001 - retried until the deadline
-            pass
-        assert time.monotonic() < deadline, "no coordinator for the group in 60 s"
+            admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(alive))
+            try:
+                last = admin._find_coordinator_ids([GROUP])[GROUP]
+            finally:
+                admin.close()
+            if last in alive:
+                return last
+        except Exception as e:  # noqa: BLE001 - retried until the deadline
+            last = e
+        assert time.monotonic() < deadline, f"no live coordinator for the group in 60 s: {last}"
         time.sleep(0.2)
 
 
@@ -337,6 +355,7 @@ def run_failover(cluster, flavour: str, wipe: bool) -> None:
     bootstrap = cluster.bootstrap()
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+    del admin
     writer = Writer(bootstrap)
     members = [Member(flavour, bootstrap, f"{flavour}-{i}") for i in range(3)]
     monitor = Monitor(bootstrap)
