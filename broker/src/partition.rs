@@ -78,8 +78,8 @@ pub enum LeaderAppendError {
     Log(#[from] LogError),
 }
 
-/// Why an acks=all append is not acknowledged (its Kafka code is
-/// `crate::server::error::ack_error_code`).
+/// Why an acks=all append is not acknowledged (the server's `error::ack_error_code` gives
+/// its Kafka code).
 #[derive(Debug)]
 pub enum AckError {
     /// This node no longer leads in the append's epoch.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
 use rdkafka::topic_partition_list::Offset;
-use strata_tests::{Broker, serial};
+use strata_tests::{Broker, serial, wait_until};
 
 use crate::rdkafka_clients::*;
 
@@ -228,11 +228,19 @@ fn io_mode_round_trip(mode: &str, expect_line: &str) {
     let mut broker =
         start(&[("STRATA_IO_URING", mode)]).unwrap_or_else(|e| panic!("starting strata: {e:?}"));
     run(&mut broker, |broker| {
-        let log = std::fs::read_to_string(broker.stderr_path())?;
-        let line = log
-            .lines()
-            .find(|l| l.contains(" io: "))
-            .context("no startup line saying which I/O path is in use")?;
+        // The port accepts connections once it is bound, which is just before the line is
+        // logged: wait for it (boundedly) rather than read the log once.
+        let io_line = || -> anyhow::Result<Option<String>> {
+            let log = std::fs::read_to_string(broker.stderr_path())?;
+            Ok(log.lines().find(|l| l.contains(" io: ")).map(str::to_owned))
+        };
+        wait_until(
+            "the startup line saying which I/O path is in use",
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            || Ok(io_line()?.is_some()),
+        )?;
+        let line = io_line()?.context("no startup line saying which I/O path is in use")?;
         let refused = line.contains("refused io_uring");
         ensure!(
             line.contains(expect_line) || refused,

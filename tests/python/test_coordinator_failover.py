@@ -77,6 +77,31 @@ class Member:
         with self.lock:
             self.errors.append(repr(e))
 
+    def _python_client_settings(self) -> dict:
+        """The consumer settings kafka-python and aiokafka take, under the same names."""
+        return dict(
+            bootstrap_servers=self.bootstrap,
+            group_id=GROUP,
+            client_id=self.name,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=500,
+            request_timeout_ms=30_000,
+            retry_backoff_ms=100,
+        )
+
+    def _polled(self, polled: dict, pos: dict[int, int], owned: set[int]) -> dict[int, int]:
+        """Records a kafka-python or aiokafka poll ({TopicPartition: records}); returns the
+        positions of the partitions still owned, to commit (nothing after an empty poll)."""
+        for tp, records in polled.items():
+            for r in records:
+                self._record(tp.partition, r.offset)
+                pos[tp.partition] = r.offset + 1
+        if not polled:
+            return {}
+        return {p: o for p, o in pos.items() if p in owned}
+
     def _run(self) -> None:
         if self.flavour == "kafka-python":
             self._run_kafka_python()
@@ -134,17 +159,7 @@ class Member:
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata
 
-        c = KafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=GROUP,
-            client_id=self.name,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=SESSION_MS,
-            heartbeat_interval_ms=500,
-            request_timeout_ms=30_000,
-            retry_backoff_ms=100,
-        )
+        c = KafkaConsumer(**self._python_client_settings())
         c.subscribe([TOPIC])
         pos: dict[int, int] = {}
         try:
@@ -154,13 +169,8 @@ class Member:
                 except KafkaError as e:
                     self._error(e)
                     continue
-                for tp, records in polled.items():
-                    for r in records:
-                        self._record(tp.partition, r.offset)
-                        pos[tp.partition] = r.offset + 1
-                owned = {tp.partition for tp in c.assignment()}
-                to_commit = {p: o for p, o in pos.items() if p in owned}
-                if polled and to_commit:
+                to_commit = self._polled(polled, pos, {tp.partition for tp in c.assignment()})
+                if to_commit:
                     try:
                         c.commit(
                             {
@@ -182,17 +192,7 @@ class Member:
         from aiokafka import TopicPartition as ATopicPartition
         from aiokafka.errors import KafkaError
 
-        c = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=GROUP,
-            client_id=self.name,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=SESSION_MS,
-            heartbeat_interval_ms=500,
-            request_timeout_ms=30_000,
-            retry_backoff_ms=100,
-        )
+        c = AIOKafkaConsumer(**self._python_client_settings())
         c.subscribe([TOPIC])
         await c.start()
         pos: dict[int, int] = {}
@@ -203,13 +203,8 @@ class Member:
                 except KafkaError as e:
                     self._error(e)
                     continue
-                for tp, records in polled.items():
-                    for r in records:
-                        self._record(tp.partition, r.offset)
-                        pos[tp.partition] = r.offset + 1
-                owned = {tp.partition for tp in c.assignment()}
-                to_commit = {p: o for p, o in pos.items() if p in owned}
-                if polled and to_commit:
+                to_commit = self._polled(polled, pos, {tp.partition for tp in c.assignment()})
+                if to_commit:
                     try:
                         await c.commit({ATopicPartition(TOPIC, p): o for p, o in to_commit.items()})
                         self._committed(to_commit)

@@ -33,8 +33,15 @@ const DEFAULT_RETENTION: i64 = -1;
 #[must_use = "the answer waits for the commit"]
 pub struct PendingCommit {
     response: OffsetCommitResponse,
-    /// The write, the group, and (topic index, partition index) of each offset written.
-    write: Option<(PendingWrite, String, Vec<(usize, usize)>)>,
+    write: Option<Written>,
+}
+
+/// An appended commit: the write, its group, and (topic index, partition index) of each
+/// offset it holds.
+struct Written {
+    write: PendingWrite,
+    group: String,
+    at: Vec<(usize, usize)>,
 }
 
 impl PendingCommit {
@@ -46,11 +53,11 @@ impl PendingCommit {
             mut response,
             write,
         } = self;
-        if let Some((write, group, written)) = write
+        if let Some(Written { write, group, at }) = write
             && let Err(e) = write.committed(COMMIT_TIMEOUT).await
         {
             tracing::warn!(group = %group, error = %e, "offset commit not committed");
-            fail(&mut response, &written, &e);
+            fail(&mut response, &at, &e);
         }
         response
     }
@@ -159,7 +166,11 @@ pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> PendingCommit {
     match broker.offsets.commit(&group, to_commit, now) {
         Ok(write) => PendingCommit {
             response,
-            write: Some((write, group, pending)),
+            write: Some(Written {
+                write,
+                group,
+                at: pending,
+            }),
         },
         Err(e) => {
             tracing::warn!(group = %group, error = %e, "offset commit failed");
