@@ -813,6 +813,9 @@ impl Broker {
                 tracing::error!(topic = %partition.topic, partition = partition.index, error = %e,
                     "cannot record the leader epoch; not taking the leadership");
                 partition.resign();
+                if partition.topic == OFFSETS_TOPIC {
+                    self.stop_coordinating(partition.index);
+                }
                 return;
             }
             let min_isr = crate::config::dynamic::topic_value(

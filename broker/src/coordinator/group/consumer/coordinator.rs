@@ -196,6 +196,16 @@ impl ConsumerGroupCore {
         }
     }
 
+    /// The ids of the groups without members.
+    #[must_use]
+    pub fn empty_group_ids(&self) -> Vec<String> {
+        self.groups
+            .values()
+            .filter(|g| g.members.is_empty())
+            .map(|g| g.group_id.clone())
+            .collect()
+    }
+
     /// Kafka's `cleanupGroupMetadata` for consumer groups: every empty group for which
     /// `has_offsets` is false is deleted (its records become tombstones). Returns how many.
     pub fn delete_empty_groups(&mut self, has_offsets: impl Fn(&str) -> bool) -> usize {

@@ -250,8 +250,15 @@ impl ConsumerGroupCoordinator {
     /// Deletes the empty consumer groups that have no committed offsets left (after offset
     /// expiry), with tombstones for their records.
     pub fn delete_empty_groups_without_offsets(&self, has_offsets: impl Fn(&str) -> bool) -> usize {
+        // `has_offsets` takes a `__consumer_offsets` partition's lock, which comes before the
+        // core's (a partition's load hands its groups to the core under it): ask it with the
+        // core unlocked, then delete the groups still empty.
+        // A group that emptied meanwhile waits for the next pass.
+        let empty = self.lock().empty_group_ids();
+        let without_offsets: std::collections::BTreeSet<String> =
+            empty.into_iter().filter(|g| !has_offsets(g)).collect();
         self.shared
-            .apply(|core| core.delete_empty_groups(&has_offsets))
+            .apply(|core| core.delete_empty_groups(|g| !without_offsets.contains(g)))
     }
 
     /// Frees the id of an empty consumer group for a classic group.
