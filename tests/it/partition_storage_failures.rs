@@ -387,11 +387,21 @@ fn a_partition_that_cannot_be_opened_is_offline_and_the_rest_is_served() {
         let before = snapshot(&dir)?;
 
         b.restart()?;
-        let log = fs::read_to_string(b.stderr_path())?;
+        // The port accepts connections once it is bound, before the logs are opened: wait
+        // (boundedly) for the line rather than read the log once.
+        let logged = strata_tests::wait_until(
+            "an error naming broken-0 in the broker's log",
+            Duration::from_secs(15),
+            Duration::from_millis(50),
+            || {
+                let log = fs::read_to_string(b.stderr_path())?;
+                Ok(log.lines().any(|l| {
+                    l.contains("ERROR") && l.contains("broken-0") && l.contains("Is a directory")
+                }))
+            },
+        );
         ensure!(
-            log.lines().any(|l| l.contains("ERROR")
-                && l.contains("broken-0")
-                && l.contains("Is a directory")),
+            logged.is_ok(),
             "no error naming broken-0 and its cause in the broker's log"
         );
 
