@@ -101,6 +101,21 @@ fn agreed_coordinator(c: &Cluster, ids: &[i32]) -> i32 {
     last[0].1.expect("agreed").1
 }
 
+/// Produces 10 messages labelled `label`, and checks that a consumer of the group
+/// bootstrapped at `bootstrap` reads exactly those (it starts at the group's committed
+/// offsets, whichever node coordinates it now), then commits them.
+fn resumes_at_its_commits(p: &rdkafka::producer::FutureProducer, bootstrap: &str, label: &str) {
+    let (batch, errors) = produce(p, TOPIC, PARTITIONS, 10, label);
+    assert!(errors.is_empty(), "{errors:?}");
+    let c = consumer(bootstrap);
+    let read = drain(&c, batch.len(), Duration::ZERO);
+    assert_eq!(
+        read, batch,
+        "batch {label}: the group resumes from its committed offsets"
+    );
+    c.commit_consumer_state(CommitMode::Sync).expect("commit");
+}
+
 #[test]
 fn a_group_s_offsets_are_found_through_every_node() {
     let _serial = serial();
@@ -179,16 +194,7 @@ fn a_group_s_offsets_are_found_through_every_node() {
         "measured: node {coordinator} killed: node {successor} coordinates {GROUP} {} ms later",
         t.elapsed().as_millis()
     );
-    let (third, errors) = produce(&p, TOPIC, PARTITIONS, 10, "third");
-    assert!(errors.is_empty(), "{errors:?}");
-    let d = consumer(&c.bootstrap(&[others[0]]));
-    let read = drain(&d, third.len(), Duration::ZERO);
-    assert_eq!(
-        read, third,
-        "the group resumes from its committed offsets on the new coordinator"
-    );
-    d.commit_consumer_state(CommitMode::Sync).expect("commit");
-    drop(d);
+    resumes_at_its_commits(&p, &c.bootstrap(&[others[0]]), "third");
 
     // The killed node back; then the new coordinator killed with its data directory
     // deleted: the third replica takes over, and the wiped node, once restarted, copies
@@ -204,16 +210,7 @@ fn a_group_s_offsets_are_found_through_every_node() {
         "measured: node {successor} killed and wiped: node {third_coordinator} coordinates {GROUP} {} ms later",
         t.elapsed().as_millis()
     );
-    let (fourth, errors) = produce(&p, TOPIC, PARTITIONS, 10, "fourth");
-    assert!(errors.is_empty(), "{errors:?}");
-    let e = consumer(&c.bootstrap(&[third_coordinator]));
-    let read = drain(&e, fourth.len(), Duration::ZERO);
-    assert_eq!(
-        read, fourth,
-        "the group resumes from the offsets committed through the previous coordinator"
-    );
-    e.commit_consumer_state(CommitMode::Sync).expect("commit");
-    drop(e);
+    resumes_at_its_commits(&p, &c.bootstrap(&[third_coordinator]), "fourth");
     c.node(successor).restart();
     let t = Instant::now();
     agreed_coordinator(&c, &all);
