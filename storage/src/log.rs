@@ -1145,7 +1145,13 @@ impl Log {
     /// # Errors
     /// [`LogError::Io`], [`LogError::CorruptSegment`].
     pub fn truncate_to(&mut self, offset: i64) -> Result<(), LogError> {
-        if offset >= self.log_end_offset() {
+        let end = self.log_end_offset();
+        if offset >= end {
+            // No record goes, but the epoch cache is cut at the log end all the same, as
+            // Kafka's `truncateTo` does: a replica that led an epoch without writing in it
+            // holds an entry no record carries, and a follower that kept it would send it as
+            // its last fetched epoch for ever, diverging at its own log end (KIP-595).
+            self.change_leader_epochs(|c| c.truncate_from_end(end))?;
             return Ok(());
         }
         if offset < self.log_start_offset {

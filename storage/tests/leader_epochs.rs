@@ -167,6 +167,31 @@ fn truncation_and_retention_truncate_the_cache() {
     assert!(on_disk(dir.path()).is_empty());
 }
 
+/// A replica that led an epoch without writing in it holds an entry past its last record. A
+/// truncation at or past the log end removes no record but drops that entry, as Kafka's
+/// `truncateTo` does; otherwise, as a follower, it would send that epoch as its last fetched
+/// one for ever and its leader would answer a divergence at its own log end every time.
+#[test]
+fn a_truncation_at_the_log_end_drops_an_epoch_no_record_carries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_config(), 0).unwrap();
+    log.append(&mut batch(3), 4, 0).unwrap();
+    assert!(log.maybe_assign_leader_epoch(5).unwrap());
+    assert_eq!(entries(&log), [(4, 0), (5, 3)]);
+    log.truncate_to(3).unwrap();
+    assert_eq!(log.log_end_offset(), 3, "no record went");
+    assert_eq!(entries(&log), [(4, 0)]);
+    assert_eq!(on_disk(dir.path()), entries(&log));
+    // Past the log end too; and a cache that ends in a written epoch stays as it is.
+    assert!(log.maybe_assign_leader_epoch(6).unwrap());
+    log.truncate_to(10).unwrap();
+    assert_eq!(entries(&log), [(4, 0)]);
+    log.append(&mut batch(1), 7, 0).unwrap();
+    log.truncate_to(4).unwrap();
+    assert_eq!(entries(&log), [(4, 0), (7, 3)]);
+    assert_eq!(on_disk(dir.path()), entries(&log));
+}
+
 /// kill -9: nothing flushed or closed, then a tail torn at every byte of the last batch (the
 /// write of the newest epoch's first batch did not finish). The cache reopened never claims an
 /// epoch whose records are gone, and never lacks one whose records survived.
