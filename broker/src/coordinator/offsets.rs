@@ -995,3 +995,6 @@ fn log_config() -> LogConfig {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod simulation;
