@@ -50,9 +50,11 @@
 //! fsync is a policy: segments are fsynced when they roll and on clean shutdown.
 //!
 //! The state is applied when the batch is appended, before it is committed, as Kafka's
-//! runtime applies it to its timeline at the append; unlike Kafka's, reads here do not wait
-//! for the commit (an OffsetFetch can see an offset whose commit is still being
-//! replicated, and that a leader change would lose).
+//! runtime applies it to its timeline at the append. Kafka reads its timeline at the last
+//! committed offset; here an answer read from the live state waits instead until everything
+//! its partition had appended when it was read is committed ([`OffsetStore::written_through`]),
+//! so an answer never shows what a leader change could lose, and fails with the write if
+//! that is lost.
 //!
 //! # Compaction policy
 //!
@@ -408,6 +410,32 @@ impl OffsetStore {
     /// [`OffsetStoreError::NotCoordinator`] or [`OffsetStoreError::LoadInProgress`].
     pub fn check(&self, group: &str) -> Result<(), OffsetStoreError> {
         self.lock(group).serving()
+    }
+
+    /// A wait for everything appended so far to the partition of `group`, this node's
+    /// previous leaders' records included. An answer built from the live state (a group's
+    /// generation, its members' assignments, its offsets) waits on it, as Kafka's runtime
+    /// defers an operation to its partition's last written offset: no client then learns
+    /// of a state a leader change could still lose.
+    ///
+    /// # Errors
+    /// [`OffsetStoreError::NotCoordinator`] or [`OffsetStoreError::LoadInProgress`].
+    pub fn written_through(&self, group: &str) -> Result<PendingWrite, OffsetStoreError> {
+        let p = self.lock(group);
+        p.serving()?;
+        let Role::Active { epoch, partition } = &p.role else {
+            unreachable!("serving() checked the role");
+        };
+        let end = partition.log().log_end_offset();
+        Ok(PendingWrite {
+            partition_index: p.index,
+            wait: Some(Committing {
+                partition: partition.clone(),
+                epoch: *epoch,
+                end,
+                flushes: Vec::new(),
+            }),
+        })
     }
 
     /// Whether partition `index` is led here and loading.

@@ -272,8 +272,36 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
                 ctx.encode(&ResponseKind::OffsetCommit(resp))
             }));
         }
-        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(&ctx, r)),
-        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(&ctx, r)),
+        RequestKind::OffsetFetch(r) => {
+            let single = r.group_id.0.to_string();
+            let version = ctx.api_version;
+            let resp = offset_fetch::handle(&ctx, r);
+            let groups = offset_fetch::answered(version, &resp, &single);
+            if !groups.is_empty() {
+                return after_commit(ctx, groups, resp, move |resp, failed| {
+                    ResponseKind::OffsetFetch(offset_fetch::failed(version, resp, failed))
+                });
+            }
+            ResponseKind::OffsetFetch(resp)
+        }
+        RequestKind::OffsetDelete(r) => {
+            let group = r.group_id.0.to_string();
+            let resp = offset_delete::handle(&ctx, r);
+            if resp.error_code == 0 {
+                // The tombstones are answered once committed; a failure is the group's
+                // error, with no partitions (as a group-level error is answered).
+                return after_commit(ctx, vec![group], resp, |resp, failed| {
+                    ResponseKind::OffsetDelete(match failed.first() {
+                        None => resp,
+                        Some((_, code)) => {
+                            strata_protocol::messages::OffsetDeleteResponse::default()
+                                .with_error_code(*code)
+                        }
+                    })
+                });
+            }
+            ResponseKind::OffsetDelete(resp)
+        }
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(&ctx, r))
         }
@@ -373,13 +401,44 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
                 ctx.encode(&ResponseKind::SyncGroup(resp))
             }));
         }
-        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(&ctx, r)),
-        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(leave_group::handle(&ctx, r)),
+        RequestKind::Heartbeat(r) => {
+            // Kafka defers a heartbeat, like any group operation, to its partition's last
+            // written offset: REBALANCE_IN_PROGRESS or success is told of committed state.
+            let group = r.group_id.0.to_string();
+            let resp = heartbeat::handle(&ctx, r);
+            if resp.error_code == 0
+                || resp.error_code == strata_protocol::ResponseError::RebalanceInProgress.code()
+            {
+                return after_commit(ctx, vec![group], resp, |resp, failed| {
+                    ResponseKind::Heartbeat(match failed.first() {
+                        None => resp,
+                        Some((_, code)) => resp.with_error_code(*code),
+                    })
+                });
+            }
+            ResponseKind::Heartbeat(resp)
+        }
+        RequestKind::LeaveGroup(r) => {
+            let group = r.group_id.0.to_string();
+            let resp = leave_group::handle(&ctx, r);
+            if resp.error_code == 0 {
+                return after_commit(ctx, vec![group], resp, |resp, failed| {
+                    ResponseKind::LeaveGroup(leave_group::failed(resp, failed))
+                });
+            }
+            ResponseKind::LeaveGroup(resp)
+        }
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(&ctx, r)),
         RequestKind::DescribeGroups(r) => {
             ResponseKind::DescribeGroups(describe_groups::handle(&ctx, r))
         }
-        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(&ctx, r)),
+        RequestKind::DeleteGroups(r) => {
+            let resp = delete_groups::handle(&ctx, r);
+            let deleted = delete_groups::deleted(&resp);
+            return after_commit(ctx, deleted, resp, |resp, failed| {
+                ResponseKind::DeleteGroups(delete_groups::failed(resp, failed))
+            });
+        }
         RequestKind::DescribeQuorum(r) => {
             return Slot::Pending(tokio::spawn(async move {
                 let resp = describe_quorum::handle(&ctx, r).await;
@@ -387,7 +446,16 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
             }));
         }
         RequestKind::ConsumerGroupHeartbeat(r) => {
-            ResponseKind::ConsumerGroupHeartbeat(consumer_group_heartbeat::handle(&ctx, r))
+            let group = r.group_id.0.to_string();
+            let resp = consumer_group_heartbeat::handle(&ctx, r);
+            if resp.error_code == 0 {
+                return after_commit(ctx, vec![group], resp, |resp, failed| {
+                    ResponseKind::ConsumerGroupHeartbeat(consumer_group_heartbeat::failed(
+                        resp, failed,
+                    ))
+                });
+            }
+            ResponseKind::ConsumerGroupHeartbeat(resp)
         }
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(&ctx, r))
@@ -467,6 +535,27 @@ async fn authorized_incremental_alter_configs(
         incremental_alter_configs::handle_kind,
     )
     .await
+}
+
+/// A group request applied inline (in the connection's order) whose answer waits until each
+/// group's `__consumer_offsets` partition has committed what it held then
+/// ([`crate::server::placement::committed`]). `finish` builds the response with the groups
+/// whose wait failed and their error codes.
+fn after_commit<R: Send + 'static>(
+    ctx: RequestContext,
+    groups: Vec<String>,
+    answer: R,
+    finish: impl FnOnce(R, &[(String, i16)]) -> ResponseKind + Send + 'static,
+) -> Slot {
+    Slot::Pending(tokio::spawn(async move {
+        let mut failed = Vec::new();
+        for group in groups {
+            if let Err(code) = crate::server::placement::committed(&ctx.broker, &group).await {
+                failed.push((group, code));
+            }
+        }
+        ctx.encode(&finish(answer, &failed))
+    }))
 }
 
 /// A controller-bound request on a node that is not the active controller: forwarded to it

@@ -85,6 +85,30 @@ pub fn check(broker: &Broker, group: &str) -> Result<(), CoordinatorUnavailable>
     }
 }
 
+/// Waits until everything the partition of `group` holds when called is committed
+/// ([`crate::coordinator::offsets::OffsetStore::written_through`]), at most Kafka's
+/// `offsets.commit.timeout.ms` default: group answers built from the coordinator's live
+/// state are sent only then, as Kafka's runtime completes an operation once its partition's
+/// last written offset is committed.
+///
+/// # Errors
+///
+/// The Kafka error code to answer instead, as for a failed OffsetCommit: NOT_COORDINATOR
+/// when this node stopped leading the partition, COORDINATOR_NOT_AVAILABLE on time out.
+pub async fn committed(broker: &Broker, group: &str) -> Result<(), i16> {
+    let written = broker
+        .offsets
+        .written_through(group)
+        .map_err(|e| crate::server::error::offset_store_error_code(&e))?;
+    written
+        .committed(crate::coordinator::offsets::COMMIT_TIMEOUT)
+        .await
+        .map_err(|e| {
+            tracing::debug!(group, error = %e, "a group answer's state was not committed");
+            crate::server::error::offset_store_error_code(&e)
+        })
+}
+
 /// Whether a creation of the topic is on its way from this node.
 static CREATING: AtomicBool = AtomicBool::new(false);
 
@@ -267,5 +291,79 @@ mod runtime_tests {
         assert!(broker.offsets.begin_load(index, partition.clone(), epoch));
         assert!(broker.offsets.load(index, epoch, |_| {}).unwrap());
         assert_eq!(broker.offsets.fetch("g", "t", 0).map(|o| o.offset), Some(1));
+    }
+
+    /// A group answer waits until the partition has committed what it held: not while a
+    /// member of the ISR lags, at once when it catches up, and NOT_COORDINATOR when this
+    /// node stops leading the partition meanwhile.
+    #[tokio::test]
+    async fn answers_wait_for_the_partition_s_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
+        let me = broker.config.node_id;
+        let index = broker.offsets.partition_for("g");
+        let partition = broker.partition(OFFSETS_TOPIC, index).unwrap();
+        let epoch = partition.replicated_leader_epoch().unwrap();
+        // Nothing in flight: at once.
+        super::committed(&broker, "g").await.unwrap();
+        // A second replica joins the ISR, and a write is appended that it has not fetched.
+        partition.make_leader(
+            me,
+            &strata_replication::leader::PartitionRegistration {
+                replicas: vec![me, 2],
+                isr: vec![me, 2],
+                leader_epoch: epoch,
+                partition_epoch: 1_000,
+            },
+            strata_replication::leader::ReplicationConfig::default(),
+        );
+        let offset = |o: i64| crate::coordinator::offsets::CommittedOffset {
+            offset: o,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: 0,
+            expire_timestamp: None,
+        };
+        let _pending = broker
+            .offsets
+            .commit("g", vec![("t".into(), 0, offset(5))], 0)
+            .unwrap();
+        let waiting = tokio::time::timeout(
+            std::time::Duration::from_millis(400),
+            super::committed(&broker, "g"),
+        )
+        .await;
+        assert!(waiting.is_err(), "answered before the ISR had the write");
+        // The follower fetches past the write: the wait ends.
+        let fetch = |at: i64| strata_replication::fetch::FetchPartition {
+            replica_id: 2,
+            fetch_offset: at,
+            current_leader_epoch: epoch,
+            last_fetched_epoch: -1,
+            replica_epoch: -1,
+            log_start_offset: 0,
+        };
+        let end = partition.log().log_end_offset();
+        let wait = tokio::spawn({
+            let broker = broker.clone();
+            async move { super::committed(&broker, "g").await }
+        });
+        partition.follower_fetch(&fetch(end), me).unwrap();
+        assert_eq!(wait.await.unwrap(), Ok(()));
+        // Another write; this node resigns before the ISR has it.
+        let _pending = broker
+            .offsets
+            .commit("g", vec![("t".into(), 0, offset(6))], 0)
+            .unwrap();
+        let wait = tokio::spawn({
+            let broker = broker.clone();
+            async move { super::committed(&broker, "g").await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        partition.resign();
+        assert_eq!(wait.await.unwrap(), Err(NOT_COORDINATOR));
+        // Not coordinating at all: at once.
+        assert!(broker.offsets.resign(index, |_| {}));
+        assert_eq!(super::committed(&broker, "g").await, Err(NOT_COORDINATOR));
     }
 }

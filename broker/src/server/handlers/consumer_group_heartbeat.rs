@@ -106,6 +106,21 @@ fn claim_group_id(ctx: &RequestContext, group_id: &str) -> Result<(), ConsumerGr
     }
 }
 
+/// The answer once the group's partition committed what it held: as built, or the wait's
+/// error (the member heartbeats again, at the coordinator it looks up).
+#[must_use]
+pub fn failed(
+    resp: ConsumerGroupHeartbeatResponse,
+    failed: &[(String, i16)],
+) -> ConsumerGroupHeartbeatResponse {
+    match failed.first() {
+        None => resp,
+        Some((_, code)) => ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(*code)
+            .with_member_epoch(-1),
+    }
+}
+
 fn error(e: &ConsumerGroupError) -> ConsumerGroupHeartbeatResponse {
     tracing::debug!(error = %e, "consumer group heartbeat refused");
     ConsumerGroupHeartbeatResponse::default()

@@ -59,9 +59,30 @@ fn delete_classic(ctx: &RequestContext, group: &str) -> i16 {
     }
 }
 
-/// A deleted group's offsets and stored metadata go with it. The tombstones are answered at
-/// their append, not at their commit: a leader change that loses them leaves the group as
-/// it was, and the client may delete it again.
+/// The groups the answer says were deleted: their answers wait for the tombstones' commit.
+#[must_use]
+pub fn deleted(resp: &DeleteGroupsResponse) -> Vec<String> {
+    resp.results
+        .iter()
+        .filter(|r| r.error_code == 0)
+        .map(|r| r.group_id.0.to_string())
+        .collect()
+}
+
+/// The answer once each deleted group's tombstones are committed; a group whose wait failed
+/// gets its error (a leader change that lost them leaves the group as it was).
+#[must_use]
+pub fn failed(mut resp: DeleteGroupsResponse, failed: &[(String, i16)]) -> DeleteGroupsResponse {
+    for r in &mut resp.results {
+        if let Some((_, code)) = failed.iter().find(|(g, _)| *g == *r.group_id.0) {
+            r.error_code = *code;
+        }
+    }
+    resp
+}
+
+/// A deleted group's offsets and stored metadata go with it; the answer waits for the
+/// tombstones' commit (see [`failed`]).
 fn delete_offsets(ctx: &RequestContext, group: &str) -> i16 {
     match ctx.broker.offsets.delete_group(group, now_ms()) {
         Ok((_, _pending)) => 0,

@@ -63,7 +63,18 @@ pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupRes
         require_known_member_id: v >= 4,
         supports_skip_assignment: v >= 9,
     };
+    let group = join.group_id.clone();
     let r = ctx.broker.groups.join(join).await;
+    // The generation is answered once the partition holds it committed.
+    if r.error.is_none()
+        && let Err(code) = crate::server::placement::committed(&ctx.broker, &group).await
+    {
+        return JoinGroupResponse::default()
+            .with_error_code(code)
+            .with_generation_id(-1)
+            .with_protocol_name((v < 7).then(StrBytes::default))
+            .with_member_id(StrBytes::from_string(r.member_id));
+    }
     let members = r
         .members
         .into_iter()

@@ -57,3 +57,13 @@ pub fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> LeaveGroupRespons
             .collect(),
     )
 }
+
+/// The answer once the group's partition committed what it held: as built, or the wait's
+/// error alone (Kafka answers a LeaveGroup whose write failed with the error, no members).
+#[must_use]
+pub fn failed(resp: LeaveGroupResponse, failed: &[(String, i16)]) -> LeaveGroupResponse {
+    match failed.first() {
+        None => resp,
+        Some((_, code)) => LeaveGroupResponse::default().with_error_code(*code),
+    }
+}

@@ -107,6 +107,69 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchRespo
     }
 }
 
+/// The groups answered without error: their answers wait until their partitions have
+/// committed what they held (an offset is shown only once a leader change cannot lose it).
+/// `single` is the group of a v0-7 request.
+#[must_use]
+pub fn answered(version: i16, resp: &OffsetFetchResponse, single: &str) -> Vec<String> {
+    if version >= 8 {
+        return resp
+            .groups
+            .iter()
+            .filter(|g| g.error_code == 0)
+            .map(|g| g.group_id.0.to_string())
+            .collect();
+    }
+    let ok = if version >= 2 {
+        resp.error_code == 0
+    } else {
+        resp.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .all(|p| p.error_code == 0)
+    };
+    if ok {
+        vec![single.to_owned()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The answer once the groups' partitions committed what they held; a group whose wait
+/// failed gets the error and no offsets, as Kafka answers a coordinator error (v0-1 carry
+/// it in every partition, with no offset).
+#[must_use]
+pub fn failed(
+    version: i16,
+    mut resp: OffsetFetchResponse,
+    failed: &[(String, i16)],
+) -> OffsetFetchResponse {
+    if version >= 8 {
+        for g in &mut resp.groups {
+            if let Some((_, code)) = failed.iter().find(|(id, _)| *id == *g.group_id.0) {
+                g.error_code = *code;
+                g.topics.clear();
+            }
+        }
+        return resp;
+    }
+    let Some((_, code)) = failed.first() else {
+        return resp;
+    };
+    if version >= 2 {
+        resp.error_code = *code;
+        resp.topics.clear();
+    } else {
+        for p in resp.topics.iter_mut().flat_map(|t| &mut t.partitions) {
+            p.error_code = *code;
+            p.committed_offset = NO_OFFSET;
+            p.committed_leader_epoch = -1;
+            p.metadata = Some(StrBytes::default());
+        }
+    }
+    resp
+}
+
 /// The group's error code and its answers, for the wanted (topic, partitions), or for every
 /// committed offset when `wanted` is `None`.
 fn lookup(

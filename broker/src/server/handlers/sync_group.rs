@@ -33,7 +33,15 @@ pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> SyncGroupRes
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect(),
     };
+    let group = sync.group_id.clone();
     let r = ctx.broker.groups.sync(sync).await;
+    // The assignment is answered once the partition holds it committed (Kafka answers the
+    // leader's SyncGroup after its group record commits, and the others' not before).
+    if r.error.is_none()
+        && let Err(code) = crate::server::placement::committed(&ctx.broker, &group).await
+    {
+        return SyncGroupResponse::default().with_error_code(code);
+    }
     let mut resp = SyncGroupResponse::default()
         .with_error_code(r.error.as_ref().map_or(0, group_error_code))
         .with_assignment(r.assignment);

@@ -5,8 +5,9 @@
 //! # Group metadata records
 //!
 //! After each operation the core's records go to the [`GroupLog`] before any answer of that
-//! operation is delivered, so a member learns of a generation only once it is durable (Kafka
-//! answers the leader's SyncGroup after the append). Lock order is `writer`, then a
+//! operation is delivered, and the handlers send an answer once its group's partition has
+//! committed them, so a member learns of a generation only once a leader change keeps it
+//! (Kafka answers the leader's SyncGroup once its record is committed). Lock order is `writer`, then a
 //! `__consumer_offsets` partition, then `inner`: the core's lock is never held across an
 //! append (offset expiry asks the coordinator while holding a partition's lock). Records are
 //! whole-group snapshots, drained and appended under `writer`, so a group's records reach the

@@ -73,8 +73,8 @@ impl GroupLog for OffsetStore {
         value: Option<Bytes>,
         now_ms: i64,
     ) -> Result<(), OffsetStoreError> {
-        // The append is not waited for: a member is answered once its generation is in
-        // the leader's log, not yet committed (see the offsets module).
+        // The append only: the handlers answer once the partition has committed it
+        // (`server::placement::committed`).
         self.store_group_metadata(group, value, now_ms)
             .map(|_pending| ())
     }

@@ -5,8 +5,8 @@
 //! # Records
 //!
 //! After each operation the core's records ([`super::persist`]) are appended to
-//! `__consumer_offsets` before the answer is returned, so a member is told only what is
-//! durable. Lock order is `writer`, then a `__consumer_offsets` partition, then `core`: the
+//! `__consumer_offsets` before the answer is returned, and the handler sends the answer once
+//! they are committed, so a member is told only what a leader change keeps. Lock order is `writer`, then a `__consumer_offsets` partition, then `core`: the
 //! core's lock is never held across an append (offset expiry asks the coordinators while
 //! holding a partition's lock), and `writer` keeps a group's records in the order the core
 //! produced them. A failed append is logged and its records go back to the core, so the next
@@ -80,7 +80,8 @@ impl Shared {
         };
         let mut failed = Vec::new();
         for (group, records) in records {
-            // Not waited for: a heartbeat is answered at the append (see the offsets module).
+            // The append only: the handler answers once the partition has committed it
+            // (`server::placement::committed`).
             if let Err(e) = log.append_consumer_group_records(&group, records.clone(), now_ms()) {
                 tracing::warn!(group = %group, error = %e, "cannot store consumer group records");
                 failed.push((group, records));
