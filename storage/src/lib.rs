@@ -33,6 +33,9 @@
 //!   `<20-digit offset>.snapshot` files, written on roll and clean close, rebuilt on open.
 //! - [`leader_epoch`]: the leader epoch cache and its checkpoint; [`Log`] keeps one, assigns
 //!   epochs on append, truncates it with the log and reconciles it with the log at open.
+//! - [`txn_index`]: the aborted-transaction index of a segment (`.txnindex`, Kafka's
+//!   `TransactionIndex`) and the search a `read_committed` read makes over it; not yet fed
+//!   by the append path (transactions are not accepted yet).
 //! - [`checkpoint`]: Kafka's offset checkpoint files (`recovery-point-offset-checkpoint`,
 //!   `log-start-offset-checkpoint`), replaced atomically.
 //! - [`error`]: the error enum, [`LogError`].
@@ -75,6 +78,7 @@ pub mod producer_state;
 pub mod region;
 mod segment;
 pub mod sendfile;
+pub mod txn_index;
 
 pub use config::LogConfig;
 pub use error::LogError;
