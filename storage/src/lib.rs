@@ -36,6 +36,8 @@
 //! - [`txn_index`]: the aborted-transaction index of a segment (`.txnindex`, Kafka's
 //!   `TransactionIndex`) and the search a `read_committed` read makes over it; not yet fed
 //!   by the append path (transactions are not accepted yet).
+//! - [`txn_state`]: a partition's open and unreplicated transactions, its first unstable
+//!   and last stable offsets; not yet fed by the append path either.
 //! - [`checkpoint`]: Kafka's offset checkpoint files (`recovery-point-offset-checkpoint`,
 //!   `log-start-offset-checkpoint`), replaced atomically.
 //! - [`error`]: the error enum, [`LogError`].
@@ -79,6 +81,7 @@ pub mod region;
 mod segment;
 pub mod sendfile;
 pub mod txn_index;
+pub mod txn_state;
 
 pub use config::LogConfig;
 pub use error::LogError;
