@@ -574,6 +574,13 @@ impl BrokerConfig {
             values,
             explicit,
         };
+        // DescribeConfigs shows the factor this node creates the topic with, which on the
+        // only voter of its own quorum is 1 unless set (see `offsets_replication_factor`).
+        let mut cfg = cfg;
+        cfg.values.insert(
+            "offsets.topic.replication.factor".to_owned(),
+            cfg.offsets_replication_factor().to_string(),
+        );
         if cfg.broker_heartbeat_interval_ms >= cfg.broker_session_timeout_ms {
             // Strata's check (Kafka has none): a broker that heartbeats no more often than its
             // session lasts would be fenced between heartbeats.
@@ -797,6 +804,14 @@ mod tests {
         assert_eq!(c.values["log.retention.hours"], "168");
         assert_eq!(c.values["message.max.bytes"], "1048588");
         assert_eq!(c.values["offsets.topic.num.partitions"], "50");
+        // The factor in effect: 1 on the only voter of its own quorum unless set.
+        assert_eq!(c.values["offsets.topic.replication.factor"], "1");
+        let set = BrokerConfig::from_args(
+            &args(&["--override", "offsets.topic.replication.factor=3"]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(set.values["offsets.topic.replication.factor"], "3");
         // A dynamic key Strata does not read is not known here.
         assert!(!c.values.contains_key("log.cleaner.delete.retention.ms"));
         assert!(!c.values.contains_key("background.threads"));

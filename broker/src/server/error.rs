@@ -519,9 +519,9 @@ pub fn produce_refusal_code(e: &ProduceRefusal) -> i16 {
         ProduceRefusal::Topic(r) => topic_refusal_code(*r),
         ProduceRefusal::InvalidRequiredAcks => ResponseError::InvalidRequiredAcks.code(),
         ProduceRefusal::Unavailable(e) => leadership_error_code(*e),
-        ProduceRefusal::NullRecords | ProduceRefusal::KeylessRecordInCompactedTopic => {
-            ResponseError::InvalidRecord.code()
-        }
+        ProduceRefusal::NullRecords
+        | ProduceRefusal::KeylessRecordInCompactedTopic
+        | ProduceRefusal::ControlBatch => ResponseError::InvalidRecord.code(),
         ProduceRefusal::Replication(e) => replication_error_code(e),
         ProduceRefusal::Append(e) => leader_append_error_code(e),
     }

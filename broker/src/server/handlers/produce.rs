@@ -53,6 +53,9 @@ pub enum ProduceRefusal {
     NullRecords,
     /// A compacted topic takes no record without a key (Kafka's `LogValidator`).
     KeylessRecordInCompactedTopic,
+    /// A control batch (a transaction marker): only the transaction coordinator writes
+    /// those (Kafka's `LogValidator`, for an append from a client).
+    ControlBatch,
     /// acks=all while the ISR is below `min.insync.replicas`: refused before the append.
     Replication(ReplicationError),
     /// The leader's append was refused or failed.
@@ -224,6 +227,10 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                 (true, Ok(_), None) => {
                     Err((ProduceRefusal::NullRecords, Some("null records".to_owned())))
                 }
+                (true, Ok(_), Some(records)) if has_control_batch(&records) => Err((
+                    ProduceRefusal::ControlBatch,
+                    Some("Clients are not allowed to write control records".to_owned()),
+                )),
                 (true, Ok(_), Some(records))
                     if compacted && !keyless_records(&records).is_empty() =>
                 {
@@ -341,6 +348,22 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
             timeout_ms,
         })
     }
+}
+
+/// Whether the record set holds a control batch. A record set that does not parse answers
+/// no: the append reports it.
+fn has_control_batch(records: &[u8]) -> bool {
+    let mut pos = 0;
+    while pos < records.len() {
+        let Ok(view) = RecordBatchView::parse(&records[pos..]) else {
+            return false;
+        };
+        if view.is_control() {
+            return true;
+        }
+        pos += view.total_len();
+    }
+    false
 }
 
 /// Largest decompressed records section examined for keys (as storage's own bound).
@@ -466,6 +489,40 @@ mod tests {
         }
         assert_eq!(part.log().log_end_offset(), 0, "nothing was appended");
         assert_eq!(part.log().leader_epochs().entries(), epochs_before);
+    }
+
+    /// A client's control batch (a forged transaction marker) is refused with INVALID_RECORD
+    /// and nothing of the partition's record set is written, as Kafka's `LogValidator` does.
+    #[tokio::test]
+    async fn a_client_control_batch_is_invalid_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
+        let ctx = fixture::ctx(&broker, ApiKey::Produce, 9);
+        let image = fixture::lead_at(&broker, "t", 1);
+        let plain = fixture::records(1);
+        let mut marker = fixture::records(1).to_vec();
+        // Attributes (@21, i16): transactional (bit 4) and control (bit 5).
+        marker[22] |= 0x30;
+        strata_protocol::record_batch::set_producer(&mut marker, 7, 0, -1);
+        strata_protocol::record_batch::write_crc(&mut marker);
+        let mut both = plain.to_vec();
+        both.extend_from_slice(&marker);
+        let mut req = request_with_acks("t", 1, 1);
+        req.topic_data[0].partition_data[0].records = Some(bytes::Bytes::from(both));
+        let resp = ready(answer(&ctx, &image, req));
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!(
+            (p.error_code, p.base_offset),
+            (ResponseError::InvalidRecord.code(), -1)
+        );
+        assert_eq!(
+            p.error_message.as_deref(),
+            Some("Clients are not allowed to write control records")
+        );
+        assert_eq!(broker.partition("t", 0).unwrap().log().log_end_offset(), 0);
+        // The same producer's data is taken.
+        let resp = ready(answer(&ctx, &image, request_with_acks("t", 1, 1)));
+        assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
     }
 
     /// The leader stamps every batch with the image's leader epoch and starts that epoch in
