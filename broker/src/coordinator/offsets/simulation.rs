@@ -484,7 +484,6 @@ impl Sim {
             return Ok(());
         };
         let live = self.live();
-        let mut truncations = 0;
         let Some(run) = self
             .nodes
             .iter_mut()
@@ -529,7 +528,7 @@ impl Sim {
             }
         }
         if let Some(t) = state.on_fetch_answer(&answer, local(&log)) {
-            truncations += 1;
+            self.stats.truncations += 1;
             truncate(&mut log, t)?;
         }
         if !records.is_empty() {
@@ -540,7 +539,6 @@ impl Sim {
         let hw = state.high_watermark();
         drop(log);
         partition.set_high_watermark(hw);
-        self.stats.truncations += truncations;
         if let Some(proposal) = leader_partition.isr_proposal(crate::now_ms()) {
             let outcome = if proposal.leader_epoch == self.leader_epoch
                 && proposal.partition_epoch == self.partition_epoch
