@@ -15,6 +15,7 @@ use strata_tests::wire::{self, header, recv, send};
 const CORRUPT_MESSAGE: i16 = 2;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const MESSAGE_TOO_LARGE: i16 = 10;
+const INVALID_RECORD: i16 = 87;
 const UNSUPPORTED_VERSION: i16 = 35;
 
 fn connect(b: &Broker) -> TcpStream {
@@ -92,6 +93,16 @@ fn bad_input_gets_kafka_errors_or_a_clean_close_and_the_broker_keeps_serving() {
         produce(&b, "bad-input", &good[..good.len() - 5]).0,
         CORRUPT_MESSAGE,
         "torn batch"
+    );
+
+    // A forged transaction marker: a control batch (attributes bits 4 and 5) from a client.
+    let mut marker = batch(1, 10);
+    marker[22] |= 0x30;
+    strata_protocol::record_batch::set_producer(&mut marker, 7, 0, -1);
+    assert_eq!(
+        produce(&b, "bad-input", &marker).0,
+        INVALID_RECORD,
+        "a client's control batch"
     );
 
     // Larger than max.message.bytes.
