@@ -352,7 +352,7 @@ impl BrokerConfig {
                 ));
             }
         };
-        let cfg = BrokerConfig {
+        let mut cfg = BrokerConfig {
             node_id,
             listen_host,
             listen_port,
@@ -576,7 +576,6 @@ impl BrokerConfig {
         };
         // DescribeConfigs shows the factor this node creates the topic with, which on the
         // only voter of its own quorum is 1 unless set (see `offsets_replication_factor`).
-        let mut cfg = cfg;
         cfg.values.insert(
             "offsets.topic.replication.factor".to_owned(),
             cfg.offsets_replication_factor().to_string(),

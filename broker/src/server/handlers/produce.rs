@@ -353,17 +353,9 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
 /// Whether the record set holds a control batch. A record set that does not parse answers
 /// no: the append reports it.
 fn has_control_batch(records: &[u8]) -> bool {
-    let mut pos = 0;
-    while pos < records.len() {
-        let Ok(view) = RecordBatchView::parse(&records[pos..]) else {
-            return false;
-        };
-        if view.is_control() {
-            return true;
-        }
-        pos += view.total_len();
-    }
-    false
+    strata_protocol::record_batch::batches(records)
+        .map_while(Result::ok)
+        .any(|view| view.is_control())
 }
 
 /// Largest decompressed records section examined for keys (as storage's own bound).
