@@ -336,6 +336,32 @@ impl<'a> RecordBatchView<'a> {
     pub fn record_count(&self) -> i32 {
         be_i32(self.bytes, RECORD_COUNT_AT)
     }
+    /// The end-of-transaction marker a control batch holds (Kafka's `EndTransactionMarker`,
+    /// read from the batch's first record): `None` when this is not a control batch, or its
+    /// record is not a well-formed COMMIT or ABORT marker (Kafka's readers skip control
+    /// records of other types). Control batches are never compressed.
+    #[must_use]
+    pub fn end_txn_marker(&self) -> Option<EndTxnMarker> {
+        if !self.is_control() {
+            return None;
+        }
+        let record = self.records().ok()?.next()?.ok()?;
+        let key = record.key?;
+        let value = record.value?;
+        if key.len() < 4 || value.len() < 6 {
+            return None;
+        }
+        let commit = match be_i16(key, 2) {
+            CONTROL_TYPE_ABORT => false,
+            CONTROL_TYPE_COMMIT => true,
+            _ => return None,
+        };
+        Some(EndTxnMarker {
+            commit,
+            coordinator_epoch: be_i32(value, 2),
+        })
+    }
+
     /// The whole batch, header included.
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
@@ -740,6 +766,17 @@ pub fn set_producer(batch: &mut [u8], producer_id: i64, producer_epoch: i16, bas
     write_crc(batch);
 }
 
+/// Sets the transactional bit of a batch (KIP-98) and recomputes the CRC. Producers set it
+/// themselves; tests use this to turn an [`encode_batch`] batch into a transactional one.
+///
+/// # Panics
+/// If `batch` is shorter than the header.
+pub fn set_transactional(batch: &mut [u8]) {
+    let attributes = be_i16(batch, ATTRIBUTES_AT) | TRANSACTIONAL_BIT;
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    write_crc(batch);
+}
+
 /// Recomputes and stores the CRC32C of a batch (bytes @21 to the end of `batch`).
 ///
 /// # Panics
@@ -863,6 +900,60 @@ pub fn encode_batch(base_offset: i64, records: &[SimpleRecord]) -> Bytes {
     out.put_slice(&body);
     write_crc(&mut out);
     out.freeze()
+}
+
+/// Control record type of an ABORT marker (Kafka's `ControlRecordType.ABORT`).
+const CONTROL_TYPE_ABORT: i16 = 0;
+/// Control record type of a COMMIT marker.
+const CONTROL_TYPE_COMMIT: i16 = 1;
+
+/// What an end-of-transaction control record says (Kafka's `EndTransactionMarker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndTxnMarker {
+    /// COMMIT, else ABORT.
+    pub commit: bool,
+    /// The epoch of the transaction coordinator that wrote it; a partition refuses a marker
+    /// from an older coordinator (TRANSACTION_COORDINATOR_FENCED).
+    pub coordinator_epoch: i32,
+}
+
+/// Encodes the control batch of a transaction marker as Kafka's
+/// `MemoryRecords.withEndTransactionMarker` does: attributes transactional and control
+/// (0x30), the producer's id and epoch, no sequence, and one record whose key is the control
+/// type (version 0, then 0 for ABORT or 1 for COMMIT) and whose value is version 0 and the
+/// coordinator epoch. The batch is 78 bytes.
+#[must_use]
+pub fn encode_end_txn_marker(
+    producer_id: i64,
+    producer_epoch: i16,
+    marker: EndTxnMarker,
+    timestamp: i64,
+) -> Bytes {
+    let mut key = [0u8; 4];
+    let kind = if marker.commit {
+        CONTROL_TYPE_COMMIT
+    } else {
+        CONTROL_TYPE_ABORT
+    };
+    key[2..].copy_from_slice(&kind.to_be_bytes());
+    let mut value = [0u8; 6];
+    value[2..].copy_from_slice(&marker.coordinator_epoch.to_be_bytes());
+    let batch = encode_batch(
+        0,
+        &[SimpleRecord {
+            key: Some(Bytes::copy_from_slice(&key)),
+            value: Some(Bytes::copy_from_slice(&value)),
+            timestamp,
+            headers: Vec::new(),
+        }],
+    );
+    let mut out = batch.to_vec();
+    let attributes = TRANSACTIONAL_BIT | CONTROL_BIT;
+    out[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    out[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&producer_id.to_be_bytes());
+    out[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&producer_epoch.to_be_bytes());
+    write_crc(&mut out);
+    Bytes::from(out)
 }
 
 #[cfg(test)]

@@ -87,6 +87,27 @@ pub enum LogError {
         producer_id: i64,
         base_sequence: i32,
     },
+    /// INVALID_TXN_STATE: a non-transactional batch from a producer whose transaction in
+    /// this partition is open (Kafka's `ProducerAppendInfo.updateCurrentTxnFirstOffset`).
+    /// Nothing of the request was written.
+    #[error(
+        "expected a transactional write from producer {producer_id}, whose transaction is open since offset {first_offset}"
+    )]
+    InvalidTxnState { producer_id: i64, first_offset: i64 },
+    /// INVALID_RECORD: a client wrote a control batch; only the transaction coordinator
+    /// writes markers (Kafka's `LogValidator`). Nothing of the request was written.
+    #[error("clients are not allowed to write control records")]
+    ControlBatchFromClient,
+    /// TRANSACTION_COORDINATOR_FENCED: a marker from a transaction coordinator older than
+    /// the one whose marker the producer's state holds (Kafka's `checkCoordinatorEpoch`).
+    #[error(
+        "marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, older than {current}"
+    )]
+    TransactionCoordinatorFenced {
+        producer_id: i64,
+        coordinator_epoch: i32,
+        current: i32,
+    },
     /// The operating system refused a file operation.
     #[error("I/O error on {path}: {source}")]
     Io { path: PathBuf, source: io::Error },

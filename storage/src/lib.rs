@@ -85,7 +85,7 @@ pub mod txn_state;
 
 pub use config::LogConfig;
 pub use error::LogError;
-pub use log::{Log, PendingFlush};
+pub use log::{Log, PendingFlush, TxnMarker};
 pub use producer_state::{ProducerStateEntry, ProducerStateTable};
 pub use region::{AppendInfo, FileRegion, ReadResult, TimestampOffset};
 pub use strata_protocol::record_batch::TimestampType;

@@ -8,9 +8,12 @@ use strata_protocol::record_batch::{self, RecordBatchView, TimestampType};
 
 use crate::error::{IoContext, LogError};
 use crate::leader_epoch::{self, LeaderEpochCache, LeaderEpochCheckpointError};
-use crate::producer_state::{AppendPlan, DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerState};
+use crate::producer_state::{
+    AppendOrigin, AppendPlan, DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerState,
+};
 use crate::region::{AppendInfo, FileRegion, ReadResult, TimestampOffset};
 use crate::segment::LogSegment;
+use crate::txn_index::{AbortedTxn, collect_aborted};
 use crate::{LogConfig, segment};
 
 /// Suffixes of files that Kafka leaves behind mid-operation (async segment deletion,
@@ -158,7 +161,7 @@ impl Log {
             };
             match ext {
                 "log" => logs.push(base),
-                "index" | "timeindex" => indexes.push((base, path)),
+                "index" | "timeindex" | "txnindex" => indexes.push((base, path)),
                 _ => {}
             }
         }
@@ -204,7 +207,7 @@ impl Log {
                     later_segments = logs.len() - i - 1,
                     "sealed segment above the recovery point was torn; deleting the segments after it");
                 for &later in &logs[i + 1..] {
-                    for suffix in ["log", "index", "timeindex"] {
+                    for suffix in ["log", "index", "timeindex", "txnindex"] {
                         let p = dir.join(segment::file_name(later, suffix));
                         match fs::remove_file(&p) {
                             Ok(()) => {}
@@ -256,9 +259,55 @@ impl Log {
         } else {
             log.active().base_offset
         };
-        log.producer_state = ProducerState::load(&log, now_ms)?;
+        // The transaction indexes of recovered segments, and of any whose file was damaged,
+        // are rebuilt by replaying the log from a producer snapshot at or below the first.
+        let rebuild_from = log
+            .segments
+            .iter()
+            .filter(|s| s.txn_index_stale)
+            .map(|s| s.base_offset)
+            .min()
+            .unwrap_or(i64::MAX);
+        log.reload_producer_state(now_ms, rebuild_from)?;
         log.load_leader_epochs()?;
         Ok(log)
+    }
+
+    /// Rebuilds the producer state from the latest snapshot at or below `scan_from_at_most`
+    /// plus a scan of the log after it, and makes every segment's `.txnindex` agree with the
+    /// scan: entries from the scan's start on are replaced by the aborts the scan found.
+    /// Sealed segments whose index changed are written out and fsynced at once, since
+    /// nothing else writes a sealed segment again.
+    fn reload_producer_state(
+        &mut self,
+        now_ms: i64,
+        scan_from_at_most: i64,
+    ) -> Result<(), LogError> {
+        let (state, from, aborted) = ProducerState::load(self, now_ms, scan_from_at_most)?;
+        self.producer_state = state;
+        let mut touched = vec![false; self.segments.len()];
+        for (seg, touched) in self.segments.iter_mut().zip(&mut touched) {
+            let before = seg.txn_index.entries().len();
+            seg.txn_index.truncate_to(from)?;
+            *touched = seg.txn_index.entries().len() != before;
+            seg.txn_index_stale = false;
+        }
+        for entry in aborted {
+            let i = self.segment_index_for(entry.last_offset);
+            self.segments[i].txn_index.push(entry);
+            touched[i] = true;
+        }
+        let sealed = self.segments.len() - 1;
+        for (seg, _) in self.segments[..sealed]
+            .iter_mut()
+            .zip(touched)
+            .filter(|(_, t)| *t)
+        {
+            if let Some(f) = seg.txn_index.write_out()? {
+                f.sync_data().at(seg.txn_index.path())?;
+            }
+        }
+        Ok(())
     }
 
     /// Loads `leader-epoch-checkpoint` and makes it agree with the recovered log (Kafka's
@@ -417,6 +466,51 @@ impl Log {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
+        self.append_from(records, leader_epoch, now_ms, AppendOrigin::Client)
+    }
+
+    /// Appends a transaction marker for `producer_id` as the partition's leader (Kafka's
+    /// `appendAsLeader` with `AppendOrigin.COORDINATOR`): the control batch of Kafka's
+    /// layout, checked against the producer state (epoch, coordinator epoch; see
+    /// [`crate::producer_state`]). An ABORT that ends an open transaction adds its entry to
+    /// the `.txnindex`. Nothing is fsynced here, as with [`Log::append_unflushed`].
+    ///
+    /// # Errors
+    /// [`LogError::InvalidProducerEpoch`], [`LogError::TransactionCoordinatorFenced`] (nothing
+    /// written); [`LogError::Io`].
+    pub fn append_marker(
+        &mut self,
+        marker: &TxnMarker,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let mut batch = record_batch::encode_end_txn_marker(
+            marker.producer_id,
+            marker.producer_epoch,
+            record_batch::EndTxnMarker {
+                commit: marker.commit,
+                coordinator_epoch: marker.coordinator_epoch,
+            },
+            now_ms,
+        )
+        .to_vec();
+        self.append_from(
+            &mut batch,
+            leader_epoch,
+            now_ms,
+            AppendOrigin::Coordinator {
+                transaction_version: marker.transaction_version,
+            },
+        )
+    }
+
+    fn append_from(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<AppendInfo, LogError> {
         let max = self.config.max_message_bytes as usize;
         let mut summaries = Vec::new();
         let mut pos = 0;
@@ -454,6 +548,7 @@ impl Log {
             &summaries,
             base_offset,
             log_append_time,
+            origin,
         )? {
             AppendPlan::Append(updates) => updates,
             AppendPlan::Duplicate(dup) => {
@@ -513,9 +608,11 @@ impl Log {
         let interval = u64::from(self.config.index_interval_bytes);
         self.active_mut()
             .append(records, &placed, interval, now_ms)?;
-        self.producer_state
+        let aborted = self
+            .producer_state
             .table
             .commit(producer_updates, last_offset + 1);
+        self.index_aborted(aborted);
         self.unflushed_messages = self.unflushed_messages.saturating_add(record_count);
         Ok(AppendInfo {
             base_offset,
@@ -619,7 +716,8 @@ impl Log {
         let interval = u64::from(self.config.index_interval_bytes);
         self.active_mut()
             .append(records, &placed, interval, now_ms)?;
-        self.producer_state.replay_replicated(records, &summaries);
+        let aborted = self.producer_state.replay_replicated(records, &summaries);
+        self.index_aborted(aborted);
         let record_count = next - end;
         self.unflushed_messages = self.unflushed_messages.saturating_add(record_count);
         Ok(AppendInfo {
@@ -629,6 +727,14 @@ impl Log {
             record_count: u32::try_from(record_count).unwrap_or(u32::MAX),
             log_start_offset: self.log_start_offset,
         })
+    }
+
+    /// Adds the entries of transactions an append aborted to the active segment's
+    /// `.txnindex`, where their markers are.
+    fn index_aborted(&mut self, aborted: Vec<AbortedTxn>) {
+        for entry in aborted {
+            self.active_mut().txn_index.push(entry);
+        }
     }
 
     /// Kafka's `LogSegment.shouldRoll`, checked before appending `bytes` ending at
@@ -848,6 +954,7 @@ impl Log {
             tracing::info!(dir = %self.dir.display(), from = self.log_start_offset, to = offset,
                 "log start offset incremented (record deletion)");
             self.log_start_offset = offset;
+            self.producer_state.table.txns_mut().on_log_start(offset);
             // Kafka's `maybeIncrementLogStartOffset`: the epoch covering the new start moves
             // up to it.
             self.change_leader_epochs(|c| c.truncate_from_start(offset))?;
@@ -867,6 +974,7 @@ impl Log {
         let start = checkpointed.min(self.log_end_offset());
         if start > self.log_start_offset {
             self.log_start_offset = start;
+            self.producer_state.table.txns_mut().on_log_start(start);
             self.change_leader_epochs(|c| c.truncate_from_start(start))?;
             self.delete_segments_below_log_start()?;
         }
@@ -938,6 +1046,7 @@ impl Log {
         self.producer_state
             .delete_snapshots_before(self.log_start_offset)?;
         let start = self.log_start_offset;
+        self.producer_state.table.txns_mut().on_log_start(start);
         self.change_leader_epochs(|c| c.truncate_from_start(start))?;
         for seg in &gone {
             tracing::info!(dir = %self.dir.display(), base_offset = seg.base_offset, "deleting segment by retention");
@@ -985,6 +1094,7 @@ impl Log {
         self.producer_state
             .delete_snapshots_before(self.log_start_offset)?;
         let start = self.log_start_offset;
+        self.producer_state.table.txns_mut().on_log_start(start);
         self.change_leader_epochs(|c| c.truncate_from_start(start))?;
         for seg in &gone {
             tracing::debug!(dir = %self.dir.display(), base_offset = seg.base_offset, "deleting segment below {offset}");
@@ -1131,7 +1241,7 @@ impl Log {
         self.unflushed_sealed.clear();
         self.recovery_point = offset;
         self.producer_state.delete_snapshots_before(i64::MAX)?;
-        self.producer_state = ProducerState::load(self, 0)?;
+        self.reload_producer_state(0, i64::MAX)?;
         // Kafka's `truncateFullyAndStartAt` clears the cache.
         self.change_leader_epochs(LeaderEpochCache::clear)?;
         Ok(())
@@ -1168,7 +1278,7 @@ impl Log {
         self.change_leader_epochs(|c| c.truncate_from_end(end))?;
         // Kafka's truncateAndReload: drop snapshots past the new end and rebuild.
         // Expiration is retention's job (it has the clock), so time 0 expires nothing here.
-        self.producer_state = ProducerState::load(self, 0)?;
+        self.reload_producer_state(0, i64::MAX)?;
         Ok(())
     }
 
@@ -1183,6 +1293,29 @@ impl Log {
     /// The idempotent producers' state (DescribeProducers).
     pub fn producer_state(&self) -> &crate::ProducerStateTable {
         &self.producer_state.table
+    }
+
+    /// The last stable offset for the high watermark `hw` (Kafka's
+    /// `UnifiedLog.lastStableOffset`): the first offset of the earliest transaction that is
+    /// open, or whose marker is not yet below `hw`, at least the log start; `hw` when there
+    /// is none below it. Transactions whose marker `hw` passed are forgotten as stable.
+    pub fn last_stable_offset(&mut self, hw: i64) -> i64 {
+        let txns = self.producer_state.table.txns_mut();
+        txns.on_high_watermark(hw);
+        txns.last_stable_offset(hw, self.log_start_offset)
+    }
+
+    /// The aborted transactions a read_committed read from `fetch_offset` below
+    /// `upper_bound` must report (Kafka's `collectAbortedTransactions`): the entries of the
+    /// `.txnindex` of the segment holding `fetch_offset` and of the later ones.
+    #[must_use]
+    pub fn aborted_transactions(&self, fetch_offset: i64, upper_bound: i64) -> Vec<AbortedTxn> {
+        let first = self.segment_index_for(fetch_offset);
+        collect_aborted(
+            self.segments[first..].iter().map(|s| &s.txn_index),
+            fetch_offset,
+            upper_bound,
+        )
     }
 
     /// Writes a producer snapshot at the log end unless one is there: the clean-shutdown
@@ -1228,6 +1361,22 @@ impl Log {
         drop(self);
         fs::remove_dir_all(&dir).at(&dir)
     }
+}
+
+/// A transaction marker to append as the partition's leader ([`Log::append_marker`]): what
+/// WriteTxnMarkers asks of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    /// The epoch the marker is written with: with transaction version 2, the epoch the
+    /// coordinator bumped to when the transaction ended.
+    pub producer_epoch: i16,
+    pub coordinator_epoch: i32,
+    /// COMMIT, else ABORT.
+    pub commit: bool,
+    /// The transaction version (KIP-890) the transaction ran under: 2 requires the marker's
+    /// epoch to be newer than the producer's.
+    pub transaction_version: i16,
 }
 
 /// An fsync of a log's active `.log`, and of the segments sealed since the last flush, that

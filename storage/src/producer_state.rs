@@ -21,18 +21,35 @@
 //! (Kafka's `UnifiedLog.rebuildProducerState`), so that after a crash a retried batch is still
 //! recognised as a duplicate.
 //!
-//! Transactions are not supported: `coordinator_epoch` is always -1 and
-//! `current_txn_first_offset` -1; both are kept only so that snapshots have Kafka's layout.
+//! Transactions (KIP-98) are tracked here too, as Kafka's `ProducerAppendInfo` does:
+//!
+//! - a transactional data batch opens its producer's transaction at the batch's first offset
+//!   unless one is open (`current_txn_first_offset`);
+//! - a non-transactional batch from a producer with an open transaction is INVALID_TXN_STATE;
+//! - an end-transaction marker (a control batch, written only by the transaction
+//!   coordinator, never by a client) must carry the producer's current epoch or a newer one
+//!   (with transaction version 2, KIP-890, a strictly newer one: the coordinator bumps the
+//!   epoch when it ends a transaction), and a coordinator epoch at least the last one seen
+//!   (else TRANSACTION_COORDINATOR_FENCED); it closes the transaction.
+//!
+//! The partition's open and unreplicated transactions, from which the last stable offset
+//! follows, are kept in a [`TxnTracker`]; an abort yields the [`AbortedTxn`] entry the log
+//! puts in the marker's segment's `.txnindex`. Snapshots carry each producer's open
+//! transaction, so that a restart rebuilds the open set from the snapshot plus the scan.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use strata_protocol::record_batch::{self, BatchSummary, NO_PRODUCER_ID, RecordBatchView};
+use strata_protocol::record_batch::{
+    self, BatchSummary, EndTxnMarker, NO_PRODUCER_ID, RecordBatchView,
+};
 
 use crate::Log;
 use crate::error::{IoContext, LogError};
+use crate::txn_index::AbortedTxn;
+use crate::txn_state::TxnTracker;
 
 /// Kafka's `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`: a producer has at most 5 requests in
 /// flight per partition (`max.in.flight.requests.per.connection` with idempotence), so the
@@ -114,11 +131,11 @@ pub struct ProducerStateEntry {
     pub producer_id: i64,
     /// The epoch of the batches in `batches`; older epochs are fenced.
     pub producer_epoch: i16,
-    /// The transaction coordinator epoch of the last marker; -1 (no transactions).
+    /// The transaction coordinator epoch of the last marker, or -1.
     pub coordinator_epoch: i32,
     /// The max timestamp of the last batch, which expiration compares against.
     pub last_timestamp: i64,
-    /// First offset of the open transaction, -1 (no transactions).
+    /// First offset of the producer's open transaction in this partition, or -1.
     pub current_txn_first_offset: i64,
     /// The last [`NUM_BATCHES_TO_RETAIN`] batches, oldest first.
     batches: VecDeque<BatchMetadata>,
@@ -200,6 +217,10 @@ pub struct ProducerBatch {
     pub first_offset: i64,
     /// The max timestamp as it will be stored.
     pub max_timestamp: i64,
+    /// The batch has the transactional bit.
+    pub transactional: bool,
+    /// For a control batch, the end-transaction marker it holds.
+    pub marker: Option<EndTxnMarker>,
 }
 
 impl ProducerBatch {
@@ -211,6 +232,8 @@ impl ProducerBatch {
             last_offset_delta: view.last_offset_delta(),
             first_offset,
             max_timestamp,
+            transactional: view.is_transactional(),
+            marker: view.end_txn_marker(),
         }
     }
 
@@ -228,12 +251,45 @@ impl ProducerBatch {
     }
 }
 
+/// Who appends a record set (Kafka's `AppendOrigin`): it decides which checks apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOrigin {
+    /// A producer's Produce request: sequence, epoch and transaction checks; no control
+    /// batches.
+    Client,
+    /// The transaction coordinator's markers (WriteTxnMarkers), with the transaction
+    /// version the transaction ran under: version 2 (KIP-890) bumps the epoch at every
+    /// end, so its marker must carry a newer epoch than the producer's data.
+    Coordinator { transaction_version: i16 },
+}
+
+/// A change to the partition's transactions that an append makes, in log order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnEvent {
+    /// A transactional batch opened the producer's transaction.
+    Begin { producer_id: i64, first_offset: i64 },
+    /// A marker ended the producer's transaction.
+    End {
+        producer_id: i64,
+        marker_offset: i64,
+        aborted: bool,
+    },
+}
+
+/// What a validated append changes in the producer state: the updated entries (batches
+/// added in this request only; [`ProducerStateTable::commit`] merges them) and the
+/// transaction events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProducerUpdates {
+    pub entries: Vec<ProducerStateEntry>,
+    pub txn_events: Vec<TxnEvent>,
+}
+
 /// The outcome of checking a produced record set against the producer state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AppendPlan {
-    /// Write the records, then [`ProducerStateTable::commit`] these updated entries (batches
-    /// added in this request only; `commit` merges them).
-    Append(Vec<ProducerStateEntry>),
+    /// Write the records, then [`ProducerStateTable::commit`] these updates.
+    Append(ProducerUpdates),
     /// A retry of a batch already in the log: write nothing and answer with its offsets.
     Duplicate(BatchMetadata),
 }
@@ -246,6 +302,8 @@ pub struct ProducerStateTable {
     /// The offset up to which the log has been applied (exclusive): where a snapshot of this
     /// table is named.
     map_end_offset: i64,
+    /// The partition's open and unreplicated transactions.
+    txns: TxnTracker,
 }
 
 impl ProducerStateTable {
@@ -255,7 +313,18 @@ impl ProducerStateTable {
         ProducerStateTable {
             producers: BTreeMap::new(),
             map_end_offset,
+            txns: TxnTracker::default(),
         }
+    }
+
+    /// The partition's open and unreplicated transactions.
+    #[must_use]
+    pub fn txns(&self) -> &TxnTracker {
+        &self.txns
+    }
+
+    pub(crate) fn txns_mut(&mut self) -> &mut TxnTracker {
+        &mut self.txns
     }
 
     /// The offset up to which the log has been applied (exclusive).
@@ -279,11 +348,71 @@ impl ProducerStateTable {
     /// (`AppendOrigin.CLIENT`). Nothing changes until [`Self::commit`].
     ///
     /// # Errors
-    /// [`LogError::InvalidProducerSequence`], [`LogError::InvalidProducerEpoch`],
-    /// [`LogError::OutOfOrderSequence`].
+    /// As [`Self::validate_from`].
     pub fn validate(&self, batches: &[ProducerBatch]) -> Result<AppendPlan, LogError> {
+        self.validate_from(batches, AppendOrigin::Client)
+    }
+
+    /// Checks the batches of one append from `origin`, in order. Nothing changes until
+    /// [`Self::commit`].
+    ///
+    /// # Errors
+    /// [`LogError::InvalidProducerSequence`], [`LogError::InvalidProducerEpoch`],
+    /// [`LogError::OutOfOrderSequence`], [`LogError::InvalidTxnState`] for a
+    /// non-transactional batch inside an open transaction,
+    /// [`LogError::ControlBatchFromClient`], [`LogError::TransactionCoordinatorFenced`].
+    pub fn validate_from(
+        &self,
+        batches: &[ProducerBatch],
+        origin: AppendOrigin,
+    ) -> Result<AppendPlan, LogError> {
         let mut updated: Vec<ProducerStateEntry> = Vec::new();
+        let mut txn_events = Vec::new();
         for b in batches {
+            if let Some(marker) = b.marker {
+                let AppendOrigin::Coordinator {
+                    transaction_version,
+                } = origin
+                else {
+                    return Err(LogError::ControlBatchFromClient);
+                };
+                let entry = Self::updated_entry(
+                    &mut updated,
+                    self.producers.get(&b.producer_id),
+                    b.producer_id,
+                );
+                // ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, with the
+                // strict check of transaction version 2, then checkCoordinatorEpoch.
+                let fenced = if transaction_version >= 2 {
+                    b.producer_epoch <= entry.producer_epoch
+                } else {
+                    b.producer_epoch < entry.producer_epoch
+                };
+                if fenced {
+                    return Err(LogError::InvalidProducerEpoch {
+                        producer_id: b.producer_id,
+                        epoch: b.producer_epoch,
+                        current_epoch: entry.producer_epoch,
+                    });
+                }
+                if entry.coordinator_epoch > marker.coordinator_epoch {
+                    return Err(LogError::TransactionCoordinatorFenced {
+                        producer_id: b.producer_id,
+                        coordinator_epoch: marker.coordinator_epoch,
+                        current: entry.coordinator_epoch,
+                    });
+                }
+                entry.set_epoch(b.producer_epoch);
+                entry.coordinator_epoch = marker.coordinator_epoch;
+                entry.current_txn_first_offset = -1;
+                entry.last_timestamp = b.max_timestamp;
+                txn_events.push(TxnEvent::End {
+                    producer_id: b.producer_id,
+                    marker_offset: b.first_offset,
+                    aborted: !marker.commit,
+                });
+                continue;
+            }
             if b.producer_id == NO_PRODUCER_ID {
                 continue;
             }
@@ -304,16 +433,7 @@ impl ProducerStateTable {
             }
             let empty = ProducerStateEntry::empty(b.producer_id);
             let current = current.unwrap_or(&empty);
-            let pos = match updated.iter().position(|e| e.producer_id == b.producer_id) {
-                Some(p) => p,
-                None => {
-                    let mut e = current.clone();
-                    e.batches.clear();
-                    updated.push(e);
-                    updated.len() - 1
-                }
-            };
-            let entry = &mut updated[pos];
+            let entry = Self::updated_entry(&mut updated, Some(current), b.producer_id);
             // ProducerAppendInfo.checkProducerEpoch.
             if b.producer_epoch < entry.producer_epoch {
                 return Err(LogError::InvalidProducerEpoch {
@@ -352,15 +472,55 @@ impl ProducerStateTable {
                     });
                 }
             }
+            // ProducerAppendInfo.updateCurrentTxnFirstOffset.
+            if b.transactional {
+                if entry.current_txn_first_offset < 0 {
+                    entry.current_txn_first_offset = b.first_offset;
+                    txn_events.push(TxnEvent::Begin {
+                        producer_id: b.producer_id,
+                        first_offset: b.first_offset,
+                    });
+                }
+            } else if entry.current_txn_first_offset >= 0 {
+                return Err(LogError::InvalidTxnState {
+                    producer_id: b.producer_id,
+                    first_offset: entry.current_txn_first_offset,
+                });
+            }
             entry.add_batch(b.producer_epoch, b.metadata());
         }
-        Ok(AppendPlan::Append(updated))
+        Ok(AppendPlan::Append(ProducerUpdates {
+            entries: updated,
+            txn_events,
+        }))
     }
 
-    /// Merges the entries of a validated, written append (`ProducerStateManager.update`)
-    /// and moves the map end to `map_end_offset`.
-    pub fn commit(&mut self, updated: Vec<ProducerStateEntry>, map_end_offset: i64) {
-        for u in updated {
+    /// The entry of `producer_id` among those this append updates, added from `current`
+    /// (without its batches: the append's own are collected) on first use.
+    fn updated_entry<'u>(
+        updated: &'u mut Vec<ProducerStateEntry>,
+        current: Option<&ProducerStateEntry>,
+        producer_id: i64,
+    ) -> &'u mut ProducerStateEntry {
+        let pos = match updated.iter().position(|e| e.producer_id == producer_id) {
+            Some(p) => p,
+            None => {
+                let mut e = current
+                    .cloned()
+                    .unwrap_or_else(|| ProducerStateEntry::empty(producer_id));
+                e.batches.clear();
+                updated.push(e);
+                updated.len() - 1
+            }
+        };
+        &mut updated[pos]
+    }
+
+    /// Merges the updates of a validated, written append (`ProducerStateManager.update`
+    /// and `completeTxn`) and moves the map end to `map_end_offset`. Returns the entries of
+    /// the transactions it aborted, for the `.txnindex` of the marker's segment.
+    pub fn commit(&mut self, updates: ProducerUpdates, map_end_offset: i64) -> Vec<AbortedTxn> {
+        for u in updates.entries {
             let entry = self
                 .producers
                 .entry(u.producer_id)
@@ -370,27 +530,73 @@ impl ProducerStateTable {
                 entry.add_batch(u.producer_epoch, b);
             }
             entry.last_timestamp = u.last_timestamp;
+            entry.coordinator_epoch = u.coordinator_epoch;
+            entry.current_txn_first_offset = u.current_txn_first_offset;
+        }
+        let mut aborted = Vec::new();
+        for event in updates.txn_events {
+            match event {
+                TxnEvent::Begin {
+                    producer_id,
+                    first_offset,
+                } => self.txns.begin(producer_id, first_offset),
+                TxnEvent::End {
+                    producer_id,
+                    marker_offset,
+                    aborted: abort,
+                } => {
+                    if let Some((_, Some(entry))) =
+                        self.txns.complete(producer_id, marker_offset, abort)
+                    {
+                        aborted.push(entry);
+                    }
+                }
+            }
         }
         self.map_end_offset = self.map_end_offset.max(map_end_offset);
+        aborted
     }
 
     /// Applies a batch read back from the log, without sequence checks (Kafka's
     /// `AppendOrigin.REPLICATION`: what is in the log was validated when it was written).
-    pub fn replay(&mut self, b: &ProducerBatch) {
+    /// Returns the index entry of the transaction it aborted, if it is an ABORT marker that
+    /// ended one.
+    pub fn replay(&mut self, b: &ProducerBatch) -> Option<AbortedTxn> {
+        let mut aborted = None;
         if b.producer_id != NO_PRODUCER_ID {
-            self.producers
+            let entry = self
+                .producers
                 .entry(b.producer_id)
-                .or_insert_with(|| ProducerStateEntry::empty(b.producer_id))
-                .add_batch(b.producer_epoch, b.metadata());
+                .or_insert_with(|| ProducerStateEntry::empty(b.producer_id));
+            if let Some(marker) = b.marker {
+                entry.set_epoch(b.producer_epoch);
+                entry.coordinator_epoch = marker.coordinator_epoch;
+                entry.current_txn_first_offset = -1;
+                entry.last_timestamp = b.max_timestamp;
+                aborted = self
+                    .txns
+                    .complete(b.producer_id, b.first_offset, !marker.commit)
+                    .and_then(|(_, entry)| entry);
+            } else {
+                entry.add_batch(b.producer_epoch, b.metadata());
+                if b.transactional && entry.current_txn_first_offset < 0 {
+                    entry.current_txn_first_offset = b.first_offset;
+                    self.txns.begin(b.producer_id, b.first_offset);
+                }
+            }
         }
         let end = b.first_offset + i64::from(b.last_offset_delta) + 1;
         self.map_end_offset = self.map_end_offset.max(end);
+        aborted
     }
 
-    /// Forgets producers idle for `expiration_ms` (`removeExpiredProducers`).
+    /// Forgets producers idle for `expiration_ms` (`removeExpiredProducers`); a producer
+    /// with an open transaction is never expired (Kafka's `isProducerExpired`).
     pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) {
-        self.producers
-            .retain(|_, e| now_ms.saturating_sub(e.last_timestamp) < expiration_ms);
+        self.producers.retain(|_, e| {
+            e.current_txn_first_offset >= 0
+                || now_ms.saturating_sub(e.last_timestamp) < expiration_ms
+        });
     }
 
     /// Encodes the table in Kafka's producer snapshot format, version 1
@@ -407,8 +613,8 @@ impl ProducerStateTable {
     ///      +14 last_offset              i64  -1 when no batch is retained
     ///      +22 offset_delta             i32  last_offset - first offset of the last batch
     ///      +26 timestamp                i64  max timestamp of the last batch
-    ///      +34 coordinator_epoch        i32  -1 (no transactions)
-    ///      +38 current_txn_first_offset i64  -1 (no transactions)
+    ///      +34 coordinator_epoch        i32  of the last marker, or -1
+    ///      +38 current_txn_first_offset i64  first offset of the open transaction, or -1
     /// ```
     ///
     /// Only the last batch of each producer is kept, as in Kafka: after a restart from a
@@ -495,9 +701,14 @@ impl ProducerStateTable {
                     timestamp,
                 });
             }
-            if now_ms.saturating_sub(timestamp) < expiration_ms {
-                table.producers.insert(producer_id, entry);
+            if entry.current_txn_first_offset >= 0 {
+                table
+                    .txns
+                    .begin(producer_id, entry.current_txn_first_offset);
+            } else if now_ms.saturating_sub(timestamp) >= expiration_ms {
+                continue;
             }
+            table.producers.insert(producer_id, entry);
         }
         Ok(table)
     }
@@ -546,13 +757,20 @@ pub(crate) struct ProducerState {
 impl ProducerState {
     /// Applies batches a follower copied from its leader, offsets as the leader assigned
     /// them, without sequence checks (Kafka's `AppendOrigin.REPLICATION`).
-    pub(crate) fn replay_replicated(&mut self, records: &[u8], summaries: &[BatchSummary]) {
+    /// Returns the index entries of the transactions the batches aborted.
+    pub(crate) fn replay_replicated(
+        &mut self,
+        records: &[u8],
+        summaries: &[BatchSummary],
+    ) -> Vec<AbortedTxn> {
+        let mut aborted = Vec::new();
         for s in summaries {
             if let Ok(view) = RecordBatchView::parse(&records[s.position..s.position + s.len]) {
                 let b = ProducerBatch::from_view(&view, view.base_offset(), view.max_timestamp());
-                self.table.replay(&b);
+                aborted.extend(self.table.replay(&b));
             }
         }
+        aborted
     }
 
     /// Empty state for a log being opened; [`ProducerState::load`] fills it.
@@ -566,13 +784,22 @@ impl ProducerState {
     }
 
     /// Rebuilds the state of `log`: deletes snapshots past the log end (their batches were
-    /// truncated) and leftover `.tmp` files, loads the latest valid snapshot and scans the
-    /// log from there (from the log start without one). Unlike Kafka, no snapshot is taken
-    /// right after the scan; the next roll or clean close writes one.
+    /// truncated) and leftover `.tmp` files, loads the latest valid snapshot at or below
+    /// `scan_from_at_most` and scans the log from there (from the log start without one).
+    /// Unlike Kafka, no snapshot is taken right after the scan; the next roll or clean close
+    /// writes one.
+    ///
+    /// Returns the state, the offset the scan started at, and the index entries of the
+    /// transactions aborted at or after it: the caller makes the segments' `.txnindex` agree
+    /// with them, which rebuilds the indexes of every segment from that offset on.
     ///
     /// # Errors
     /// [`LogError::Io`], or [`LogError::CorruptSegment`] if a batch in the way does not parse.
-    pub(crate) fn load(log: &Log, now_ms: i64) -> Result<Self, LogError> {
+    pub(crate) fn load(
+        log: &Log,
+        now_ms: i64,
+        scan_from_at_most: i64,
+    ) -> Result<(Self, i64, Vec<AbortedTxn>), LogError> {
         let dir = log.dir().to_path_buf();
         let log_start = log.log_start_offset();
         let log_end = log.log_end_offset();
@@ -608,7 +835,7 @@ impl ProducerState {
             snapshots,
             last_snap_offset: log_start,
         };
-        while let Some(&offset) = state.snapshots.last() {
+        while let Some(&offset) = state.snapshots.range(..=scan_from_at_most).next_back() {
             let path = state.dir.join(snapshot_file_name(offset));
             let bytes = fs::read(&path).at(&path)?;
             match ProducerStateTable::decode_snapshot(
@@ -630,8 +857,8 @@ impl ProducerState {
         }
         let from = state.table.map_end_offset().max(log_start);
         state.table.map_end_offset = from;
-        scan(log, from, &mut state.table)?;
-        Ok(state)
+        let aborted = scan(log, from, &mut state.table)?;
+        Ok((state, from, aborted))
     }
 
     /// Writes a snapshot at the map end offset unless one was already written there
@@ -706,12 +933,17 @@ impl ProducerState {
         summaries: &[BatchSummary],
         base_offset: i64,
         log_append_time: i64,
+        origin: AppendOrigin,
     ) -> Result<AppendPlan, LogError> {
         let mut batches = Vec::new();
         let mut next = base_offset;
         for s in summaries {
             let view = RecordBatchView::parse(&records[s.position..s.position + s.len])
                 .map_err(|e| LogError::from_batch(s.position, e))?;
+            // LogValidator: only the transaction coordinator writes control batches.
+            if view.is_control() && origin == AppendOrigin::Client {
+                return Err(LogError::ControlBatchFromClient);
+            }
             if view.producer_id() != NO_PRODUCER_ID {
                 let ts = if log_append_time >= 0 {
                     log_append_time
@@ -722,12 +954,14 @@ impl ProducerState {
             }
             next += i64::from(s.last_offset_delta) + 1;
         }
-        self.table.validate(&batches)
+        self.table.validate_from(&batches, origin)
     }
 }
 
 /// Replays every batch of `log` at or after `from` into `table` (`loadProducersFromRecords`).
-fn scan(log: &Log, from: i64, table: &mut ProducerStateTable) -> Result<(), LogError> {
+/// Returns the index entries of the transactions aborted on the way.
+fn scan(log: &Log, from: i64, table: &mut ProducerStateTable) -> Result<Vec<AbortedTxn>, LogError> {
+    let mut aborted = Vec::new();
     let end = log.log_end_offset();
     let mut offset = from;
     let mut buf = Vec::new();
@@ -752,11 +986,11 @@ fn scan(log: &Log, from: i64, table: &mut ProducerStateTable) -> Result<(), LogE
             if view.last_offset() < offset {
                 continue;
             }
-            table.replay(&ProducerBatch::from_view(
+            aborted.extend(table.replay(&ProducerBatch::from_view(
                 &view,
                 view.base_offset(),
                 view.max_timestamp(),
-            ));
+            )));
             offset = view.last_offset() + 1;
         }
         if offset == start {
@@ -764,7 +998,7 @@ fn scan(log: &Log, from: i64, table: &mut ProducerStateTable) -> Result<(), LogE
         }
     }
     table.map_end_offset = table.map_end_offset.max(end);
-    Ok(())
+    Ok(aborted)
 }
 
 #[cfg(test)]
@@ -779,6 +1013,8 @@ mod tests {
             last_offset_delta: count - 1,
             first_offset,
             max_timestamp: 1000 + first_offset,
+            transactional: false,
+            marker: None,
         }
     }
 
@@ -884,7 +1120,7 @@ mod tests {
         ));
         assert_eq!(
             t.validate(&[batch(NO_PRODUCER_ID, -1, -1, 1, 0)]).unwrap(),
-            AppendPlan::Append(vec![])
+            AppendPlan::Append(ProducerUpdates::default())
         );
     }
 
@@ -897,7 +1133,7 @@ mod tests {
         let AppendPlan::Append(u) = plan else {
             panic!()
         };
-        assert_eq!(u[0].batches().count(), 2);
+        assert_eq!(u.entries[0].batches().count(), 2);
         assert!(
             t.validate(&[batch(1, 0, 0, 2, 0), batch(1, 0, 3, 2, 2)])
                 .is_ok(),
@@ -1003,7 +1239,9 @@ mod tests {
             let mut bytes = fs::read(&snap).unwrap();
             bytes[20] ^= 0xff;
             fs::write(&snap, bytes).unwrap();
-            let mut log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
+            // A clean start trusts the segment, so the snapshot at its end is read (after a
+            // crash the recovered segment is replayed from a snapshot at or below its base).
+            let mut log = Log::open_with(dir.path(), LogConfig::default(), 0, true).unwrap();
             assert!(!snap.exists(), "the damaged snapshot is deleted");
             assert_eq!(log.producer_state().entry(3).unwrap().last_seq(), 3);
             log.truncate_to(2).unwrap();

@@ -16,6 +16,7 @@ use strata_protocol::record_batch::BATCH_HEADER_LEN;
 use crate::TimestampOffset;
 use crate::error::{IoContext, LogError};
 use crate::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex};
+use crate::txn_index::{self, TxnIndex};
 
 /// The prefix of a batch header that offset lookups read: up to and including
 /// `lastOffsetDelta` (@23..27). See `strata_protocol::record_batch` for the layout.
@@ -181,6 +182,11 @@ pub(crate) struct LogSegment {
     /// When `segment.ms` starts counting: the broker clock at the first append, or after a
     /// restart the first batch's timestamp (Kafka's `rollingBasedTimestamp`) capped at now.
     roll_base_ms: Option<i64>,
+    /// The aborted transactions whose ABORT marker is in this segment (`.txnindex`).
+    pub txn_index: TxnIndex,
+    /// Opening found `.txnindex` untrustworthy, or recovered the segment: its entries must
+    /// be rebuilt by replaying the log (the log does it with the producer state).
+    pub txn_index_stale: bool,
 }
 
 impl LogSegment {
@@ -205,6 +211,8 @@ impl LogSegment {
             next_offset: base_offset,
             max_timestamp: None,
             roll_base_ms: None,
+            txn_index: TxnIndex::empty(txn_index::path_for(dir, base_offset)),
+            txn_index_stale: false,
         })
     }
 
@@ -273,6 +281,19 @@ impl LogSegment {
             let offset_index = OffsetIndex::load(&index_path, |e| u64::from(e.position) < size)?;
             let time_index = TimeIndex::load(&time_path, |_| true)?;
             if let (Some(offset_index), Some(time_index)) = (offset_index, time_index) {
+                let txn_path = txn_index::path_for(dir, base_offset);
+                let (txn_index, txn_index_stale) = match TxnIndex::load(
+                    txn_path.clone(),
+                    base_offset,
+                )? {
+                    Some(index) => (index, false),
+                    None => {
+                        tracing::warn!(file = %txn_path.display(), "transaction index corrupt; rebuilding");
+                        let mut empty = TxnIndex::empty(txn_path);
+                        empty.reset()?;
+                        (empty, true)
+                    }
+                };
                 let mut seg = Self {
                     base_offset,
                     log: LogFile::open(&log_path, log),
@@ -284,6 +305,8 @@ impl LogSegment {
                     next_offset: base_offset,
                     max_timestamp: None,
                     roll_base_ms: None,
+                    txn_index,
+                    txn_index_stale,
                 };
                 if seg.load_sealed_tail(active)? {
                     return Ok((seg, 0));
@@ -305,6 +328,8 @@ impl LogSegment {
             next_offset: base_offset,
             max_timestamp: None,
             roll_base_ms: None,
+            txn_index: TxnIndex::empty(txn_index::path_for(dir, base_offset)),
+            txn_index_stale: true,
         };
         let cut = seg.recover(index_interval, now_ms)?;
         Ok((seg, cut))
@@ -387,6 +412,9 @@ impl LogSegment {
         let file_len = file.metadata().at(&self.log_path)?.len();
         self.offset_index.truncate_entries(0)?;
         self.time_index.truncate_entries(0)?;
+        // Rebuilt by the log, which replays the recovered batches through the producer state.
+        self.txn_index.reset()?;
+        self.txn_index_stale = true;
         self.bytes_since_last_index = 0;
         self.next_offset = self.base_offset;
         self.max_timestamp = None;
@@ -699,6 +727,7 @@ impl LogSegment {
             .entries()
             .partition_point(|e| i64::from(e.relative_offset) < new_end_rel);
         self.time_index.truncate_entries(keep_times)?;
+        self.txn_index.truncate_to(h.base_offset)?;
         self.log.writable()?.set_len(cut_at).at(&self.log_path)?;
         self.size = cut_at;
         self.next_offset = h.base_offset.max(self.base_offset);
@@ -749,16 +778,24 @@ impl LogSegment {
         self.maybe_append_time_entry();
         let offsets = self.offset_index.write_out()?;
         let times = self.time_index.write_out()?;
+        let txns = self.txn_index.write_out()?;
         let log = self.log.writable()?;
         self.log.release();
-        Ok(vec![log, Arc::new(offsets), Arc::new(times)])
+        let mut files = vec![log, Arc::new(offsets), Arc::new(times)];
+        files.extend(txns.map(Arc::new));
+        Ok(files)
     }
 
     /// fsyncs the log and both indexes (in parallel where io_uring is in use).
     pub fn flush(&mut self) -> Result<(), LogError> {
         let offsets = self.offset_index.write_out()?;
         let times = self.time_index.write_out()?;
-        crate::io::sync_data_all(&[&*self.log.writable()?, &offsets, &times]).at(&self.log_path)
+        let log = self.log.writable()?;
+        match self.txn_index.write_out()? {
+            Some(txns) => crate::io::sync_data_all(&[&*log, &offsets, &times, &txns]),
+            None => crate::io::sync_data_all(&[&*log, &offsets, &times]),
+        }
+        .at(&self.log_path)
     }
 
     /// Lets a sealed segment's writable `.log` handle go (readers open their own).
@@ -781,6 +818,7 @@ impl LogSegment {
             self.log_path.as_path(),
             self.offset_index.path(),
             self.time_index.path(),
+            self.txn_index.path(),
         ] {
             match fs::remove_file(p) {
                 Ok(()) => {}

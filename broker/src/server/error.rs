@@ -44,7 +44,13 @@ pub fn log_error_code(e: &LogError) -> i16 {
         LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge.code(),
         LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
         LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
-        LogError::InvalidProducerSequence { .. } => ResponseError::InvalidRecord.code(),
+        LogError::InvalidProducerSequence { .. } | LogError::ControlBatchFromClient => {
+            ResponseError::InvalidRecord.code()
+        }
+        LogError::InvalidTxnState { .. } => ResponseError::InvalidTxnState.code(),
+        LogError::TransactionCoordinatorFenced { .. } => {
+            ResponseError::TransactionCoordinatorFenced.code()
+        }
         LogError::UnexpectedOffset { .. } => ResponseError::UnknownServerError.code(),
         LogError::CorruptSegment { .. } | LogError::Decompress { .. } | LogError::Io { .. } => {
             ResponseError::KafkaStorageError.code()

@@ -211,3 +211,64 @@ fn set_producer_rewrites_the_fields_and_keeps_the_crc_valid() {
         Err(BatchError::CrcMismatch { .. })
     ));
 }
+
+#[test]
+fn an_end_txn_marker_has_kafka_s_layout_and_reads_back() {
+    let marker = EndTxnMarker {
+        commit: true,
+        coordinator_epoch: 7,
+    };
+    let b = encode_end_txn_marker(42, 3, marker, 1_000);
+    assert_eq!(b.len(), 78, "Kafka's marker batch is 78 bytes");
+    let v = RecordBatchView::parse(&b).unwrap();
+    v.verify_crc().unwrap();
+    assert_eq!(v.attributes(), 0x30);
+    assert!(v.is_control() && v.is_transactional());
+    assert_eq!((v.producer_id(), v.producer_epoch()), (42, 3));
+    assert_eq!((v.base_sequence(), v.record_count()), (-1, 1));
+    assert_eq!(v.end_txn_marker(), Some(marker));
+    let abort = encode_end_txn_marker(
+        42,
+        3,
+        EndTxnMarker {
+            commit: false,
+            coordinator_epoch: -1,
+        },
+        1_000,
+    );
+    let v = RecordBatchView::parse(&abort).unwrap();
+    assert_eq!(
+        v.end_txn_marker(),
+        Some(EndTxnMarker {
+            commit: false,
+            coordinator_epoch: -1
+        })
+    );
+    validate_batch(&abort, 0).unwrap();
+    // A data batch is no marker, transactional or not.
+    let mut data = encode_batch(0, &[rec(1, None, Some(b"v"))]).to_vec();
+    set_transactional(&mut data);
+    let v = RecordBatchView::parse(&data).unwrap();
+    v.verify_crc().unwrap();
+    assert!(v.is_transactional() && !v.is_control());
+    assert_eq!(v.end_txn_marker(), None);
+}
+
+#[test]
+fn kafka_protocol_decodes_our_marker_as_a_control_batch() {
+    let b = encode_end_txn_marker(
+        5,
+        1,
+        EndTxnMarker {
+            commit: false,
+            coordinator_epoch: 2,
+        },
+        9,
+    );
+    let mut buf = b.clone();
+    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
+    let r = &set.records[0];
+    assert!(r.control && r.transactional);
+    assert_eq!((r.producer_id, r.producer_epoch), (5, 1));
+    assert_eq!(r.key.as_deref(), Some(&[0u8, 0, 0, 0][..]));
+}
