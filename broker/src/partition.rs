@@ -388,7 +388,9 @@ impl Partition {
         now_ms: i64,
     ) -> Result<(AppendInfo, Option<FlushWait>), LogError> {
         let log = self.log();
-        self.append_locked(log, records, leader_epoch, now_ms)
+        self.append_locked(log, now_ms, |log| {
+            log.append_unflushed(records, leader_epoch, now_ms)
+        })
     }
 
     /// [`Partition::append`] on a node of a cluster: only while this node leads the partition
@@ -410,6 +412,36 @@ impl Partition {
         now_ms: i64,
     ) -> Result<(AppendInfo, Option<FlushWait>), LeaderAppendError> {
         let log = self.log();
+        self.check_leading(leader_epoch)?;
+        Ok(self.append_locked(log, now_ms, |log| {
+            log.append_unflushed(records, leader_epoch, now_ms)
+        })?)
+    }
+
+    /// Appends a transaction marker (WriteTxnMarkers) as the partition's leader in
+    /// `leader_epoch`, as [`Partition::append_as_leader`] appends records: replicated like
+    /// any batch, and durable by the same flush policy.
+    ///
+    /// # Errors
+    ///
+    /// As [`Partition::append_as_leader`]; the log refuses a marker from a fenced producer
+    /// epoch or an older coordinator ([`strata_storage::Log::append_marker`]).
+    pub fn append_marker_as_leader(
+        self: &Arc<Self>,
+        marker: &strata_storage::TxnMarker,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<(AppendInfo, Option<FlushWait>), LeaderAppendError> {
+        let log = self.log();
+        self.check_leading(leader_epoch)?;
+        Ok(self.append_locked(log, now_ms, |log| {
+            log.append_marker(marker, leader_epoch, now_ms)
+        })?)
+    }
+
+    /// Whether this node leads the partition as a replicated leader in `leader_epoch`; call
+    /// with the log locked.
+    fn check_leading(&self, leader_epoch: i32) -> Result<(), LeaderAppendError> {
         let leading = self.replicated_leader_epoch();
         if leading != Some(leader_epoch) {
             return Err(LeaderAppendError::NotLeader {
@@ -417,18 +449,17 @@ impl Partition {
                 leading,
             });
         }
-        Ok(self.append_locked(log, records, leader_epoch, now_ms)?)
+        Ok(())
     }
 
-    /// The body of [`Partition::append`], with the log locked.
+    /// The body of [`Partition::append`], with the log locked: `append` writes to the log.
     fn append_locked(
         self: &Arc<Self>,
         mut log: MutexGuard<'_, Log>,
-        records: &mut [u8],
-        leader_epoch: i32,
         now_ms: i64,
+        append: impl FnOnce(&mut Log) -> Result<AppendInfo, LogError>,
     ) -> Result<(AppendInfo, Option<FlushWait>), LogError> {
-        let info = log.append_unflushed(records, leader_epoch, now_ms)?;
+        let info = append(&mut log)?;
         if let Some(latest) = log.leader_epochs().latest_epoch() {
             self.leader_epoch.fetch_max(latest, Ordering::AcqRel);
         }
@@ -582,6 +613,32 @@ impl Partition {
     #[must_use]
     pub fn high_watermark(&self) -> i64 {
         *self.high_watermark.borrow()
+    }
+
+    /// The last stable offset at the high watermark (see [`Log::last_stable_offset`]): what
+    /// a read_committed consumer may read up to.
+    #[must_use]
+    pub fn last_stable_offset(&self) -> i64 {
+        let hw = self.high_watermark();
+        self.last_stable_offset_at(hw)
+    }
+
+    /// The last stable offset at the high watermark `hw` (a follower serving consumers
+    /// passes its own, KIP-392).
+    #[must_use]
+    pub fn last_stable_offset_at(&self, hw: i64) -> i64 {
+        self.log().last_stable_offset(hw)
+    }
+
+    /// The aborted transactions a read_committed read from `fetch_offset` below
+    /// `upper_bound` reports (see [`Log::aborted_transactions`]).
+    #[must_use]
+    pub fn aborted_transactions(
+        &self,
+        fetch_offset: i64,
+        upper_bound: i64,
+    ) -> Vec<strata_storage::txn_index::AbortedTxn> {
+        self.log().aborted_transactions(fetch_offset, upper_bound)
     }
 
     /// The log start offset.

@@ -469,6 +469,20 @@ impl Log {
         self.append_from(records, leader_epoch, now_ms, AppendOrigin::Client)
     }
 
+    /// [`Log::append_unflushed`] for the metadata quorum's log, whose own control records
+    /// (Kafka's `AppendOrigin.RAFT_LEADER`) a client's append refuses.
+    ///
+    /// # Errors
+    /// As [`Log::append`].
+    pub fn append_raft_unflushed(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        self.append_from(records, leader_epoch, now_ms, AppendOrigin::RaftLeader)
+    }
+
     /// Appends a transaction marker for `producer_id` as the partition's leader (Kafka's
     /// `appendAsLeader` with `AppendOrigin.COORDINATOR`): the control batch of Kafka's
     /// layout, checked against the producer state (epoch, coordinator epoch; see

@@ -257,6 +257,9 @@ pub enum AppendOrigin {
     /// A producer's Produce request: sequence, epoch and transaction checks; no control
     /// batches.
     Client,
+    /// The metadata quorum's own log (Kafka's `RAFT_LEADER`): its control records (leader
+    /// changes, voter sets) are written by the quorum, and carry no producer.
+    RaftLeader,
     /// The transaction coordinator's markers (WriteTxnMarkers), with the transaction
     /// version the transaction ran under: version 2 (KIP-890) bumps the epoch at every
     /// end, so its marker must carry a newer epoch than the producer's data.

@@ -16,6 +16,8 @@ const CORRUPT_MESSAGE: i16 = 2;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const MESSAGE_TOO_LARGE: i16 = 10;
 const INVALID_RECORD: i16 = 87;
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+const INVALID_TXN_STATE: i16 = 48;
 const UNSUPPORTED_VERSION: i16 = 35;
 
 fn connect(b: &Broker) -> TcpStream {
@@ -96,13 +98,41 @@ fn bad_input_gets_kafka_errors_or_a_clean_close_and_the_broker_keeps_serving() {
     );
 
     // A forged transaction marker: a control batch (attributes bits 4 and 5) from a client.
+    // Transactional records without a transactional id refuse the whole request first, as
+    // Kafka's handleProduceRequest does; with one, the validator refuses the control batch.
     let mut marker = batch(1, 10);
     marker[22] |= 0x30;
     strata_protocol::record_batch::set_producer(&mut marker, 7, 0, -1);
     assert_eq!(
         produce(&b, "bad-input", &marker).0,
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        "transactional records without a transactional id"
+    );
+    let mut s = connect(&b);
+    send(
+        &mut s,
+        &wire::transactional_produce_request(8, Some("forger"), "bad-input", &marker),
+    );
+    let r = recv(&mut s).expect("produce response");
+    assert_eq!(
+        wire::produce_result(&r, "bad-input").0,
         INVALID_RECORD,
         "a client's control batch"
+    );
+    // Transactional records for a partition no ongoing transaction includes: appending
+    // them would open a transaction nobody ends.
+    let mut txn = batch(2, 10);
+    strata_protocol::record_batch::set_producer(&mut txn, 7, 0, 0);
+    strata_protocol::record_batch::set_transactional(&mut txn);
+    send(
+        &mut s,
+        &wire::transactional_produce_request(9, Some("stranger"), "bad-input", &txn),
+    );
+    let r = recv(&mut s).expect("produce response");
+    assert_eq!(
+        wire::produce_result(&r, "bad-input").0,
+        INVALID_TXN_STATE,
+        "transactional records outside any transaction"
     );
 
     // Larger than max.message.bytes.

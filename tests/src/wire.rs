@@ -80,8 +80,22 @@ pub fn correlation_id(resp: &[u8]) -> i32 {
 /// A Produce v3 request (acks=all) of `records` to `topic` partition 0.
 #[must_use]
 pub fn produce_request(corr: i32, topic: &str, records: &[u8]) -> Vec<u8> {
+    transactional_produce_request(corr, None, topic, records)
+}
+
+/// [`produce_request`] with a `transactional_id` (null for `None`).
+#[must_use]
+pub fn transactional_produce_request(
+    corr: i32,
+    transactional_id: Option<&str>,
+    topic: &str,
+    records: &[u8],
+) -> Vec<u8> {
     let mut body = header(0, 3, corr);
-    body.extend_from_slice(&(-1i16).to_be_bytes()); // transactional id: null
+    match transactional_id {
+        Some(id) => put_str(&mut body, id),
+        None => body.extend_from_slice(&(-1i16).to_be_bytes()),
+    }
     body.extend_from_slice(&(-1i16).to_be_bytes()); // acks=all
     body.extend_from_slice(&5000i32.to_be_bytes());
     body.extend_from_slice(&1i32.to_be_bytes());

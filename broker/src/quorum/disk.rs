@@ -168,7 +168,8 @@ impl RaftDisk {
         }
         for entry in entries {
             let mut batch = encode_entry(entry, now_ms);
-            self.log.append_unflushed(&mut batch, entry.epoch, now_ms)?;
+            self.log
+                .append_raft_unflushed(&mut batch, entry.epoch, now_ms)?;
         }
         self.log.flush()?;
         Ok(())

@@ -528,6 +528,10 @@ pub fn produce_refusal_code(e: &ProduceRefusal) -> i16 {
         ProduceRefusal::NullRecords
         | ProduceRefusal::KeylessRecordInCompactedTopic
         | ProduceRefusal::ControlBatch => ResponseError::InvalidRecord.code(),
+        ProduceRefusal::NotInTransaction => ResponseError::InvalidTxnState.code(),
+        ProduceRefusal::TransactionalIdAuthorization => {
+            ResponseError::TransactionalIdAuthorizationFailed.code()
+        }
         ProduceRefusal::Replication(e) => replication_error_code(e),
         ProduceRefusal::Append(e) => leader_append_error_code(e),
     }

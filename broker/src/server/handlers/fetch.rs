@@ -1,6 +1,10 @@
 //! Fetch (key 1): read whole batches from each partition's log up to the high watermark, and
 //! long-poll until `min_bytes` are available or `max_wait_ms` passes.
 //!
+//! Every answer carries the partition's last stable offset; a read_committed fetch reads up
+//! to it only and lists the aborted transactions whose records the answer may hold, from
+//! the segments' `.txnindex` (Kafka's `collectAbortedTransactions`).
+//!
 //! Fetch sessions (KIP-227) are answered sessionless: a request that asks for a new session
 //! (id 0, epoch 0) gets session id 0, which tells the client to keep sending full requests;
 //! a request naming a session we never created gets FETCH_SESSION_ID_NOT_FOUND.
@@ -35,10 +39,10 @@ use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::fetch_plan::{self, ResponsePlan};
 use strata_protocol::messages::fetch_response::{
-    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
-use strata_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
-use strata_storage::FileRegion;
+use strata_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
+use strata_storage::{FileRegion, ReadResult};
 use tokio::time::Instant;
 
 use super::RequestContext;
@@ -50,8 +54,8 @@ use crate::server::error::{
     TopicRefusal, leadership_error_code, log_error_code, topic_refusal_code,
 };
 
-/// KIP-447: read_committed. With no transactions yet, the last stable offset is the high
-/// watermark, and the aborted-transaction list is empty.
+/// KIP-98: read_committed reads stop at the last stable offset and list the aborted
+/// transactions in the range.
 const READ_COMMITTED: i8 = 1;
 
 /// One requested partition, resolved.
@@ -357,13 +361,17 @@ fn read_all(
         } else {
             p.high_watermark()
         };
+        // Kafka answers the last stable offset at every isolation level; read_committed
+        // reads stop there.
+        let lso = p.last_stable_offset_at(hw);
         pd = pd
             .with_high_watermark(hw)
-            .with_last_stable_offset(hw)
+            .with_last_stable_offset(lso)
             .with_log_start_offset(log_start);
-        if isolation_level == READ_COMMITTED {
-            pd = pd.with_aborted_transactions(Some(Vec::new()));
-        }
+        let committed = isolation_level == READ_COMMITTED;
+        let max_offset = if committed { lso } else { hw };
+        // Kafka sends a null list under read_uncommitted.
+        pd = pd.with_aborted_transactions((committed).then(Vec::new));
         // KIP-392: the leader names a better replica for the client's rack and reads
         // nothing; the client moves there and fetches again.
         if !w.follower
@@ -380,11 +388,14 @@ fn read_all(
         // Kafka's rule: the first batch of the response is returned whole even when it exceeds
         // the limits, so that a consumer can always make progress.
         let min_one = total == 0;
-        match p.read_up_to(w.fetch_offset, limit, hw, min_one) {
+        match p.read_up_to(w.fetch_offset, limit, max_offset, min_one) {
             Ok(r) => {
                 let n = u32::try_from(r.bytes).unwrap_or(u32::MAX);
                 remaining = remaining.saturating_sub(n);
                 total += i64::from(n);
+                if committed {
+                    pd = pd.with_aborted_transactions(Some(aborted_in(p, w.fetch_offset, lso, &r)));
+                }
                 out.push((pd, r.regions));
             }
             Err(e) => {
@@ -407,6 +418,30 @@ fn read_all(
         }
     }
     (out, total, at_once)
+}
+
+/// The aborted transactions a read_committed answer lists (Kafka's
+/// `FetchResponse.AbortedTransaction`): those whose records the read may hold, so that the
+/// consumer drops them. Bounded by the last stable offset rather than the read's last
+/// offset; a transaction starting after the read's records is listed needlessly, and the
+/// consumer ignores it.
+fn aborted_in(
+    p: &Partition,
+    fetch_offset: i64,
+    lso: i64,
+    read: &ReadResult,
+) -> Vec<AbortedTransaction> {
+    if read.regions.is_empty() {
+        return Vec::new();
+    }
+    p.aborted_transactions(fetch_offset, lso)
+        .into_iter()
+        .map(|a| {
+            AbortedTransaction::default()
+                .with_producer_id(ProducerId(a.producer_id))
+                .with_first_offset(a.first_offset)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -467,6 +502,60 @@ mod tests {
                 .unwrap();
         }
         p
+    }
+
+    /// Read committed stops at the last stable offset, which an open transaction holds at
+    /// its first offset, and lists the aborted transactions; read uncommitted reads to the
+    /// high watermark and answers the last stable offset too.
+    #[tokio::test]
+    async fn read_committed_stops_at_the_last_stable_offset_and_lists_aborts() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
+        let image = fixture::lead_at(&broker, "t", 5);
+        let p = broker.partition("t", 0).unwrap();
+        p.append_as_leader(&mut fixture::records(2).to_vec(), 5, 0)
+            .unwrap(); // 0..=1
+        let mut txn = fixture::records(3).to_vec();
+        strata_protocol::record_batch::set_producer(&mut txn, 11, 0, 0);
+        strata_protocol::record_batch::set_transactional(&mut txn);
+        let first_batch = u64::try_from(fixture::records(2).len()).unwrap();
+        p.append_as_leader(&mut txn, 5, 0).unwrap(); // 2..=4
+        p.append_as_leader(&mut fixture::records(1).to_vec(), 5, 0)
+            .unwrap(); // 5
+        let v12 = fixture::ctx(&broker, ApiKey::Fetch, 12);
+        let committed = || {
+            let mut rc = request(&image, 12, 5);
+            rc.isolation_level = READ_COMMITTED;
+            rc
+        };
+        let (pd, bytes) = fetch_partition(&v12, &image, committed()).await;
+        assert_eq!((pd.high_watermark, pd.last_stable_offset), (6, 2));
+        assert_eq!(
+            bytes, first_batch,
+            "only the batch below the open transaction"
+        );
+        assert_eq!(pd.aborted_transactions, Some(vec![]));
+        let (pd, bytes) = fetch_partition(&v12, &image, request(&image, 12, 5)).await;
+        assert_eq!((pd.last_stable_offset, pd.aborted_transactions), (2, None));
+        let everything = bytes;
+        assert!(everything > first_batch);
+        let abort = strata_storage::TxnMarker {
+            producer_id: 11,
+            producer_epoch: 0,
+            coordinator_epoch: 0,
+            commit: false,
+            transaction_version: 0,
+        };
+        p.append_marker_as_leader(&abort, 5, 0).unwrap(); // 6
+        let (pd, bytes) = fetch_partition(&v12, &image, committed()).await;
+        assert_eq!((pd.high_watermark, pd.last_stable_offset), (7, 7));
+        assert_eq!(bytes, everything + 78, "the marker batch too");
+        let aborted = pd.aborted_transactions.unwrap();
+        assert_eq!(aborted.len(), 1);
+        assert_eq!(
+            (aborted[0].producer_id, aborted[0].first_offset),
+            (ProducerId(11), 2)
+        );
     }
 
     /// KIP-392: a follower replica serves a consumer's Fetch v11+ up to its own high

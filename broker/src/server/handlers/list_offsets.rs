@@ -4,6 +4,11 @@
 //! timestamp is at or after a timestamp (records inside batches, compressed ones included). A
 //! timestamp past every record answers offset -1 and timestamp -1, as Kafka does.
 //!
+//! The isolation level (v2+) bounds what is visible, as Kafka's
+//! `Partition.fetchOffsetForTimestamp` does: latest is the high watermark under
+//! READ_UNCOMMITTED and the last stable offset under READ_COMMITTED, and a timestamp or
+//! max-timestamp lookup that finds a record at or past that bound answers -1.
+//!
 //! Only the partition's leader in the metadata image answers, and the request's
 //! `current_leader_epoch` (v4+, KIP-320) must match the image's. From v4 each answer carries
 //! the leader epoch of the offset, as Kafka's `Partition.fetchOffsetForTimestamp` gives it:
@@ -23,6 +28,8 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
+/// The request's `isolation_level` for READ_COMMITTED.
+const READ_COMMITTED: i8 = 1;
 
 /// Answers each partition's lookup.
 #[must_use]
@@ -36,6 +43,7 @@ fn answer(
     image: &MetadataImage,
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    let committed = req.isolation_level == READ_COMMITTED;
     let topics = req
         .topics
         .into_iter()
@@ -61,9 +69,14 @@ fn answer(
                         Err(e) => return resp.with_error_code(leadership_error_code(e)),
                     };
                     let part = &led.partition;
+                    let last_fetchable = if committed {
+                        part.last_stable_offset()
+                    } else {
+                        part.high_watermark()
+                    };
                     // (timestamp, offset, leader epoch of the offset or -1).
                     let found = match p.timestamp {
-                        LATEST => Ok(Some((-1, part.high_watermark(), led.leader_epoch))),
+                        LATEST => Ok(Some((-1, last_fetchable, led.leader_epoch))),
                         EARLIEST | EARLIEST_LOCAL => {
                             let log = part.log();
                             let start = log.log_start_offset();
@@ -94,6 +107,11 @@ fn answer(
                             })
                         }
                         _ => Ok(None),
+                    };
+                    // Kafka: a lookup by timestamp answers only what a consumer may read.
+                    let found = match (p.timestamp, found) {
+                        (LATEST | EARLIEST | EARLIEST_LOCAL, found) => found,
+                        (_, found) => found.map(|f| f.filter(|&(_, off, _)| off < last_fetchable)),
                     };
                     match found {
                         // The leader epoch field exists from v4 (KIP-320).
@@ -144,9 +162,68 @@ mod tests {
                         .with_timestamp(timestamp),
                 ]),
         ]);
+        list_with(ctx, image, req)
+    }
+
+    fn list_with(
+        ctx: &RequestContext,
+        image: &MetadataImage,
+        req: ListOffsetsRequest,
+    ) -> (i16, i64, i32) {
         let resp = answer(ctx, image, req);
         let p = &resp.topics[0].partitions[0];
         (p.error_code, p.offset, p.leader_epoch)
+    }
+
+    /// Isolation (v2+): latest is the last stable offset under READ_COMMITTED, and a lookup
+    /// by timestamp never answers a record at or past what the consumer may read.
+    #[tokio::test]
+    async fn read_committed_lists_up_to_the_last_stable_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = fixture::broker_with_topic(dir.path(), "t").await;
+        let image = fixture::lead_at(&broker, "t", 5);
+        let part = broker.partition("t", 0).unwrap();
+        part.append_as_leader(&mut fixture::records(2).to_vec(), 5, 0)
+            .unwrap();
+        let mut txn = fixture::records(3).to_vec();
+        strata_protocol::record_batch::set_producer(&mut txn, 11, 0, 0);
+        strata_protocol::record_batch::set_transactional(&mut txn);
+        part.append_as_leader(&mut txn, 5, 0).unwrap(); // 2..=4, timestamps 1000..=1002
+        let ctx = fixture::ctx(&broker, ApiKey::ListOffsets, 4);
+        let query = |timestamp: i64, isolation: i8| {
+            ListOffsetsRequest::default()
+                .with_isolation_level(isolation)
+                .with_topics(vec![
+                    ListOffsetsTopic::default()
+                        .with_name(TopicName(StrBytes::from_static_str("t")))
+                        .with_partitions(vec![
+                            ListOffsetsPartition::default()
+                                .with_partition_index(0)
+                                .with_current_leader_epoch(-1)
+                                .with_timestamp(timestamp),
+                        ]),
+                ])
+        };
+        assert_eq!(list_with(&ctx, &image, query(LATEST, 0)).1, 5);
+        assert_eq!(list_with(&ctx, &image, query(LATEST, READ_COMMITTED)).1, 2);
+        // Timestamp 1001 is first held at offset 1 (plain) and 3 (open transaction).
+        assert_eq!(list_with(&ctx, &image, query(1_001, READ_COMMITTED)).1, 1);
+        assert_eq!(list_with(&ctx, &image, query(1_002, 0)).1, 4);
+        assert_eq!(list_with(&ctx, &image, query(1_002, READ_COMMITTED)).1, -1);
+        assert_eq!(
+            list_with(&ctx, &image, query(MAX_TIMESTAMP, READ_COMMITTED)).1,
+            -1
+        );
+        let marker = strata_storage::TxnMarker {
+            producer_id: 11,
+            producer_epoch: 0,
+            coordinator_epoch: 0,
+            commit: true,
+            transaction_version: 0,
+        };
+        part.append_marker_as_leader(&marker, 5, 0).unwrap();
+        assert_eq!(list_with(&ctx, &image, query(LATEST, READ_COMMITTED)).1, 6);
+        assert_eq!(list_with(&ctx, &image, query(1_002, READ_COMMITTED)).1, 4);
     }
 
     #[tokio::test]

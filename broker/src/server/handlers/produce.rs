@@ -56,6 +56,14 @@ pub enum ProduceRefusal {
     /// A control batch (a transaction marker): only the transaction coordinator writes
     /// those (Kafka's `LogValidator`, for an append from a client).
     ControlBatch,
+    /// Transactional records without a `transactional_id`, or one the principal may not
+    /// write (Kafka's `handleProduceRequest`: every partition of the request is refused).
+    TransactionalIdAuthorization,
+    /// Transactional records for a partition the transaction coordinator has not added to
+    /// the producer's ongoing transaction (KIP-890's verification; no coordinator runs yet,
+    /// so no transaction includes any partition). Appending them would open a transaction
+    /// nobody ends and hold every read_committed consumer at its first offset.
+    NotInTransaction,
     /// acks=all while the ISR is below `min.insync.replicas`: refused before the append.
     Replication(ReplicationError),
     /// The leader's append was refused or failed.
@@ -172,6 +180,12 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
     let timeout_ms = req.timeout_ms;
     // KIP-951: the endpoints of the leaders named in `current_leader`, by node id.
     let mut node_endpoints: BTreeMap<i32, LeaderEndpoint> = BTreeMap::new();
+    // Kafka's handleProduceRequest: transactional records need a transactional id the
+    // principal may write, or the whole request is refused.
+    let transactional_refused = has_transactional_records(&req)
+        && !req.transactional_id.as_ref().is_some_and(|id| {
+            ctx.authorize(AclOperation::Write, ResourceType::TransactionalId, id)
+        });
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
         let compacted = image.topics.get(&name).is_some_and(|t| {
@@ -221,16 +235,28 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                 }
             };
             let outcome = match (valid_acks, partition, pd.records) {
+                _ if transactional_refused => {
+                    Err((ProduceRefusal::TransactionalIdAuthorization, None))
+                }
                 _ if !authorized => Err((ProduceRefusal::Topic(TopicRefusal::Unauthorized), None)),
                 (false, _, _) => Err((ProduceRefusal::InvalidRequiredAcks, None)),
                 (true, Err(e), _) => Err((ProduceRefusal::Unavailable(e), None)),
                 (true, Ok(_), None) => {
                     Err((ProduceRefusal::NullRecords, Some("null records".to_owned())))
                 }
-                (true, Ok(_), Some(records)) if has_control_batch(&records) => Err((
+                (true, Ok(_), Some(records)) if any_batch(&records, |v| v.is_control()) => Err((
                     ProduceRefusal::ControlBatch,
                     Some("Clients are not allowed to write control records".to_owned()),
                 )),
+                (true, Ok(_), Some(records)) if any_batch(&records, |v| v.is_transactional()) => {
+                    Err((
+                        ProduceRefusal::NotInTransaction,
+                        Some(format!(
+                            "No ongoing transaction of the producer includes {name}-{}",
+                            pd.index
+                        )),
+                    ))
+                }
                 (true, Ok(_), Some(records))
                     if compacted && !keyless_records(&records).is_empty() =>
                 {
@@ -350,12 +376,22 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
     }
 }
 
-/// Whether the record set holds a control batch. A record set that does not parse answers
-/// no: the append reports it.
-fn has_control_batch(records: &[u8]) -> bool {
+/// Whether any partition's record set holds a batch with the transactional bit (Kafka's
+/// `ProduceRequest.hasTransactionalRecords`). Record sets that do not parse answer no.
+fn has_transactional_records(req: &ProduceRequest) -> bool {
+    req.topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|p| p.records.as_deref())
+        .any(|records| any_batch(records, |v| v.is_transactional()))
+}
+
+/// Whether a batch of the record set satisfies `test`. A record set that does not parse
+/// answers no for the rest: the append reports it.
+fn any_batch(records: &[u8], test: impl Fn(&RecordBatchView<'_>) -> bool) -> bool {
     strata_protocol::record_batch::batches(records)
         .map_while(Result::ok)
-        .any(|view| view.is_control())
+        .any(|view| test(&view))
 }
 
 /// Largest decompressed records section examined for keys (as storage's own bound).
