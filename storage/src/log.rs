@@ -508,14 +508,7 @@ impl Log {
             now_ms,
         )
         .to_vec();
-        self.append_from(
-            &mut batch,
-            leader_epoch,
-            now_ms,
-            AppendOrigin::Coordinator {
-                transaction_version: marker.transaction_version,
-            },
-        )
+        self.append_from(&mut batch, leader_epoch, now_ms, AppendOrigin::Coordinator)
     }
 
     fn append_from(
@@ -1383,14 +1376,12 @@ impl Log {
 pub struct TxnMarker {
     pub producer_id: i64,
     /// The epoch the marker is written with: with transaction version 2, the epoch the
-    /// coordinator bumped to when the transaction ended.
+    /// coordinator bumped to when the transaction ended. An epoch older than the
+    /// producer's is fenced.
     pub producer_epoch: i16,
     pub coordinator_epoch: i32,
     /// COMMIT, else ABORT.
     pub commit: bool,
-    /// The transaction version (KIP-890) the transaction ran under: 2 requires the marker's
-    /// epoch to be newer than the producer's.
-    pub transaction_version: i16,
 }
 
 /// An fsync of a log's active `.log`, and of the segments sealed since the last flush, that

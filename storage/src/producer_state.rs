@@ -28,9 +28,9 @@
 //! - a non-transactional batch from a producer with an open transaction is INVALID_TXN_STATE;
 //! - an end-transaction marker (a control batch, written only by the transaction
 //!   coordinator, never by a client) must carry the producer's current epoch or a newer one
-//!   (with transaction version 2, KIP-890, a strictly newer one: the coordinator bumps the
-//!   epoch when it ends a transaction), and a coordinator epoch at least the last one seen
-//!   (else TRANSACTION_COORDINATOR_FENCED); it closes the transaction.
+//!   (transaction version 2, KIP-890, writes it with the epoch bumped at the end; Kafka 4.0
+//!   and 4.1 accept an equal epoch in either version), and a coordinator epoch at least the
+//!   last one seen (else TRANSACTION_COORDINATOR_FENCED); it closes the transaction.
 //!
 //! The partition's open and unreplicated transactions, from which the last stable offset
 //! follows, are kept in a [`TxnTracker`]; an abort yields the [`AbortedTxn`] entry the log
@@ -260,10 +260,8 @@ pub enum AppendOrigin {
     /// The metadata quorum's own log (Kafka's `RAFT_LEADER`): its control records (leader
     /// changes, voter sets) are written by the quorum, and carry no producer.
     RaftLeader,
-    /// The transaction coordinator's markers (WriteTxnMarkers), with the transaction
-    /// version the transaction ran under: version 2 (KIP-890) bumps the epoch at every
-    /// end, so its marker must carry a newer epoch than the producer's data.
-    Coordinator { transaction_version: i16 },
+    /// The transaction coordinator's markers (WriteTxnMarkers).
+    Coordinator,
 }
 
 /// A change to the partition's transactions that an append makes, in log order.
@@ -373,25 +371,17 @@ impl ProducerStateTable {
         let mut txn_events = Vec::new();
         for b in batches {
             if let Some(marker) = b.marker {
-                let AppendOrigin::Coordinator {
-                    transaction_version,
-                } = origin
-                else {
+                if origin != AppendOrigin::Coordinator {
                     return Err(LogError::ControlBatchFromClient);
-                };
+                }
                 let entry = Self::updated_entry(
                     &mut updated,
                     self.producers.get(&b.producer_id),
                     b.producer_id,
                 );
-                // ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, with the
-                // strict check of transaction version 2, then checkCoordinatorEpoch.
-                let fenced = if transaction_version >= 2 {
-                    b.producer_epoch <= entry.producer_epoch
-                } else {
-                    b.producer_epoch < entry.producer_epoch
-                };
-                if fenced {
+                // ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch (an older epoch
+                // is fenced), then checkCoordinatorEpoch.
+                if b.producer_epoch < entry.producer_epoch {
                     return Err(LogError::InvalidProducerEpoch {
                         producer_id: b.producer_id,
                         epoch: b.producer_epoch,

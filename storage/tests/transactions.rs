@@ -34,13 +34,12 @@ fn data(pid: i64, epoch: i16, seq: i32, n: usize, transactional: bool) -> Vec<u8
     b
 }
 
-fn marker(pid: i64, epoch: i16, commit: bool, coordinator_epoch: i32, tv: i16) -> TxnMarker {
+fn marker(pid: i64, epoch: i16, commit: bool, coordinator_epoch: i32) -> TxnMarker {
     TxnMarker {
         producer_id: pid,
         producer_epoch: epoch,
         coordinator_epoch,
         commit,
-        transaction_version: tv,
     }
 }
 
@@ -80,7 +79,7 @@ fn an_open_transaction_holds_the_last_stable_offset_until_its_marker_is_replicat
         1,
         "never past the high watermark"
     );
-    let info = log.append_marker(&marker(7, 0, true, 0, 0), 0, 0).unwrap();
+    let info = log.append_marker(&marker(7, 0, true, 0), 0, 0).unwrap();
     assert_eq!((info.base_offset, info.record_count), (6, 1));
     // Decided, but the marker is not below the high watermark yet.
     assert_eq!(log.last_stable_offset(6), 2);
@@ -103,7 +102,7 @@ fn an_abort_is_indexed_with_the_earliest_other_open_transaction() {
     log.append(&mut data(1, 0, 0, 1, true), 0, 0).unwrap(); // 0
     log.append(&mut data(2, 0, 0, 1, true), 0, 0).unwrap(); // 1
     log.append(&mut data(1, 0, 1, 1, true), 0, 0).unwrap(); // 2
-    log.append_marker(&marker(1, 0, false, 0, 0), 0, 0).unwrap(); // 3
+    log.append_marker(&marker(1, 0, false, 0), 0, 0).unwrap(); // 3
     assert_eq!(
         all_aborted(&log),
         vec![AbortedTxn {
@@ -114,7 +113,7 @@ fn an_abort_is_indexed_with_the_earliest_other_open_transaction() {
         }]
     );
     assert_eq!(log.last_stable_offset(4), 1);
-    log.append_marker(&marker(2, 0, true, 0, 0), 0, 0).unwrap(); // 4
+    log.append_marker(&marker(2, 0, true, 0), 0, 0).unwrap(); // 4
     assert_eq!(log.last_stable_offset(5), 5);
     // The search from past the abort's marker reports nothing; from inside it, the abort.
     assert!(log.aborted_transactions(4, 5).is_empty());
@@ -149,22 +148,17 @@ fn kafka_s_refusals_write_nothing() {
         log.append(&mut forged, 0, 0),
         Err(LogError::ControlBatchFromClient)
     ));
-    // Transaction version 2: the marker's epoch must be newer than the data's.
+    // An older epoch is fenced (the same one is not: Kafka 4.0 and 4.1 accept it).
     assert!(matches!(
-        log.append_marker(&marker(5, 3, false, 0, 2), 0, 0),
-        Err(LogError::InvalidProducerEpoch { .. })
-    ));
-    // Version 0/1: an older epoch is fenced, the same one is not.
-    assert!(matches!(
-        log.append_marker(&marker(5, 2, false, 0, 0), 0, 0),
+        log.append_marker(&marker(5, 2, false, 0), 0, 0),
         Err(LogError::InvalidProducerEpoch { .. })
     ));
     assert_eq!(log.log_end_offset(), 1);
-    log.append_marker(&marker(5, 4, false, 3, 2), 0, 0).unwrap();
+    log.append_marker(&marker(5, 4, false, 3), 0, 0).unwrap();
     // A marker from an older coordinator is fenced.
     log.append(&mut data(5, 4, 0, 1, true), 0, 0).unwrap();
     assert!(matches!(
-        log.append_marker(&marker(5, 5, true, 2, 2), 0, 0),
+        log.append_marker(&marker(5, 5, true, 2), 0, 0),
         Err(LogError::TransactionCoordinatorFenced {
             coordinator_epoch: 2,
             current: 3,
@@ -172,7 +166,7 @@ fn kafka_s_refusals_write_nothing() {
         })
     ));
     // The epoch bump of version 2 restarts the producer's sequences.
-    log.append_marker(&marker(5, 5, true, 3, 2), 0, 0).unwrap();
+    log.append_marker(&marker(5, 5, true, 3), 0, 0).unwrap();
     log.append(&mut data(5, 5, 0, 1, false), 0, 0).unwrap();
     assert_eq!(log.log_end_offset(), 5);
 }
@@ -188,7 +182,7 @@ fn the_index_survives_a_clean_restart_and_is_rebuilt_after_a_crash_or_damage() {
         log.append_unflushed(&mut data(pid, 0, *s, 2, true), 0, 0)
             .unwrap();
         *s += 2;
-        log.append_marker(&marker(pid, 0, round % 2 == 0, 0, 0), 0, 0)
+        log.append_marker(&marker(pid, 0, round % 2 == 0, 0), 0, 0)
             .unwrap();
     }
     let want = all_aborted(&log);
@@ -226,9 +220,7 @@ fn truncation_reopens_a_transaction_and_a_follower_indexes_what_it_copies() {
     leader
         .append(&mut data(-1, -1, -1, 1, false), 0, 0)
         .unwrap(); // 2
-    leader
-        .append_marker(&marker(9, 1, false, 0, 0), 0, 0)
-        .unwrap(); // 3
+    leader.append_marker(&marker(9, 1, false, 0), 0, 0).unwrap(); // 3
     let want = all_aborted(&leader);
     assert_eq!(want.len(), 1);
     // A follower copies the leader's batches as they are.
@@ -253,9 +245,7 @@ fn truncation_reopens_a_transaction_and_a_follower_indexes_what_it_copies() {
             .current_txn_first_offset,
         0
     );
-    leader
-        .append_marker(&marker(9, 1, true, 0, 0), 0, 0)
-        .unwrap();
+    leader.append_marker(&marker(9, 1, true, 0), 0, 0).unwrap();
     assert_eq!(leader.last_stable_offset(4), 4);
 }
 
@@ -264,7 +254,7 @@ fn retention_takes_the_index_files_and_clamps_an_open_transaction() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = Log::open(dir.path(), config(), 0).unwrap();
     log.append(&mut data(1, 0, 0, 1, true), 0, 0).unwrap();
-    log.append_marker(&marker(1, 0, false, 0, 0), 0, 0).unwrap();
+    log.append_marker(&marker(1, 0, false, 0), 0, 0).unwrap();
     log.append(&mut data(2, 0, 0, 1, true), 0, 0).unwrap(); // open from offset 2
     for _ in 0..10 {
         log.append(&mut data(-1, -1, -1, 3, false), 0, 0).unwrap();
@@ -372,7 +362,7 @@ proptest! {
                     recs.push(Rec::Plain);
                 }
                 Step::End(p, commit) => {
-                    log.append_marker(&marker(p, 0, commit, 0, 0), 0, 0).unwrap();
+                    log.append_marker(&marker(p, 0, commit, 0), 0, 0).unwrap();
                     recs.push(Rec::Marker(p, !commit));
                 }
                 Step::Restart => {

@@ -544,7 +544,6 @@ mod tests {
             producer_epoch: 0,
             coordinator_epoch: 0,
             commit: false,
-            transaction_version: 0,
         };
         p.append_marker_as_leader(&abort, 5, 0).unwrap(); // 6
         let (pd, bytes) = fetch_partition(&v12, &image, committed()).await;

@@ -219,7 +219,6 @@ mod tests {
             producer_epoch: 0,
             coordinator_epoch: 0,
             commit: true,
-            transaction_version: 0,
         };
         part.append_marker_as_leader(&marker, 5, 0).unwrap();
         assert_eq!(list_with(&ctx, &image, query(LATEST, READ_COMMITTED)).1, 6);

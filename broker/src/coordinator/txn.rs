@@ -1,0 +1,11 @@
+//! The transaction coordinator (KIP-98, with KIP-890's transaction version 2): a state
+//! machine per transactional id, whose records live in the internal compacted topic
+//! `__transaction_state`, on the coordinator runtime the group coordinators use
+//! (ARCHITECTURE.md decision 12).
+//!
+//! - [`records`]: the key and value encodings, Kafka's, and the partition of an id.
+//!
+//! Not yet served: the runtime over `__transaction_state` and the APIs (see the module map
+//! in `docs/ARCHITECTURE.md`).
+
+pub mod records;
