@@ -678,7 +678,8 @@ impl Reader<'_> {
 }
 
 /// Sends one request frame (header included) to 127.0.0.1:`port` and reads the answer,
-/// each step bounded by 5 s.
+/// connecting within 5 s and each read or write bounded by 15 s (a metadata write waits for
+/// the quorum's fsync, which a loaded machine can hold up for seconds).
 ///
 /// # Errors
 ///
@@ -687,8 +688,8 @@ pub fn round_trip(port: u16, request: &[u8]) -> anyhow::Result<Vec<u8>> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .with_context(|| format!("connect {addr}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.set_write_timeout(Some(Duration::from_secs(5)))?;
+    s.set_read_timeout(Some(Duration::from_secs(15)))?;
+    s.set_write_timeout(Some(Duration::from_secs(15)))?;
     let mut frame = i32::try_from(request.len())?.to_be_bytes().to_vec();
     frame.extend_from_slice(request);
     s.write_all(&frame)?;

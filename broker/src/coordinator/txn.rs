@@ -4,8 +4,10 @@
 //! (ARCHITECTURE.md decision 12).
 //!
 //! - [`records`]: the key and value encodings, Kafka's, and the partition of an id.
+//! - [`state`]: the sans-IO state machine of the transactional ids of one partition.
 //!
 //! Not yet served: the runtime over `__transaction_state` and the APIs (see the module map
 //! in `docs/ARCHITECTURE.md`).
 
 pub mod records;
+pub mod state;

@@ -537,6 +537,16 @@ mod tests {
         both.extend_from_slice(&marker);
         let mut req = request_with_acks("t", 1, 1);
         req.topic_data[0].partition_data[0].records = Some(bytes::Bytes::from(both));
+        // Without a transactional id the whole request is refused first, as in Kafka.
+        let resp = ready(answer(&ctx, &image, req.clone()));
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!(
+            (p.error_code, p.base_offset),
+            (ResponseError::TransactionalIdAuthorizationFailed.code(), -1)
+        );
+        req.transactional_id = Some(strata_protocol::messages::TransactionalId(
+            StrBytes::from_static_str("forger"),
+        ));
         let resp = ready(answer(&ctx, &image, req));
         let p = &resp.responses[0].partition_responses[0];
         assert_eq!(
