@@ -12,6 +12,7 @@ fuzz_target!(|data: &[u8]| {
             view.last_offset(),
             view.compression(),
             view.timestamp_type(),
+            view.end_txn_marker(),
         );
         if let Ok(records) = view.records() {
             for r in records.flatten() {
