@@ -119,6 +119,12 @@ impl TxnTracker {
         }
     }
 
+    /// How many transactions are open.
+    #[must_use]
+    pub fn open_count(&self) -> usize {
+        self.ongoing.len()
+    }
+
     /// The first offset of the earliest open transaction (Kafka's `firstUndecidedOffset`).
     #[must_use]
     pub fn first_undecided_offset(&self) -> Option<i64> {

@@ -114,6 +114,18 @@ fn scrape_after_produce_and_consume_is_consistent() {
                 get(&m, &format!("kafka_log_log_numlogsegments{labels}"))? >= 1.0,
                 "segments"
             );
+            // No transaction: read_committed consumers read up to the high watermark.
+            ensure!(
+                get(
+                    &m,
+                    &format!("kafka_cluster_partition_laststableoffsetlag{labels}")
+                )? == 0.0,
+                "last stable offset lag"
+            );
+            ensure!(
+                get(&m, &format!("strata_log_ongoing_transactions{labels}"))? == 0.0,
+                "ongoing transactions"
+            );
         }
         // Kafka's per-topic series are the sums of the partitions' within one scrape.
         for (kafka, strata) in [

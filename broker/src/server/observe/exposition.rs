@@ -43,6 +43,9 @@ struct PartitionSample {
     segments: usize,
     log_start: i64,
     log_end: i64,
+    /// High watermark minus last stable offset.
+    lso_lag: i64,
+    open_txns: usize,
 }
 
 /// Renders every metric. Takes each partition's log lock once, briefly.
@@ -58,7 +61,9 @@ pub fn render(broker: &Broker) -> String {
             ) -> &std::sync::atomic::AtomicU64| {
                 t.as_ref().map_or(0, |t| f(t).load(Ordering::Relaxed))
             };
-            let log = p.log();
+            let hw = p.high_watermark();
+            let mut log = p.log();
+            let lso = log.last_stable_offset(hw);
             PartitionSample {
                 topic: p.topic.clone(),
                 partition: p.index,
@@ -69,6 +74,8 @@ pub fn render(broker: &Broker) -> String {
                 segments: log.segment_count(),
                 log_start: log.log_start_offset(),
                 log_end: log.log_end_offset(),
+                lso_lag: hw - lso,
+                open_txns: log.producer_state().txns().open_count(),
             }
         })
         .collect();
@@ -84,7 +91,7 @@ pub fn render(broker: &Broker) -> String {
 
     let mut out = String::with_capacity(4096 + partitions.len() * 1024);
     render_traffic(&mut out, &partitions);
-    let per_partition: [PartitionMetric; 4] = [
+    let per_partition: [PartitionMetric; 6] = [
         (
             "kafka_log_log_size",
             "gauge",
@@ -108,6 +115,18 @@ pub fn render(broker: &Broker) -> String {
             "gauge",
             "The partition's log end offset (Kafka's LogEndOffset).",
             |p| p.log_end.to_string(),
+        ),
+        (
+            "kafka_cluster_partition_laststableoffsetlag",
+            "gauge",
+            "High watermark minus last stable offset: what read_committed consumers cannot read yet because a transaction is open or undecided (Kafka's LastStableOffsetLag).",
+            |p| p.lso_lag.to_string(),
+        ),
+        (
+            "strata_log_ongoing_transactions",
+            "gauge",
+            "Transactions open in the partition's log (a transactional batch written, no marker yet).",
+            |p| p.open_txns.to_string(),
         ),
     ];
     for (name, kind, help, value) in per_partition {
