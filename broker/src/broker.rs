@@ -10,9 +10,11 @@ use strata_storage::{LogConfig, LogError, TimestampType};
 use uuid::Uuid;
 
 use crate::config::BrokerConfig;
+use crate::coordinator::InternalTopic;
 use crate::coordinator::group::classic::{GroupConfig, GroupCoordinator};
 use crate::coordinator::group::consumer::{ConsumerGroupConfig, ConsumerGroupCoordinator};
 use crate::coordinator::offsets::{OFFSETS_TOPIC, OffsetStore, OffsetsConfig};
+use crate::coordinator::txn::records::TRANSACTION_STATE_TOPIC;
 use crate::partition::Partition;
 use request_memory::RequestMemory;
 
@@ -66,6 +68,8 @@ pub struct Broker {
     /// neither in the image nor in `partitions`). Shared with the group coordinator, which
     /// writes its group metadata records there.
     pub offsets: Arc<OffsetStore>,
+    /// The transaction coordinator's transactional ids, in `__transaction_state`.
+    pub txns: Arc<crate::coordinator::txn::store::TxnStore>,
     /// The classic group coordinator; its groups are loaded from `offsets` at start.
     pub groups: GroupCoordinator,
     /// The KIP-848 consumer-group coordinator (in memory: members rejoin after a restart).
@@ -127,6 +131,17 @@ impl Broker {
             },
             now_ms,
         ));
+        let txns = Arc::new(crate::coordinator::txn::store::TxnStore::new(
+            crate::coordinator::txn::store::TxnConfig {
+                num_partitions: config.transaction_state_log_num_partitions,
+                max_timeout_ms: config.transaction_max_timeout_ms,
+                id_expiration_ms: i64::from(config.transactional_id_expiration_ms),
+                remove_expired_interval_ms: i64::from(
+                    config.transaction_remove_expired_interval_ms,
+                ),
+            },
+            now_ms,
+        ));
         let groups = GroupCoordinator::with_log(
             GroupConfig {
                 initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
@@ -162,6 +177,7 @@ impl Broker {
             offline: RwLock::new(HashSet::new()),
             producer_ids: tokio::sync::Mutex::new(0..0),
             offsets,
+            txns,
             groups,
             consumer_groups,
             fetchers: crate::broker::replica::Fetchers::default(),
@@ -273,6 +289,47 @@ impl Broker {
         .await
     }
 
+    /// Creates `__transaction_state`, as the active controller: its
+    /// `transaction.state.log.num.partitions` partitions of
+    /// [`BrokerConfig::transaction_state_replication_factor`] replicas, compacted, with
+    /// `min.insync.replicas` from [`BrokerConfig::transaction_state_min_isr`]. Clients cannot
+    /// create it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Broker::create_offsets_topic`].
+    pub async fn create_transaction_state_topic(&self) -> Result<Uuid, CreateTopicError> {
+        self.cluster_create_topic(CreateTopic {
+            name: TRANSACTION_STATE_TOPIC.to_owned(),
+            num_partitions: self.config.transaction_state_log_num_partitions,
+            replication_factor: self.config.transaction_state_replication_factor(),
+            configs: crate::coordinator::txn::store::topic_configs(
+                self.config.transaction_state_log_segment_bytes,
+                self.config.transaction_state_min_isr(),
+            )
+            .into_iter()
+            .collect(),
+            validate_only: false,
+            assignments: None,
+        })
+        .await
+    }
+
+    /// Creates one of the coordinators' internal topics, as the active controller.
+    ///
+    /// # Errors
+    ///
+    /// As [`Broker::create_offsets_topic`].
+    pub async fn create_internal_topic(
+        &self,
+        topic: InternalTopic,
+    ) -> Result<Uuid, CreateTopicError> {
+        match topic {
+            InternalTopic::ConsumerOffsets => self.create_offsets_topic().await,
+            InternalTopic::TransactionState => self.create_transaction_state_topic().await,
+        }
+    }
+
     /// Creates a topic through the active controller: its records are committed as one
     /// entry, and every replica creates its partitions' logs as it applies them (as in
     /// Kafka); a log that cannot be created there is an offline replica
@@ -292,7 +349,7 @@ impl Broker {
         }
         // The coordinator's internal topic exists, as far as clients can tell, and its
         // directories are the offset store's; a user topic of that name would collide.
-        if req.name == OFFSETS_TOPIC {
+        if req.name == OFFSETS_TOPIC || req.name == TRANSACTION_STATE_TOPIC {
             return Err(CreateTopicError::Metadata(
                 MetadataError::TopicAlreadyExists(req.name),
             ));
@@ -486,6 +543,8 @@ impl Broker {
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "offset expiry failed"),
         }
+        // Idle transactional ids, on `transaction.remove.expired.transaction.cleanup.interval.ms`.
+        self.txns.maybe_expire(now_ms);
     }
 
     /// A producer id for InitProducerId, never handed out before. Ids come in blocks that the

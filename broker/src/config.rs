@@ -188,6 +188,25 @@ pub struct BrokerConfig {
     pub offsets_retention_check_interval_ms: u64,
     /// `offset.metadata.max.bytes`: the longest commit metadata string accepted.
     pub offset_metadata_max_bytes: usize,
+    /// `transaction.state.log.num.partitions`: partitions of `__transaction_state` that
+    /// transactional ids hash to.
+    pub transaction_state_log_num_partitions: i32,
+    /// `transaction.state.log.replication.factor` as set; see
+    /// [`BrokerConfig::transaction_state_replication_factor`] for the value used.
+    pub transaction_state_log_replication_factor: i16,
+    /// `transaction.state.log.min.isr` as set; see
+    /// [`BrokerConfig::transaction_state_min_isr`] for the value used.
+    pub transaction_state_log_min_isr: i32,
+    /// `transaction.state.log.segment.bytes`.
+    pub transaction_state_log_segment_bytes: i32,
+    /// `transaction.max.timeout.ms`: the longest transaction timeout a producer may ask for.
+    pub transaction_max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`: how long an idle transactional id is kept.
+    pub transactional_id_expiration_ms: i32,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub transaction_abort_timed_out_interval_ms: i32,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    pub transaction_remove_expired_interval_ms: i32,
     /// `metrics.listener`: where the Prometheus endpoint listens; `None` (the default)
     /// serves none.
     pub metrics_listener: Option<MetricsListener>,
@@ -569,6 +588,38 @@ impl BrokerConfig {
                 0,
             )?
             .min(i64::from(i16::MAX)) as usize,
+            transaction_state_log_num_partitions: positive(
+                "transaction.state.log.num.partitions",
+                get("transaction.state.log.num.partitions"),
+            )?,
+            transaction_state_log_replication_factor: positive::<i16>(
+                "transaction.state.log.replication.factor",
+                get("transaction.state.log.replication.factor"),
+            )?,
+            transaction_state_log_min_isr: positive(
+                "transaction.state.log.min.isr",
+                get("transaction.state.log.min.isr"),
+            )?,
+            transaction_state_log_segment_bytes: positive(
+                "transaction.state.log.segment.bytes",
+                get("transaction.state.log.segment.bytes"),
+            )?,
+            transaction_max_timeout_ms: positive(
+                "transaction.max.timeout.ms",
+                get("transaction.max.timeout.ms"),
+            )?,
+            transactional_id_expiration_ms: positive(
+                "transactional.id.expiration.ms",
+                get("transactional.id.expiration.ms"),
+            )?,
+            transaction_abort_timed_out_interval_ms: positive(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+            )?,
+            transaction_remove_expired_interval_ms: positive(
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+                get("transaction.remove.expired.transaction.cleanup.interval.ms"),
+            )?,
             metrics_listener: MetricsListener::parse(get("metrics.listener"))
                 .map_err(|reason| invalid("metrics.listener", get("metrics.listener"), reason))?,
             values,
@@ -579,6 +630,14 @@ impl BrokerConfig {
         cfg.values.insert(
             "offsets.topic.replication.factor".to_owned(),
             cfg.offsets_replication_factor().to_string(),
+        );
+        cfg.values.insert(
+            "transaction.state.log.replication.factor".to_owned(),
+            cfg.transaction_state_replication_factor().to_string(),
+        );
+        cfg.values.insert(
+            "transaction.state.log.min.isr".to_owned(),
+            cfg.transaction_state_min_isr().to_string(),
         );
         if cfg.broker_heartbeat_interval_ms >= cfg.broker_session_timeout_ms {
             // Strata's check (Kafka has none): a broker that heartbeats no more often than its
@@ -616,6 +675,34 @@ impl BrokerConfig {
             1
         } else {
             self.offsets_topic_replication_factor
+        }
+    }
+
+    /// The replication factor `__transaction_state` is created with:
+    /// `transaction.state.log.replication.factor` (Kafka's default, 3), with the same rule
+    /// for the only voter of its own quorum as [`BrokerConfig::offsets_replication_factor`].
+    #[must_use]
+    pub fn transaction_state_replication_factor(&self) -> i16 {
+        if self.is_sole_voter()
+            && !self
+                .explicit
+                .contains_key("transaction.state.log.replication.factor")
+        {
+            1
+        } else {
+            self.transaction_state_log_replication_factor
+        }
+    }
+
+    /// The `min.insync.replicas` of `__transaction_state`: `transaction.state.log.min.isr`
+    /// (Kafka's default, 2), or 1 on the only voter of its own quorum unless set, as Kafka's
+    /// single-node quickstart configures it (a factor of 1 could not meet 2).
+    #[must_use]
+    pub fn transaction_state_min_isr(&self) -> i32 {
+        if self.is_sole_voter() && !self.explicit.contains_key("transaction.state.log.min.isr") {
+            1
+        } else {
+            self.transaction_state_log_min_isr
         }
     }
 

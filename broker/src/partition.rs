@@ -411,11 +411,9 @@ impl Partition {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<(AppendInfo, Option<FlushWait>), LeaderAppendError> {
-        let log = self.log();
-        self.check_leading(leader_epoch)?;
-        Ok(self.append_locked(log, now_ms, |log| {
+        self.append_leading(leader_epoch, now_ms, |log| {
             log.append_unflushed(records, leader_epoch, now_ms)
-        })?)
+        })
     }
 
     /// Appends a transaction marker (WriteTxnMarkers) as the partition's leader in
@@ -432,16 +430,20 @@ impl Partition {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<(AppendInfo, Option<FlushWait>), LeaderAppendError> {
-        let log = self.log();
-        self.check_leading(leader_epoch)?;
-        Ok(self.append_locked(log, now_ms, |log| {
+        self.append_leading(leader_epoch, now_ms, |log| {
             log.append_marker(marker, leader_epoch, now_ms)
-        })?)
+        })
     }
 
-    /// Whether this node leads the partition as a replicated leader in `leader_epoch`; call
-    /// with the log locked.
-    fn check_leading(&self, leader_epoch: i32) -> Result<(), LeaderAppendError> {
+    /// Locks the log and, if this node leads the partition as a replicated leader in
+    /// `leader_epoch`, appends with `append` ([`Partition::append_locked`]).
+    fn append_leading(
+        self: &Arc<Self>,
+        leader_epoch: i32,
+        now_ms: i64,
+        append: impl FnOnce(&mut Log) -> Result<AppendInfo, LogError>,
+    ) -> Result<(AppendInfo, Option<FlushWait>), LeaderAppendError> {
+        let log = self.log();
         let leading = self.replicated_leader_epoch();
         if leading != Some(leader_epoch) {
             return Err(LeaderAppendError::NotLeader {
@@ -449,7 +451,7 @@ impl Partition {
                 leading,
             });
         }
-        Ok(())
+        Ok(self.append_locked(log, now_ms, append)?)
     }
 
     /// The body of [`Partition::append`], with the log locked: `append` writes to the log.

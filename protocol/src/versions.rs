@@ -47,8 +47,9 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - Fetch stops at v16: v17 and later only add replica fields for follower fetching.
 /// - Metadata stops at v12: v13 adds a top-level error code used for re-bootstrap (KIP-1102).
 /// - ListOffsets stops at v8: v9 (tiered storage) and v10 (KIP-1075 timeouts) are not served.
-/// - InitProducerId serves the idempotent producer only; a transactional id is answered
-///   COORDINATOR_NOT_AVAILABLE (transactions are not supported, so their APIs are not listed).
+/// - InitProducerId stops at v5: v6 adds two-phase commit (KIP-939). A transactional id is
+///   served by the transaction coordinator; the rest of the transaction APIs are not listed
+///   yet.
 /// - Versions Kafka 4.0 removed (KIP-896) that clients still in service send are served
 ///   (as Redpanda does): JoinGroup v0-1 through the codec, and ListOffsets v0, OffsetCommit
 ///   v0-1, OffsetFetch v0, CreateTopics v0-1, DeleteTopics v0 and DescribeConfigs v0

@@ -213,7 +213,10 @@ fn a_node_configured_only_by_the_environment_serves_librdkafka() {
         ("KAFKA_OPTS", "-Xmx1g".to_owned()),
         ("KAFKA_HEAP_OPTS", "-Xms1g".to_owned()),
         // A Kafka key Strata does not know: warned about and ignored, as in a file.
-        ("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "2".to_owned()),
+        (
+            "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR",
+            "2".to_owned(),
+        ),
     ];
     let node = Node::start(dir, &[], &env, &[internal, external, controller]);
 
@@ -254,7 +257,7 @@ fn a_node_configured_only_by_the_environment_serves_librdkafka() {
     let log = node.log();
     assert!(
         log.lines().any(|l| l.contains("unknown config key ignored")
-            && l.contains("transaction.state.log.min.isr")),
+            && l.contains("share.coordinator.state.topic.min.isr")),
         "{log}"
     );
     assert!(

@@ -1,8 +1,9 @@
 //! The idempotent producer (KIP-98) against the real `strata` binary.
 //!
 //! - `sequence_checks_over_raw_frames`: hand-built frames, independent of Strata's codec.
-//!   InitProducerId hands out distinct ids (and refuses transactional ids); a retried batch is
-//!   acknowledged with its original offsets and stored once; a sequence gap is
+//!   InitProducerId hands out distinct ids (a transactional id has no coordinator before
+//!   one is looked up); a retried batch is acknowledged with its original offsets and
+//!   stored once; a sequence gap is
 //!   OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH; DescribeProducers
 //!   reports the state. Then `kill -9`: the state is rebuilt from the log, so retries of any
 //!   of the last batches are still duplicates. Then a clean stop: a producer snapshot is
@@ -200,7 +201,8 @@ fn sequence_checks_over_raw_frames() {
         let topic = "idem-raw";
         ensure_topic(b, topic)?;
 
-        // InitProducerId: distinct ids, epoch 0; no transactions.
+        // InitProducerId: distinct ids, epoch 0. A transactional id has no coordinator
+        // before a FindCoordinator for it has `__transaction_state` created.
         let (code, p1, epoch) = init_producer_id(b, None)?;
         ensure!(
             (code, epoch) == (0, 0),

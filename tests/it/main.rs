@@ -87,4 +87,5 @@ mod rdkafka_offsets;
 mod rdkafka_produce_consume;
 mod rdkafka_retention;
 mod roll_recovery_point;
+mod transactions;
 mod zero_copy_fetch;

@@ -811,11 +811,21 @@ pub fn create_topic_raw(
 ///
 /// If the node does not answer or the answer does not parse.
 pub fn find_coordinator_raw(port: u16, group: &str) -> anyhow::Result<(i16, i32)> {
+    find_coordinator_of(port, group, 0)
+}
+
+/// A raw FindCoordinator v1 for `key` of `key_type` (0 a group, 1 a transactional id):
+/// (error code, node id).
+///
+/// # Errors
+///
+/// If the node does not answer, or the answer is malformed.
+pub fn find_coordinator_of(port: u16, key: &str, key_type: i8) -> anyhow::Result<(i16, i32)> {
     const CORR: i32 = 0x0fc0;
     let mut req = header(10, 1, CORR);
-    req.extend_from_slice(&i16::try_from(group.len())?.to_be_bytes());
-    req.extend_from_slice(group.as_bytes());
-    req.push(0); // key_type: a group
+    req.extend_from_slice(&i16::try_from(key.len())?.to_be_bytes());
+    req.extend_from_slice(key.as_bytes());
+    req.extend_from_slice(&key_type.to_be_bytes());
     let b = round_trip(port, &req)?;
     let mut r = Reader { b: &b, pos: 0 };
     ensure!(r.i32()? == CORR, "correlation id");

@@ -48,7 +48,9 @@ use strata_storage::Log;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::Broker;
+use crate::coordinator::InternalTopic;
 use crate::coordinator::offsets::OFFSETS_TOPIC;
+use crate::coordinator::txn::records::TRANSACTION_STATE_TOPIC;
 use crate::partition::Partition;
 use crate::quorum::QuorumHandle;
 
@@ -813,9 +815,7 @@ impl Broker {
                 tracing::error!(topic = %partition.topic, partition = partition.index, error = %e,
                     "cannot record the leader epoch; not taking the leadership");
                 partition.resign();
-                if partition.topic == OFFSETS_TOPIC {
-                    self.stop_coordinating(partition.index);
-                }
+                self.stop_coordinating(&partition.topic, partition.index);
                 return;
             }
             let min_isr = crate::config::dynamic::topic_value(
@@ -837,14 +837,10 @@ impl Broker {
                 min_insync_replicas: min_isr.max(1),
             };
             partition.make_leader(me, &registration, config);
-            if partition.topic == OFFSETS_TOPIC {
-                self.coordinate(partition, p.leader_epoch);
-            }
+            self.coordinate(partition, p.leader_epoch);
         } else {
             partition.resign();
-            if partition.topic == OFFSETS_TOPIC {
-                self.stop_coordinating(partition.index);
-            }
+            self.stop_coordinating(&partition.topic, partition.index);
             if p.leader >= 0 {
                 self.fetchers
                     .follow(self, partition, p.leader, p.leader_epoch);
@@ -854,10 +850,43 @@ impl Broker {
         }
     }
 
+    /// This node leads `partition` in `epoch`: if it is a coordinator's internal topic's,
+    /// that coordinator loads it on a blocking thread.
+    fn coordinate(self: &Arc<Self>, partition: Arc<Partition>, epoch: i32) {
+        match InternalTopic::from_name(&partition.topic) {
+            Some(InternalTopic::ConsumerOffsets) => self.coordinate_groups(partition, epoch),
+            Some(InternalTopic::TransactionState) => self.coordinate_txns(partition, epoch),
+            None => {}
+        }
+    }
+
+    /// This node leads `__transaction_state` partition `partition` in `epoch`: the
+    /// transaction store loads its transactional ids (Kafka's
+    /// `TransactionCoordinator.onElection`).
+    fn coordinate_txns(self: &Arc<Self>, partition: Arc<Partition>, epoch: i32) {
+        let index = partition.index;
+        if !self.txns.begin_load(index, partition, epoch) {
+            return;
+        }
+        let broker = self.clone();
+        let load = move || {
+            if let Err(e) = broker.txns.load(index, epoch) {
+                tracing::error!(partition = index, epoch, error = %e,
+                    "cannot load {TRANSACTION_STATE_TOPIC} partition; its transactional ids stay unavailable here until its next leader change");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(load);
+            }
+            Err(_) => load(),
+        }
+    }
+
     /// This node leads `__consumer_offsets` partition `partition` in `epoch`: the offset
     /// store loads it on a blocking thread, and the group coordinators take its groups
     /// (Kafka's `GroupCoordinatorService.onElection`).
-    fn coordinate(self: &Arc<Self>, partition: Arc<Partition>, epoch: i32) {
+    fn coordinate_groups(self: &Arc<Self>, partition: Arc<Partition>, epoch: i32) {
         let index = partition.index;
         if !self.offsets.begin_load(index, partition, epoch) {
             return;
@@ -898,9 +927,21 @@ impl Broker {
         }
     }
 
+    /// This node no longer leads partition `index` of `topic`: if it is a coordinator's
+    /// internal topic's, that coordinator unloads it (Kafka's `onResignation`).
+    fn stop_coordinating(&self, topic: &str, index: i32) {
+        match InternalTopic::from_name(topic) {
+            Some(InternalTopic::ConsumerOffsets) => self.stop_coordinating_groups(index),
+            Some(InternalTopic::TransactionState) => {
+                self.txns.resign(index);
+            }
+            None => {}
+        }
+    }
+
     /// This node no longer leads `__consumer_offsets` partition `index`: its groups go
     /// (Kafka's `GroupCoordinatorService.onResignation`).
-    pub(super) fn stop_coordinating(&self, index: i32) {
+    fn stop_coordinating_groups(&self, index: i32) {
         let offsets = &self.offsets;
         offsets.resign(index, |_| {
             let gone = |g: &str| offsets.partition_for(g) == index;
@@ -921,9 +962,7 @@ impl Broker {
             // A leader moved away: a produce still holding the partition is refused from
             // here on rather than appended to a log about to be deleted.
             partition.resign();
-            if partition.topic == OFFSETS_TOPIC {
-                self.stop_coordinating(partition.index);
-            }
+            self.stop_coordinating(&partition.topic, partition.index);
         }
         if removed.is_some() {
             let dir = self.partition_dir(topic, index);

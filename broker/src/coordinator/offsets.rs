@@ -86,28 +86,19 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use strata_protocol::record_batch::{self, BatchError, SimpleRecord};
+use bytes::Bytes;
 #[cfg(test)]
 use strata_storage::LogConfig;
-use strata_storage::LogError;
-use thiserror::Error;
 
 pub use records::{CommittedOffset, CoordinatorRecord, OffsetKey};
 pub use state::PartitionState;
 
-use crate::partition::{AckError, FlushWait, LeaderAppendError, Partition};
+pub use super::runtime::PendingWrite;
+use super::runtime::{self, CoordinatorError, MAX_BATCH_BYTES, Role};
+use crate::partition::{FlushWait, LeaderAppendError, Partition};
 
 /// The internal topic's name.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
-
-/// Records of one request go into batches of at most this many bytes, so a batch always fits
-/// the topic's `max.message.bytes` ([`topic_configs`]), and a compaction rewrite is a series
-/// of batches.
-const MAX_BATCH_BYTES: usize = 512 * 1024;
-
-/// How many bytes replay reads at a time (at least one whole batch).
-const REPLAY_READ_BYTES: u32 = 1 << 20;
 
 /// How long a write waits to be committed: Kafka's default `offsets.commit.timeout.ms`.
 pub const COMMIT_TIMEOUT: Duration = Duration::from_millis(5_000);
@@ -127,59 +118,7 @@ pub struct OffsetsConfig {
 }
 
 /// A failure of the offsets store.
-#[derive(Debug, Error)]
-pub enum OffsetStoreError {
-    /// This node does not lead the group's partition (NOT_COORDINATOR).
-    #[error("{OFFSETS_TOPIC}-{partition} is not led by this node")]
-    NotCoordinator { partition: i32 },
-    /// This node leads the partition and is still loading it (COORDINATOR_LOAD_IN_PROGRESS).
-    #[error("{OFFSETS_TOPIC}-{partition} is loading")]
-    LoadInProgress { partition: i32 },
-    /// The partition's leader refused or failed the append.
-    #[error("{OFFSETS_TOPIC}-{partition}: {source}")]
-    Append {
-        partition: i32,
-        source: LeaderAppendError,
-    },
-    /// The records were appended and not committed (leadership ended, the ISR is too
-    /// small, or the wait timed out): the client retries.
-    #[error("{OFFSETS_TOPIC}-{partition}: not committed: {cause:?}")]
-    NotCommitted { partition: i32, cause: AckError },
-    /// The fsync an append waited for failed.
-    #[error("{OFFSETS_TOPIC}-{partition}: {source}")]
-    Flush {
-        partition: i32,
-        source: crate::partition::FlushError,
-    },
-    /// A partition log could not be read or trimmed.
-    #[error("{OFFSETS_TOPIC}-{partition}: {source}")]
-    Log { partition: i32, source: LogError },
-    /// A batch read back during replay does not parse (damage after it was written).
-    #[error("{OFFSETS_TOPIC}-{partition}: corrupt batch on replay: {source}")]
-    CorruptBatch { partition: i32, source: BatchError },
-    /// Reading a replayed region failed.
-    #[error("{OFFSETS_TOPIC}-{partition}: read failed: {source}")]
-    Read {
-        partition: i32,
-        source: std::io::Error,
-    },
-}
-
-/// Where this node stands for one partition.
-enum Role {
-    /// It does not lead the partition.
-    NotLeader,
-    /// It leads the partition in `epoch` and is replaying its log.
-    Loading {
-        epoch: i32,
-        partition: Arc<Partition>,
-    },
-    /// It leads the partition in `epoch` and serves its groups.
-    Active {
-        epoch: i32,
-        partition: Arc<Partition>,
-    },
-}
+pub type OffsetStoreError = CoordinatorError;
 
 /// One `__consumer_offsets` partition: this node's role and, while active, the live state.
 struct OffsetsPartition {
@@ -189,53 +128,6 @@ struct OffsetsPartition {
     /// A compaction rewrite on its way: (the offset it starts at, the end of its last batch).
     /// Once the high watermark passes the end, the log starts at the start.
     compaction: Option<(i64, i64)>,
-}
-
-/// What a write waits for before it is answered.
-#[must_use = "a write is answered only once it is committed"]
-pub struct PendingWrite {
-    partition_index: i32,
-    /// Nothing to wait for when `None` (nothing was written).
-    wait: Option<Committing>,
-}
-
-struct Committing {
-    partition: Arc<Partition>,
-    epoch: i32,
-    end: i64,
-    flushes: Vec<FlushWait>,
-}
-
-impl PendingWrite {
-    fn nothing(partition_index: i32) -> Self {
-        PendingWrite {
-            partition_index,
-            wait: None,
-        }
-    }
-
-    /// Waits until the write is committed (every fsync it asked for done, and the high
-    /// watermark past its records in the epoch it was appended in), at most `timeout`.
-    ///
-    /// # Errors
-    ///
-    /// [`OffsetStoreError::NotCommitted`] or [`OffsetStoreError::Flush`].
-    pub async fn committed(self, timeout: Duration) -> Result<(), OffsetStoreError> {
-        let Some(c) = self.wait else {
-            return Ok(());
-        };
-        let partition = self.partition_index;
-        for f in c.flushes {
-            f.wait()
-                .await
-                .map_err(|source| OffsetStoreError::Flush { partition, source })?;
-        }
-        let deadline = tokio::time::Instant::now() + timeout;
-        c.partition
-            .wait_committed(c.epoch, c.end, deadline)
-            .await
-            .map_err(|cause| OffsetStoreError::NotCommitted { partition, cause })
-    }
 }
 
 /// The committed offsets and group metadata of every group this node coordinates.
@@ -315,9 +207,7 @@ impl OffsetStore {
         let Some(mut p) = self.try_lock_index(index) else {
             return false;
         };
-        if let Role::Loading { epoch: e, .. } | Role::Active { epoch: e, .. } = &p.role
-            && *e == epoch
-        {
+        if p.role.epoch() == Some(epoch) {
             return false;
         }
         p.role = Role::Loading { epoch, partition };
@@ -347,17 +237,14 @@ impl OffsetStore {
             let Some(p) = self.try_lock_index(index) else {
                 return Ok(false);
             };
-            match &p.role {
-                Role::Loading {
-                    epoch: e,
-                    partition,
-                } if *e == epoch => partition.clone(),
-                _ => return Ok(false),
+            match p.role.loading_in(epoch) {
+                Some(partition) => partition,
+                None => return Ok(false),
             }
         };
         let mut state = PartitionState::default();
         let started = std::time::Instant::now();
-        replay(&partition, index, &mut state)?;
+        replay(&partition, &mut state)?;
         let mut p = self.lock_index(index);
         if !matches!(&p.role, Role::Loading { epoch: e, .. } if *e == epoch) {
             return Ok(false);
@@ -423,19 +310,15 @@ impl OffsetStore {
     pub fn written_through(&self, group: &str) -> Result<PendingWrite, OffsetStoreError> {
         let p = self.lock(group);
         p.serving()?;
-        let Role::Active { epoch, partition } = &p.role else {
-            unreachable!("serving() checked the role");
-        };
+        let (epoch, partition) = p.role.serving(OFFSETS_TOPIC, p.index)?;
         let end = partition.log().log_end_offset();
-        Ok(PendingWrite {
-            partition_index: p.index,
-            wait: Some(Committing {
-                partition: partition.clone(),
-                epoch: *epoch,
-                end,
-                flushes: Vec::new(),
-            }),
-        })
+        Ok(PendingWrite::until(
+            OFFSETS_TOPIC,
+            partition.clone(),
+            epoch,
+            end,
+            Vec::new(),
+        ))
     }
 
     /// Whether partition `index` is led here and loading.
@@ -766,15 +649,7 @@ impl OffsetStore {
 
 impl OffsetsPartition {
     fn serving(&self) -> Result<(), OffsetStoreError> {
-        match self.role {
-            Role::Active { .. } => Ok(()),
-            Role::Loading { .. } => Err(OffsetStoreError::LoadInProgress {
-                partition: self.index,
-            }),
-            Role::NotLeader => Err(OffsetStoreError::NotCoordinator {
-                partition: self.index,
-            }),
-        }
+        self.role.serving(OFFSETS_TOPIC, self.index).map(|_| ())
     }
 
     /// Appends `records` through the partition's leader (nothing for an empty list), then
@@ -788,14 +663,13 @@ impl OffsetsPartition {
     ) -> Result<PendingWrite, OffsetStoreError> {
         self.serving()?;
         if records.is_empty() {
-            return Ok(PendingWrite::nothing(self.index));
+            return Ok(PendingWrite::nothing(OFFSETS_TOPIC, self.index));
         }
-        let Role::Active { epoch, partition } = &self.role else {
-            unreachable!("serving() checked the role");
-        };
-        let (epoch, partition) = (*epoch, partition.clone());
         let index = self.index;
+        let (epoch, partition) = self.role.serving(OFFSETS_TOPIC, index)?;
+        let partition = partition.clone();
         let append_err = |source| OffsetStoreError::Append {
+            topic: OFFSETS_TOPIC,
             partition: index,
             source,
         };
@@ -813,6 +687,7 @@ impl OffsetsPartition {
                 let mut log = partition.log();
                 log.roll_if_not_empty()
                     .map_err(|source| OffsetStoreError::Log {
+                        topic: OFFSETS_TOPIC,
                         partition: index,
                         source,
                     })?;
@@ -832,15 +707,13 @@ impl OffsetsPartition {
                 "rewrote the live records of {OFFSETS_TOPIC} partition; older segments go once they are committed"
             );
         }
-        Ok(PendingWrite {
-            partition_index: index,
-            wait: Some(Committing {
-                partition,
-                epoch,
-                end,
-                flushes,
-            }),
-        })
+        Ok(PendingWrite::until(
+            OFFSETS_TOPIC,
+            partition,
+            epoch,
+            end,
+            flushes,
+        ))
     }
 
     /// Ends a compaction whose rewrite the high watermark has passed: the log starts at the
@@ -855,6 +728,7 @@ impl OffsetsPartition {
             return Ok(());
         }
         let err = |source| OffsetStoreError::Log {
+            topic: OFFSETS_TOPIC,
             partition: self.index,
             source,
         };
@@ -874,123 +748,34 @@ impl OffsetsPartition {
     }
 }
 
-/// Encodes `records` into batches of at most [`MAX_BATCH_BYTES`] and appends them as the
-/// leader in `epoch`. Returns the offset after the last record, and the fsyncs to wait for.
+/// Reads the partition's whole log and applies every record to `state`.
+fn replay(partition: &Partition, state: &mut PartitionState) -> Result<(), OffsetStoreError> {
+    let index = partition.index;
+    runtime::replay(partition, OFFSETS_TOPIC, |offset, key, value| {
+        match CoordinatorRecord::decode(key, value) {
+            Ok(Some(r)) => state.apply(r),
+            Ok(None) => {}
+            // Kafka's loader fails the partition on a record it cannot read; one bad
+            // record should not cost every other group its offsets, so skip it loudly.
+            Err(e) => tracing::error!(partition = index, offset, error = %e,
+                "skipping undecodable {OFFSETS_TOPIC} record"),
+        }
+    })
+}
+
+/// Appends `records` as the leader of `partition` in `epoch`.
 fn append_records(
     partition: &Arc<Partition>,
     epoch: i32,
     records: &[CoordinatorRecord],
     now_ms: i64,
 ) -> Result<(i64, Vec<FlushWait>), LeaderAppendError> {
-    let mut end = 0;
-    let mut flushes = Vec::new();
-    let mut batch: Vec<SimpleRecord> = Vec::new();
-    let mut batch_bytes = 0;
-    let mut flush_batch = |batch: &[SimpleRecord]| -> Result<(), LeaderAppendError> {
-        let mut buf = BytesMut::from(&record_batch::encode_batch(0, batch)[..]);
-        let (info, wait) = partition.append_as_leader(&mut buf, epoch, now_ms)?;
-        end = info.last_offset + 1;
-        flushes.extend(wait);
-        Ok(())
-    };
-    for r in records {
-        let (key, value) = r.encode();
-        let len = key.len() + value.as_ref().map_or(0, Bytes::len);
-        if !batch.is_empty() && batch_bytes + len > MAX_BATCH_BYTES {
-            flush_batch(&batch)?;
-            batch.clear();
-            batch_bytes = 0;
-        }
-        batch_bytes += len;
-        batch.push(SimpleRecord {
-            key: Some(key),
-            value,
-            timestamp: now_ms,
-            headers: Vec::new(),
-        });
-    }
-    if !batch.is_empty() {
-        flush_batch(&batch)?;
-    }
-    Ok((end, flushes))
-}
-
-/// Reads the partition's whole log, a chunk at a time (the log's lock is held for one chunk
-/// only, so the followers' fetches go on), and applies every record to `state`.
-fn replay(
-    partition: &Partition,
-    index: i32,
-    state: &mut PartitionState,
-) -> Result<(), OffsetStoreError> {
-    let (mut next, end) = {
-        let log = partition.log();
-        (log.log_start_offset(), log.log_end_offset())
-    };
-    let mut buf = Vec::new();
-    while next < end {
-        buf.clear();
-        {
-            let log = partition.log();
-            let read = log
-                .read(next, REPLAY_READ_BYTES, end, true)
-                .map_err(|source| OffsetStoreError::Log {
-                    partition: index,
-                    source,
-                })?;
-            if read.bytes == 0 {
-                break;
-            }
-            for region in &read.regions {
-                region
-                    .read_into(&mut buf)
-                    .map_err(|source| OffsetStoreError::Read {
-                        partition: index,
-                        source,
-                    })?;
-            }
-        }
-        let before = next;
-        for batch in record_batch::batches(&buf) {
-            let batch = batch.map_err(|source| OffsetStoreError::CorruptBatch {
-                partition: index,
-                source,
-            })?;
-            next = batch.last_offset() + 1;
-            if batch.is_control() {
-                continue;
-            }
-            let records = match batch.records() {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!(partition = index, base_offset = batch.base_offset(), error = %e,
-                        "skipping an unreadable {OFFSETS_TOPIC} batch");
-                    continue;
-                }
-            };
-            for rec in records {
-                let rec = match rec {
-                    Ok(rec) => rec,
-                    Err(e) => {
-                        tracing::error!(partition = index, error = %e,
-                            "skipping the rest of an unreadable {OFFSETS_TOPIC} batch");
-                        break;
-                    }
-                };
-                match CoordinatorRecord::decode(rec.key, rec.value) {
-                    Ok(Some(r)) => state.apply(r),
-                    Ok(None) => {}
-                    // Kafka's loader fails the partition on a record it cannot read; one bad
-                    // record should not cost every other group its offsets, so skip it loudly.
-                    Err(e) => tracing::error!(partition = index, offset = rec.offset, error = %e,
-                        "skipping undecodable {OFFSETS_TOPIC} record"),
-                }
-            }
-        }
-        if next == before {
-            break;
-        }
-    }
-    Ok(())
+    runtime::append_records(
+        partition,
+        epoch,
+        records.iter().map(CoordinatorRecord::encode),
+        now_ms,
+    )
 }
 
 /// Kafka's topic configs for `__consumer_offsets` (`GroupCoordinator.groupMetadataTopicConfigs`):

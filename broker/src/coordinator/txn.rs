@@ -5,9 +5,13 @@
 //!
 //! - [`records`]: the key and value encodings, Kafka's, and the partition of an id.
 //! - [`state`]: the sans-IO state machine of the transactional ids of one partition.
+//! - [`store`]: the runtime over `__transaction_state`: the partitions led here, their
+//!   loads, and the writes of the state machine's transitions.
 //!
-//! Not yet served: the runtime over `__transaction_state` and the APIs (see the module map
-//! in `docs/ARCHITECTURE.md`).
+//! Served so far: FindCoordinator for transactional ids and InitProducerId. The rest of the
+//! protocol (AddPartitionsToTxn, EndTxn, the markers) is not yet (see the module map in
+//! `docs/ARCHITECTURE.md`).
 
 pub mod records;
 pub mod state;
+pub mod store;

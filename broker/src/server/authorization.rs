@@ -74,6 +74,13 @@ impl RequestContext {
         self.authorize(operation, ResourceType::Group, group)
     }
 
+    /// Whether this request's client may perform `operation` on the transactional id: the
+    /// transaction APIs' check, TRANSACTIONAL_ID_AUTHORIZATION_FAILED when it fails.
+    #[must_use]
+    pub fn authorize_transactional_id(&self, operation: AclOperation, id: &str) -> bool {
+        self.authorize(operation, ResourceType::TransactionalId, id)
+    }
+
     /// `authorized_operations` of a resource for this request's client.
     #[must_use]
     pub fn authorized_operations(&self, resource_type: ResourceType, resource_name: &str) -> i32 {

@@ -418,7 +418,7 @@ pub fn auto_create(ctx: &RequestContext, topic: &str) -> bool {
     true
 }
 
-/// Has the quorum's leader create `__consumer_offsets` (see
+/// Has the quorum's leader create an internal topic (see
 /// [`crate::server::placement::ensure_topic`]): in process when this node leads, else as
 /// a CreateTopics under [`INTERNAL_CLIENT_ID`], which the leader's handler takes for the
 /// internal topic.
@@ -427,14 +427,15 @@ pub fn auto_create(ctx: &RequestContext, topic: &str) -> bool {
 ///
 /// Why it was not created: no leader answered in time, or the leader refused (an error
 /// code other than TOPIC_ALREADY_EXISTS).
-pub async fn create_offsets_topic(broker: &std::sync::Arc<Broker>) -> Result<(), String> {
+pub async fn create_internal_topic(
+    broker: &std::sync::Arc<Broker>,
+    topic: crate::coordinator::InternalTopic,
+) -> Result<(), String> {
     let body = RequestKind::CreateTopics(
         CreateTopicsRequest::default()
             .with_topics(vec![
                 CreatableTopic::default()
-                    .with_name(TopicName(StrBytes::from_static_str(
-                        crate::coordinator::offsets::OFFSETS_TOPIC,
-                    )))
+                    .with_name(TopicName(StrBytes::from_static_str(topic.name())))
                     .with_num_partitions(-1)
                     .with_replication_factor(-1),
             ])
@@ -456,7 +457,7 @@ pub async fn create_offsets_topic(broker: &std::sync::Arc<Broker>) -> Result<(),
         None => {
             // This node leads: create it here.
             return broker
-                .create_offsets_topic()
+                .create_internal_topic(topic)
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string());

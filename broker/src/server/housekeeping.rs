@@ -1,5 +1,6 @@
-//! The periodic tasks: retention (`log.retention.check.interval.ms`) and the time-based flush
-//! policy (`log.flush.interval.ms`); and, on a timer of its own, the recovery point
+//! The periodic tasks: retention (`log.retention.check.interval.ms`), the time-based flush
+//! policy (`log.flush.interval.ms`), the coordinators' expiry of offsets and transactional
+//! ids; and, on a timer of its own, the recovery point
 //! checkpoint (`log.flush.offset.checkpoint.interval.ms`, Kafka's 60 s default).
 
 use std::sync::Arc;
@@ -13,6 +14,9 @@ pub async fn run(broker: Arc<Broker>) {
     tokio::spawn(checkpoint_recovery_points(broker.clone()));
     let mut period = broker.config.log_retention_check_interval_ms;
     period = period.min(broker.config.offsets_retention_check_interval_ms);
+    period = period.min(
+        u64::try_from(broker.config.transaction_remove_expired_interval_ms).unwrap_or(u64::MAX),
+    );
     if let Some(flush_ms) = broker.config.log_flush_interval_ms {
         period = period.min(u64::try_from(flush_ms.max(1)).unwrap_or(1));
     }

@@ -1,4 +1,4 @@
-//! Which node coordinates a group.
+//! Which node coordinates a group, or a transactional id.
 //!
 //! A group lives in one `__consumer_offsets` partition ([`super::records::partition_for`]),
 //! and, as in Kafka, its coordinator is that partition's leader. The controller places the
@@ -13,13 +13,20 @@
 //! FindCoordinator names it. Until the load is done its groups get
 //! COORDINATOR_LOAD_IN_PROGRESS; a node the image names but that has not started the load
 //! answers NOT_COORDINATOR, as any other node does.
+//!
+//! A transactional id is placed the same way, over `__transaction_state`
+//! ([`txn_coordinator`], [`check_txn`]); that topic is created on the first FindCoordinator
+//! for a transactional id, as Kafka creates it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use strata_kraft::MetadataImage;
 
 use crate::broker::Broker;
+use crate::coordinator::InternalTopic;
 use crate::coordinator::offsets::{OFFSETS_TOPIC, OffsetStoreError};
+use crate::coordinator::runtime::CoordinatorError;
+use crate::coordinator::txn::records::TRANSACTION_STATE_TOPIC;
 
 /// Where a group's coordinator is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,14 +43,32 @@ pub enum Placement {
 #[must_use]
 pub fn coordinator(broker: &Broker, group: &str) -> Placement {
     let partition = broker.offsets.partition_for(group);
-    leader_of(&broker.image(), partition, broker.config.node_id)
+    leader_of(
+        &broker.image(),
+        OFFSETS_TOPIC,
+        partition,
+        broker.config.node_id,
+    )
 }
 
-/// The leader of `__consumer_offsets` partition `partition` in `image`, seen from node `me`.
-fn leader_of(image: &MetadataImage, partition: i32, me: i32) -> Placement {
+/// The coordinator of transactional id `id` as this node's image places it: the leader of
+/// its `__transaction_state` partition.
+#[must_use]
+pub fn txn_coordinator(broker: &Broker, id: &str) -> Placement {
+    let partition = broker.txns.partition_for(id);
+    leader_of(
+        &broker.image(),
+        TRANSACTION_STATE_TOPIC,
+        partition,
+        broker.config.node_id,
+    )
+}
+
+/// The leader of `topic`'s partition `partition` in `image`, seen from node `me`.
+fn leader_of(image: &MetadataImage, topic: &str, partition: i32, me: i32) -> Placement {
     let leader = image
         .topics
-        .get(OFFSETS_TOPIC)
+        .get(topic)
         .and_then(|t| t.partitions.iter().find(|p| p.partition == partition))
         .map_or(-1, |p| p.leader);
     let live = image.brokers.get(&leader).is_some_and(|b| !b.fenced);
@@ -60,8 +85,7 @@ fn leader_of(image: &MetadataImage, partition: i32, me: i32) -> Placement {
 pub enum CoordinatorUnavailable {
     /// Another node does (NOT_COORDINATOR: the client looks the coordinator up again).
     Elsewhere,
-    /// None does right now (COORDINATOR_NOT_AVAILABLE); for a transactional id, always:
-    /// this node runs no transaction coordinator.
+    /// None does right now (COORDINATOR_NOT_AVAILABLE).
     NotAvailable,
     /// This node does, and is loading the group's partition (COORDINATOR_LOAD_IN_PROGRESS).
     Loading,
@@ -78,6 +102,23 @@ pub fn check(broker: &Broker, group: &str) -> Result<(), CoordinatorUnavailable>
         Placement::Local => match broker.offsets.check(group) {
             Ok(()) => Ok(()),
             Err(OffsetStoreError::LoadInProgress { .. }) => Err(CoordinatorUnavailable::Loading),
+            Err(_) => Err(CoordinatorUnavailable::Elsewhere),
+        },
+        Placement::Remote(_) => Err(CoordinatorUnavailable::Elsewhere),
+        Placement::NotAvailable => Err(CoordinatorUnavailable::NotAvailable),
+    }
+}
+
+/// The check at the top of every transaction request: this node must coordinate `id`.
+///
+/// # Errors
+///
+/// As [`check`].
+pub fn check_txn(broker: &Broker, id: &str) -> Result<(), CoordinatorUnavailable> {
+    match txn_coordinator(broker, id) {
+        Placement::Local => match broker.txns.check(id) {
+            Ok(()) => Ok(()),
+            Err(CoordinatorError::LoadInProgress { .. }) => Err(CoordinatorUnavailable::Loading),
             Err(_) => Err(CoordinatorUnavailable::Elsewhere),
         },
         Placement::Remote(_) => Err(CoordinatorUnavailable::Elsewhere),
@@ -109,32 +150,35 @@ pub async fn committed(broker: &Broker, group: &str) -> Result<(), i16> {
         })
 }
 
-/// Whether a creation of the topic is on its way from this node.
-static CREATING: AtomicBool = AtomicBool::new(false);
+/// Whether a creation of each internal topic ([`InternalTopic::ALL`]'s order) is on its way
+/// from this node.
+static CREATING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 
-/// On a node of a cluster whose image has no `__consumer_offsets`, has the active
-/// controller create it (`offsets.topic.num.partitions` partitions of
-/// `offsets.topic.replication.factor` replicas, placed over the registered brokers,
-/// compacted; with fewer brokers than that the controller refuses, and groups stay
-/// COORDINATOR_NOT_AVAILABLE until there are enough, as in Kafka), in the background: the caller answers
-/// COORDINATOR_NOT_AVAILABLE and the client asks again, as Kafka's first FindCoordinator
-/// does. At most one creation is on its way from a node at a time.
-pub fn ensure_topic(broker: &std::sync::Arc<Broker>) {
-    if broker.image().topics.contains_key(OFFSETS_TOPIC) {
+/// On a node whose image has no such internal topic, has the active controller create it
+/// (`offsets.topic.num.partitions` partitions of `offsets.topic.replication.factor`
+/// replicas for `__consumer_offsets`, the `transaction.state.log.*` settings for
+/// `__transaction_state`, placed over the registered brokers, compacted; with fewer brokers
+/// than the factor the controller refuses, and the coordinator stays
+/// COORDINATOR_NOT_AVAILABLE until there are enough, as in Kafka), in the background: the
+/// caller answers COORDINATOR_NOT_AVAILABLE and the client asks again, as Kafka's first
+/// FindCoordinator does. At most one creation per topic is on its way from a node at a time.
+pub fn ensure_topic(broker: &std::sync::Arc<Broker>, topic: InternalTopic) {
+    if broker.image().topics.contains_key(topic.name()) {
         return;
     }
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    if CREATING.swap(true, Ordering::AcqRel) {
+    let creating = &CREATING[topic as usize];
+    if creating.swap(true, Ordering::AcqRel) {
         return;
     }
     let broker = broker.clone();
     runtime.spawn(async move {
-        if let Err(e) = crate::server::forward::create_offsets_topic(&broker).await {
-            tracing::warn!(error = %e, "the controller did not create __consumer_offsets");
+        if let Err(e) = crate::server::forward::create_internal_topic(&broker, topic).await {
+            tracing::warn!(error = %e, topic = topic.name(), "the controller did not create an internal topic");
         }
-        CREATING.store(false, Ordering::Release);
+        creating.store(false, Ordering::Release);
     });
 }
 
@@ -184,16 +228,32 @@ mod tests {
         image
     }
 
+    fn leader_of_offsets(image: &MetadataImage, partition: i32, me: i32) -> Placement {
+        leader_of(image, OFFSETS_TOPIC, partition, me)
+    }
+
     #[test]
     fn the_partition_leader_coordinates() {
-        assert_eq!(leader_of(&image(1, false), 0, 1), Placement::Local);
-        assert_eq!(leader_of(&image(2, false), 0, 1), Placement::Remote(2));
-        // A fenced leader, a leaderless or missing partition, no topic: nobody.
-        assert_eq!(leader_of(&image(2, true), 0, 1), Placement::NotAvailable);
-        assert_eq!(leader_of(&image(-1, false), 0, 1), Placement::NotAvailable);
-        assert_eq!(leader_of(&image(2, false), 7, 1), Placement::NotAvailable);
+        assert_eq!(leader_of_offsets(&image(1, false), 0, 1), Placement::Local);
         assert_eq!(
-            leader_of(&MetadataImage::new("c", 1), 0, 1),
+            leader_of_offsets(&image(2, false), 0, 1),
+            Placement::Remote(2)
+        );
+        // A fenced leader, a leaderless or missing partition, no topic: nobody.
+        assert_eq!(
+            leader_of_offsets(&image(2, true), 0, 1),
+            Placement::NotAvailable
+        );
+        assert_eq!(
+            leader_of_offsets(&image(-1, false), 0, 1),
+            Placement::NotAvailable
+        );
+        assert_eq!(
+            leader_of_offsets(&image(2, false), 7, 1),
+            Placement::NotAvailable
+        );
+        assert_eq!(
+            leader_of_offsets(&MetadataImage::new("c", 1), 0, 1),
             Placement::NotAvailable
         );
     }

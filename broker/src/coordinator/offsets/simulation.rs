@@ -24,8 +24,6 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use futures_util::FutureExt;
-
 use strata_replication::error::ReplicationError;
 use strata_replication::follower::{
     FollowerRequest, FollowerState, LocalLog, Truncation, TruncationMode,
@@ -390,18 +388,11 @@ impl Sim {
     fn settle_pending(&mut self) {
         let pending = std::mem::take(&mut self.pending);
         for p in pending {
-            let outcome = match &p.write.wait {
-                None => Some(Ok(())),
-                Some(_) if self.ack_at_append => Some(Ok(())),
-                // One poll: the commit is decided before the wait parks (no timer fires).
-                Some(c) => {
-                    let _runtime = self.runtime.enter();
-                    let far = tokio::time::Instant::now() + Duration::from_secs(3600);
-                    c.partition
-                        .wait_committed(c.epoch, c.end, far)
-                        .now_or_never()
-                        .map(|r| r.map_err(|_| ()))
-                }
+            let outcome = if p.write.is_nothing() || self.ack_at_append {
+                Some(Ok(()))
+            } else {
+                let _runtime = self.runtime.enter();
+                p.write.decided_now()
             };
             match outcome {
                 Some(Ok(())) => {

@@ -1,8 +1,12 @@
 //! The store against real partition logs in a temporary directory, led by this node as the
 //! broker would lead them.
 
+use bytes::BytesMut;
+use strata_protocol::record_batch::{self, SimpleRecord};
+
 use super::state::COMPACTION_FLOOR_BYTES;
 use super::*;
+use crate::partition::AckError;
 
 fn config() -> OffsetsConfig {
     OffsetsConfig {

@@ -49,7 +49,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
                     format!("topic {name} appears more than once"),
                 );
             }
-            let from_a_node = name == crate::coordinator::offsets::OFFSETS_TOPIC
+            let from_a_node = crate::coordinator::InternalTopic::is_internal(&name)
                 && ctx.client_id.as_deref() == Some(crate::server::forward::INTERNAL_CLIENT_ID);
             if !from_a_node
                 && !cluster_create
@@ -121,14 +121,14 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
                 validate_only: req.validate_only,
                 assignments,
             };
-            // A node of the cluster asking for the coordinator's internal topic
-            // (`offsets::placement::ensure_topic`); clients may not create it.
-            let internal = name == crate::coordinator::offsets::OFFSETS_TOPIC
-                && ctx.client_id.as_deref() == Some(crate::server::forward::INTERNAL_CLIENT_ID);
-            let created = if internal {
-                ctx.broker.create_offsets_topic().await
-            } else {
-                ctx.broker.create_topic(create).await
+            // A node of the cluster asking for a coordinator's internal topic
+            // (`server::placement::ensure_topic`); clients may not create them.
+            let internal = crate::coordinator::InternalTopic::from_name(&name).filter(|_| {
+                ctx.client_id.as_deref() == Some(crate::server::forward::INTERNAL_CLIENT_ID)
+            });
+            let created = match internal {
+                Some(topic) => ctx.broker.create_internal_topic(topic).await,
+                None => ctx.broker.create_topic(create).await,
             };
             match created {
                 Ok(id) => {

@@ -19,7 +19,6 @@ use strata_protocol::messages::delete_records_response::{
 use strata_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use super::RequestContext;
-use crate::coordinator::offsets::OFFSETS_TOPIC;
 use crate::server::error::{log_error_code, partition_unavailable_code};
 
 /// DeleteRecordsRequest's "delete up to the high watermark" offset.
@@ -60,7 +59,7 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsR
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(INVALID_LOW_WATERMARK);
                     let code = |e: ResponseError| result.clone().with_error_code(e.code());
-                    if name == OFFSETS_TOPIC {
+                    if crate::coordinator::InternalTopic::is_internal(&name) {
                         return code(ResponseError::InvalidTopicException);
                     }
                     let part = match broker.hosted_partition(&name, p.partition_index) {

@@ -66,7 +66,7 @@ pub fn handle(
         image
             .topics
             .keys()
-            .filter(|n| n.as_str() != crate::coordinator::offsets::OFFSETS_TOPIC)
+            .filter(|n| !crate::coordinator::InternalTopic::is_internal(n))
             .filter(|n| ctx.authorize(AclOperation::Describe, ResourceType::Topic, n))
             .cloned()
             .collect()
@@ -150,7 +150,7 @@ fn topic_response(
     DescribeTopicPartitionsResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
         .with_topic_id(t.topic_id)
-        .with_is_internal(t.name == crate::coordinator::offsets::OFFSETS_TOPIC)
+        .with_is_internal(crate::coordinator::InternalTopic::is_internal(&t.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(ops)
 }
@@ -158,7 +158,7 @@ fn topic_response(
 fn error_topic(name: String, code: i16) -> DescribeTopicPartitionsResponseTopic {
     DescribeTopicPartitionsResponseTopic::default()
         .with_error_code(code)
-        .with_is_internal(name == crate::coordinator::offsets::OFFSETS_TOPIC)
+        .with_is_internal(crate::coordinator::InternalTopic::is_internal(&name))
         .with_name(Some(TopicName(StrBytes::from_string(name))))
         .with_topic_id(Uuid::nil())
         .with_topic_authorized_operations(OPS_UNSET)

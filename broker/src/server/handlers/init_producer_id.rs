@@ -1,19 +1,26 @@
-//! InitProducerId (key 22): a producer id and epoch for an idempotent producer (KIP-98).
+//! InitProducerId (key 22): a producer id and epoch for an idempotent producer (KIP-98), or
+//! for a transactional one, from its transaction coordinator.
 //!
 //! Without a transactional id Kafka's `TransactionCoordinator.handleInitProducerId` always
 //! hands out a fresh producer id with epoch 0, even when the client passes its current id
 //! and epoch to bump it (KIP-360, v3+): a new id restarts every partition's sequences just
-//! as a bumped epoch would. We do the same. Transactions are not supported, so a
-//! transactional id gets COORDINATOR_NOT_AVAILABLE, what Kafka answers while its transaction
-//! coordinator cannot run (`__transaction_state` unavailable); the client retries until its
-//! own timeout.
+//! as a bumped epoch would. We do the same.
+//!
+//! With a transactional id, the coordinator of the id ([`crate::server::placement::check_txn`])
+//! bumps the id's epoch, which fences every older instance of the producer, and answers once
+//! the new state is committed in `__transaction_state`
+//! ([`crate::coordinator::txn::store::TxnStore::init_producer_id`]).
 
+use strata_kraft::acl::AclOperation;
 use strata_protocol::ResponseError;
 use strata_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::RequestContext;
-use crate::server::error::{coordinator_unavailable_code, producer_id_error_code};
-use crate::server::placement::CoordinatorUnavailable;
+use crate::coordinator::txn::store::TxnError;
+use crate::server::error::{
+    coordinator_unavailable_code, offset_store_error_code, producer_id_error_code,
+};
+use crate::server::placement;
 
 /// `RecordBatch.NO_PRODUCER_ID` / `NO_PRODUCER_EPOCH`.
 const NO_PRODUCER_ID: i64 = -1;
@@ -28,26 +35,78 @@ pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitPro
             .with_producer_id(ProducerId(NO_PRODUCER_ID))
             .with_producer_epoch(NO_PRODUCER_EPOCH)
     };
-    if req.transactional_id.is_some() {
-        return error(coordinator_unavailable_code(
-            CoordinatorUnavailable::NotAvailable,
-        ));
+    // KafkaApis.handleInitProducerIdRequest: WRITE on the transactional id first.
+    if let Some(id) = &req.transactional_id
+        && !ctx.authorize_transactional_id(AclOperation::Write, id)
+    {
+        return error(ResponseError::TransactionalIdAuthorizationFailed.code());
     }
-    // KafkaApis.handleInitProducerIdRequest: the id and the epoch come together or not at all.
-    match (req.producer_id.0, req.producer_epoch) {
-        (NO_PRODUCER_ID, NO_PRODUCER_EPOCH) => {}
+    // The id and the epoch come together or not at all.
+    let expected = match (req.producer_id.0, req.producer_epoch) {
+        (NO_PRODUCER_ID, NO_PRODUCER_EPOCH) => None,
         (NO_PRODUCER_ID, _) | (_, NO_PRODUCER_EPOCH) => {
             return error(ResponseError::InvalidRequest.code());
         }
-        _ => {}
-    }
-    match ctx.broker.next_producer_id().await {
-        Ok(id) => InitProducerIdResponse::default()
-            .with_producer_id(ProducerId(id))
-            .with_producer_epoch(0),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot allocate a producer id");
-            error(producer_id_error_code(&e))
+        (id, epoch) => Some((id, epoch)),
+    };
+    let Some(id) = req.transactional_id else {
+        return match ctx.broker.next_producer_id().await {
+            Ok(id) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(0),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot allocate a producer id");
+                error(producer_id_error_code(&e))
+            }
+        };
+    };
+    match transactional(ctx, &id, req.transaction_timeout_ms, expected).await {
+        Ok((producer_id, epoch)) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(epoch),
+        Err(code) => {
+            // PRODUCER_FENCED is v4's (KIP-588); older clients know INVALID_PRODUCER_EPOCH.
+            if code == ResponseError::ProducerFenced.code() && ctx.api_version < 4 {
+                error(ResponseError::InvalidProducerEpoch.code())
+            } else {
+                error(code)
+            }
         }
     }
+}
+
+/// `TransactionCoordinator.handleInitProducerId` for transactional id `id`: its checks in
+/// Kafka's order, then the coordinator's transition.
+async fn transactional(
+    ctx: &RequestContext,
+    id: &str,
+    timeout_ms: i32,
+    expected: Option<(i64, i16)>,
+) -> Result<(i64, i16), i16> {
+    if id.is_empty() {
+        return Err(ResponseError::InvalidRequest.code());
+    }
+    let txns = &ctx.broker.txns;
+    if timeout_ms <= 0 || timeout_ms > txns.config().max_timeout_ms {
+        return Err(ResponseError::InvalidTransactionTimeout.code());
+    }
+    placement::check_txn(&ctx.broker, id).map_err(coordinator_unavailable_code)?;
+    let allocate = || {
+        let broker = ctx.broker.clone();
+        async move {
+            broker.next_producer_id().await.map_err(|e| {
+                tracing::warn!(error = %e, "cannot allocate a producer id");
+                producer_id_error_code(&e)
+            })
+        }
+    };
+    txns.init_producer_id(id, timeout_ms, expected, crate::now_ms(), allocate)
+        .await
+        .map_err(|e| match e {
+            TxnError::Refused(code) | TxnError::ProducerId(code) => code,
+            TxnError::Coordinator(e) => {
+                tracing::debug!(transactional_id = id, error = %e, "InitProducerId not written");
+                offset_store_error_code(&e)
+            }
+        })
 }

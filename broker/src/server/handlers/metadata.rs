@@ -62,14 +62,13 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
     };
     let mut topics = Vec::new();
     if all {
-        // A cluster's `__consumer_offsets` places the group coordinators; as on a single
-        // node (where it is not in the image at all) clients are not shown it unless they
-        // name it.
+        // The coordinators' internal topics (`__consumer_offsets`, `__transaction_state`)
+        // are not shown to clients unless they name them.
         topics.extend(
             image
                 .topics
                 .values()
-                .filter(|t| t.name != crate::coordinator::offsets::OFFSETS_TOPIC)
+                .filter(|t| !crate::coordinator::InternalTopic::is_internal(&t.name))
                 // Kafka's handleTopicMetadataRequest leaves out, unannounced, the topics
                 // the client may not DESCRIBE.
                 .filter(|t| describable(&t.name))
@@ -260,7 +259,7 @@ fn topic_response(t: &TopicImage, ops: i32, offline: &Offline) -> MetadataRespon
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
         .with_topic_id(t.topic_id)
-        .with_is_internal(t.name == crate::coordinator::offsets::OFFSETS_TOPIC)
+        .with_is_internal(crate::coordinator::InternalTopic::is_internal(&t.name))
         .with_topic_authorized_operations(ops)
         .with_partitions(
             t.partitions

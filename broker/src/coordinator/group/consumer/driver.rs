@@ -110,12 +110,12 @@ impl TopicMetadata for Image<'_> {
     }
 
     fn topic_names(&self) -> Vec<&str> {
-        // Never a subscription's match: a cluster's `__consumer_offsets` is internal.
+        // Never a subscription's match: the coordinators' topics are internal.
         self.0
             .topics
             .keys()
             .map(String::as_str)
-            .filter(|t| *t != crate::coordinator::offsets::OFFSETS_TOPIC)
+            .filter(|t| !crate::coordinator::InternalTopic::is_internal(t))
             .collect()
     }
 }

@@ -1,0 +1,185 @@
+//! Transactions (KIP-98, KIP-890) against the real `strata` binary: what of the transaction
+//! coordinator is served so far.
+//!
+//! - `a_transactional_producer_initialises`: librdkafka's `init_transactions` finds the
+//!   coordinator of its transactional id (the first FindCoordinator has
+//!   `__transaction_state` created) and gets a producer id from it.
+//! - `init_producer_id_fences_and_survives_kill9`: over raw frames, each InitProducerId for
+//!   one transactional id keeps its producer id and bumps its epoch; an instance holding
+//!   an older epoch is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4), a retry whose
+//!   answer was lost gets the same answer, a bad timeout is INVALID_TRANSACTION_TIMEOUT; the
+//!   internal topic is not listed to clients; after `kill -9` the next epoch follows the
+//!   last acknowledged one.
+
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, Producer};
+use strata_tests::cluster::find_coordinator_of;
+use strata_tests::wire::{self, recv, send};
+use strata_tests::{Broker, serial, wait_until, with_broker};
+
+/// The longest any one wait here takes.
+const WAIT: Duration = Duration::from_secs(60);
+
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const NOT_COORDINATOR: i16 = 16;
+const INVALID_REQUEST: i16 = 42;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
+const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+const PRODUCER_FENCED: i16 = 90;
+
+/// `transaction.max.timeout.ms` for these tests.
+const MAX_TIMEOUT_MS: i32 = 120_000;
+
+fn roundtrip(b: &Broker, frame: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut s = wire::connect(b.port());
+    send(&mut s, frame);
+    recv(&mut s).context("the broker closed the connection instead of answering")
+}
+
+/// InitProducerId v4: (error code, producer id, epoch).
+fn init_v4(
+    b: &Broker,
+    id: &str,
+    timeout_ms: i32,
+    held: (i64, i16),
+) -> anyhow::Result<(i16, i64, i16)> {
+    let r = roundtrip(
+        b,
+        &wire::init_producer_id_v4_request(9, Some(id), timeout_ms, held.0, held.1),
+    )?;
+    Ok(wire::init_producer_id_v4_result(&r))
+}
+
+/// InitProducerId v0 (no producer id held).
+fn init_v0(b: &Broker, id: &str) -> anyhow::Result<(i16, i64, i16)> {
+    let r = roundtrip(b, &wire::init_producer_id_request(5, Some(id)))?;
+    Ok(wire::init_producer_id_result(&r))
+}
+
+/// Looks the coordinator of `id` up until this node names itself and its partition is
+/// loaded: InitProducerId v0 stops answering the coordinator-lookup errors. Returns that
+/// first answer.
+fn first_init(b: &Broker, id: &str) -> anyhow::Result<(i16, i64, i16)> {
+    let mut answer = None;
+    wait_until(
+        "the transaction coordinator serves the id",
+        WAIT,
+        Duration::from_millis(100),
+        || {
+            let (code, _node) = find_coordinator_of(b.port(), id, 1)?;
+            if code != 0 {
+                return Ok(false);
+            }
+            let r = init_v0(b, id)?;
+            let retriable = [
+                COORDINATOR_LOAD_IN_PROGRESS,
+                COORDINATOR_NOT_AVAILABLE,
+                NOT_COORDINATOR,
+            ];
+            if retriable.contains(&r.0) {
+                return Ok(false);
+            }
+            answer = Some(r);
+            Ok(true)
+        },
+    )?;
+    answer.context("no answer")
+}
+
+#[test]
+fn a_transactional_producer_initialises() {
+    let _serial = serial();
+    with_broker(&[], |b| {
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", b.bootstrap())
+            .set("transactional.id", "rdkafka-init")
+            .create()
+            .context("create the producer")?;
+        producer
+            .init_transactions(WAIT)
+            .context("init_transactions")?;
+        // The internal topic is created by the lookup and is not listed to clients.
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", b.bootstrap())
+            .create()?;
+        let all = consumer.fetch_metadata(None, Duration::from_secs(10))?;
+        ensure!(
+            all.topics()
+                .iter()
+                .all(|t| t.name() != "__transaction_state"),
+            "__transaction_state listed to clients"
+        );
+        let named =
+            consumer.fetch_metadata(Some("__transaction_state"), Duration::from_secs(10))?;
+        ensure!(
+            named.topics()[0].partitions().len() == 50,
+            "transaction.state.log.num.partitions"
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn init_producer_id_fences_and_survives_kill9() {
+    let _serial = serial();
+    let max = MAX_TIMEOUT_MS.to_string();
+    with_broker(&[("transaction.max.timeout.ms", &max)], |b| {
+        let id = "raw-tx";
+        let (code, pid, epoch) = first_init(b, id)?;
+        ensure!(
+            code == 0 && pid >= 0 && epoch == 0,
+            "first: {code} {pid} {epoch}"
+        );
+        // A second instance without a producer id: the same id, the next epoch.
+        ensure!(init_v0(b, id)? == (0, pid, 1), "second instance");
+        // An instance that holds the fenced epoch.
+        let (code, ..) = init_v4(b, id, 60_000, (pid, 0))?;
+        ensure!(code == PRODUCER_FENCED, "stale epoch at v4: {code}");
+        let r = roundtrip(b, &{
+            let mut req = wire::init_producer_id_v4_request(9, Some(id), 60_000, pid, 0);
+            req[3] = 3; // the same body is v3's
+            req
+        })?;
+        let (code, ..) = wire::init_producer_id_v4_result(&r);
+        ensure!(code == INVALID_PRODUCER_EPOCH, "stale epoch at v3: {code}");
+        // The current instance bumps its own epoch (KIP-360); a retry of that request whose
+        // answer was lost gets the same answer.
+        ensure!(init_v4(b, id, 60_000, (pid, 1))? == (0, pid, 2), "bump");
+        ensure!(
+            init_v4(b, id, 60_000, (pid, 1))? == (0, pid, 2),
+            "retried bump"
+        );
+        // Another producer id is not this transactional id's.
+        let (code, ..) = init_v4(b, id, 60_000, (pid + 7, 2))?;
+        ensure!(code == PRODUCER_FENCED, "foreign producer id: {code}");
+        // Timeouts outside 1..=transaction.max.timeout.ms, and an empty id.
+        for timeout in [0, -1, MAX_TIMEOUT_MS + 1] {
+            let (code, ..) = init_v4(b, id, timeout, (-1, -1))?;
+            ensure!(
+                code == INVALID_TRANSACTION_TIMEOUT,
+                "timeout {timeout}: {code}"
+            );
+        }
+        let (code, ..) = init_v4(b, "", 60_000, (-1, -1))?;
+        ensure!(code == INVALID_REQUEST, "empty transactional id: {code}");
+        // A half-given producer id is refused as for an idempotent producer.
+        let (code, ..) = init_v4(b, id, 60_000, (pid, -1))?;
+        ensure!(code == INVALID_REQUEST, "producer id without epoch: {code}");
+
+        // Every acknowledged transition was committed: after kill -9 the next instance
+        // gets the epoch after the last one answered.
+        b.kill9()?;
+        b.restart()?;
+        let (code, again, epoch) = first_init(b, id)?;
+        ensure!(
+            (code, again, epoch) == (0, pid, 3),
+            "after kill -9: {code} {again} {epoch}"
+        );
+        Ok(())
+    });
+}
