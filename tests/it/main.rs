@@ -57,6 +57,7 @@ mod cluster_preferred_leader;
 mod cluster_producer_ids;
 mod cluster_reassignment;
 mod cluster_snapshots;
+mod cluster_transactions;
 mod controller_listener;
 mod controller_quorum;
 mod env_config;
