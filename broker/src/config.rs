@@ -880,7 +880,7 @@ mod tests {
     #[test]
     fn the_keys_read_and_their_defaults_come_from_the_catalogue() {
         let c = BrokerConfig::from_args(&[], &[]).unwrap();
-        assert_eq!(c.values.len(), 70);
+        assert_eq!(c.values.len(), 78);
         assert_eq!(
             c.values["listener.security.protocol.map"],
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
@@ -898,6 +898,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(set.values["offsets.topic.replication.factor"], "3");
+        // `__transaction_state`'s factor and min ISR likewise, each kept where set.
+        assert_eq!(c.values["transaction.state.log.replication.factor"], "1");
+        assert_eq!(c.values["transaction.state.log.min.isr"], "1");
+        assert_eq!(c.transaction_max_timeout_ms, 900_000);
+        let set = BrokerConfig::from_args(
+            &args(&["--override", "transaction.state.log.min.isr=2"]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(set.transaction_state_min_isr(), 2);
+        assert_eq!(set.transaction_state_replication_factor(), 1);
         // A dynamic key Strata does not read is not known here.
         assert!(!c.values.contains_key("log.cleaner.delete.retention.ms"));
         assert!(!c.values.contains_key("background.threads"));

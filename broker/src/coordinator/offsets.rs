@@ -83,7 +83,7 @@ pub mod state;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -94,7 +94,7 @@ pub use records::{CommittedOffset, CoordinatorRecord, OffsetKey};
 pub use state::PartitionState;
 
 pub use super::runtime::PendingWrite;
-use super::runtime::{self, CoordinatorError, MAX_BATCH_BYTES, Role};
+use super::runtime::{self, CoordinatorError, MAX_BATCH_BYTES, Partitions, Role, Slot};
 use crate::partition::{FlushWait, LeaderAppendError, Partition};
 
 /// The internal topic's name.
@@ -120,25 +120,24 @@ pub struct OffsetsConfig {
 /// A failure of the offsets store.
 pub type OffsetStoreError = CoordinatorError;
 
-/// One `__consumer_offsets` partition: this node's role and, while active, the live state.
-struct OffsetsPartition {
-    index: i32,
-    role: Role,
+/// The live state of one `__consumer_offsets` partition led here.
+#[derive(Default)]
+struct OffsetsShard {
     state: PartitionState,
     /// A compaction rewrite on its way: (the offset it starts at, the end of its last batch).
     /// Once the high watermark passes the end, the log starts at the start.
     compaction: Option<(i64, i64)>,
 }
 
+/// One `__consumer_offsets` partition: this node's role and, while active, the live state.
+type OffsetsPartition = Slot<OffsetsShard>;
+
 /// The committed offsets and group metadata of every group this node coordinates.
 pub struct OffsetStore {
     config: OffsetsConfig,
-    /// One lock per partition: a group's requests serialise on its partition only.
-    partitions: Vec<Mutex<OffsetsPartition>>,
+    partitions: Partitions<OffsetsShard>,
     /// Broker time of the last expiry pass, so housekeeping can tick more often.
     last_expiry_ms: AtomicI64,
-    /// Bumped whenever a load ends, for [`OffsetStore::wait_loaded`].
-    loads: tokio::sync::watch::Sender<u64>,
 }
 
 impl OffsetStore {
@@ -152,21 +151,10 @@ impl OffsetStore {
             config.num_partitions > 0,
             "offsets.topic.num.partitions must be positive"
         );
-        let partitions = (0..config.num_partitions)
-            .map(|index| {
-                Mutex::new(OffsetsPartition {
-                    index,
-                    role: Role::NotLeader,
-                    state: PartitionState::default(),
-                    compaction: None,
-                })
-            })
-            .collect();
         OffsetStore {
             config,
-            partitions,
+            partitions: Partitions::new(OFFSETS_TOPIC, config.num_partitions),
             last_expiry_ms: AtomicI64::new(now_ms),
-            loads: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -183,37 +171,14 @@ impl OffsetStore {
     }
 
     fn lock(&self, group: &str) -> MutexGuard<'_, OffsetsPartition> {
-        self.lock_index(self.partition_for(group))
-    }
-
-    /// `None` for an index past `offsets.topic.num.partitions` (a topic created with more
-    /// partitions than this node is configured with: those are never coordinated here).
-    fn try_lock_index(&self, index: i32) -> Option<MutexGuard<'_, OffsetsPartition>> {
-        let p = self.partitions.get(usize::try_from(index).ok()?)?;
-        Some(p.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
-    }
-
-    fn lock_index(&self, index: i32) -> MutexGuard<'_, OffsetsPartition> {
-        // partition_for returns 0..num_partitions, the length of the vector.
-        self.partitions[index as usize]
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.partitions.lock(self.partition_for(group))
     }
 
     /// This node leads `partition` (its replica of `__consumer_offsets`-`index`) in
     /// `epoch`: its state is to be loaded. `true` when a load must run
     /// ([`OffsetStore::load`]); `false` when this leadership is already loading or loaded.
     pub fn begin_load(&self, index: i32, partition: Arc<Partition>, epoch: i32) -> bool {
-        let Some(mut p) = self.try_lock_index(index) else {
-            return false;
-        };
-        if p.role.epoch() == Some(epoch) {
-            return false;
-        }
-        p.role = Role::Loading { epoch, partition };
-        p.state = PartitionState::default();
-        p.compaction = None;
-        true
+        self.partitions.begin_load(index, partition, epoch)
     }
 
     /// Replays partition `index`'s log for the leadership of `epoch` that
@@ -233,62 +198,35 @@ impl OffsetStore {
         epoch: i32,
         loaded: impl FnOnce(&PartitionState),
     ) -> Result<bool, OffsetStoreError> {
-        let partition = {
-            let Some(p) = self.try_lock_index(index) else {
-                return Ok(false);
-            };
-            match p.role.loading_in(epoch) {
-                Some(partition) => partition,
-                None => return Ok(false),
-            }
-        };
-        let mut state = PartitionState::default();
-        let started = std::time::Instant::now();
-        replay(&partition, &mut state)?;
-        let mut p = self.lock_index(index);
-        if !matches!(&p.role, Role::Loading { epoch: e, .. } if *e == epoch) {
+        let Some(partition) = self.partitions.loading_in(index, epoch) else {
             return Ok(false);
-        }
-        loaded(&state);
-        tracing::info!(
-            partition = index,
-            epoch,
-            live_bytes = state.live_bytes(),
-            log_bytes = partition.log().size_bytes(),
-            elapsed_ms = started.elapsed().as_millis(),
-            "loaded {OFFSETS_TOPIC} partition"
-        );
-        p.state = state;
-        p.role = Role::Active { epoch, partition };
-        drop(p);
-        self.loads.send_modify(|n| *n += 1);
-        Ok(true)
+        };
+        let mut shard = OffsetsShard::default();
+        let started = std::time::Instant::now();
+        replay(&partition, &mut shard.state)?;
+        Ok(self.partitions.activate(index, epoch, shard, |shard| {
+            loaded(&shard.state);
+            tracing::info!(
+                partition = index,
+                epoch,
+                live_bytes = shard.state.live_bytes(),
+                log_bytes = partition.log().size_bytes(),
+                elapsed_ms = started.elapsed().as_millis(),
+                "loaded {OFFSETS_TOPIC} partition"
+            );
+        }))
     }
 
     /// Waits (at most `max`) until no partition led here is loading. `false` on time out.
     pub async fn wait_loaded(&self, max: Duration) -> bool {
-        let mut loads = self.loads.subscribe();
-        let all_loaded = |_: &u64| (0..self.config.num_partitions).all(|i| !self.is_loading(i));
-        tokio::time::timeout(max, loads.wait_for(all_loaded))
-            .await
-            .is_ok_and(|r| r.is_ok())
+        self.partitions.wait_loaded(max).await
     }
 
     /// This node no longer leads partition `index`: its state goes. `unloaded` sees it
     /// first (the group coordinators drop its groups). Returns whether it was led here.
     pub fn resign(&self, index: i32, unloaded: impl FnOnce(&PartitionState)) -> bool {
-        let Some(mut p) = self.try_lock_index(index) else {
-            return false;
-        };
-        if matches!(p.role, Role::NotLeader) {
-            return false;
-        }
-        unloaded(&p.state);
-        p.role = Role::NotLeader;
-        p.state = PartitionState::default();
-        p.compaction = None;
-        tracing::info!(partition = index, "unloaded {OFFSETS_TOPIC} partition");
-        true
+        self.partitions
+            .resign(index, |shard| unloaded(&shard.state))
     }
 
     /// Whether this node serves `group` now.
@@ -296,7 +234,7 @@ impl OffsetStore {
     /// # Errors
     /// [`OffsetStoreError::NotCoordinator`] or [`OffsetStoreError::LoadInProgress`].
     pub fn check(&self, group: &str) -> Result<(), OffsetStoreError> {
-        self.lock(group).serving()
+        self.lock(group).serving(OFFSETS_TOPIC).map(|_| ())
     }
 
     /// A wait for everything appended so far to the partition of `group`, this node's
@@ -309,8 +247,7 @@ impl OffsetStore {
     /// [`OffsetStoreError::NotCoordinator`] or [`OffsetStoreError::LoadInProgress`].
     pub fn written_through(&self, group: &str) -> Result<PendingWrite, OffsetStoreError> {
         let p = self.lock(group);
-        p.serving()?;
-        let (epoch, partition) = p.role.serving(OFFSETS_TOPIC, p.index)?;
+        let (epoch, partition) = p.serving(OFFSETS_TOPIC)?;
         let end = partition.log().log_end_offset();
         Ok(PendingWrite::until(
             OFFSETS_TOPIC,
@@ -324,8 +261,7 @@ impl OffsetStore {
     /// Whether partition `index` is led here and loading.
     #[must_use]
     pub fn is_loading(&self, index: i32) -> bool {
-        self.try_lock_index(index)
-            .is_some_and(|p| matches!(p.role, Role::Loading { .. }))
+        self.partitions.is_loading(index)
     }
 
     /// Commits offsets of `group` as one batch; `offsets` are (topic, partition, value).
@@ -357,6 +293,7 @@ impl OffsetStore {
     #[must_use]
     pub fn fetch(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
         self.lock(group)
+            .shard
             .state
             .offset(group, topic, partition)
             .cloned()
@@ -366,6 +303,7 @@ impl OffsetStore {
     #[must_use]
     pub fn fetch_all(&self, group: &str) -> Vec<(String, i32, CommittedOffset)> {
         self.lock(group)
+            .shard
             .state
             .group_offsets(group)
             .map(|o| {
@@ -381,14 +319,14 @@ impl OffsetStore {
     #[must_use]
     pub fn has_group(&self, group: &str) -> bool {
         let p = self.lock(group);
-        p.state.group_offsets(group).is_some() || p.state.has_group_metadata(group)
+        p.shard.state.group_offsets(group).is_some() || p.shard.state.has_group_metadata(group)
     }
 
     /// Whether `group` has any committed offset (Kafka deletes an Empty group once it has
     /// none left).
     #[must_use]
     pub fn has_offsets(&self, group: &str) -> bool {
-        self.lock(group).state.group_offsets(group).is_some()
+        self.lock(group).shard.state.group_offsets(group).is_some()
     }
 
     /// Every group with committed offsets or stored group metadata in the partitions this
@@ -397,9 +335,8 @@ impl OffsetStore {
     #[must_use]
     pub fn group_ids(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for p in &self.partitions {
-            let p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            out.extend(p.state.group_ids().cloned());
+        for p in self.partitions.each() {
+            out.extend(p.shard.state.group_ids().cloned());
         }
         out.sort();
         out
@@ -419,7 +356,7 @@ impl OffsetStore {
         let mut p = self.lock(group);
         let tombstones: Vec<CoordinatorRecord> = partitions
             .iter()
-            .filter(|(t, i)| p.state.offset(group, t, *i).is_some())
+            .filter(|(t, i)| p.shard.state.offset(group, t, *i).is_some())
             .collect::<BTreeSet<_>>()
             .into_iter()
             .map(|(topic, partition)| CoordinatorRecord::OffsetCommit {
@@ -448,6 +385,7 @@ impl OffsetStore {
     ) -> Result<(usize, PendingWrite), OffsetStoreError> {
         let mut p = self.lock(group);
         let mut tombstones: Vec<CoordinatorRecord> = p
+            .shard
             .state
             .group_offsets(group)
             .map(|o| {
@@ -464,13 +402,13 @@ impl OffsetStore {
             })
             .unwrap_or_default();
         let n = tombstones.len();
-        if p.state.has_group_metadata(group) {
+        if p.shard.state.has_group_metadata(group) {
             tombstones.push(CoordinatorRecord::GroupMetadata {
                 group: group.to_owned(),
                 value: None,
             });
         }
-        for key in p.state.consumer_group_keys(group) {
+        for key in p.shard.state.consumer_group_keys(group) {
             tombstones.push(CoordinatorRecord::ConsumerGroup {
                 key,
                 group: group.to_owned(),
@@ -521,11 +459,11 @@ impl OffsetStore {
         let mut total = 0;
         let mut first_error = None;
         for index in 0..self.config.num_partitions {
-            let mut p = self.lock_index(index);
+            let mut p = self.partitions.lock(index);
             if !matches!(p.role, Role::Active { .. }) {
                 continue;
             }
-            let tombstones = pick(&p.state);
+            let tombstones = pick(&p.shard.state);
             if tombstones.is_empty() {
                 continue;
             }
@@ -599,7 +537,7 @@ impl OffsetStore {
         expirable: impl FnMut(&str, &str) -> bool,
     ) -> Result<Option<usize>, OffsetStoreError> {
         for index in 0..self.config.num_partitions {
-            let mut p = self.lock_index(index);
+            let mut p = self.partitions.lock(index);
             if let Err(e) = p.finish_compaction() {
                 tracing::warn!(partition = index, error = %e, "cannot trim a compacted {OFFSETS_TOPIC} partition");
             }
@@ -633,25 +571,18 @@ impl OffsetStore {
     #[must_use]
     pub fn log_bytes(&self) -> u64 {
         self.partitions
-            .iter()
-            .map(|p| {
-                let p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                match &p.role {
-                    Role::Active { partition, .. } | Role::Loading { partition, .. } => {
-                        partition.log().size_bytes()
-                    }
-                    Role::NotLeader => 0,
+            .each()
+            .map(|p| match &p.role {
+                Role::Active { partition, .. } | Role::Loading { partition, .. } => {
+                    partition.log().size_bytes()
                 }
+                Role::NotLeader => 0,
             })
             .sum()
     }
 }
 
 impl OffsetsPartition {
-    fn serving(&self) -> Result<(), OffsetStoreError> {
-        self.role.serving(OFFSETS_TOPIC, self.index).map(|_| ())
-    }
-
     /// Appends `records` through the partition's leader (nothing for an empty list), then
     /// applies them to the live state, then starts a compaction if the log has outgrown it.
     /// The state changes only after the append succeeded, so memory never runs ahead of the
@@ -661,13 +592,12 @@ impl OffsetsPartition {
         records: Vec<CoordinatorRecord>,
         now_ms: i64,
     ) -> Result<PendingWrite, OffsetStoreError> {
-        self.serving()?;
-        if records.is_empty() {
-            return Ok(PendingWrite::nothing(OFFSETS_TOPIC, self.index));
-        }
         let index = self.index;
-        let (epoch, partition) = self.role.serving(OFFSETS_TOPIC, index)?;
+        let (epoch, partition) = self.serving(OFFSETS_TOPIC)?;
         let partition = partition.clone();
+        if records.is_empty() {
+            return Ok(PendingWrite::nothing(OFFSETS_TOPIC, index));
+        }
         let append_err = |source| OffsetStoreError::Append {
             topic: OFFSETS_TOPIC,
             partition: index,
@@ -676,12 +606,17 @@ impl OffsetsPartition {
         let (mut end, mut flushes) =
             append_records(&partition, epoch, &records, now_ms).map_err(append_err)?;
         for r in records {
-            self.state.apply(r);
+            self.shard.state.apply(r);
         }
         // A rewrite the high watermark has passed since is finished first (housekeeping
         // does it too, for a partition that sees no more writes).
         self.finish_compaction()?;
-        if self.compaction.is_none() && self.state.needs_compaction(partition.log().size_bytes()) {
+        if self.shard.compaction.is_none()
+            && self
+                .shard
+                .state
+                .needs_compaction(partition.log().size_bytes())
+        {
             let before = partition.log().size_bytes();
             let mark = {
                 let mut log = partition.log();
@@ -694,15 +629,15 @@ impl OffsetsPartition {
                 log.log_end_offset()
             };
             let (rewrite_end, more) =
-                append_records(&partition, epoch, &self.state.live_records(), now_ms)
+                append_records(&partition, epoch, &self.shard.state.live_records(), now_ms)
                     .map_err(append_err)?;
             end = end.max(rewrite_end);
             flushes.extend(more);
-            self.compaction = Some((mark, rewrite_end));
+            self.shard.compaction = Some((mark, rewrite_end));
             tracing::info!(
                 partition = index,
                 before,
-                live = self.state.live_bytes(),
+                live = self.shard.state.live_bytes(),
                 from = mark,
                 "rewrote the live records of {OFFSETS_TOPIC} partition; older segments go once they are committed"
             );
@@ -719,7 +654,8 @@ impl OffsetsPartition {
     /// Ends a compaction whose rewrite the high watermark has passed: the log starts at the
     /// rewrite, and the segments below it go.
     fn finish_compaction(&mut self) -> Result<(), OffsetStoreError> {
-        let (Some((mark, end)), Role::Active { partition, .. }) = (self.compaction, &self.role)
+        let (Some((mark, end)), Role::Active { partition, .. }) =
+            (self.shard.compaction, &self.role)
         else {
             return Ok(());
         };
@@ -743,7 +679,7 @@ impl OffsetsPartition {
             "compacted {OFFSETS_TOPIC} partition"
         );
         drop(log);
-        self.compaction = None;
+        self.shard.compaction = None;
         Ok(())
     }
 }

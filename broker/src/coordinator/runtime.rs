@@ -1,7 +1,8 @@
 //! The coordinator runtime both stores share (Kafka's `CoordinatorRuntime`): an internal
 //! compacted topic whose partitions this node coordinates while it leads them.
 //!
-//! - [`Role`]: where this node stands for one partition (not leading, loading, active).
+//! - [`Partitions`]: the partitions of the topic, each a [`Slot`] with this node's [`Role`]
+//!   for it (not leading, loading, active) and its live state while active.
 //! - [`append_records`]: a write, as the partition's leader in the epoch its load began in.
 //! - [`PendingWrite`]: what a write's answer waits for (acks=all: the high watermark past it).
 //! - [`replay`]: the load, every record of the partition's log, oldest first.
@@ -10,7 +11,7 @@
 //! ([`super::txn::store::TxnStore`]) keep their own live state over it; the runtime knows
 //! only keys and values.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -136,6 +137,150 @@ impl Role {
             } if *e == epoch => Some(partition.clone()),
             _ => None,
         }
+    }
+}
+
+/// One partition of a coordinator topic: this node's role for it and, while active, its live
+/// state `S` (the default while not).
+pub struct Slot<S> {
+    pub index: i32,
+    pub role: Role,
+    pub shard: S,
+}
+
+impl<S> Slot<S> {
+    /// `Ok` with the leader epoch and the partition when active; else why not.
+    ///
+    /// # Errors
+    /// As [`Role::serving`].
+    pub fn serving(&self, topic: &'static str) -> Result<(i32, &Arc<Partition>), CoordinatorError> {
+        self.role.serving(topic, self.index)
+    }
+}
+
+/// The partitions of one coordinator topic, one lock each: the requests of a key serialise
+/// on its partition only.
+pub struct Partitions<S> {
+    topic: &'static str,
+    slots: Vec<Mutex<Slot<S>>>,
+    /// Bumped whenever a load ends, for [`Partitions::wait_loaded`].
+    loads: tokio::sync::watch::Sender<u64>,
+}
+
+impl<S: Default> Partitions<S> {
+    /// `count` partitions of `topic`, none led here.
+    #[must_use]
+    pub fn new(topic: &'static str, count: i32) -> Self {
+        Partitions {
+            topic,
+            slots: (0..count)
+                .map(|index| {
+                    Mutex::new(Slot {
+                        index,
+                        role: Role::NotLeader,
+                        shard: S::default(),
+                    })
+                })
+                .collect(),
+            loads: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// Partition `index`, locked; `None` past the configured count (a topic created with
+    /// more partitions than this node is configured with: those are never coordinated here).
+    pub fn try_lock(&self, index: i32) -> Option<MutexGuard<'_, Slot<S>>> {
+        let p = self.slots.get(usize::try_from(index).ok()?)?;
+        Some(p.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Partition `index`, locked, for an index a key hashed to (within the count).
+    ///
+    /// # Panics
+    /// For an index out of range.
+    pub fn lock(&self, index: i32) -> MutexGuard<'_, Slot<S>> {
+        self.try_lock(index)
+            .expect("a key's partition is within the count")
+    }
+
+    /// Every partition, locked one at a time.
+    pub fn each(&self) -> impl Iterator<Item = MutexGuard<'_, Slot<S>>> {
+        self.slots
+            .iter()
+            .map(|p| p.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// This node leads `partition` (its replica of partition `index`) in `epoch`: its
+    /// state is to be loaded. `true` when a load must run; `false` when this leadership is
+    /// already loading or loaded.
+    pub fn begin_load(&self, index: i32, partition: Arc<Partition>, epoch: i32) -> bool {
+        let Some(mut p) = self.try_lock(index) else {
+            return false;
+        };
+        if p.role.epoch() == Some(epoch) {
+            return false;
+        }
+        p.role = Role::Loading { epoch, partition };
+        p.shard = S::default();
+        true
+    }
+
+    /// The partition a load of `index` in `epoch` replays, if that load is still this
+    /// node's role.
+    #[must_use]
+    pub fn loading_in(&self, index: i32, epoch: i32) -> Option<Arc<Partition>> {
+        self.try_lock(index)?.role.loading_in(epoch)
+    }
+
+    /// Ends the load of `index` in `epoch` with the replayed `shard`, unless the node
+    /// stopped leading the partition in that epoch meanwhile. `loaded` sees the shard
+    /// first, under the partition's lock, so no request comes before it. Returns whether
+    /// the partition became active.
+    pub fn activate(&self, index: i32, epoch: i32, shard: S, loaded: impl FnOnce(&S)) -> bool {
+        let Some(mut p) = self.try_lock(index) else {
+            return false;
+        };
+        let Some(partition) = p.role.loading_in(epoch) else {
+            return false;
+        };
+        loaded(&shard);
+        p.shard = shard;
+        p.role = Role::Active { epoch, partition };
+        drop(p);
+        self.loads.send_modify(|n| *n += 1);
+        true
+    }
+
+    /// Whether partition `index` is led here and loading.
+    #[must_use]
+    pub fn is_loading(&self, index: i32) -> bool {
+        self.try_lock(index)
+            .is_some_and(|p| matches!(p.role, Role::Loading { .. }))
+    }
+
+    /// Waits (at most `max`) until no partition led here is loading. `false` on time out.
+    pub async fn wait_loaded(&self, max: Duration) -> bool {
+        let mut loads = self.loads.subscribe();
+        let count = i32::try_from(self.slots.len()).unwrap_or(i32::MAX);
+        let all_loaded = |_: &u64| (0..count).all(|i| !self.is_loading(i));
+        tokio::time::timeout(max, loads.wait_for(all_loaded))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// This node no longer leads partition `index`: its state goes. `unloaded` sees it
+    /// first. Returns whether it was led here.
+    pub fn resign(&self, index: i32, unloaded: impl FnOnce(&S)) -> bool {
+        let Some(mut p) = self.try_lock(index) else {
+            return false;
+        };
+        if matches!(p.role, Role::NotLeader) {
+            return false;
+        }
+        unloaded(&p.shard);
+        p.role = Role::NotLeader;
+        p.shard = S::default();
+        tracing::info!(partition = index, "unloaded {} partition", self.topic);
+        true
     }
 }
 

@@ -338,9 +338,10 @@ impl Sim {
             return Ok(());
         };
         let metadata: HashMap<String, Bytes> = if loaded {
-            run.store.partitions[0]
-                .lock()
-                .unwrap()
+            run.store
+                .partitions
+                .lock(0)
+                .shard
                 .state
                 .group_metadata()
                 .map(|(g, v)| (g.clone(), v.clone()))

@@ -16,14 +16,14 @@
 //! the leader compacts nothing yet (see the module map's notes): ids expire after
 //! `transactional.id.expiration.ms` with a tombstone.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use strata_protocol::ResponseError;
 
 use super::records::{self, TRANSACTION_STATE_TOPIC, TxnLogValue};
 use super::state::{EXHAUSTED_EPOCH, InitOutcome, TxnMetadata, TxnStates};
-use crate::coordinator::runtime::{self, CoordinatorError, PendingWrite, Role};
+use crate::coordinator::runtime::{self, CoordinatorError, Partitions, PendingWrite, Slot};
 use crate::partition::Partition;
 
 /// How long a transition's write waits to be committed (Kafka's `request.timeout.ms`
@@ -57,21 +57,12 @@ pub enum TxnError {
     ProducerId(i16),
 }
 
-/// One `__transaction_state` partition: this node's role and, while active, its ids.
-struct TxnPartition {
-    index: i32,
-    role: Role,
-    states: TxnStates,
-}
-
 /// The transactional ids of every `__transaction_state` partition this node leads.
 pub struct TxnStore {
     config: TxnConfig,
-    partitions: Vec<Mutex<TxnPartition>>,
+    partitions: Partitions<TxnStates>,
     /// Broker time of the last expiry pass.
     last_expiry_ms: std::sync::atomic::AtomicI64,
-    /// Bumped whenever a load ends, for [`TxnStore::wait_loaded`].
-    loads: tokio::sync::watch::Sender<u64>,
 }
 
 impl TxnStore {
@@ -85,20 +76,10 @@ impl TxnStore {
             config.num_partitions > 0,
             "transaction.state.log.num.partitions must be positive"
         );
-        let partitions = (0..config.num_partitions)
-            .map(|index| {
-                Mutex::new(TxnPartition {
-                    index,
-                    role: Role::NotLeader,
-                    states: TxnStates::default(),
-                })
-            })
-            .collect();
         TxnStore {
             config,
-            partitions,
+            partitions: Partitions::new(TRANSACTION_STATE_TOPIC, config.num_partitions),
             last_expiry_ms: std::sync::atomic::AtomicI64::new(now_ms),
-            loads: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -114,31 +95,14 @@ impl TxnStore {
         records::partition_for(id, self.config.num_partitions)
     }
 
-    /// `None` for an index past `transaction.state.log.num.partitions`.
-    fn try_lock_index(&self, index: i32) -> Option<MutexGuard<'_, TxnPartition>> {
-        let p = self.partitions.get(usize::try_from(index).ok()?)?;
-        Some(p.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
-    }
-
-    fn lock(&self, id: &str) -> MutexGuard<'_, TxnPartition> {
-        // partition_for returns 0..num_partitions, the length of the vector.
-        self.partitions[self.partition_for(id) as usize]
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self, id: &str) -> MutexGuard<'_, Slot<TxnStates>> {
+        self.partitions.lock(self.partition_for(id))
     }
 
     /// This node leads `__transaction_state`-`index` in `epoch`: `true` when a load must
     /// run ([`TxnStore::load`]), `false` when this leadership is loading or loaded already.
     pub fn begin_load(&self, index: i32, partition: Arc<Partition>, epoch: i32) -> bool {
-        let Some(mut p) = self.try_lock_index(index) else {
-            return false;
-        };
-        if p.role.epoch() == Some(epoch) {
-            return false;
-        }
-        p.role = Role::Loading { epoch, partition };
-        p.states = TxnStates::default();
-        true
+        self.partitions.begin_load(index, partition, epoch)
     }
 
     /// Replays partition `index`'s log for the leadership of `epoch` that
@@ -149,10 +113,7 @@ impl TxnStore {
     /// [`CoordinatorError`] when the log cannot be read; the partition stays loading (its
     /// ids get COORDINATOR_LOAD_IN_PROGRESS) until the next leadership change.
     pub fn load(&self, index: i32, epoch: i32) -> Result<bool, CoordinatorError> {
-        let Some(partition) = self
-            .try_lock_index(index)
-            .and_then(|p| p.role.loading_in(epoch))
-        else {
+        let Some(partition) = self.partitions.loading_in(index, epoch) else {
             return Ok(false);
         };
         let started = std::time::Instant::now();
@@ -170,77 +131,50 @@ impl TxnStore {
                     "skipping undecodable {TRANSACTION_STATE_TOPIC} record"),
             }
         })?;
-        let mut p = self
-            .try_lock_index(index)
-            .expect("the index was valid above");
-        if p.role.loading_in(epoch).is_none() {
-            return Ok(false);
-        }
-        let ids = states.iter().count();
-        let decided = states
-            .iter()
-            .filter(|(_, m)| {
-                matches!(
-                    m.state,
-                    records::TxnState::PrepareCommit | records::TxnState::PrepareAbort
-                )
-            })
-            .count();
-        if decided > 0 {
-            // The markers of a decided transaction are sent by its coordinator, which
-            // WriteTxnMarkers will do; until then such a transaction stays decided.
-            tracing::warn!(
+        Ok(self.partitions.activate(index, epoch, states, |states| {
+            let decided = states
+                .iter()
+                .filter(|(_, m)| {
+                    matches!(
+                        m.state,
+                        records::TxnState::PrepareCommit | records::TxnState::PrepareAbort
+                    )
+                })
+                .count();
+            if decided > 0 {
+                // The markers of a decided transaction are sent by its coordinator, which
+                // WriteTxnMarkers will do; until then such a transaction stays decided.
+                tracing::warn!(
+                    partition = index,
+                    decided,
+                    "loaded decided transactions whose markers are not sent"
+                );
+            }
+            tracing::info!(
                 partition = index,
-                decided,
-                "loaded decided transactions whose markers are not sent"
+                epoch,
+                ids = states.iter().count(),
+                elapsed_ms = started.elapsed().as_millis(),
+                "loaded {TRANSACTION_STATE_TOPIC} partition"
             );
-        }
-        tracing::info!(
-            partition = index,
-            epoch,
-            ids,
-            elapsed_ms = started.elapsed().as_millis(),
-            "loaded {TRANSACTION_STATE_TOPIC} partition"
-        );
-        p.states = states;
-        p.role = Role::Active { epoch, partition };
-        drop(p);
-        self.loads.send_modify(|n| *n += 1);
-        Ok(true)
+        }))
     }
 
     /// Waits (at most `max`) until no partition led here is loading. `false` on time out.
     pub async fn wait_loaded(&self, max: Duration) -> bool {
-        let mut loads = self.loads.subscribe();
-        let all_loaded = |_: &u64| (0..self.config.num_partitions).all(|i| !self.is_loading(i));
-        tokio::time::timeout(max, loads.wait_for(all_loaded))
-            .await
-            .is_ok_and(|r| r.is_ok())
+        self.partitions.wait_loaded(max).await
     }
 
     /// Whether partition `index` is led here and loading.
     #[must_use]
     pub fn is_loading(&self, index: i32) -> bool {
-        self.try_lock_index(index)
-            .is_some_and(|p| matches!(p.role, Role::Loading { .. }))
+        self.partitions.is_loading(index)
     }
 
     /// This node no longer leads partition `index`: its ids go. Returns whether it was led
     /// here.
     pub fn resign(&self, index: i32) -> bool {
-        let Some(mut p) = self.try_lock_index(index) else {
-            return false;
-        };
-        if matches!(p.role, Role::NotLeader) {
-            return false;
-        }
-        p.role = Role::NotLeader;
-        p.states = TxnStates::default();
-        tracing::info!(
-            partition = index,
-            "unloaded {TRANSACTION_STATE_TOPIC} partition"
-        );
-        true
+        self.partitions.resign(index, |_| {})
     }
 
     /// Whether this node serves `id` now.
@@ -248,14 +182,13 @@ impl TxnStore {
     /// # Errors
     /// [`CoordinatorError::NotCoordinator`] or [`CoordinatorError::LoadInProgress`].
     pub fn check(&self, id: &str) -> Result<(), CoordinatorError> {
-        let p = self.lock(id);
-        p.role.serving(TRANSACTION_STATE_TOPIC, p.index).map(|_| ())
+        self.lock(id).serving(TRANSACTION_STATE_TOPIC).map(|_| ())
     }
 
     /// The state of `id`, if this node serves it and knows it.
     #[must_use]
     pub fn get(&self, id: &str) -> Option<TxnMetadata> {
-        self.lock(id).states.get(id).cloned()
+        self.lock(id).shard.get(id).cloned()
     }
 
     /// InitProducerId with a transactional id: the producer id and epoch to answer, once the
@@ -283,8 +216,8 @@ impl TxnStore {
         let (next, pending) = loop {
             let needs_fresh = {
                 let p = self.lock(id);
-                p.role.serving(TRANSACTION_STATE_TOPIC, p.index)?;
-                p.states
+                p.serving(TRANSACTION_STATE_TOPIC)?;
+                p.shard
                     .get(id)
                     .is_none_or(|m| m.producer_epoch >= EXHAUSTED_EPOCH)
             };
@@ -292,10 +225,10 @@ impl TxnStore {
                 fresh = Some(allocate().await.map_err(TxnError::ProducerId)?);
             }
             let mut p = self.lock(id);
-            let (epoch, partition) = p.role.serving(TRANSACTION_STATE_TOPIC, p.index)?;
+            let (epoch, partition) = p.serving(TRANSACTION_STATE_TOPIC)?;
             let partition = partition.clone();
             let needs_fresh = p
-                .states
+                .shard
                 .get(id)
                 .is_none_or(|m| m.producer_epoch >= EXHAUSTED_EPOCH);
             if needs_fresh && fresh.is_none() {
@@ -305,7 +238,7 @@ impl TxnStore {
             // Transaction version 2 is not offered to clients yet (ApiVersions finalizes no
             // `transaction.version`), so every producer ends transactions as version 1 does.
             let outcome = p
-                .states
+                .shard
                 .init_producer_id(id, timeout_ms, expected, false, now_ms, &mut take)
                 .map_err(TxnError::Refused)?;
             let next = match outcome {
@@ -313,7 +246,7 @@ impl TxnStore {
                 InitOutcome::Fence(_) => {
                     // An ongoing transaction needs its markers to be aborted, which this node
                     // cannot send yet; no transaction becomes ongoing here before it can.
-                    p.states.abandon(id);
+                    p.shard.abandon(id);
                     return Err(TxnError::Refused(
                         ResponseError::ConcurrentTransactions.code(),
                     ));
@@ -332,7 +265,7 @@ impl TxnStore {
                     break (next, (epoch, pending));
                 }
                 Err(source) => {
-                    p.states.abandon(id);
+                    p.shard.abandon(id);
                     return Err(CoordinatorError::Append {
                         topic: TRANSACTION_STATE_TOPIC,
                         partition: p.index,
@@ -349,13 +282,13 @@ impl TxnStore {
         match committed {
             Ok(()) => {
                 if same_leadership {
-                    p.states.complete(id, next.clone());
+                    p.shard.complete(id, next.clone());
                 }
                 Ok((next.producer_id, next.producer_epoch))
             }
             Err(e) => {
                 if same_leadership {
-                    p.states.abandon(id);
+                    p.shard.abandon(id);
                 }
                 Err(e.into())
             }
@@ -375,13 +308,12 @@ impl TxnStore {
         }
         self.last_expiry_ms.store(now_ms, Ordering::Relaxed);
         let mut total = 0;
-        for p in &self.partitions {
-            let mut p = p.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let Ok((epoch, partition)) = p.role.serving(TRANSACTION_STATE_TOPIC, p.index) else {
+        for mut p in self.partitions.each() {
+            let Ok((epoch, partition)) = p.serving(TRANSACTION_STATE_TOPIC) else {
                 continue;
             };
             let partition = partition.clone();
-            let ids = p.states.expire(now_ms, self.config.id_expiration_ms);
+            let ids = p.shard.expire(now_ms, self.config.id_expiration_ms);
             if ids.is_empty() {
                 continue;
             }
@@ -389,7 +321,7 @@ impl TxnStore {
             match runtime::append_records(&partition, epoch, tombstones, now_ms) {
                 Ok(_) => {
                     for id in &ids {
-                        p.states.complete_dead(id);
+                        p.shard.complete_dead(id);
                     }
                     total += ids.len();
                     tracing::info!(
@@ -400,7 +332,7 @@ impl TxnStore {
                 }
                 Err(e) => {
                     for id in &ids {
-                        p.states.abandon(id);
+                        p.shard.abandon(id);
                     }
                     tracing::warn!(partition = p.index, error = %e, "cannot expire transactional ids");
                 }
