@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! strata admin [--bootstrap-server HOST:PORT | --bootstrap-controller HOST:PORT] [--timeout-ms N]
-//!              (topics | groups | cluster | partitions --hot | kafka-topics) ...
+//!              (topics | groups | transactions | cluster | partitions --hot | kafka-topics) ...
 //! ```
 //!
 //! It speaks the Kafka protocol (the `kafka-protocol` message types through this project's
@@ -23,6 +23,7 @@
 //! | `logs.rs` | offsets (ListOffsets) and sizes (DescribeLogDirs) from partition leaders |
 //! | `topics.rs` | `topics create/list/describe/alter-config/add-partitions/delete` |
 //! | `groups.rs` | `groups list/describe/reset-offsets/delete` |
+//! | `transactions.rs` | `transactions list/describe` |
 //! | `cluster.rs` | `cluster brokers/controller/quorum/under-replicated` |
 //! | `hot.rs` | `partitions --hot` |
 //! | `kafka_topics.rs` | `kafka-topics`, Kafka's `kafka-topics.sh` argument forms |
@@ -36,6 +37,7 @@ mod kafka_topics;
 mod logs;
 mod table;
 mod topics;
+mod transactions;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -79,9 +81,10 @@ pub fn main(args: &[String]) -> ExitCode {
 
 fn usage() -> String {
     format!(
-        "{USAGE}\n{}\n{}\n{}\n{}\n{}",
+        "{USAGE}\n{}\n{}\n{}\n{}\n{}\n{}",
         topics::USAGE,
         groups::USAGE,
+        transactions::USAGE,
         cluster::USAGE,
         hot::USAGE,
         kafka_topics::USAGE
@@ -144,6 +147,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     match command.as_str() {
         "topics" => topics::run(&mut client, rest),
         "groups" => groups::run(&mut client, rest),
+        "transactions" => transactions::run(&mut client, rest),
         "cluster" => cluster::run(&mut client, rest),
         "partitions" => hot::run(&mut client, rest),
         "kafka-topics" => kafka_topics::run(&mut client, rest),

@@ -52,6 +52,8 @@ enum T {
     Array(&'static [F]),
     /// An array of int32.
     ArrayI32,
+    /// An array of int64.
+    ArrayI64,
     /// An array of strings.
     ArrayStr,
     /// An array of UUIDs.
@@ -655,6 +657,23 @@ const CONSUMER_GROUP_DESCRIBE: Schema = Schema {
     flexible_from: 0,
 };
 
+/// DescribeTransactions v0 (KIP-664): transactional_ids.
+const DESCRIBE_TRANSACTIONS: Schema = Schema {
+    fields: &[f(T::ArrayStr, 0, ALL)],
+    flexible_from: 0,
+};
+
+/// ListTransactions v0-2 (KIP-664, KIP-994, KIP-1152).
+const LIST_TRANSACTIONS: Schema = Schema {
+    fields: &[
+        f(T::ArrayStr, 0, ALL), // state_filters
+        f(T::ArrayI64, 0, ALL), // producer_id_filters
+        f(T::I64, 1, ALL),      // duration_filter
+        f(T::Str, 2, ALL),      // transactional_id_pattern
+    ],
+    flexible_from: 0,
+};
+
 /// DescribeTopicPartitions v0 (KIP-966).
 const DESCRIBE_TOPIC_PARTITIONS: Schema = Schema {
     fields: &[
@@ -737,6 +756,8 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::OffsetDelete => &OFFSET_DELETE,
         ApiKey::InitProducerId => &INIT_PRODUCER_ID,
         ApiKey::DescribeProducers => &DESCRIBE_PRODUCERS,
+        ApiKey::DescribeTransactions => &DESCRIBE_TRANSACTIONS,
+        ApiKey::ListTransactions => &LIST_TRANSACTIONS,
         ApiKey::DescribeClientQuotas => &DESCRIBE_CLIENT_QUOTAS,
         ApiKey::AlterClientQuotas => &ALTER_CLIENT_QUOTAS,
         ApiKey::DescribeUserScramCredentials => &DESCRIBE_USER_SCRAM_CREDENTIALS,
@@ -876,6 +897,7 @@ impl Walker<'_> {
             },
             T::Array(fields) => self.array(|w| w.structure(fields)),
             T::ArrayI32 => self.array(|w| w.skip(4)),
+            T::ArrayI64 => self.array(|w| w.skip(8)),
             T::ArrayStr => self.array(|w| w.field(T::Str)),
             T::ArrayUuid => self.array(|w| w.skip(16)),
             T::Struct(fields) => self.structure(fields),

@@ -47,6 +47,7 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 /// - Fetch stops at v16: v17 and later only add replica fields for follower fetching.
 /// - Metadata stops at v12: v13 adds a top-level error code used for re-bootstrap (KIP-1102).
 /// - ListOffsets stops at v8: v9 (tiered storage) and v10 (KIP-1075 timeouts) are not served.
+/// - ListTransactions stops at v1: v2's transactional id pattern (KIP-1152) is not served.
 /// - InitProducerId stops at v5: v6 adds two-phase commit (KIP-939). A transactional id is
 ///   served by the transaction coordinator; the rest of the transaction APIs are not listed
 ///   yet.
@@ -112,6 +113,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DescribeQuorum, 0, 2),
     api(ApiKey::DescribeCluster, 0, 2),
     api(ApiKey::DescribeProducers, 0, 0),
+    api(ApiKey::DescribeTransactions, 0, 0),
+    api(ApiKey::ListTransactions, 0, 1),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
     api(ApiKey::DescribeTopicPartitions, 0, 0),
@@ -259,6 +262,8 @@ mod tests {
                 ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
                 ApiKey::OffsetForLeaderEpoch => OffsetForLeaderEpochRequest::VERSIONS,
                 ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
+                ApiKey::DescribeTransactions => DescribeTransactionsRequest::VERSIONS,
+                ApiKey::ListTransactions => ListTransactionsRequest::VERSIONS,
                 ApiKey::DescribeClientQuotas => DescribeClientQuotasRequest::VERSIONS,
                 ApiKey::AlterClientQuotas => AlterClientQuotasRequest::VERSIONS,
                 ApiKey::DescribeUserScramCredentials => {

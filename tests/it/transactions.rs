@@ -9,7 +9,9 @@
 //!   an older epoch is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4), a retry whose
 //!   answer was lost gets the same answer, a bad timeout is INVALID_TRANSACTION_TIMEOUT; the
 //!   internal topic is not listed to clients; after `kill -9` the next epoch follows the
-//!   last acknowledged one.
+//!   last acknowledged one; `strata admin transactions list` and `describe` show it
+//!   (ListTransactions, DescribeTransactions), ListTransactions filters by state and
+//!   producer id, and an unknown id is TRANSACTIONAL_ID_NOT_FOUND.
 
 use std::time::Duration;
 
@@ -20,6 +22,8 @@ use rdkafka::producer::{BaseProducer, Producer};
 use strata_tests::cluster::find_coordinator_of;
 use strata_tests::wire::{self, recv, send};
 use strata_tests::{Broker, serial, wait_until, with_broker};
+
+use crate::admin_cli_run::{admin, admin_ok, table};
 
 /// The longest any one wait here takes.
 const WAIT: Duration = Duration::from_secs(60);
@@ -89,6 +93,58 @@ fn first_init(b: &Broker, id: &str) -> anyhow::Result<(i16, i64, i16)> {
         },
     )?;
     answer.context("no answer")
+}
+
+/// A ListTransactions v1 (flexible) round trip: (error code, unknown state filters,
+/// (transactional id, producer id, state) listed).
+#[allow(clippy::type_complexity)]
+fn list_transactions(
+    b: &Broker,
+    states: &[&str],
+    producer_ids: &[i64],
+) -> anyhow::Result<(i16, Vec<String>, Vec<(String, i64, String)>)> {
+    let mut req = wire::header(66, 1, 11);
+    req.push(0); // header tagged fields
+    req.push(u8::try_from(states.len() + 1)?);
+    for s in states {
+        req.push(u8::try_from(s.len() + 1)?);
+        req.extend_from_slice(s.as_bytes());
+    }
+    req.push(u8::try_from(producer_ids.len() + 1)?);
+    for p in producer_ids {
+        req.extend_from_slice(&p.to_be_bytes());
+    }
+    req.extend_from_slice(&(-1i64).to_be_bytes()); // duration_filter
+    req.push(0); // tagged fields
+    let r = roundtrip(b, &req)?;
+    // corr(4) header tags(1) throttle(4) error(2), then compact arrays of one-byte lengths
+    // (short ids and states).
+    let mut at = 9;
+    let take = |at: &mut usize, n: usize| -> anyhow::Result<&[u8]> {
+        let s = r.get(*at..*at + n).context("truncated")?;
+        *at += n;
+        Ok(s)
+    };
+    let code = i16::from_be_bytes(take(&mut at, 2)?.try_into()?);
+    let string = |at: &mut usize| -> anyhow::Result<String> {
+        let len = usize::from(take(at, 1)?[0]) - 1;
+        Ok(String::from_utf8(take(at, len)?.to_vec())?)
+    };
+    let count = usize::from(take(&mut at, 1)?[0]) - 1;
+    let mut unknown = Vec::new();
+    for _ in 0..count {
+        unknown.push(string(&mut at)?);
+    }
+    let count = usize::from(take(&mut at, 1)?[0]) - 1;
+    let mut listed = Vec::new();
+    for _ in 0..count {
+        let id = string(&mut at)?;
+        let pid = i64::from_be_bytes(take(&mut at, 8)?.try_into()?);
+        let state = string(&mut at)?;
+        take(&mut at, 1)?; // tagged fields
+        listed.push((id, pid, state));
+    }
+    Ok((code, unknown, listed))
 }
 
 #[test]
@@ -179,6 +235,58 @@ fn init_producer_id_fences_and_survives_kill9() {
         ensure!(
             (code, again, epoch) == (0, pid, 3),
             "after kill -9: {code} {again} {epoch}"
+        );
+
+        // The admin tool lists and describes it (ListTransactions, DescribeTransactions).
+        let out = admin_ok(&b.bootstrap(), &["transactions", "list"]);
+        let rows = table(&out, "TransactionalId");
+        ensure!(
+            rows.iter().any(|r| r["TransactionalId"] == id
+                && r["ProducerId"] == pid.to_string()
+                && r["TransactionState"] == "Empty"),
+            "transactions list:\n{out}"
+        );
+        let out = admin_ok(
+            &b.bootstrap(),
+            &["transactions", "describe", "--transactional-id", id],
+        );
+        let rows = table(&out, "CoordinatorId");
+        ensure!(rows.len() == 1, "transactions describe:\n{out}");
+        let row = &rows[0];
+        ensure!(
+            row["ProducerEpoch"] == "3"
+                && row["TransactionState"] == "Empty"
+                && row["TransactionTimeoutMs"] == "60000"
+                && row["CurrentTransactionStartTimeMs"] == "None",
+            "transactions describe:\n{out}"
+        );
+        // ListTransactions' filters, over raw frames: an unknown state is named back and
+        // matches nothing, like any state filter; producer id filters select.
+        let (code, unknown_states, listed) = list_transactions(b, &["Ongoing", "Bogus"], &[])?;
+        ensure!(
+            code == 0 && unknown_states == ["Bogus"] && listed.is_empty(),
+            "filtered by Ongoing and Bogus: {code} {unknown_states:?} {listed:?}"
+        );
+        let (_, _, listed) = list_transactions(b, &["Empty"], &[pid])?;
+        ensure!(
+            listed == [(id.to_owned(), pid, "Empty".to_owned())],
+            "filtered by Empty and its producer id: {listed:?}"
+        );
+        let (_, _, listed) = list_transactions(b, &[], &[pid + 1])?;
+        ensure!(listed.is_empty(), "another producer id: {listed:?}");
+
+        let unknown = admin(
+            &b.bootstrap(),
+            &[
+                "transactions",
+                "describe",
+                "--transactional-id",
+                "never-used",
+            ],
+        );
+        ensure!(
+            !unknown.ok && unknown.stderr.contains("TRANSACTIONAL_ID_NOT_FOUND"),
+            "an unknown id: {unknown:?}"
         );
         Ok(())
     });

@@ -53,6 +53,7 @@ pub fn version_of(api: ApiKey) -> i16 {
         ApiKey::DeleteGroups => 2,
         ApiKey::DescribeCluster => 1,
         ApiKey::DescribeQuorum => 2,
+        ApiKey::ListTransactions => 1,
         _ => 0,
     }
 }
@@ -320,11 +321,29 @@ impl Client {
     ///
     /// When the lookup fails or keeps answering a retriable error.
     pub fn coordinator(&mut self, group: &str) -> anyhow::Result<i32> {
+        self.coordinator_of(group, 0)
+            .with_context(|| format!("cannot find the coordinator of group {group}"))
+    }
+
+    /// The node that coordinates transactional id `id`, as [`Client::coordinator`] finds a
+    /// group's.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::coordinator`].
+    pub fn txn_coordinator(&mut self, id: &str) -> anyhow::Result<i32> {
+        self.coordinator_of(id, 1)
+            .with_context(|| format!("cannot find the coordinator of transactional id {id}"))
+    }
+
+    /// FindCoordinator for `key` of `key_type` (0 a group, 1 a transactional id), retried
+    /// while the answer is retriable.
+    fn coordinator_of(&mut self, key: &str, key_type: i8) -> anyhow::Result<i32> {
         let mut last = String::new();
         for _ in 0..RETRIES {
             let request = FindCoordinatorRequest::default()
-                .with_key_type(0)
-                .with_coordinator_keys(vec![StrBytes::from_string(group.to_owned())]);
+                .with_key_type(key_type)
+                .with_coordinator_keys(vec![StrBytes::from_string(key.to_owned())]);
             let ResponseKind::FindCoordinator(r) = self.send_any(
                 ApiKey::FindCoordinator,
                 RequestKind::FindCoordinator(request),
@@ -355,7 +374,7 @@ impl Client {
             }
             std::thread::sleep(RETRY_BACKOFF);
         }
-        bail!("cannot find the coordinator of group {group}: {last}")
+        bail!("{last}")
     }
 
     /// Whether this client was pointed at a controller listener.

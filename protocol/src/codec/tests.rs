@@ -516,6 +516,18 @@ mod round_trip {
                     })
                     .with_timeout_ms(30_000),
             ),
+            ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(
+                DescribeTransactionsRequest::default().with_transactional_ids(vec![
+                    TransactionalId(StrBytes::from_string(s.topic.clone())),
+                    TransactionalId(StrBytes::from_static_str("other")),
+                ]),
+            ),
+            ApiKey::ListTransactions => RequestKind::ListTransactions(
+                ListTransactionsRequest::default()
+                    .with_state_filters(vec![StrBytes::from_static_str("Ongoing")])
+                    .with_producer_id_filters(vec![ProducerId(s.offset), ProducerId(7)])
+                    .with_duration_filter(if v >= 1 { i64::from(s.partition) } else { -1 }),
+            ),
             ApiKey::DescribeProducers => RequestKind::DescribeProducers(
                 DescribeProducersRequest::default().with_topics(vec![
                     describe_producers_request::TopicRequest::default()
@@ -1161,6 +1173,36 @@ mod round_trip {
                                 elect_leaders_response::PartitionResult::default()
                                     .with_partition_id(s.partition + 1),
                             ]),
+                    ]),
+            ),
+            ApiKey::DescribeTransactions => ResponseKind::DescribeTransactions(
+                DescribeTransactionsResponse::default().with_transaction_states(vec![
+                    describe_transactions_response::TransactionState::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_string(
+                            s.topic.clone(),
+                        )))
+                        .with_transaction_state(StrBytes::from_static_str("Ongoing"))
+                        .with_transaction_timeout_ms(60_000)
+                        .with_transaction_start_time_ms(1_700_000_000_000)
+                        .with_producer_id(ProducerId(s.offset))
+                        .with_producer_epoch(2)
+                        .with_topics(vec![
+                            describe_transactions_response::TopicData::default()
+                                .with_topic(name(s))
+                                .with_partitions(vec![s.partition]),
+                        ]),
+                ]),
+            ),
+            ApiKey::ListTransactions => ResponseKind::ListTransactions(
+                ListTransactionsResponse::default()
+                    .with_unknown_state_filters(vec![StrBytes::from_static_str("Bogus")])
+                    .with_transaction_states(vec![
+                        list_transactions_response::TransactionState::default()
+                            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                                s.topic.clone(),
+                            )))
+                            .with_producer_id(ProducerId(s.offset))
+                            .with_transaction_state(StrBytes::from_static_str("Empty")),
                     ]),
             ),
             ApiKey::DescribeProducers => ResponseKind::DescribeProducers(

@@ -185,6 +185,25 @@ impl TxnStore {
         self.lock(id).serving(TRANSACTION_STATE_TOPIC).map(|_| ())
     }
 
+    /// Every transactional id of the partitions this node serves, with its state, sorted
+    /// (ListTransactions).
+    ///
+    /// # Errors
+    /// [`CoordinatorError::LoadInProgress`] while a partition led here is loading, as Kafka
+    /// answers rather than list part of its ids.
+    pub fn list(&self) -> Result<Vec<(String, TxnMetadata)>, CoordinatorError> {
+        let mut out = Vec::new();
+        for p in self.partitions.each() {
+            match p.serving(TRANSACTION_STATE_TOPIC) {
+                Ok(_) => out.extend(p.shard.iter().map(|(id, m)| (id.clone(), m.clone()))),
+                Err(e @ CoordinatorError::LoadInProgress { .. }) => return Err(e),
+                Err(_) => {}
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
     /// The state of `id`, if this node serves it and knows it.
     #[must_use]
     pub fn get(&self, id: &str) -> Option<TxnMetadata> {
