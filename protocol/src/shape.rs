@@ -657,6 +657,27 @@ const CONSUMER_GROUP_DESCRIBE: Schema = Schema {
     flexible_from: 0,
 };
 
+/// WriteTxnMarkers v1 (KIP-98; v0 went in Kafka 4.0): producer_id, producer_epoch,
+/// transaction_result, topics, coordinator_epoch.
+const WRITE_TXN_MARKERS: Schema = Schema {
+    fields: &[f(
+        T::Array(&[
+            f(T::I64, 0, ALL),
+            f(T::I16, 0, ALL),
+            f(T::I8, 0, ALL),
+            f(
+                T::Array(&[f(T::Str, 0, ALL), f(T::ArrayI32, 0, ALL)]),
+                0,
+                ALL,
+            ),
+            f(T::I32, 0, ALL),
+        ]),
+        0,
+        ALL,
+    )],
+    flexible_from: 1,
+};
+
 /// DescribeTransactions v0 (KIP-664): transactional_ids.
 const DESCRIBE_TRANSACTIONS: Schema = Schema {
     fields: &[f(T::ArrayStr, 0, ALL)],
@@ -756,6 +777,7 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::OffsetDelete => &OFFSET_DELETE,
         ApiKey::InitProducerId => &INIT_PRODUCER_ID,
         ApiKey::DescribeProducers => &DESCRIBE_PRODUCERS,
+        ApiKey::WriteTxnMarkers => &WRITE_TXN_MARKERS,
         ApiKey::DescribeTransactions => &DESCRIBE_TRANSACTIONS,
         ApiKey::ListTransactions => &LIST_TRANSACTIONS,
         ApiKey::DescribeClientQuotas => &DESCRIBE_CLIENT_QUOTAS,

@@ -12,6 +12,10 @@
 //!   last acknowledged one; `strata admin transactions list` and `describe` show it
 //!   (ListTransactions, DescribeTransactions), ListTransactions filters by state and
 //!   producer id, and an unknown id is TRANSACTIONAL_ID_NOT_FOUND.
+//! - `markers_are_appended_by_the_partition_leader`: WriteTxnMarkers over raw frames: a
+//!   marker takes one offset once committed; an older producer epoch is
+//!   INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED, and
+//!   neither writes anything; a partition not hosted is UNKNOWN_TOPIC_OR_PARTITION.
 
 use std::time::Duration;
 
@@ -145,6 +149,97 @@ fn list_transactions(
         listed.push((id, pid, state));
     }
     Ok((code, unknown, listed))
+}
+
+/// WriteTxnMarkers v1 for one marker on partition `partition` of `topic`: that partition's
+/// error code.
+fn write_marker(
+    b: &Broker,
+    topic: &str,
+    partition: i32,
+    (producer_id, epoch, coordinator_epoch): (i64, i16, i32),
+    commit: bool,
+) -> anyhow::Result<i16> {
+    let mut req = wire::header(27, 1, 13);
+    req.push(0); // header tagged fields
+    req.push(2); // one marker
+    req.extend_from_slice(&producer_id.to_be_bytes());
+    req.extend_from_slice(&epoch.to_be_bytes());
+    req.push(u8::from(commit));
+    req.push(2); // one topic
+    req.push(u8::try_from(topic.len() + 1)?);
+    req.extend_from_slice(topic.as_bytes());
+    req.push(2); // one partition
+    req.extend_from_slice(&partition.to_be_bytes());
+    req.push(0); // topic tagged fields
+    req.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    req.push(0); // marker tagged fields
+    req.push(0); // tagged fields
+    let r = roundtrip(b, &req)?;
+    // corr(4) tags(1) markers(1) producer_id(8) topics(1) name(1+n) partitions(1) index(4)
+    let at = 21 + topic.len();
+    let code = r
+        .get(at..at + 2)
+        .context("truncated WriteTxnMarkers answer")?;
+    Ok(i16::from_be_bytes(code.try_into()?))
+}
+
+/// The log end offset of partition 0 of `topic` (ListOffsets latest).
+fn latest(b: &Broker, topic: &str) -> anyhow::Result<i64> {
+    let r = roundtrip(b, &wire::list_offsets_request(3, topic, -1))?;
+    let (code, offset) = wire::list_offsets_result(&r, topic);
+    ensure!(code == 0, "ListOffsets error {code}");
+    Ok(offset)
+}
+
+#[test]
+fn markers_are_appended_by_the_partition_leader() {
+    const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
+    let _serial = serial();
+    with_broker(&[], |b| {
+        let topic = "marked";
+        roundtrip(b, &wire::metadata_request(1, topic))?;
+        wait_until(
+            "the topic is served",
+            WAIT,
+            Duration::from_millis(50),
+            || Ok(latest(b, topic).is_ok()),
+        )?;
+        // A commit marker takes one offset, once committed.
+        ensure!(
+            write_marker(b, topic, 0, (4242, 2, 5), true)? == 0,
+            "first marker"
+        );
+        ensure!(latest(b, topic)? == 1, "the marker's offset");
+        // An older producer epoch, an older coordinator epoch: refused, nothing written.
+        let code = write_marker(b, topic, 0, (4242, 1, 5), false)?;
+        ensure!(
+            code == INVALID_PRODUCER_EPOCH,
+            "older producer epoch: {code}"
+        );
+        let code = write_marker(b, topic, 0, (4242, 2, 4), false)?;
+        ensure!(
+            code == TRANSACTION_COORDINATOR_FENCED,
+            "older coordinator epoch: {code}"
+        );
+        ensure!(latest(b, topic)? == 1, "a refused marker was written");
+        // The same epochs again (a retry, or the next transaction's abort) are accepted.
+        ensure!(
+            write_marker(b, topic, 0, (4242, 2, 5), false)? == 0,
+            "abort marker"
+        );
+        ensure!(latest(b, topic)? == 2, "the second marker's offset");
+        // Partitions not hosted here.
+        let code = write_marker(b, topic, 9, (4242, 2, 5), true)?;
+        ensure!(
+            code == UNKNOWN_TOPIC_OR_PARTITION,
+            "unknown partition: {code}"
+        );
+        let code = write_marker(b, "no-such-topic", 0, (4242, 2, 5), true)?;
+        ensure!(code == UNKNOWN_TOPIC_OR_PARTITION, "unknown topic: {code}");
+        Ok(())
+    });
 }
 
 #[test]

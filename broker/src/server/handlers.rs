@@ -63,6 +63,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod replica_fetch;
 pub mod sync_group;
+pub mod write_txn_markers;
 
 /// What a handler knows about the request it serves.
 #[derive(Clone)]
@@ -331,6 +332,9 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         }
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(describe_producers::handle(&ctx, r))
+        }
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(write_txn_markers::handle(&ctx, r).await)
         }
         RequestKind::DescribeTransactions(r) => {
             ResponseKind::DescribeTransactions(describe_transactions::handle(&ctx, r))

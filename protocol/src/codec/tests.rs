@@ -516,6 +516,20 @@ mod round_trip {
                     })
                     .with_timeout_ms(30_000),
             ),
+            ApiKey::WriteTxnMarkers => RequestKind::WriteTxnMarkers(
+                WriteTxnMarkersRequest::default().with_markers(vec![
+                    write_txn_markers_request::WritableTxnMarker::default()
+                        .with_producer_id(ProducerId(s.offset))
+                        .with_producer_epoch(3)
+                        .with_transaction_result(s.partition % 2 == 0)
+                        .with_topics(vec![
+                            write_txn_markers_request::WritableTxnMarkerTopic::default()
+                                .with_name(name(s))
+                                .with_partition_indexes(vec![s.partition, 0]),
+                        ])
+                        .with_coordinator_epoch(s.partition),
+                ]),
+            ),
             ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(
                 DescribeTransactionsRequest::default().with_transactional_ids(vec![
                     TransactionalId(StrBytes::from_string(s.topic.clone())),
@@ -1174,6 +1188,21 @@ mod round_trip {
                                     .with_partition_id(s.partition + 1),
                             ]),
                     ]),
+            ),
+            ApiKey::WriteTxnMarkers => ResponseKind::WriteTxnMarkers(
+                WriteTxnMarkersResponse::default().with_markers(vec![
+                    write_txn_markers_response::WritableTxnMarkerResult::default()
+                        .with_producer_id(ProducerId(s.offset))
+                        .with_topics(vec![
+                            write_txn_markers_response::WritableTxnMarkerTopicResult::default()
+                                .with_name(name(s))
+                                .with_partitions(vec![
+                                    write_txn_markers_response::WritableTxnMarkerPartitionResult::default()
+                                        .with_partition_index(s.partition)
+                                        .with_error_code(52),
+                                ]),
+                        ]),
+                ]),
             ),
             ApiKey::DescribeTransactions => ResponseKind::DescribeTransactions(
                 DescribeTransactionsResponse::default().with_transaction_states(vec![
