@@ -67,14 +67,45 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Picks a currently free TCP port on 127.0.0.1 by binding port 0 and releasing it.
+/// The ports [`free_port`] hands out: below Linux's ephemeral range (32768-60999 by
+/// default), from which the kernel picks both `bind(0)` ports and the local ends of outgoing
+/// connections.
+const TEST_PORTS: std::ops::Range<u32> = 20_000..32_000;
+
+/// Picks a currently free TCP port on 127.0.0.1 for a server to listen on.
+///
+/// The port is outside the ephemeral range: a port the kernel hands out there can be taken
+/// by any outgoing connection between the pick and the server's bind (a cluster node once
+/// failed to start with "Address already in use" that way). Ports are tried in turn from a
+/// start that differs per process, each checked free by binding it, and one process never
+/// hands out a port twice.
 ///
 /// # Errors
 ///
-/// Returns an error if binding fails.
+/// Returns an error if no port of the range is free.
 pub fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let span = TEST_PORTS.end - TEST_PORTS.start;
+    // The first call seeds the start from the process id and the clock.
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        (std::process::id().wrapping_mul(7919)
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos()))
+            % span,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::AcqRel);
+        let port = u16::try_from(TEST_PORTS.start + n % span).expect("below 32000");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no free port in {TEST_PORTS:?}")
 }
 
 /// A running `strata` broker owned by one test.
