@@ -503,3 +503,30 @@ pub fn replay(
     }
     Ok(())
 }
+
+/// For the stores' tests: partition `index` of `topic`, its log opened under `dir` with
+/// `config`, led by `replicas[0]` in `epoch` with `replicas` all in the ISR.
+#[cfg(test)]
+pub(crate) fn led_partition(
+    dir: &std::path::Path,
+    topic: &str,
+    index: i32,
+    config: strata_storage::LogConfig,
+    epoch: i32,
+    replicas: Vec<i32>,
+) -> Arc<Partition> {
+    let log = strata_storage::Log::open(&dir.join(format!("{topic}-{index}")), config, 0).unwrap();
+    let p = Partition::new(topic.to_owned(), uuid::Uuid::nil(), index, log);
+    p.become_leader(epoch).unwrap();
+    p.make_leader(
+        replicas[0],
+        &strata_replication::leader::PartitionRegistration {
+            isr: replicas.clone(),
+            replicas,
+            leader_epoch: epoch,
+            partition_epoch: epoch,
+        },
+        strata_replication::leader::ReplicationConfig::default(),
+    );
+    p
+}

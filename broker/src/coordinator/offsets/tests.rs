@@ -48,24 +48,7 @@ fn lead_with(
     replicas: Vec<i32>,
 ) -> Arc<Partition> {
     let index = store.partition_for(group);
-    let log = strata_storage::Log::open(
-        &dir.join(format!("{OFFSETS_TOPIC}-{index}")),
-        log_config(),
-        0,
-    )
-    .unwrap();
-    let p = Partition::new(OFFSETS_TOPIC.to_owned(), uuid::Uuid::nil(), index, log);
-    p.become_leader(epoch).unwrap();
-    p.make_leader(
-        NODE,
-        &strata_replication::leader::PartitionRegistration {
-            isr: replicas.clone(),
-            replicas,
-            leader_epoch: epoch,
-            partition_epoch: epoch,
-        },
-        strata_replication::leader::ReplicationConfig::default(),
-    );
+    let p = runtime::led_partition(dir, OFFSETS_TOPIC, index, log_config(), epoch, replicas);
     assert!(store.begin_load(index, p.clone(), epoch));
     assert!(store.is_loading(index));
     assert!(store.load(index, epoch, |_| {}).unwrap());

@@ -160,11 +160,6 @@ impl TxnStore {
         }))
     }
 
-    /// Waits (at most `max`) until no partition led here is loading. `false` on time out.
-    pub async fn wait_loaded(&self, max: Duration) -> bool {
-        self.partitions.wait_loaded(max).await
-    }
-
     /// Whether partition `index` is led here and loading.
     #[must_use]
     pub fn is_loading(&self, index: i32) -> bool {

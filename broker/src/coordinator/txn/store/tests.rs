@@ -30,28 +30,13 @@ fn lead_with(
     replicas: Vec<i32>,
 ) -> Arc<Partition> {
     let index = store.partition_for(id);
-    let log = strata_storage::Log::open(
-        &dir.join(format!("{TRANSACTION_STATE_TOPIC}-{index}")),
-        LogConfig::default(),
-        0,
-    )
-    .unwrap();
-    let p = Partition::new(
-        TRANSACTION_STATE_TOPIC.to_owned(),
-        uuid::Uuid::nil(),
+    let p = runtime::led_partition(
+        dir,
+        TRANSACTION_STATE_TOPIC,
         index,
-        log,
-    );
-    p.become_leader(epoch).unwrap();
-    p.make_leader(
-        NODE,
-        &strata_replication::leader::PartitionRegistration {
-            isr: replicas.clone(),
-            replicas,
-            leader_epoch: epoch,
-            partition_epoch: epoch,
-        },
-        strata_replication::leader::ReplicationConfig::default(),
+        LogConfig::default(),
+        epoch,
+        replicas,
     );
     assert!(store.begin_load(index, p.clone(), epoch));
     assert!(store.is_loading(index));
