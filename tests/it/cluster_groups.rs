@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use rdkafka::Message;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use strata_tests::cluster::{self, Cluster, find_coordinator_raw, group_error_raw};
-use strata_tests::{serial, strata_bin, wait_until};
+use strata_tests::cluster::{self, Cluster, group_error_raw};
+use strata_tests::{serial, strata_bin};
 
 use crate::cluster_clients::{create_topic, produce, producer, wait_topic};
 
@@ -84,21 +84,7 @@ fn drain(c: &BaseConsumer, want: usize, listen: Duration) -> BTreeMap<(i32, i64)
 
 /// Waits until every node in `ids` names one coordinator (one of `ids`) for `GROUP`.
 fn agreed_coordinator(c: &Cluster, ids: &[i32]) -> i32 {
-    let mut last = Vec::new();
-    let r = wait_until("one coordinator for the group", WAIT, cluster::POLL, || {
-        last = ids
-            .iter()
-            .map(|&id| {
-                let port = c.port(id);
-                (id, find_coordinator_raw(port, GROUP).ok())
-            })
-            .collect();
-        let first = last[0].1;
-        Ok(first.is_some_and(|(e, n)| e == 0 && ids.contains(&n))
-            && last.iter().all(|(_, a)| *a == first))
-    });
-    r.unwrap_or_else(|e| panic!("{e:?}; last (node, (error, coordinator)) {last:?}"));
-    last[0].1.expect("agreed").1
+    cluster::agreed_coordinator(c, ids, GROUP, 0, WAIT)
 }
 
 /// Produces 10 messages labelled `label`, and checks that a consumer of the group

@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use strata_tests::cluster::{self, Cluster, find_coordinator_of, round_trip};
+use strata_tests::cluster::{self, Cluster, round_trip};
 use strata_tests::{serial, strata_bin, wait_until, wire};
 
 const SETTINGS: &[(&str, &str)] = &[
@@ -36,18 +36,7 @@ const NOT_COORDINATOR: i16 = 16;
 
 /// Waits until every node in `ids` names one coordinator (one of `ids`) for `ID`.
 fn agreed_coordinator(c: &Cluster, ids: &[i32]) -> i32 {
-    let mut last = Vec::new();
-    let r = wait_until("one coordinator for the id", WAIT, cluster::POLL, || {
-        last = ids
-            .iter()
-            .map(|&id| (id, find_coordinator_of(c.port(id), ID, TRANSACTION).ok()))
-            .collect();
-        let first = last[0].1;
-        Ok(first.is_some_and(|(e, n)| e == 0 && ids.contains(&n))
-            && last.iter().all(|(_, a)| *a == first))
-    });
-    r.unwrap_or_else(|e| panic!("{e:?}; last (node, (error, coordinator)) {last:?}"));
-    last[0].1.expect("agreed").1
+    cluster::agreed_coordinator(c, ids, ID, TRANSACTION, WAIT)
 }
 
 /// InitProducerId v4 for `ID` at `port`, holding `held`: (error code, producer id, epoch).

@@ -804,16 +804,6 @@ pub fn create_topic_raw(
     Ok(error)
 }
 
-/// FindCoordinator v1 for the group `group` at the node at `port`: the answer's error code
-/// and coordinator node id (-1 with an error).
-///
-/// # Errors
-///
-/// If the node does not answer or the answer does not parse.
-pub fn find_coordinator_raw(port: u16, group: &str) -> anyhow::Result<(i16, i32)> {
-    find_coordinator_of(port, group, 0)
-}
-
 /// A raw FindCoordinator v1 for `key` of `key_type` (0 a group, 1 a transactional id):
 /// (error code, node id).
 ///
@@ -834,6 +824,33 @@ pub fn find_coordinator_of(port: u16, key: &str, key_type: i8) -> anyhow::Result
     let _message = r.string()?;
     let node = r.i32()?;
     Ok((error, node))
+}
+
+/// Waits (at most `timeout`) until every node of `c` in `ids` names one coordinator, one of
+/// `ids`, for `key` of `key_type` (0 a group, 1 a transactional id); returns it.
+///
+/// # Panics
+///
+/// On time out, with the last answers.
+pub fn agreed_coordinator(
+    c: &Cluster,
+    ids: &[i32],
+    key: &str,
+    key_type: i8,
+    timeout: Duration,
+) -> i32 {
+    let mut last = Vec::new();
+    let r = crate::wait_until("one coordinator for the key", timeout, POLL, || {
+        last = ids
+            .iter()
+            .map(|&id| (id, find_coordinator_of(c.port(id), key, key_type).ok()))
+            .collect();
+        let first = last[0].1;
+        Ok(first.is_some_and(|(e, n)| e == 0 && ids.contains(&n))
+            && last.iter().all(|(_, a)| *a == first))
+    });
+    r.unwrap_or_else(|e| panic!("{e:?}; last (node, (error, coordinator)) {last:?}"));
+    last[0].1.expect("agreed").1
 }
 
 /// A raw group request naming one group, `api` DescribeGroups (15) or DeleteGroups (42) at
