@@ -21,7 +21,7 @@ use crate::coordinator::group::classic::GroupError;
 use crate::coordinator::group::consumer::{
     ConsumerGroupError, ConsumerGroupInUse, DeleteConsumerGroupError,
 };
-use crate::coordinator::offsets::OffsetStoreError;
+use crate::coordinator::runtime::CoordinatorError;
 use crate::partition::{FlushError, LeaderAppendError};
 use crate::server::handlers::incremental_alter_configs::ConfigRefusal;
 use crate::server::handlers::offset_commit::CommitRefusal;
@@ -222,23 +222,24 @@ pub fn leadership_error_code(e: LeadershipError) -> i16 {
     }
 }
 
-/// A failure of the `__consumer_offsets` store as the code of an offset API. The storage
-/// error's code is normalised as Kafka's `GroupCoordinatorService.normalizeException` does: a
-/// storage failure means this coordinator cannot serve the group (NOT_COORDINATOR, so the
-/// client rediscovers it and retries); a write the log refuses is the broker's own fault
+/// A failure of a coordinator store (`__consumer_offsets` or `__transaction_state`) as the
+/// code of a coordinator API. The storage error's code is normalised as Kafka's
+/// `GroupCoordinatorService.normalizeException` does: a storage failure means this
+/// coordinator cannot serve the key (NOT_COORDINATOR, so the client rediscovers it and
+/// retries); a write the log refuses is the broker's own fault
 /// (UNKNOWN_SERVER_ERROR), since the coordinator built the batch.
 #[must_use]
-pub fn offset_store_error_code(e: &OffsetStoreError) -> i16 {
+pub fn coordinator_error_code(e: &CoordinatorError) -> i16 {
     let code = match e {
-        OffsetStoreError::NotCoordinator { .. } => return ResponseError::NotCoordinator.code(),
-        OffsetStoreError::LoadInProgress { .. } => {
+        CoordinatorError::NotCoordinator { .. } => return ResponseError::NotCoordinator.code(),
+        CoordinatorError::LoadInProgress { .. } => {
             return ResponseError::CoordinatorLoadInProgress.code();
         }
-        OffsetStoreError::Append { source, .. } => leader_append_error_code(source),
-        OffsetStoreError::NotCommitted { cause, .. } => ack_error_code(cause),
-        OffsetStoreError::Flush { source, .. } => flush_error_code(source),
-        OffsetStoreError::Log { source, .. } => log_error_code(source),
-        OffsetStoreError::CorruptBatch { .. } | OffsetStoreError::Read { .. } => {
+        CoordinatorError::Append { source, .. } => leader_append_error_code(source),
+        CoordinatorError::NotCommitted { cause, .. } => ack_error_code(cause),
+        CoordinatorError::Flush { source, .. } => flush_error_code(source),
+        CoordinatorError::Log { source, .. } => log_error_code(source),
+        CoordinatorError::CorruptBatch { .. } | CoordinatorError::Read { .. } => {
             ResponseError::KafkaStorageError.code()
         }
     };

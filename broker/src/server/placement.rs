@@ -140,13 +140,13 @@ pub async fn committed(broker: &Broker, group: &str) -> Result<(), i16> {
     let written = broker
         .offsets
         .written_through(group)
-        .map_err(|e| crate::server::error::offset_store_error_code(&e))?;
+        .map_err(|e| crate::server::error::coordinator_error_code(&e))?;
     written
         .committed(crate::coordinator::offsets::COMMIT_TIMEOUT)
         .await
         .map_err(|e| {
             tracing::debug!(group, error = %e, "a group answer's state was not committed");
-            crate::server::error::offset_store_error_code(&e)
+            crate::server::error::coordinator_error_code(&e)
         })
 }
 

@@ -11,8 +11,8 @@ use crate::coordinator::group::classic::GroupError;
 use crate::coordinator::group::consumer::DeleteConsumerGroupError;
 use crate::now_ms;
 use crate::server::error::{
-    GroupRefusal, coordinator_unavailable_code, delete_consumer_group_error_code, group_error_code,
-    group_refusal_code, offset_store_error_code,
+    GroupRefusal, coordinator_error_code, coordinator_unavailable_code,
+    delete_consumer_group_error_code, group_error_code, group_refusal_code,
 };
 
 /// Deletes each group.
@@ -86,6 +86,6 @@ pub fn failed(mut resp: DeleteGroupsResponse, failed: &[(String, i16)]) -> Delet
 fn delete_offsets(ctx: &RequestContext, group: &str) -> i16 {
     match ctx.broker.offsets.delete_group(group, now_ms()) {
         Ok((_, _pending)) => 0,
-        Err(e) => offset_store_error_code(&e),
+        Err(e) => coordinator_error_code(&e),
     }
 }

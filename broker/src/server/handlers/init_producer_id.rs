@@ -18,7 +18,7 @@ use strata_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, P
 use super::RequestContext;
 use crate::coordinator::txn::store::TxnError;
 use crate::server::error::{
-    coordinator_unavailable_code, offset_store_error_code, producer_id_error_code,
+    coordinator_error_code, coordinator_unavailable_code, producer_id_error_code,
 };
 use crate::server::placement;
 
@@ -106,7 +106,7 @@ async fn transactional(
             TxnError::Refused(code) | TxnError::ProducerId(code) => code,
             TxnError::Coordinator(e) => {
                 tracing::debug!(transactional_id = id, error = %e, "InitProducerId not written");
-                offset_store_error_code(&e)
+                coordinator_error_code(&e)
             }
         })
 }

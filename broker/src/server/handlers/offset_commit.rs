@@ -22,8 +22,8 @@ use crate::coordinator::offsets::{
     COMMIT_TIMEOUT, CommittedOffset, OffsetStoreError, PendingWrite,
 };
 use crate::server::error::{
-    GroupRefusal, TopicRefusal, commit_refusal_code, coordinator_unavailable_code,
-    group_refusal_code, offset_store_error_code, topic_refusal_code,
+    GroupRefusal, TopicRefusal, commit_refusal_code, coordinator_error_code,
+    coordinator_unavailable_code, group_refusal_code, topic_refusal_code,
 };
 
 /// `retention_time_ms` of -1: keep the offset for `offsets.retention.minutes`.
@@ -64,7 +64,7 @@ impl PendingCommit {
 }
 
 fn fail(response: &mut OffsetCommitResponse, written: &[(usize, usize)], e: &OffsetStoreError) {
-    let code = offset_store_error_code(e);
+    let code = coordinator_error_code(e);
     for &(ti, pi) in written {
         let p: &mut OffsetCommitResponsePartition = &mut response.topics[ti].partitions[pi];
         p.error_code = code;

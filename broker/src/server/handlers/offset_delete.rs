@@ -18,8 +18,8 @@ use super::offset_commit::valid_group_id;
 use crate::broker::groups;
 use crate::coordinator::group::OffsetDeleteRefusal;
 use crate::server::error::{
-    GroupRefusal, TopicRefusal, coordinator_unavailable_code, group_refusal_code,
-    offset_delete_refusal_code, offset_store_error_code, topic_refusal_code,
+    GroupRefusal, TopicRefusal, coordinator_error_code, coordinator_unavailable_code,
+    group_refusal_code, offset_delete_refusal_code, topic_refusal_code,
 };
 
 /// Validates the group, then deletes what may be deleted.
@@ -73,7 +73,7 @@ pub fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteRes
         .delete_offsets(&group, &to_delete, crate::now_ms())
     {
         tracing::warn!(group = %group, error = %e, "offset delete failed");
-        return fail(offset_store_error_code(&e));
+        return fail(coordinator_error_code(&e));
     }
     OffsetDeleteResponse::default().with_topics(topics)
 }
