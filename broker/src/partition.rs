@@ -416,6 +416,22 @@ impl Partition {
         })
     }
 
+    /// [`Partition::append_as_leader`] for a coordinator's transactional records
+    /// ([`strata_storage::Log::append_coordinator_unflushed`]).
+    ///
+    /// # Errors
+    /// As [`Partition::append_as_leader`].
+    pub fn append_as_coordinator(
+        self: &Arc<Self>,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<(AppendInfo, Option<FlushWait>), LeaderAppendError> {
+        self.append_leading(leader_epoch, now_ms, |log| {
+            log.append_coordinator_unflushed(records, leader_epoch, now_ms)
+        })
+    }
+
     /// Appends a transaction marker (WriteTxnMarkers) as the partition's leader in
     /// `leader_epoch`, as [`Partition::append_as_leader`] appends records: replicated like
     /// any batch, and durable by the same flush policy.

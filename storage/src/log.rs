@@ -483,6 +483,21 @@ impl Log {
         self.append_from(records, leader_epoch, now_ms, AppendOrigin::RaftLeader)
     }
 
+    /// [`Log::append_unflushed`] for a coordinator's own transactional records (Kafka's
+    /// `AppendOrigin.COORDINATOR`: TxnOffsetCommit's offsets): the producer's epoch and
+    /// transaction are checked, its sequence is not (the coordinator writes none).
+    ///
+    /// # Errors
+    /// As [`Log::append`], and [`LogError::InvalidProducerEpoch`].
+    pub fn append_coordinator_unflushed(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        self.append_from(records, leader_epoch, now_ms, AppendOrigin::Coordinator)
+    }
+
     /// Appends a transaction marker for `producer_id` as the partition's leader (Kafka's
     /// `appendAsLeader` with `AppendOrigin.COORDINATOR`): the control batch of Kafka's
     /// layout, checked against the producer state (epoch, coordinator epoch; see

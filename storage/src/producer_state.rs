@@ -409,6 +409,42 @@ impl ProducerStateTable {
             if b.producer_id == NO_PRODUCER_ID {
                 continue;
             }
+            if origin == AppendOrigin::Coordinator {
+                // A coordinator's transactional write (TxnOffsetCommit into
+                // `__consumer_offsets`) carries no sequence: Kafka checks only the epoch and
+                // the transaction for it (`ProducerAppendInfo.maybeValidateDataBatch`).
+                let entry = Self::updated_entry(
+                    &mut updated,
+                    self.producers.get(&b.producer_id),
+                    b.producer_id,
+                );
+                if b.producer_epoch < entry.producer_epoch {
+                    return Err(LogError::InvalidProducerEpoch {
+                        producer_id: b.producer_id,
+                        epoch: b.producer_epoch,
+                        current_epoch: entry.producer_epoch,
+                    });
+                }
+                if b.producer_epoch > entry.producer_epoch {
+                    entry.set_epoch(b.producer_epoch);
+                }
+                if b.transactional {
+                    if entry.current_txn_first_offset < 0 {
+                        entry.current_txn_first_offset = b.first_offset;
+                        txn_events.push(TxnEvent::Begin {
+                            producer_id: b.producer_id,
+                            first_offset: b.first_offset,
+                        });
+                    }
+                } else if entry.current_txn_first_offset >= 0 {
+                    return Err(LogError::InvalidTxnState {
+                        producer_id: b.producer_id,
+                        first_offset: entry.current_txn_first_offset,
+                    });
+                }
+                entry.last_timestamp = b.max_timestamp;
+                continue;
+            }
             // LogValidator.validateBatch.
             if b.base_sequence < 0 {
                 return Err(LogError::InvalidProducerSequence {

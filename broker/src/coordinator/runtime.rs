@@ -393,13 +393,47 @@ pub fn append_records(
     records: impl IntoIterator<Item = (Bytes, Option<Bytes>)>,
     now_ms: i64,
 ) -> Result<(i64, Vec<FlushWait>), LeaderAppendError> {
+    append_records_as(partition, epoch, None, records, now_ms)
+}
+
+/// [`append_records`] as transactional batches of `producer` (id, epoch): a coordinator's
+/// records inside that producer's transaction (TxnOffsetCommit), which its marker commits
+/// or aborts.
+///
+/// # Errors
+/// As [`append_records`].
+pub fn append_transactional_records(
+    partition: &Arc<Partition>,
+    epoch: i32,
+    producer: (i64, i16),
+    records: impl IntoIterator<Item = (Bytes, Option<Bytes>)>,
+    now_ms: i64,
+) -> Result<(i64, Vec<FlushWait>), LeaderAppendError> {
+    append_records_as(partition, epoch, Some(producer), records, now_ms)
+}
+
+fn append_records_as(
+    partition: &Arc<Partition>,
+    epoch: i32,
+    producer: Option<(i64, i16)>,
+    records: impl IntoIterator<Item = (Bytes, Option<Bytes>)>,
+    now_ms: i64,
+) -> Result<(i64, Vec<FlushWait>), LeaderAppendError> {
     let mut end = 0;
     let mut flushes = Vec::new();
     let mut batch: Vec<SimpleRecord> = Vec::new();
     let mut batch_bytes = 0;
     let mut flush_batch = |batch: &[SimpleRecord]| -> Result<(), LeaderAppendError> {
         let mut buf = BytesMut::from(&record_batch::encode_batch(0, batch)[..]);
-        let (info, wait) = partition.append_as_leader(&mut buf, epoch, now_ms)?;
+        let (info, wait) = match producer {
+            None => partition.append_as_leader(&mut buf, epoch, now_ms)?,
+            Some((id, producer_epoch)) => {
+                record_batch::set_producer(&mut buf, id, producer_epoch, record_batch::NO_SEQUENCE);
+                record_batch::set_transactional(&mut buf);
+                record_batch::write_crc(&mut buf);
+                partition.append_as_coordinator(&mut buf, epoch, now_ms)?
+            }
+        };
         end = info.last_offset + 1;
         flushes.extend(wait);
         Ok(())
@@ -425,17 +459,52 @@ pub fn append_records(
     Ok((end, flushes))
 }
 
-/// Reads the partition's whole log, a chunk at a time (the log's lock is held for one chunk
-/// only, so the followers' fetches go on), and hands every data record to `apply` as
-/// (offset, key, value). Control batches are skipped; an unreadable batch or record is
-/// skipped loudly, so one bad record does not cost every other key its state.
+/// What a coordinator's log replays, in log order.
+#[derive(Debug, Clone, Copy)]
+pub enum Replayed<'a> {
+    /// A data record: its offset, key and value, and the producer id of its batch when that
+    /// is transactional (the record counts once the producer's COMMIT marker follows).
+    Record {
+        offset: i64,
+        key: Option<&'a [u8]>,
+        value: Option<&'a [u8]>,
+        transactional: Option<i64>,
+    },
+    /// A transaction marker of `producer_id`.
+    Marker { producer_id: i64, commit: bool },
+}
+
+/// Reads the partition's whole log and hands every data record to `apply` as (offset, key,
+/// value), skipping control batches ([`replay_with_markers`]).
 ///
 /// # Errors
-/// [`CoordinatorError`] when the log cannot be read or a batch's frame is corrupt.
+/// As [`replay_with_markers`].
 pub fn replay(
     partition: &Partition,
     topic: &'static str,
     mut apply: impl FnMut(i64, Option<&[u8]>, Option<&[u8]>),
+) -> Result<(), CoordinatorError> {
+    replay_with_markers(partition, topic, |r| {
+        if let Replayed::Record {
+            offset, key, value, ..
+        } = r
+        {
+            apply(offset, key, value);
+        }
+    })
+}
+
+/// Reads the partition's whole log, a chunk at a time (the log's lock is held for one chunk
+/// only, so the followers' fetches go on), and hands every data record and transaction
+/// marker to `apply`. An unreadable batch or record is skipped loudly, so one bad record
+/// does not cost every other key its state.
+///
+/// # Errors
+/// [`CoordinatorError`] when the log cannot be read or a batch's frame is corrupt.
+pub fn replay_with_markers(
+    partition: &Partition,
+    topic: &'static str,
+    mut apply: impl FnMut(Replayed<'_>),
 ) -> Result<(), CoordinatorError> {
     let index = partition.index;
     let (mut next, end) = {
@@ -476,8 +545,15 @@ pub fn replay(
             })?;
             next = batch.last_offset() + 1;
             if batch.is_control() {
+                if let Some(m) = batch.end_txn_marker() {
+                    apply(Replayed::Marker {
+                        producer_id: batch.producer_id(),
+                        commit: m.commit,
+                    });
+                }
                 continue;
             }
+            let transactional = batch.is_transactional().then(|| batch.producer_id());
             let records = match batch.records() {
                 Ok(r) => r,
                 Err(e) => {
@@ -488,7 +564,12 @@ pub fn replay(
             };
             for rec in records {
                 match rec {
-                    Ok(rec) => apply(rec.offset, rec.key, rec.value),
+                    Ok(rec) => apply(Replayed::Record {
+                        offset: rec.offset,
+                        key: rec.key,
+                        value: rec.value,
+                        transactional,
+                    }),
                     Err(e) => {
                         tracing::error!(topic, partition = index, error = %e,
                             "skipping the rest of an unreadable coordinator batch");
