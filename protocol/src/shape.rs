@@ -678,6 +678,88 @@ const WRITE_TXN_MARKERS: Schema = Schema {
     flexible_from: 1,
 };
 
+/// AddPartitionsToTxn's topics: name, partitions.
+const ADD_PARTITIONS_TOPIC: &[F] = &[f(T::Str, 0, ALL), f(T::ArrayI32, 0, ALL)];
+
+/// AddPartitionsToTxn v0-5 (KIP-98; v4+ batched for brokers, KIP-890): v0-3 one
+/// transaction (transactional_id, producer_id, producer_epoch, topics), v4+ an array of
+/// them, each with verify_only.
+const ADD_PARTITIONS_TO_TXN: Schema = Schema {
+    fields: &[
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL),                         // transactional_id
+                f(T::I64, 0, ALL),                         // producer_id
+                f(T::I16, 0, ALL),                         // producer_epoch
+                f(T::I8, 0, ALL),                          // verify_only
+                f(T::Array(ADD_PARTITIONS_TOPIC), 0, ALL), // topics
+            ]),
+            4,
+            ALL,
+        ),
+        f(T::Str, 0, 3),
+        f(T::I64, 0, 3),
+        f(T::I16, 0, 3),
+        f(T::Array(ADD_PARTITIONS_TOPIC), 0, 3),
+    ],
+    flexible_from: 3,
+};
+
+/// AddOffsetsToTxn v0-4: transactional_id, producer_id, producer_epoch, group_id.
+const ADD_OFFSETS_TO_TXN: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL),
+        f(T::I64, 0, ALL),
+        f(T::I16, 0, ALL),
+        f(T::Str, 0, ALL),
+    ],
+    flexible_from: 3,
+};
+
+/// EndTxn v0-5: transactional_id, producer_id, producer_epoch, committed.
+const END_TXN: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL),
+        f(T::I64, 0, ALL),
+        f(T::I16, 0, ALL),
+        f(T::I8, 0, ALL),
+    ],
+    flexible_from: 3,
+};
+
+/// TxnOffsetCommit v0-5: transactional_id, group_id, producer_id, producer_epoch, the
+/// member's generation_id, member_id and group_instance_id (v3+), then topics of
+/// partitions (index, offset, leader epoch from v2, metadata).
+const TXN_OFFSET_COMMIT: Schema = Schema {
+    fields: &[
+        f(T::Str, 0, ALL),
+        f(T::Str, 0, ALL),
+        f(T::I64, 0, ALL),
+        f(T::I16, 0, ALL),
+        f(T::I32, 3, ALL),
+        f(T::Str, 3, ALL),
+        f(T::Str, 3, ALL),
+        f(
+            T::Array(&[
+                f(T::Str, 0, ALL),
+                f(
+                    T::Array(&[
+                        f(T::I32, 0, ALL),
+                        f(T::I64, 0, ALL),
+                        f(T::I32, 2, ALL),
+                        f(T::Str, 0, ALL),
+                    ]),
+                    0,
+                    ALL,
+                ),
+            ]),
+            0,
+            ALL,
+        ),
+    ],
+    flexible_from: 3,
+};
+
 /// DescribeTransactions v0 (KIP-664): transactional_ids.
 const DESCRIBE_TRANSACTIONS: Schema = Schema {
     fields: &[f(T::ArrayStr, 0, ALL)],
@@ -779,6 +861,10 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::DescribeProducers => &DESCRIBE_PRODUCERS,
         ApiKey::WriteTxnMarkers => &WRITE_TXN_MARKERS,
         ApiKey::DescribeTransactions => &DESCRIBE_TRANSACTIONS,
+        ApiKey::AddPartitionsToTxn => &ADD_PARTITIONS_TO_TXN,
+        ApiKey::AddOffsetsToTxn => &ADD_OFFSETS_TO_TXN,
+        ApiKey::EndTxn => &END_TXN,
+        ApiKey::TxnOffsetCommit => &TXN_OFFSET_COMMIT,
         ApiKey::ListTransactions => &LIST_TRANSACTIONS,
         ApiKey::DescribeClientQuotas => &DESCRIBE_CLIENT_QUOTAS,
         ApiKey::AlterClientQuotas => &ALTER_CLIENT_QUOTAS,

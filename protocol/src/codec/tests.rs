@@ -530,6 +530,69 @@ mod round_trip {
                         .with_coordinator_epoch(s.partition),
                 ]),
             ),
+            ApiKey::AddPartitionsToTxn => {
+                let topics = vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                        .with_name(name(s))
+                        .with_partitions(vec![s.partition, 0]),
+                ];
+                let id = TransactionalId(StrBytes::from_string(s.topic.clone()));
+                let r = AddPartitionsToTxnRequest::default();
+                RequestKind::AddPartitionsToTxn(if v >= 4 {
+                    r.with_transactions(vec![
+                        add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                            .with_transactional_id(id)
+                            .with_producer_id(ProducerId(s.offset))
+                            .with_producer_epoch(2)
+                            .with_verify_only(s.partition % 2 == 0)
+                            .with_topics(topics),
+                    ])
+                } else {
+                    r.with_v3_and_below_transactional_id(id)
+                        .with_v3_and_below_producer_id(ProducerId(s.offset))
+                        .with_v3_and_below_producer_epoch(2)
+                        .with_v3_and_below_topics(topics)
+                })
+            }
+            ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(
+                AddOffsetsToTxnRequest::default()
+                    .with_transactional_id(TransactionalId(StrBytes::from_string(s.topic.clone())))
+                    .with_producer_id(ProducerId(s.offset))
+                    .with_producer_epoch(1)
+                    .with_group_id(GroupId(StrBytes::from_static_str("g"))),
+            ),
+            ApiKey::EndTxn => RequestKind::EndTxn(
+                EndTxnRequest::default()
+                    .with_transactional_id(TransactionalId(StrBytes::from_string(s.topic.clone())))
+                    .with_producer_id(ProducerId(s.offset))
+                    .with_producer_epoch(1)
+                    .with_committed(s.partition % 2 == 0),
+            ),
+            ApiKey::TxnOffsetCommit => {
+                let r = TxnOffsetCommitRequest::default()
+                    .with_transactional_id(TransactionalId(StrBytes::from_string(s.topic.clone())))
+                    .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                    .with_producer_id(ProducerId(s.offset))
+                    .with_producer_epoch(1)
+                    .with_topics(vec![
+                        txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                            .with_name(name(s))
+                            .with_partitions(vec![
+                                txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                                    .with_partition_index(s.partition)
+                                    .with_committed_offset(s.offset)
+                                    .with_committed_leader_epoch(if v >= 2 { 3 } else { -1 })
+                                    .with_committed_metadata(Some(StrBytes::from_static_str("m"))),
+                            ]),
+                    ]);
+                RequestKind::TxnOffsetCommit(if v >= 3 {
+                    r.with_generation_id(4)
+                        .with_member_id(StrBytes::from_static_str("member"))
+                        .with_group_instance_id(Some(StrBytes::from_static_str("i")))
+                } else {
+                    r
+                })
+            }
             ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(
                 DescribeTransactionsRequest::default().with_transactional_ids(vec![
                     TransactionalId(StrBytes::from_string(s.topic.clone())),
@@ -1201,6 +1264,44 @@ mod round_trip {
                                         .with_partition_index(s.partition)
                                         .with_error_code(52),
                                 ]),
+                        ]),
+                ]),
+            ),
+            ApiKey::AddPartitionsToTxn => {
+                let topics = vec![
+                    add_partitions_to_txn_response::AddPartitionsToTxnTopicResult::default()
+                        .with_name(name(s))
+                        .with_results_by_partition(vec![
+                            add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(s.partition)
+                                .with_partition_error_code(55),
+                        ]),
+                ];
+                let r = AddPartitionsToTxnResponse::default();
+                ResponseKind::AddPartitionsToTxn(if v >= 4 {
+                    r.with_results_by_transaction(vec![
+                        add_partitions_to_txn_response::AddPartitionsToTxnResult::default()
+                            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                                s.topic.clone(),
+                            )))
+                            .with_topic_results(topics),
+                    ])
+                } else {
+                    r.with_results_by_topic_v3_and_below(topics)
+                })
+            }
+            ApiKey::AddOffsetsToTxn => {
+                ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(51))
+            }
+            ApiKey::EndTxn => ResponseKind::EndTxn(EndTxnResponse::default().with_error_code(48)),
+            ApiKey::TxnOffsetCommit => ResponseKind::TxnOffsetCommit(
+                TxnOffsetCommitResponse::default().with_topics(vec![
+                    txn_offset_commit_response::TxnOffsetCommitResponseTopic::default()
+                        .with_name(name(s))
+                        .with_partitions(vec![
+                            txn_offset_commit_response::TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(s.partition)
+                                .with_error_code(0),
                         ]),
                 ]),
             ),
