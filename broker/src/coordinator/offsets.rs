@@ -289,6 +289,85 @@ impl OffsetStore {
         self.lock(group).write(records, now_ms)
     }
 
+    /// TxnOffsetCommit: appends offsets of `group` inside the transaction of `producer`
+    /// (id, epoch), as one transactional batch; they count once the producer's COMMIT marker
+    /// is written ([`OffsetStore::complete_transaction`]), and go on ABORT.
+    ///
+    /// # Errors
+    /// As [`OffsetStore::commit`]; the log refuses an older producer epoch
+    /// (INVALID_PRODUCER_EPOCH).
+    pub fn txn_commit(
+        &self,
+        group: &str,
+        producer: (i64, i16),
+        offsets: Vec<(String, i32, CommittedOffset)>,
+        now_ms: i64,
+    ) -> Result<PendingWrite, OffsetStoreError> {
+        let mut p = self.lock(group);
+        let index = p.index;
+        let (epoch, partition) = p.serving(OFFSETS_TOPIC)?;
+        let partition = partition.clone();
+        let records: Vec<CoordinatorRecord> = offsets
+            .into_iter()
+            .map(|(topic, partition, v)| CoordinatorRecord::OffsetCommit {
+                key: OffsetKey {
+                    group: group.to_owned(),
+                    topic,
+                    partition,
+                },
+                value: Some(v),
+            })
+            .collect();
+        if records.is_empty() {
+            return Ok(PendingWrite::nothing(OFFSETS_TOPIC, index));
+        }
+        let (end, flushes) = runtime::append_transactional_records(
+            &partition,
+            epoch,
+            producer,
+            records.iter().map(CoordinatorRecord::encode),
+            now_ms,
+        )
+        .map_err(|source| OffsetStoreError::Append {
+            topic: OFFSETS_TOPIC,
+            partition: index,
+            source,
+        })?;
+        for r in records {
+            p.shard.state.apply_transactional(producer.0, r);
+        }
+        Ok(PendingWrite::until(
+            OFFSETS_TOPIC,
+            partition,
+            epoch,
+            end,
+            flushes,
+        ))
+    }
+
+    /// The marker of `producer_id`'s transaction was appended to partition `index`: its
+    /// offsets there count (COMMIT) or go (ABORT). Nothing when the partition is not
+    /// active here (its next load replays the marker).
+    pub fn complete_transaction(&self, index: i32, producer_id: i64, commit: bool) {
+        if index < 0 || index >= self.config.num_partitions {
+            return;
+        }
+        let mut p = self.partitions.lock(index);
+        if matches!(p.role, Role::Active { .. }) {
+            p.shard.state.complete_transaction(producer_id, commit);
+        }
+    }
+
+    /// Whether a transaction holds an offset of `group`'s `topic`-`partition` that is not
+    /// decided yet.
+    #[must_use]
+    pub fn has_pending_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.lock(group)
+            .shard
+            .state
+            .has_pending_offset(group, topic, partition)
+    }
+
     /// The committed offset of one partition.
     #[must_use]
     pub fn fetch(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
@@ -612,6 +691,7 @@ impl OffsetsPartition {
         // does it too, for a partition that sees no more writes).
         self.finish_compaction()?;
         if self.shard.compaction.is_none()
+            && !self.shard.state.has_pending_transactions()
             && self
                 .shard
                 .state
@@ -684,12 +764,31 @@ impl OffsetsPartition {
     }
 }
 
-/// Reads the partition's whole log and applies every record to `state`.
+/// Reads the partition's whole log and applies every record to `state`, transactional
+/// offsets on their producer's marker.
 fn replay(partition: &Partition, state: &mut PartitionState) -> Result<(), OffsetStoreError> {
     let index = partition.index;
-    runtime::replay(partition, OFFSETS_TOPIC, |offset, key, value| {
+    runtime::replay_with_markers(partition, OFFSETS_TOPIC, |replayed| {
+        let (offset, key, value, transactional) = match replayed {
+            runtime::Replayed::Marker {
+                producer_id,
+                commit,
+            } => {
+                state.complete_transaction(producer_id, commit);
+                return;
+            }
+            runtime::Replayed::Record {
+                offset,
+                key,
+                value,
+                transactional,
+            } => (offset, key, value, transactional),
+        };
         match CoordinatorRecord::decode(key, value) {
-            Ok(Some(r)) => state.apply(r),
+            Ok(Some(r)) => match transactional {
+                Some(producer_id) => state.apply_transactional(producer_id, r),
+                None => state.apply(r),
+            },
             Ok(None) => {}
             // Kafka's loader fails the partition on a record it cannot read; one bad
             // record should not cost every other group its offsets, so skip it loudly.

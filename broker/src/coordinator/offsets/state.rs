@@ -33,11 +33,100 @@ pub struct PartitionState {
     consumer_groups: BTreeMap<Bytes, (String, Bytes)>,
     /// What the live records would take if rewritten: the compaction baseline.
     live_bytes: u64,
+    /// Offset commits applied so far: the log order of a commit, for the rule that a
+    /// transaction's offset counts on COMMIT only if no commit of the same key came later
+    /// in the log (Kafka's `recordOffset` comparison).
+    commits: u64,
+    /// The order of the commit each committed offset came from.
+    committed_at: HashMap<OffsetKey, u64>,
+    /// Transactional offsets (TxnOffsetCommit) waiting for their producer's marker, by
+    /// producer id, each with its commit's order (Kafka's `pendingTransactionalOffsets`).
+    pending_txn: HashMap<i64, Vec<(OffsetKey, CommittedOffset, u64)>>,
 }
 
 impl PartitionState {
-    /// Applies one record: the latest value per key wins, a tombstone removes the key.
+    /// Applies one record of a transactional batch of `producer_id`: an offset commit waits
+    /// for the producer's marker ([`PartitionState::complete_transaction`]); anything else
+    /// applies at once.
+    pub fn apply_transactional(&mut self, producer_id: i64, record: CoordinatorRecord) {
+        match record {
+            CoordinatorRecord::OffsetCommit {
+                key,
+                value: Some(v),
+            } => {
+                self.commits += 1;
+                let order = self.commits;
+                self.pending_txn
+                    .entry(producer_id)
+                    .or_default()
+                    .push((key, v, order));
+            }
+            other => self.apply(other),
+        }
+    }
+
+    /// The marker of `producer_id`'s transaction: on COMMIT its offsets count, each unless a
+    /// commit of the same key came after it in the log; on ABORT they go
+    /// (`OffsetMetadataManager.replayEndTransactionMarker`).
+    pub fn complete_transaction(&mut self, producer_id: i64, commit: bool) {
+        let Some(pending) = self.pending_txn.remove(&producer_id) else {
+            return;
+        };
+        if !commit {
+            return;
+        }
+        for (key, value, order) in pending {
+            if self.committed_at.get(&key).is_some_and(|&at| at > order) {
+                continue;
+            }
+            self.committed_at.insert(key.clone(), order);
+            self.put_offset(key, Some(value));
+        }
+    }
+
+    /// Whether a transaction holds an offset of `group`'s `topic`-`partition` not yet
+    /// committed or aborted (OffsetFetch's UNSTABLE_OFFSET_COMMIT).
+    #[must_use]
+    pub fn has_pending_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.pending_txn
+            .values()
+            .flatten()
+            .any(|(k, _, _)| k.group == group && k.topic == topic && k.partition == partition)
+    }
+
+    /// Whether any transaction holds offsets here (the rewrite that compacts the partition
+    /// waits until none does: it would drop them).
+    #[must_use]
+    pub fn has_pending_transactions(&self) -> bool {
+        !self.pending_txn.is_empty()
+    }
+
+    /// Applies one record: the latest value per key wins, a tombstone removes the key (and
+    /// the offsets transactions hold for it, as Kafka's replay does).
     pub fn apply(&mut self, record: CoordinatorRecord) {
+        if let CoordinatorRecord::OffsetCommit { key, value } = record {
+            self.commits += 1;
+            if value.is_some() {
+                self.committed_at.insert(key.clone(), self.commits);
+            } else {
+                self.committed_at.remove(&key);
+                for pending in self.pending_txn.values_mut() {
+                    pending.retain(|(k, _, _)| *k != key);
+                }
+            }
+            self.put_offset(key, value);
+            return;
+        }
+        self.store_record(record);
+    }
+
+    /// Sets (or, with `None`, removes) one committed offset, keeping the live size.
+    fn put_offset(&mut self, key: OffsetKey, value: Option<CommittedOffset>) {
+        self.store_record(CoordinatorRecord::OffsetCommit { key, value });
+    }
+
+    /// The state change of one record, with its live size.
+    fn store_record(&mut self, record: CoordinatorRecord) {
         let size = record.encoded_len() + RECORD_OVERHEAD;
         match record {
             CoordinatorRecord::OffsetCommit { key, value } => {
