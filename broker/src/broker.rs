@@ -139,6 +139,9 @@ impl Broker {
                 remove_expired_interval_ms: i64::from(
                     config.transaction_remove_expired_interval_ms,
                 ),
+                abort_timed_out_interval_ms: i64::from(
+                    config.transaction_abort_timed_out_interval_ms,
+                ),
             },
             now_ms,
         ));

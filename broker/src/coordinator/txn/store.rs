@@ -16,13 +16,15 @@
 //! the leader compacts nothing yet (see the module map's notes): ids expire after
 //! `transactional.id.expiration.ms` with a tombstone.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use strata_protocol::ResponseError;
+use tokio::sync::mpsc;
 
-use super::records::{self, TRANSACTION_STATE_TOPIC, TxnLogValue};
-use super::state::{EXHAUSTED_EPOCH, InitOutcome, TxnMetadata, TxnStates};
+use super::records::{self, TRANSACTION_STATE_TOPIC, TxnLogValue, TxnState};
+use super::state::{EXHAUSTED_EPOCH, EndOutcome, InitOutcome, TxnMetadata, TxnStates};
 use crate::coordinator::runtime::{self, CoordinatorError, Partitions, PendingWrite, Slot};
 use crate::partition::Partition;
 
@@ -41,6 +43,8 @@ pub struct TxnConfig {
     pub id_expiration_ms: i64,
     /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
     pub remove_expired_interval_ms: i64,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub abort_timed_out_interval_ms: i64,
 }
 
 /// Why a transaction request failed.
@@ -63,6 +67,50 @@ pub struct TxnStore {
     partitions: Partitions<TxnStates>,
     /// Broker time of the last expiry pass.
     last_expiry_ms: std::sync::atomic::AtomicI64,
+    /// Broker time of the last pass over timed-out transactions.
+    last_timeout_ms: std::sync::atomic::AtomicI64,
+    /// Decided transactions whose markers are to be sent, to the sender (the server's
+    /// `txn_markers` task, which takes the receiving end once).
+    markers: mpsc::UnboundedSender<MarkerJob>,
+    marker_jobs: std::sync::Mutex<Option<mpsc::UnboundedReceiver<MarkerJob>>>,
+}
+
+/// The markers of one decided transaction: what the sender writes to each of its
+/// partitions, before [`TxnStore::complete_markers`] writes its CompleteCommit or
+/// CompleteAbort.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerJob {
+    pub transactional_id: String,
+    /// The `__transaction_state` partition of the id.
+    pub txn_partition: i32,
+    /// The leader epoch of that partition when the transaction was decided: the markers'
+    /// coordinator epoch, which fences an older coordinator's markers.
+    pub coordinator_epoch: i32,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+    pub partitions: BTreeMap<String, BTreeSet<i32>>,
+}
+
+impl MarkerJob {
+    fn of(id: &str, txn_partition: i32, coordinator_epoch: i32, m: &TxnMetadata) -> Self {
+        MarkerJob {
+            transactional_id: id.to_owned(),
+            txn_partition,
+            coordinator_epoch,
+            producer_id: m.producer_id,
+            producer_epoch: m.producer_epoch,
+            commit: m.state == TxnState::PrepareCommit,
+            partitions: m.partitions.clone(),
+        }
+    }
+}
+
+/// A prepared transition appended under the partition's lock, waiting to be committed.
+struct Appended {
+    next: TxnMetadata,
+    epoch: i32,
+    pending: PendingWrite,
 }
 
 impl TxnStore {
@@ -76,10 +124,14 @@ impl TxnStore {
             config.num_partitions > 0,
             "transaction.state.log.num.partitions must be positive"
         );
+        let (markers, marker_jobs) = mpsc::unbounded_channel();
         TxnStore {
             config,
             partitions: Partitions::new(TRANSACTION_STATE_TOPIC, config.num_partitions),
             last_expiry_ms: std::sync::atomic::AtomicI64::new(now_ms),
+            last_timeout_ms: std::sync::atomic::AtomicI64::new(now_ms),
+            markers,
+            marker_jobs: std::sync::Mutex::new(Some(marker_jobs)),
         }
     }
 
@@ -131,25 +183,7 @@ impl TxnStore {
                     "skipping undecodable {TRANSACTION_STATE_TOPIC} record"),
             }
         })?;
-        Ok(self.partitions.activate(index, epoch, states, |states| {
-            let decided = states
-                .iter()
-                .filter(|(_, m)| {
-                    matches!(
-                        m.state,
-                        records::TxnState::PrepareCommit | records::TxnState::PrepareAbort
-                    )
-                })
-                .count();
-            if decided > 0 {
-                // The markers of a decided transaction are sent by its coordinator, which
-                // WriteTxnMarkers will do; until then such a transaction stays decided.
-                tracing::warn!(
-                    partition = index,
-                    decided,
-                    "loaded decided transactions whose markers are not sent"
-                );
-            }
+        let activated = self.partitions.activate(index, epoch, states, |states| {
             tracing::info!(
                 partition = index,
                 epoch,
@@ -157,7 +191,20 @@ impl TxnStore {
                 elapsed_ms = started.elapsed().as_millis(),
                 "loaded {TRANSACTION_STATE_TOPIC} partition"
             );
-        }))
+        });
+        if activated {
+            // The transactions decided but not completed by the previous coordinator: their
+            // markers are sent again (a partition that has them already ignores a repeat).
+            let p = self.partitions.lock(index);
+            if p.role.epoch() == Some(epoch) {
+                for (id, m) in p.shard.iter() {
+                    if matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+                        let _ = self.markers.send(MarkerJob::of(id, index, epoch, m));
+                    }
+                }
+            }
+        }
+        Ok(activated)
     }
 
     /// Whether partition `index` is led here and loading.
@@ -227,7 +274,7 @@ impl TxnStore {
         // or its epochs ran out; one allocated for a state that changed meanwhile is unused,
         // as Kafka leaves gaps in its blocks too.
         let mut fresh = None;
-        let (next, pending) = loop {
+        let written = loop {
             let needs_fresh = {
                 let p = self.lock(id);
                 p.serving(TRANSACTION_STATE_TOPIC)?;
@@ -239,8 +286,7 @@ impl TxnStore {
                 fresh = Some(allocate().await.map_err(TxnError::ProducerId)?);
             }
             let mut p = self.lock(id);
-            let (epoch, partition) = p.serving(TRANSACTION_STATE_TOPIC)?;
-            let partition = partition.clone();
+            p.serving(TRANSACTION_STATE_TOPIC)?;
             let needs_fresh = p
                 .shard
                 .get(id)
@@ -255,50 +301,77 @@ impl TxnStore {
                 .shard
                 .init_producer_id(id, timeout_ms, expected, false, now_ms, &mut take)
                 .map_err(TxnError::Refused)?;
-            let next = match outcome {
-                InitOutcome::Write(next) => next,
-                InitOutcome::Fence(_) => {
-                    // An ongoing transaction needs its markers to be aborted, which this node
-                    // cannot send yet; no transaction becomes ongoing here before it can.
-                    p.shard.abandon(id);
-                    return Err(TxnError::Refused(
-                        ResponseError::ConcurrentTransactions.code(),
-                    ));
-                }
+            break match outcome {
+                InitOutcome::Write(next) => (false, Self::append(&mut p, id, next, now_ms)?),
+                InitOutcome::Fence(next) => (true, Self::append(&mut p, id, next, now_ms)?),
             };
-            let record = (records::encode_key(id), Some(next.log_value().encode()));
-            match runtime::append_records(&partition, epoch, [record], now_ms) {
-                Ok((end, flushes)) => {
-                    let pending = PendingWrite::until(
-                        TRANSACTION_STATE_TOPIC,
-                        partition,
-                        epoch,
-                        end,
-                        flushes,
-                    );
-                    break (next, (epoch, pending));
-                }
-                Err(source) => {
-                    p.shard.abandon(id);
-                    return Err(CoordinatorError::Append {
-                        topic: TRANSACTION_STATE_TOPIC,
-                        partition: p.index,
-                        source,
-                    }
-                    .into());
-                }
+        };
+        let (fenced, appended) = written;
+        let (next, epoch) = self.finish(id, appended).await?;
+        if fenced {
+            // The fenced transaction is aborted by its markers; the producer retries until
+            // that is complete (Kafka answers the same).
+            let job = MarkerJob::of(id, self.partition_for(id), epoch, &next);
+            let _ = self.markers.send(job);
+            return Err(TxnError::Refused(
+                ResponseError::ConcurrentTransactions.code(),
+            ));
+        }
+        Ok((next.producer_id, next.producer_epoch))
+    }
+
+    /// Appends the prepared `next` of `id` as the partition's leader, under its lock `p`; the
+    /// pending state is cleared if the append fails.
+    fn append(
+        p: &mut Slot<TxnStates>,
+        id: &str,
+        next: TxnMetadata,
+        now_ms: i64,
+    ) -> Result<Appended, TxnError> {
+        let (epoch, partition) = match p.serving(TRANSACTION_STATE_TOPIC) {
+            Ok((epoch, partition)) => (epoch, partition.clone()),
+            Err(e) => {
+                p.shard.abandon(id);
+                return Err(e.into());
             }
         };
-        let (epoch, pending) = pending;
-        let committed = pending.committed(WRITE_TIMEOUT).await;
+        let record = (records::encode_key(id), Some(next.log_value().encode()));
+        match runtime::append_records(&partition, epoch, [record], now_ms) {
+            Ok((end, flushes)) => Ok(Appended {
+                next,
+                epoch,
+                pending: PendingWrite::until(
+                    TRANSACTION_STATE_TOPIC,
+                    partition,
+                    epoch,
+                    end,
+                    flushes,
+                ),
+            }),
+            Err(source) => {
+                p.shard.abandon(id);
+                Err(CoordinatorError::Append {
+                    topic: TRANSACTION_STATE_TOPIC,
+                    partition: p.index,
+                    source,
+                }
+                .into())
+            }
+        }
+    }
+
+    /// Waits for an appended transition to be committed, then makes it `id`'s state (or
+    /// abandons it): the new state and the leader epoch it was written in.
+    async fn finish(&self, id: &str, a: Appended) -> Result<(TxnMetadata, i32), TxnError> {
+        let committed = a.pending.committed(WRITE_TIMEOUT).await;
         let mut p = self.lock(id);
-        let same_leadership = p.role.epoch() == Some(epoch);
+        let same_leadership = p.role.epoch() == Some(a.epoch);
         match committed {
             Ok(()) => {
                 if same_leadership {
-                    p.shard.complete(id, next.clone());
+                    p.shard.complete(id, a.next.clone());
                 }
-                Ok((next.producer_id, next.producer_epoch))
+                Ok((a.next, a.epoch))
             }
             Err(e) => {
                 if same_leadership {
@@ -307,6 +380,187 @@ impl TxnStore {
                 Err(e.into())
             }
         }
+    }
+
+    /// AddPartitionsToTxn (v0-3, or v4+ without `verify_only`) and AddOffsetsToTxn: adds
+    /// `partitions` to the ongoing transaction of `id`, answered once that is committed.
+    ///
+    /// # Errors
+    /// [`TxnError`]: not served here, the state machine's refusal, a failed write.
+    pub async fn add_partitions(
+        &self,
+        id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &BTreeMap<String, BTreeSet<i32>>,
+        now_ms: i64,
+    ) -> Result<(), TxnError> {
+        let appended = {
+            let mut p = self.lock(id);
+            p.serving(TRANSACTION_STATE_TOPIC)?;
+            let prepared = p
+                .shard
+                .add_partitions(id, producer_id, producer_epoch, partitions, false, now_ms)
+                .map_err(TxnError::Refused)?;
+            match prepared {
+                None => return Ok(()),
+                Some(next) => Self::append(&mut p, id, next, now_ms)?,
+            }
+        };
+        self.finish(id, appended).await.map(|_| ())
+    }
+
+    /// AddPartitionsToTxn v4+ with `verify_only`: whether each partition is in the ongoing
+    /// transaction of `id` (NONE, or TRANSACTION_ABORTABLE).
+    ///
+    /// # Errors
+    /// [`TxnError`]: not served here, or the state machine's refusal for every partition.
+    pub fn verify(
+        &self,
+        id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &BTreeMap<String, BTreeSet<i32>>,
+    ) -> Result<BTreeMap<(String, i32), i16>, TxnError> {
+        let p = self.lock(id);
+        p.serving(TRANSACTION_STATE_TOPIC)?;
+        p.shard
+            .verify(id, producer_id, producer_epoch, partitions)
+            .map_err(TxnError::Refused)
+    }
+
+    /// EndTxn: decides the transaction of `id` (PrepareCommit or PrepareAbort), answered
+    /// once that is committed, with the producer id and epoch the producer goes on with;
+    /// its markers are then sent, and the transaction completed, in the background.
+    ///
+    /// # Errors
+    /// [`TxnError`]: not served here, the state machine's refusal, a failed write.
+    pub async fn end_txn(
+        &self,
+        id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        now_ms: i64,
+    ) -> Result<(i64, i16), TxnError> {
+        let appended = {
+            let mut p = self.lock(id);
+            p.serving(TRANSACTION_STATE_TOPIC)?;
+            // Only a version-2 end can take a fresh producer id, and version 2 is not served.
+            let mut none = || -1;
+            let outcome = p
+                .shard
+                .end_txn(
+                    id,
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    false,
+                    now_ms,
+                    &mut none,
+                )
+                .map_err(TxnError::Refused)?;
+            match outcome {
+                EndOutcome::Done {
+                    producer_id,
+                    producer_epoch,
+                } => return Ok((producer_id, producer_epoch)),
+                EndOutcome::Prepare(next) => Self::append(&mut p, id, next, now_ms)?,
+            }
+        };
+        let (next, epoch) = self.finish(id, appended).await?;
+        let _ = self
+            .markers
+            .send(MarkerJob::of(id, self.partition_for(id), epoch, &next));
+        Ok((next.producer_id, next.producer_epoch))
+    }
+
+    /// The receiving end of the marker jobs, for the one sender (`None` once taken).
+    pub fn take_marker_jobs(&self) -> Option<mpsc::UnboundedReceiver<MarkerJob>> {
+        self.marker_jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// Whether this node still leads the job's `__transaction_state` partition in the epoch
+    /// the transaction was decided in (a new leader resumes it from its log).
+    #[must_use]
+    pub fn still_coordinates(&self, job: &MarkerJob) -> bool {
+        self.partitions.lock(job.txn_partition).role.epoch() == Some(job.coordinator_epoch)
+    }
+
+    /// Every marker of `job` is written: its CompleteCommit or CompleteAbort, committed.
+    /// Nothing is done when the transaction is no longer the one decided (this node lost
+    /// the partition, or the state moved on).
+    ///
+    /// # Errors
+    /// [`TxnError`] when the write failed; the sender retries while it still coordinates.
+    pub async fn complete_markers(&self, job: &MarkerJob, now_ms: i64) -> Result<(), TxnError> {
+        let id = job.transactional_id.as_str();
+        let appended = {
+            let mut p = self.lock(id);
+            if p.role.epoch() != Some(job.coordinator_epoch) {
+                return Ok(());
+            }
+            let decided = p.shard.get(id).is_some_and(|m| {
+                m.pending.is_none()
+                    && m.producer_id == job.producer_id
+                    && m.producer_epoch == job.producer_epoch
+                    && m.state
+                        == if job.commit {
+                            TxnState::PrepareCommit
+                        } else {
+                            TxnState::PrepareAbort
+                        }
+            });
+            if !decided {
+                return Ok(());
+            }
+            let Some(next) = p.shard.prepare_complete(id, now_ms) else {
+                return Ok(());
+            };
+            Self::append(&mut p, id, next, now_ms)?
+        };
+        self.finish(id, appended).await.map(|_| ())
+    }
+
+    /// Aborts, with a bumped epoch that fences their producers, the ongoing transactions
+    /// that outlived their timeout, if `transaction.abort.timed.out.transaction.cleanup.interval.ms`
+    /// has passed since the last pass (`abortTimedOutTransactions`). Returns how many were
+    /// decided (`None`: no pass was due); their markers follow.
+    pub async fn maybe_abort_timed_out(&self, now_ms: i64) -> Option<usize> {
+        use std::sync::atomic::Ordering;
+        let last = self.last_timeout_ms.load(Ordering::Relaxed);
+        if now_ms.saturating_sub(last) < self.config.abort_timed_out_interval_ms {
+            return None;
+        }
+        self.last_timeout_ms.store(now_ms, Ordering::Relaxed);
+        let mut appended = Vec::new();
+        for mut p in self.partitions.each() {
+            if p.serving(TRANSACTION_STATE_TOPIC).is_err() {
+                continue;
+            }
+            for (id, next) in p.shard.abort_timed_out(false, now_ms) {
+                tracing::info!(transactional_id = %id, producer_id = next.producer_id,
+                    "aborting a transaction that outlived its timeout");
+                match Self::append(&mut p, &id, next, now_ms) {
+                    Ok(a) => appended.push((id, a)),
+                    Err(e) => tracing::warn!(transactional_id = %id, error = %e,
+                        "cannot abort a timed-out transaction"),
+                }
+            }
+        }
+        let mut count = 0;
+        for (id, a) in appended {
+            if let Ok((next, epoch)) = self.finish(&id, a).await {
+                let _ =
+                    self.markers
+                        .send(MarkerJob::of(&id, self.partition_for(&id), epoch, &next));
+                count += 1;
+            }
+        }
+        Some(count)
     }
 
     /// Removes, with tombstones, the transactional ids idle for longer than

@@ -17,6 +17,7 @@ fn config() -> TxnConfig {
         max_timeout_ms: 900_000,
         id_expiration_ms: 10_000,
         remove_expired_interval_ms: 1_000,
+        abort_timed_out_interval_ms: 1_000,
     }
 }
 
