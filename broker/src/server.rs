@@ -28,3 +28,4 @@ pub mod housekeeping;
 pub mod observe;
 pub mod placement;
 pub mod start;
+pub mod txn_markers;

@@ -17,7 +17,7 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const MESSAGE_TOO_LARGE: i16 = 10;
 const INVALID_RECORD: i16 = 87;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-const INVALID_TXN_STATE: i16 = 48;
+const NOT_ENOUGH_REPLICAS: i16 = 19;
 const UNSUPPORTED_VERSION: i16 = 35;
 
 fn connect(b: &Broker) -> TcpStream {
@@ -119,8 +119,9 @@ fn bad_input_gets_kafka_errors_or_a_clean_close_and_the_broker_keeps_serving() {
         INVALID_RECORD,
         "a client's control batch"
     );
-    // Transactional records for a partition no ongoing transaction includes: appending
-    // them would open a transaction nobody ends.
+    // Transactional records of an id no coordinator serves (no `__transaction_state` yet):
+    // refused as Kafka refuses a batch it cannot verify, NOT_ENOUGH_REPLICAS, which the
+    // producer retries; appending them would open a transaction nobody ends.
     let mut txn = batch(2, 10);
     strata_protocol::record_batch::set_producer(&mut txn, 7, 0, 0);
     strata_protocol::record_batch::set_transactional(&mut txn);
@@ -131,7 +132,7 @@ fn bad_input_gets_kafka_errors_or_a_clean_close_and_the_broker_keeps_serving() {
     let r = recv(&mut s).expect("produce response");
     assert_eq!(
         wire::produce_result(&r, "bad-input").0,
-        INVALID_TXN_STATE,
+        NOT_ENOUGH_REPLICAS,
         "transactional records outside any transaction"
     );
 

@@ -12,6 +12,13 @@
 //!   last acknowledged one; `strata admin transactions list` and `describe` show it
 //!   (ListTransactions, DescribeTransactions), ListTransactions filters by state and
 //!   producer id, and an unknown id is TRANSACTIONAL_ID_NOT_FOUND.
+//! - `a_transaction_over_raw_frames`: AddPartitionsToTxn v0 (an unknown partition is
+//!   UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, an old epoch
+//!   INVALID_PRODUCER_EPOCH), Produce's KIP-890 verification (a transactional batch for a
+//!   partition not in the transaction is INVALID_TXN_STATE, one in it is appended), EndTxn v0
+//!   (the commit, its retry, and an abort after it, INVALID_TXN_STATE), the commit marker
+//!   written by the coordinator, and AddPartitionsToTxn v4's `verify_only`
+//!   (TRANSACTION_ABORTABLE once the transaction is over).
 //! - `markers_are_appended_by_the_partition_leader`: WriteTxnMarkers over raw frames: a
 //!   marker takes one offset once committed; an older producer epoch is
 //!   INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED, and
@@ -190,6 +197,198 @@ fn latest(b: &Broker, topic: &str) -> anyhow::Result<i64> {
     let (code, offset) = wire::list_offsets_result(&r, topic);
     ensure!(code == 0, "ListOffsets error {code}");
     Ok(offset)
+}
+
+/// AddPartitionsToTxn v0 for one transaction: each (topic, partition, code) answered.
+fn add_partitions_v0(
+    b: &Broker,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    partitions: &[(&str, i32)],
+) -> anyhow::Result<Vec<(String, i32, i16)>> {
+    let mut req = wire::header(24, 0, 21);
+    wire::put_str(&mut req, id);
+    req.extend_from_slice(&pid.to_be_bytes());
+    req.extend_from_slice(&epoch.to_be_bytes());
+    req.extend_from_slice(&i32::try_from(partitions.len())?.to_be_bytes());
+    for (topic, p) in partitions {
+        wire::put_str(&mut req, topic);
+        req.extend_from_slice(&1i32.to_be_bytes());
+        req.extend_from_slice(&p.to_be_bytes());
+    }
+    let r = roundtrip(b, &req)?;
+    // corr(4) throttle(4) topics(4) [name(2+n) partitions(4) [index(4) code(2)]]
+    let mut at = 8;
+    let mut out = Vec::new();
+    let mut take = |n: usize| -> anyhow::Result<&[u8]> {
+        let v = r
+            .get(at..at + n)
+            .context("truncated AddPartitionsToTxn answer")?;
+        at += n;
+        Ok(v)
+    };
+    let topics = i32::from_be_bytes(take(4)?.try_into()?);
+    for _ in 0..topics {
+        let len = usize::try_from(i16::from_be_bytes(take(2)?.try_into()?))?;
+        let name = String::from_utf8(take(len)?.to_vec())?;
+        let n = i32::from_be_bytes(take(4)?.try_into()?);
+        for _ in 0..n {
+            let index = i32::from_be_bytes(take(4)?.try_into()?);
+            let code = i16::from_be_bytes(take(2)?.try_into()?);
+            out.push((name.clone(), index, code));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// AddPartitionsToTxn v4 (a broker's, batched) with `verify_only` for partition 0 of
+/// `topic`: (top-level code, the partition's code).
+fn verify_v4(
+    b: &Broker,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    topic: &str,
+) -> anyhow::Result<(i16, i16)> {
+    let compact = |v: &mut Vec<u8>, s: &str| -> anyhow::Result<()> {
+        v.push(u8::try_from(s.len() + 1)?);
+        v.extend_from_slice(s.as_bytes());
+        Ok(())
+    };
+    let mut req = wire::header(24, 4, 22);
+    req.push(0); // header tagged fields
+    req.push(2); // one transaction
+    compact(&mut req, id)?;
+    req.extend_from_slice(&pid.to_be_bytes());
+    req.extend_from_slice(&epoch.to_be_bytes());
+    req.push(1); // verify_only
+    req.push(2); // one topic
+    compact(&mut req, topic)?;
+    req.push(2); // one partition
+    req.extend_from_slice(&0i32.to_be_bytes());
+    req.push(0); // topic tagged fields
+    req.push(0); // transaction tagged fields
+    req.push(0); // tagged fields
+    let r = roundtrip(b, &req)?;
+    // corr(4) tags(1) throttle(4) error(2) results(1) id(1+n) topics(1) name(1+m)
+    // partitions(1) index(4) code(2)
+    let top = i16::from_be_bytes(r.get(9..11).context("truncated")?.try_into()?);
+    if top != 0 {
+        return Ok((top, -1));
+    }
+    let at = 11 + 1 + 1 + id.len() + 1 + 1 + topic.len() + 1 + 4;
+    let code = i16::from_be_bytes(r.get(at..at + 2).context("truncated")?.try_into()?);
+    Ok((top, code))
+}
+
+/// EndTxn v0: its error code.
+fn end_txn_v0(b: &Broker, id: &str, (pid, epoch): (i64, i16), commit: bool) -> anyhow::Result<i16> {
+    let mut req = wire::header(26, 0, 23);
+    wire::put_str(&mut req, id);
+    req.extend_from_slice(&pid.to_be_bytes());
+    req.extend_from_slice(&epoch.to_be_bytes());
+    req.push(u8::from(commit));
+    let r = roundtrip(b, &req)?;
+    Ok(i16::from_be_bytes(
+        r.get(8..10)
+            .context("truncated EndTxn answer")?
+            .try_into()?,
+    ))
+}
+
+/// A transactional batch of `n` records of producer `pid` at `epoch`, first sequence `seq`.
+fn txn_batch((pid, epoch): (i64, i16), seq: i32, n: usize) -> Vec<u8> {
+    use strata_protocol::record_batch::{self, SimpleRecord};
+    let records: Vec<SimpleRecord> = (0..n)
+        .map(|i| SimpleRecord {
+            key: Some(format!("k{i}").into()),
+            value: Some(format!("v{i}").into()),
+            timestamp: 1_700_000_000_000,
+            headers: vec![],
+        })
+        .collect();
+    let mut batch = record_batch::encode_batch(0, &records).to_vec();
+    record_batch::set_producer(&mut batch, pid, epoch, seq);
+    record_batch::set_transactional(&mut batch);
+    record_batch::write_crc(&mut batch);
+    batch
+}
+
+#[test]
+fn a_transaction_over_raw_frames() {
+    const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    const INVALID_TXN_STATE: i16 = 48;
+    const CONCURRENT_TRANSACTIONS: i16 = 51;
+    const OPERATION_NOT_ATTEMPTED: i16 = 55;
+    const TRANSACTION_ABORTABLE: i16 = 120;
+    let _serial = serial();
+    with_broker(&[], |b| {
+        let (id, topic) = ("raw-tx", "raw-txn-topic");
+        roundtrip(b, &wire::metadata_request(1, topic))?;
+        wait_until(
+            "the topic is served",
+            WAIT,
+            Duration::from_millis(50),
+            || Ok(latest(b, topic).is_ok()),
+        )?;
+        let (code, pid, epoch) = first_init(b, id)?;
+        ensure!(code == 0, "InitProducerId: {code}");
+        let producer = (pid, epoch);
+        let produce = |seq: i32| -> anyhow::Result<i16> {
+            let batch = txn_batch(producer, seq, 3);
+            let r = roundtrip(
+                b,
+                &wire::transactional_produce_request(31, Some(id), topic, &batch),
+            )?;
+            Ok(wire::produce_result(&r, topic).0)
+        };
+        // Not in the transaction: the coordinator does not confirm the partition.
+        ensure!(produce(0)? == INVALID_TXN_STATE, "unverified batch");
+        ensure!(latest(b, topic)? == 0, "an unverified batch was appended");
+        // One unknown partition: nothing is added.
+        let codes = add_partitions_v0(b, id, producer, &[(topic, 0), ("no-such-topic", 0)])?;
+        ensure!(
+            codes
+                == vec![
+                    ("no-such-topic".to_owned(), 0, UNKNOWN_TOPIC_OR_PARTITION),
+                    (topic.to_owned(), 0, OPERATION_NOT_ATTEMPTED),
+                ],
+            "{codes:?}"
+        );
+        let codes = add_partitions_v0(b, id, (pid, epoch - 1), &[(topic, 0)])?;
+        ensure!(codes[0].2 == INVALID_PRODUCER_EPOCH, "old epoch: {codes:?}");
+        let codes = add_partitions_v0(b, id, producer, &[(topic, 0)])?;
+        ensure!(codes == vec![(topic.to_owned(), 0, 0)], "{codes:?}");
+        ensure!(produce(0)? == 0, "verified batch");
+        ensure!(produce(3)? == 0, "second batch");
+        ensure!(latest(b, topic)? == 6, "six records");
+        ensure!(end_txn_v0(b, id, producer, true)? == 0, "commit");
+        // The commit's retry succeeds once the markers are written.
+        wait_until(
+            "the commit completes",
+            WAIT,
+            Duration::from_millis(20),
+            || {
+                let code = end_txn_v0(b, id, producer, true)?;
+                ensure!(
+                    code == 0 || code == CONCURRENT_TRANSACTIONS,
+                    "retry: {code}"
+                );
+                Ok(code == 0)
+            },
+        )?;
+        ensure!(latest(b, topic)? == 7, "the commit marker");
+        let code = end_txn_v0(b, id, producer, false)?;
+        ensure!(code == INVALID_TXN_STATE, "abort after commit: {code}");
+        // A broker's verification: the partition left the transaction with its end.
+        let (top, code) = verify_v4(b, id, producer, topic)?;
+        ensure!(
+            top == 0 && code == TRANSACTION_ABORTABLE,
+            "verify: {top} {code}"
+        );
+        ensure!(produce(6)? == INVALID_TXN_STATE, "batch after the end");
+        Ok(())
+    });
 }
 
 #[test]

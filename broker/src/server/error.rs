@@ -22,6 +22,7 @@ use crate::coordinator::group::consumer::{
     ConsumerGroupError, ConsumerGroupInUse, DeleteConsumerGroupError,
 };
 use crate::coordinator::runtime::CoordinatorError;
+use crate::coordinator::txn::store::TxnError;
 use crate::partition::{FlushError, LeaderAppendError};
 use crate::server::handlers::incremental_alter_configs::ConfigRefusal;
 use crate::server::handlers::offset_commit::CommitRefusal;
@@ -255,6 +256,27 @@ pub fn coordinator_error_code(e: &CoordinatorError) -> i16 {
         ResponseError::CoordinatorNotAvailable.code()
     } else {
         ResponseError::UnknownServerError.code()
+    }
+}
+
+/// A transaction coordinator request's failure as its code, before any version mapping:
+/// the state machine's own code, or the store's failure as [`coordinator_error_code`] says.
+#[must_use]
+pub fn txn_error_code(e: &TxnError) -> i16 {
+    match e {
+        TxnError::Refused(code) | TxnError::ProducerId(code) => *code,
+        TxnError::Coordinator(e) => coordinator_error_code(e),
+    }
+}
+
+/// PRODUCER_FENCED came with KIP-588 (InitProducerId v4, AddPartitionsToTxn, AddOffsetsToTxn,
+/// EndTxn and TxnOffsetCommit v2 or v3); older versions know INVALID_PRODUCER_EPOCH.
+#[must_use]
+pub fn fenced_for_version(code: i16, version: i16, first_with_fenced: i16) -> i16 {
+    if code == ResponseError::ProducerFenced.code() && version < first_with_fenced {
+        ResponseError::InvalidProducerEpoch.code()
+    } else {
+        code
     }
 }
 
@@ -529,7 +551,7 @@ pub fn produce_refusal_code(e: &ProduceRefusal) -> i16 {
         ProduceRefusal::NullRecords
         | ProduceRefusal::KeylessRecordInCompactedTopic
         | ProduceRefusal::ControlBatch => ResponseError::InvalidRecord.code(),
-        ProduceRefusal::NotInTransaction => ResponseError::InvalidTxnState.code(),
+        ProduceRefusal::Unverified(code) => *code,
         ProduceRefusal::TransactionalIdAuthorization => {
             ResponseError::TransactionalIdAuthorizationFailed.code()
         }

@@ -12,6 +12,8 @@ use crate::broker::Broker;
 use crate::server::connection::Slot;
 use crate::server::forward;
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod allocate_producer_ids;
 pub mod alter_client_quotas;
 pub mod alter_configs;
@@ -42,6 +44,7 @@ pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 #[cfg(test)]
@@ -63,6 +66,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod replica_fetch;
 pub mod sync_group;
+pub mod txn_offset_commit;
 pub mod write_txn_markers;
 
 /// What a handler knows about the request it serves.
@@ -236,7 +240,12 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(&ctx, r).await),
         RequestKind::Produce(r) => {
             let bytes = produce::record_bytes(&r);
-            let produced = produce::handle(&ctx, r);
+            // KIP-890: a batch that opens a transaction on a partition is checked with the
+            // producer's coordinator first. Awaited inline, so that the connection's appends
+            // stay in the order sent; only the first batch of a transaction on a partition
+            // asks.
+            let unverified = produce::verification::refused(&ctx, &r).await;
+            let produced = produce::handle(&ctx, r, &unverified);
             let throttle = ctx.throttle(crate::server::client_quotas::QuotaType::Produce, bytes);
             match produced {
                 produce::Produced::Ready(resp) => {
@@ -332,6 +341,32 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         }
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(describe_producers::handle(&ctx, r))
+        }
+        // The transaction requests wait for their write to `__transaction_state` on a task of
+        // their own, so the connection's next requests are processed meanwhile.
+        RequestKind::AddPartitionsToTxn(r) => {
+            return Slot::Pending(tokio::spawn(async move {
+                let resp = add_partitions_to_txn::handle(&ctx, r).await;
+                ctx.encode(&ResponseKind::AddPartitionsToTxn(resp))
+            }));
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            return Slot::Pending(tokio::spawn(async move {
+                let resp = add_offsets_to_txn::handle(&ctx, r).await;
+                ctx.encode(&ResponseKind::AddOffsetsToTxn(resp))
+            }));
+        }
+        RequestKind::TxnOffsetCommit(r) => {
+            return Slot::Pending(tokio::spawn(async move {
+                let resp = txn_offset_commit::handle(&ctx, r).await;
+                ctx.encode(&ResponseKind::TxnOffsetCommit(resp))
+            }));
+        }
+        RequestKind::EndTxn(r) => {
+            return Slot::Pending(tokio::spawn(async move {
+                let resp = end_txn::handle(&ctx, r).await;
+                ctx.encode(&ResponseKind::EndTxn(resp))
+            }));
         }
         RequestKind::WriteTxnMarkers(r) => {
             ResponseKind::WriteTxnMarkers(write_txn_markers::handle(&ctx, r).await)

@@ -1,7 +1,8 @@
 //! The periodic tasks: retention (`log.retention.check.interval.ms`), the time-based flush
 //! policy (`log.flush.interval.ms`), the coordinators' expiry of offsets and transactional
-//! ids; and, on a timer of its own, the recovery point
-//! checkpoint (`log.flush.offset.checkpoint.interval.ms`, Kafka's 60 s default).
+//! ids; on timers of their own, the abort of timed-out transactions and the recovery point
+//! checkpoint (`log.flush.offset.checkpoint.interval.ms`, Kafka's 60 s default); and the transaction
+//! coordinator's marker sender ([`crate::server::txn_markers`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,8 @@ use crate::broker::{Broker, RECOVERY_POINT_CHECKPOINT_INTERVAL_MS};
 /// each pass runs on the blocking pool, away from the connection tasks.
 pub async fn run(broker: Arc<Broker>) {
     tokio::spawn(checkpoint_recovery_points(broker.clone()));
+    tokio::spawn(crate::server::txn_markers::run(broker.clone()));
+    tokio::spawn(abort_timed_out_transactions(broker.clone()));
     let mut period = broker.config.log_retention_check_interval_ms;
     period = period.min(broker.config.offsets_retention_check_interval_ms);
     period = period.min(
@@ -44,6 +47,21 @@ async fn checkpoint_recovery_points(broker: Arc<Broker>) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot write the recovery point checkpoint"),
             Err(e) => tracing::error!(error = %e, "recovery point checkpoint failed"),
+        }
+    }
+}
+
+/// Aborts the transactions that outlived their timeout, every
+/// `transaction.abort.timed.out.transaction.cleanup.interval.ms` (each pass waits for its
+/// writes, so it runs apart from the other housekeeping).
+async fn abort_timed_out_transactions(broker: Arc<Broker>) {
+    let period = u64::try_from(broker.txns.config().abort_timed_out_interval_ms).unwrap_or(1);
+    let mut ticker = tokio::time::interval(Duration::from_millis(period.max(1)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        if let Some(n @ 1..) = broker.txns.maybe_abort_timed_out(crate::now_ms()).await {
+            tracing::info!(aborted = n, "aborted timed-out transactions");
         }
     }
 }

@@ -65,7 +65,7 @@ pub fn txn_coordinator(broker: &Broker, id: &str) -> Placement {
 }
 
 /// The leader of `topic`'s partition `partition` in `image`, seen from node `me`.
-fn leader_of(image: &MetadataImage, topic: &str, partition: i32, me: i32) -> Placement {
+pub fn leader_of(image: &MetadataImage, topic: &str, partition: i32, me: i32) -> Placement {
     let leader = image
         .topics
         .get(topic)

@@ -16,9 +16,8 @@ use strata_protocol::ResponseError;
 use strata_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::RequestContext;
-use crate::coordinator::txn::store::TxnError;
 use crate::server::error::{
-    coordinator_error_code, coordinator_unavailable_code, producer_id_error_code,
+    coordinator_unavailable_code, fenced_for_version, producer_id_error_code, txn_error_code,
 };
 use crate::server::placement;
 
@@ -64,14 +63,8 @@ pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitPro
         Ok((producer_id, epoch)) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(producer_id))
             .with_producer_epoch(epoch),
-        Err(code) => {
-            // PRODUCER_FENCED is v4's (KIP-588); older clients know INVALID_PRODUCER_EPOCH.
-            if code == ResponseError::ProducerFenced.code() && ctx.api_version < 4 {
-                error(ResponseError::InvalidProducerEpoch.code())
-            } else {
-                error(code)
-            }
-        }
+        // PRODUCER_FENCED is v4's (KIP-588).
+        Err(code) => error(fenced_for_version(code, ctx.api_version, 4)),
     }
 }
 
@@ -102,11 +95,8 @@ async fn transactional(
     };
     txns.init_producer_id(id, timeout_ms, expected, crate::now_ms(), allocate)
         .await
-        .map_err(|e| match e {
-            TxnError::Refused(code) | TxnError::ProducerId(code) => code,
-            TxnError::Coordinator(e) => {
-                tracing::debug!(transactional_id = id, error = %e, "InitProducerId not written");
-                coordinator_error_code(&e)
-            }
+        .map_err(|e| {
+            tracing::debug!(transactional_id = id, error = %e, "InitProducerId not served");
+            txn_error_code(&e)
         })
 }

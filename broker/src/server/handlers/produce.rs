@@ -22,6 +22,8 @@ use strata_protocol::messages::{ProduceRequest, ProduceResponse};
 use strata_protocol::record_batch::{BATCH_HEADER_LEN, Compression, RecordBatchView};
 use strata_replication::ReplicationError;
 
+pub mod verification;
+
 use super::RequestContext;
 use crate::broker::leadership::{self, LeaderEndpoint, LeadershipError, NO_LEADER_EPOCH};
 pub use crate::partition::AckError;
@@ -59,11 +61,10 @@ pub enum ProduceRefusal {
     /// Transactional records without a `transactional_id`, or one the principal may not
     /// write (Kafka's `handleProduceRequest`: every partition of the request is refused).
     TransactionalIdAuthorization,
-    /// Transactional records for a partition the transaction coordinator has not added to
-    /// the producer's ongoing transaction (KIP-890's verification; no coordinator runs yet,
-    /// so no transaction includes any partition). Appending them would open a transaction
-    /// nobody ends and hold every read_committed consumer at its first offset.
-    NotInTransaction,
+    /// Transactional records that open a transaction on the partition, which the
+    /// producer's transaction coordinator did not confirm ([`verification`]): the code to
+    /// answer.
+    Unverified(i16),
     /// acks=all while the ISR is below `min.insync.replicas`: refused before the append.
     Replication(ReplicationError),
     /// The leader's append was refused or failed.
@@ -165,12 +166,21 @@ pub fn record_bytes(req: &ProduceRequest) -> u64 {
 /// Appends every partition's records (in the order sent) and answers, now or after the group
 /// commit.
 #[must_use]
-pub fn handle(ctx: &RequestContext, req: ProduceRequest) -> Produced {
-    answer(ctx, &ctx.broker.image(), req)
+pub fn handle(
+    ctx: &RequestContext,
+    req: ProduceRequest,
+    unverified: &BTreeMap<(String, i32), i16>,
+) -> Produced {
+    answer(ctx, &ctx.broker.image(), req, unverified)
 }
 
 /// [`handle`] against a given metadata image: who leads each partition, at which epoch.
-fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> Produced {
+fn answer(
+    ctx: &RequestContext,
+    image: &MetadataImage,
+    req: ProduceRequest,
+    unverified: &BTreeMap<(String, i32), i16>,
+) -> Produced {
     let acks = req.acks;
     let valid_acks = matches!(acks, -1..=1);
     let now = crate::now_ms();
@@ -248,11 +258,13 @@ fn answer(ctx: &RequestContext, image: &MetadataImage, req: ProduceRequest) -> P
                     ProduceRefusal::ControlBatch,
                     Some("Clients are not allowed to write control records".to_owned()),
                 )),
-                (true, Ok(_), Some(records)) if any_batch(&records, |v| v.is_transactional()) => {
+                (true, Ok(_), Some(_))
+                    if let Some(&code) = unverified.get(&(name.clone(), pd.index)) =>
+                {
                     Err((
-                        ProduceRefusal::NotInTransaction,
+                        ProduceRefusal::Unverified(code),
                         Some(format!(
-                            "No ongoing transaction of the producer includes {name}-{}",
+                            "Partition {name}-{} was not added to the transaction",
                             pd.index
                         )),
                     ))
@@ -491,7 +503,7 @@ mod tests {
         let epochs_before = part.log().leader_epochs().entries().to_vec();
         for version in [3, 9, 10, 11] {
             let ctx = fixture::ctx(&broker, ApiKey::Produce, version);
-            let resp = ready(answer(&ctx, &image, request("t", 2)));
+            let resp = ready(answer(&ctx, &image, request("t", 2), &BTreeMap::new()));
             let p = &resp.responses[0].partition_responses[0];
             assert_eq!(
                 p.error_code,
@@ -538,7 +550,7 @@ mod tests {
         let mut req = request_with_acks("t", 1, 1);
         req.topic_data[0].partition_data[0].records = Some(bytes::Bytes::from(both));
         // Without a transactional id the whole request is refused first, as in Kafka.
-        let resp = ready(answer(&ctx, &image, req.clone()));
+        let resp = ready(answer(&ctx, &image, req.clone(), &BTreeMap::new()));
         let p = &resp.responses[0].partition_responses[0];
         assert_eq!(
             (p.error_code, p.base_offset),
@@ -547,7 +559,7 @@ mod tests {
         req.transactional_id = Some(strata_protocol::messages::TransactionalId(
             StrBytes::from_static_str("forger"),
         ));
-        let resp = ready(answer(&ctx, &image, req));
+        let resp = ready(answer(&ctx, &image, req, &BTreeMap::new()));
         let p = &resp.responses[0].partition_responses[0];
         assert_eq!(
             (p.error_code, p.base_offset),
@@ -559,7 +571,12 @@ mod tests {
         );
         assert_eq!(broker.partition("t", 0).unwrap().log().log_end_offset(), 0);
         // The same producer's data is taken.
-        let resp = ready(answer(&ctx, &image, request_with_acks("t", 1, 1)));
+        let resp = ready(answer(
+            &ctx,
+            &image,
+            request_with_acks("t", 1, 1),
+            &BTreeMap::new(),
+        ));
         assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
     }
 
@@ -573,7 +590,12 @@ mod tests {
         for (epoch, base) in [(3, 0), (3, 2), (7, 4)] {
             let image = fixture::lead_at(&broker, "t", epoch);
             // acks=1: answered on the append (acks=all waits for the high watermark).
-            let resp = ready(answer(&ctx, &image, request_with_acks("t", 2, 1)));
+            let resp = ready(answer(
+                &ctx,
+                &image,
+                request_with_acks("t", 2, 1),
+                &BTreeMap::new(),
+            ));
             let p = &resp.responses[0].partition_responses[0];
             assert_eq!((p.error_code, p.base_offset), (0, base));
             assert!(resp.node_endpoints.is_empty());
@@ -609,11 +631,11 @@ mod tests {
         ghost.name = "ghost".to_owned();
         image.topics.insert("ghost".to_owned(), ghost);
         let ctx = fixture::ctx(&broker, ApiKey::Produce, 11);
-        let resp = ready(answer(&ctx, &image, request("ghost", 1)));
+        let resp = ready(answer(&ctx, &image, request("ghost", 1), &BTreeMap::new()));
         let p = &resp.responses[0].partition_responses[0];
         assert_eq!(p.error_code, ResponseError::NotLeaderOrFollower.code());
         assert_eq!(p.current_leader.leader_id, BrokerId(broker.config.node_id));
-        let resp = ready(answer(&ctx, &image, request("nope", 1)));
+        let resp = ready(answer(&ctx, &image, request("nope", 1), &BTreeMap::new()));
         assert_eq!(
             resp.responses[0].partition_responses[0].error_code,
             ResponseError::UnknownTopicOrPartition.code()

@@ -76,7 +76,12 @@ pub async fn handle(ctx: &RequestContext, req: WriteTxnMarkersRequest) -> WriteT
 
 /// Appends `marker` to partition `index` of `topic` as its leader and waits until it is
 /// committed: the partition's error code (0 when committed).
-async fn append(broker: &Arc<Broker>, topic: &str, index: i32, marker: &TxnMarker) -> i16 {
+pub(crate) async fn append(
+    broker: &Arc<Broker>,
+    topic: &str,
+    index: i32,
+    marker: &TxnMarker,
+) -> i16 {
     let partition = match broker.hosted_partition(topic, index) {
         Ok(p) => p,
         Err(e) => return partition_unavailable_code(e),
@@ -88,6 +93,13 @@ async fn append(broker: &Arc<Broker>, topic: &str, index: i32, marker: &TxnMarke
         Ok(appended) => appended,
         Err(e) => return leader_append_error_code(&e),
     };
+    // The group coordinator applies a transaction's offsets on its marker
+    // (`onTransactionCompleted`).
+    if topic == crate::coordinator::offsets::OFFSETS_TOPIC {
+        broker
+            .offsets
+            .complete_transaction(index, marker.producer_id, marker.commit);
+    }
     if let Some(flush) = flush
         && let Err(e) = flush.wait().await
     {
