@@ -5,7 +5,8 @@
 #   compat-tests/run-librdkafka.sh [--tier1 | --all | --tests 0001,0002] [options]
 #
 #   --tier1            the tests in ../shared/compat/librdkafka-tier1.txt, or
-#                      compat-tests/librdkafka-tier1.txt if present (default)
+#                      compat-tests/librdkafka-tier1.txt if present (default); with
+#                      --cluster 3 or more, also compat-tests/librdkafka-tier1-cluster.txt
 #   --all              every numbered test in librdkafka's tests/ directory, minus
 #                      compat-tests/librdkafka-skip.txt (listed tests are reported as skipped)
 #   --tests LIST       only these test numbers (comma or space separated)
@@ -85,6 +86,13 @@ tier1_file() {
     else echo "$ROOT/../shared/compat/librdkafka-tier1.txt"; fi
 }
 TIER1="$(grep -v '^#' "$(tier1_file)" 2>/dev/null | grep -oE '[0-9]{4}' | sort -u | tr '\n' ' ')"
+# Tests that need replication factor 3 join tier 1 on a cluster of at least three nodes.
+# (The skip file lists them for a single node.)
+CLUSTER_TIER1=""
+if [[ $CLUSTER -ge 3 && -f "$HERE/librdkafka-tier1-cluster.txt" ]]; then
+    CLUSTER_TIER1="$(grep -v '^#' "$HERE/librdkafka-tier1-cluster.txt" | grep -oE '[0-9]{4}' | sort -u | tr '\n' ' ')"
+    TIER1="$TIER1 $CLUSTER_TIER1"
+fi
 [[ -n "$TIER1" ]] || { echo "no tier-1 list found ($(tier1_file))" >&2; exit 2; }
 is_tier1() { [[ " $TIER1 " == *" $1 "* ]]; }
 
@@ -113,6 +121,7 @@ if [[ -f "$HERE/librdkafka-skip.txt" ]]; then
         SKIP_REASON["${BASH_REMATCH[1]}"]="${BASH_REMATCH[2]}"
     done <"$HERE/librdkafka-skip.txt"
 fi
+for t in $CLUSTER_TIER1; do unset "SKIP_REASON[$t]"; done
 
 # ---- librdkafka source and build (cached) -----------------------------------------------------
 

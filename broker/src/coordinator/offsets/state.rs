@@ -471,4 +471,48 @@ mod tests {
         );
         assert!(s.expired(3_999, 3_000, |_, _| false).is_empty());
     }
+
+    fn offset_of(s: &PartitionState, p: i32) -> Option<i64> {
+        s.offset("g", "t", p).map(|o| o.offset)
+    }
+
+    #[test]
+    fn transactional_offsets_count_on_commit_and_go_on_abort() {
+        let mut s = PartitionState::default();
+        s.apply(commit("g", "t", 0, 5, 1));
+        s.apply_transactional(7, commit("g", "t", 0, 10, 2));
+        s.apply_transactional(8, commit("g", "t", 1, 20, 2));
+        assert_eq!(offset_of(&s, 0), Some(5), "pending until the marker");
+        assert!(s.has_pending_offset("g", "t", 0) && s.has_pending_transactions());
+        s.complete_transaction(7, true);
+        s.complete_transaction(8, false);
+        assert_eq!(offset_of(&s, 0), Some(10));
+        assert_eq!(offset_of(&s, 1), None, "aborted");
+        assert!(!s.has_pending_transactions());
+        // A marker for a producer with nothing pending changes nothing.
+        s.complete_transaction(9, true);
+        assert_eq!(offset_of(&s, 0), Some(10));
+    }
+
+    #[test]
+    fn the_commit_later_in_the_log_wins() {
+        let mut s = PartitionState::default();
+        // A plain commit after the transactional one: the transaction's offset loses.
+        s.apply_transactional(7, commit("g", "t", 0, 10, 1));
+        s.apply(commit("g", "t", 0, 3, 2));
+        s.complete_transaction(7, true);
+        assert_eq!(offset_of(&s, 0), Some(3));
+        // Two transactions: the one written later wins, whichever commits first.
+        s.apply_transactional(1, commit("g", "t", 1, 100, 3));
+        s.apply_transactional(2, commit("g", "t", 1, 50, 4));
+        s.complete_transaction(2, true);
+        s.complete_transaction(1, true);
+        assert_eq!(offset_of(&s, 1), Some(50));
+        // A tombstone drops the key's pending offsets too.
+        s.apply_transactional(3, commit("g", "t", 2, 9, 5));
+        s.apply(tombstone("g", "t", 2));
+        s.complete_transaction(3, true);
+        assert_eq!(offset_of(&s, 2), None);
+        assert!(!s.has_pending_transactions());
+    }
 }
