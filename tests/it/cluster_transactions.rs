@@ -8,6 +8,12 @@
 //!   InitProducerId keeps the producer id and bumps the last acknowledged epoch, so no
 //!   instance fenced through the killed node comes back; the killed node rejoins, and a
 //!   producer that holds the current epoch bumps it (KIP-360) wherever the id now lives.
+//! - librdkafka transactions over partitions led by all three nodes: the coordinator killed
+//!   with SIGKILL right after a commit is acknowledged (its markers may still be on their
+//!   way) and, in the next transaction, before the commit: the next coordinator completes
+//!   the first (it resumes the markers of a decided transaction it loads), the producer's
+//!   EndTxn finds it for the second, and a read_committed consumer reads every committed
+//!   record exactly once and no aborted one.
 //!
 //! Raw frames, independent of Strata's codec. Every wait is bounded; what is measured is
 //! printed as `measured:` lines.
@@ -15,6 +21,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Message, TopicPartitionList};
 use strata_tests::cluster::{self, Cluster, round_trip};
 use strata_tests::{serial, strata_bin, wait_until, wire};
 
@@ -117,5 +127,120 @@ fn a_transactional_id_survives_its_coordinator() {
         init_loaded(c.port(now), (pid, 2)),
         (0, pid, 3),
         "a KIP-360 bump at node {now}"
+    );
+}
+
+/// Every value of `topic`'s `partitions` a read_committed consumer reads at `bootstrap`, until
+/// `expect` have come (and 2 s more) or 60 s have passed.
+fn read_committed(bootstrap: &str, topic: &str, partitions: i32, expect: usize) -> Vec<String> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "txn-reader")
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning)
+            .expect("partition");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let mut values = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut quiet: Option<Instant> = None;
+    while Instant::now() < deadline {
+        if values.len() >= expect {
+            let q = *quiet.get_or_insert_with(|| Instant::now() + Duration::from_secs(2));
+            if Instant::now() > q {
+                break;
+            }
+        }
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            values.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+        }
+    }
+    values
+}
+
+#[test]
+fn transactions_survive_their_coordinator() {
+    const TOPIC: &str = "txn-across";
+    const N: i32 = 30;
+    let _serial = serial();
+    let mut c = Cluster::start(3, SETTINGS);
+    let all = c.ids();
+    c.wait_ready(WAIT);
+    let code = cluster::create_topic_raw(c.port(all[0]), TOPIC, 3, 3).expect("create");
+    assert_eq!(code, 0, "CreateTopics");
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", c.bootstrap(&all))
+        .set("transactional.id", "across")
+        .set("transaction.timeout.ms", "60000")
+        .create()
+        .expect("producer");
+    producer.init_transactions(WAIT).expect("init_transactions");
+    let send = |tag: &str| {
+        for i in 0..N {
+            let value = format!("{tag}-{i}");
+            loop {
+                let record = BaseRecord::<(), _>::to(TOPIC)
+                    .payload(&value)
+                    .partition(i % 3);
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((e, _)) => {
+                        assert!(format!("{e}").contains("Queue full"), "send: {e}");
+                        producer.poll(Duration::from_millis(10));
+                    }
+                }
+            }
+        }
+        producer.flush(WAIT).expect("flush");
+    };
+    let coordinator_now =
+        |c: &Cluster, ids: &[i32]| cluster::agreed_coordinator(c, ids, "across", TRANSACTION, WAIT);
+
+    // Committed, then its coordinator killed at once: the markers may be in flight.
+    producer.begin_transaction().expect("begin");
+    send("first");
+    let first = coordinator_now(&c, &all);
+    producer.commit_transaction(WAIT).expect("commit");
+    c.node(first).kill9();
+    let t = Instant::now();
+    let rest: Vec<i32> = all.iter().copied().filter(|&i| i != first).collect();
+
+    // An aborted transaction, then one whose coordinator dies before the commit.
+    producer.begin_transaction().expect("begin");
+    send("aborted");
+    producer.abort_transaction(WAIT).expect("abort");
+    println!(
+        "measured: first coordinator (node {first}) killed; the next transaction aborted {} ms later",
+        t.elapsed().as_millis()
+    );
+    c.node(first).restart();
+    producer.begin_transaction().expect("begin");
+    send("second");
+    let second = coordinator_now(&c, &all);
+    c.node(second).kill9();
+    let t = Instant::now();
+    producer
+        .commit_transaction(Duration::from_secs(60))
+        .expect("commit through the next coordinator");
+    println!(
+        "measured: coordinator node {second} killed before EndTxn; the commit took {} ms",
+        t.elapsed().as_millis()
+    );
+    let live: Vec<i32> = all.iter().copied().filter(|&i| i != second).collect();
+    let mut values = read_committed(&c.bootstrap(&live), TOPIC, 3, 2 * N as usize);
+    values.sort();
+    let mut want: Vec<String> = ["first", "second"]
+        .iter()
+        .flat_map(|tag| (0..N).map(move |i| format!("{tag}-{i}")))
+        .collect();
+    want.sort();
+    assert_eq!(
+        values, want,
+        "read_committed after two coordinator failures (rest {rest:?})"
     );
 }
