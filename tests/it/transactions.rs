@@ -18,7 +18,8 @@
 //!   partition not in the transaction is INVALID_TXN_STATE, one in it is appended), EndTxn v0
 //!   (the commit, its retry, and an abort after it, INVALID_TXN_STATE), the commit marker
 //!   written by the coordinator, and AddPartitionsToTxn v4's `verify_only`
-//!   (TRANSACTION_ABORTABLE once the transaction is over).
+//!   (TRANSACTION_ABORTABLE once the transaction is over); then a transaction left open on
+//!   the partition, which `strata admin transactions abort --start-offset` ends there.
 //! - `markers_are_appended_by_the_partition_leader`: WriteTxnMarkers over raw frames: a
 //!   marker takes one offset once committed; an older producer epoch is
 //!   INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED, and
@@ -296,6 +297,26 @@ fn end_txn_v0(b: &Broker, id: &str, (pid, epoch): (i64, i16), commit: bool) -> a
     ))
 }
 
+/// The last stable offset of partition 0 of `topic` (ListOffsets v2, latest, READ_COMMITTED).
+fn latest_committed(b: &Broker, topic: &str) -> anyhow::Result<i64> {
+    let mut req = wire::header(2, 2, 24);
+    req.extend_from_slice(&(-1i32).to_be_bytes()); // replica_id
+    req.push(1); // READ_COMMITTED
+    req.extend_from_slice(&1i32.to_be_bytes());
+    wire::put_str(&mut req, topic);
+    req.extend_from_slice(&1i32.to_be_bytes());
+    req.extend_from_slice(&0i32.to_be_bytes());
+    req.extend_from_slice(&(-1i64).to_be_bytes());
+    let r = roundtrip(b, &req)?;
+    // corr(4) throttle(4) topics(4) name(2+n) partitions(4) index(4) error(2) ts(8) offset(8)
+    let at = 4 + 4 + 4 + 2 + topic.len() + 4 + 4;
+    let code = i16::from_be_bytes(r.get(at..at + 2).context("truncated")?.try_into()?);
+    ensure!(code == 0, "ListOffsets error {code}");
+    Ok(i64::from_be_bytes(
+        r.get(at + 10..at + 18).context("truncated")?.try_into()?,
+    ))
+}
+
 /// A transactional batch of `n` records of producer `pid` at `epoch`, first sequence `seq`.
 fn txn_batch((pid, epoch): (i64, i16), seq: i32, n: usize) -> Vec<u8> {
     use strata_protocol::record_batch::{self, SimpleRecord};
@@ -387,6 +408,51 @@ fn a_transaction_over_raw_frames() {
             "verify: {top} {code}"
         );
         ensure!(produce(6)? == INVALID_TXN_STATE, "batch after the end");
+        ensure!(latest_committed(b, topic)? == 7, "stable after the commit");
+
+        // A transaction left hanging on the partition: the operator aborts it there
+        // (kafka-transactions.sh abort), and read_committed consumers get past it.
+        let codes = add_partitions_v0(b, id, producer, &[(topic, 0)])?;
+        ensure!(codes == vec![(topic.to_owned(), 0, 0)], "{codes:?}");
+        ensure!(produce(6)? == 0, "the next transaction's batch");
+        ensure!(latest(b, topic)? == 10, "three more records");
+        ensure!(
+            latest_committed(b, topic)? == 7,
+            "held at the open transaction"
+        );
+        let bootstrap = format!("127.0.0.1:{}", b.port());
+        let out = admin_ok(
+            &bootstrap,
+            &[
+                "transactions",
+                "abort",
+                "--topic",
+                topic,
+                "--partition",
+                "0",
+                "--start-offset",
+                "7",
+            ],
+        );
+        ensure!(out.contains("Aborted the transaction"), "{out}");
+        ensure!(
+            latest_committed(b, topic)? == 11,
+            "stable after the abort marker"
+        );
+        let r = admin(
+            &bootstrap,
+            &[
+                "transactions",
+                "abort",
+                "--topic",
+                topic,
+                "--partition",
+                "0",
+                "--start-offset",
+                "7",
+            ],
+        );
+        ensure!(!r.ok, "no transaction starts there any more: {r:?}");
         Ok(())
     });
 }

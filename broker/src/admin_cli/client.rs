@@ -54,6 +54,7 @@ pub fn version_of(api: ApiKey) -> i16 {
         ApiKey::DescribeCluster => 1,
         ApiKey::DescribeQuorum => 2,
         ApiKey::ListTransactions => 1,
+        ApiKey::WriteTxnMarkers => 1,
         _ => 0,
     }
 }
