@@ -8,9 +8,10 @@
 //! - [`store`]: the runtime over `__transaction_state`: the partitions led here, their
 //!   loads, and the writes of the state machine's transitions.
 //!
-//! Served so far: FindCoordinator for transactional ids and InitProducerId. The rest of the
-//! protocol (AddPartitionsToTxn, EndTxn, the markers) is not yet (see the module map in
-//! `docs/ARCHITECTURE.md`).
+//! The handlers are the server's (`server::handlers`), and so is the marker sender
+//! (`server::txn_markers`), which takes the store's [`store::MarkerJob`]s over a channel.
+//! Transaction version 2 is decided by the state machine but not offered to clients yet (see
+//! the module map in `docs/ARCHITECTURE.md`).
 
 pub mod records;
 pub mod state;

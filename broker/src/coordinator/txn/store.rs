@@ -11,6 +11,9 @@
 //! [`crate::coordinator::runtime`]'s: a transition is prepared under the partition's lock,
 //! appended as the partition's leader, and completed in memory once the high watermark passes
 //! it (acks=all), or abandoned if it does not get there; only then is the client answered.
+//! A decided transaction (EndTxn, a fence, a timeout, or one a load finds decided) becomes a
+//! [`MarkerJob`] for the server's marker sender, which calls
+//! [`TxnStore::complete_markers`] once every marker is written.
 //!
 //! A state is one record per transactional id, so the topic's live size is the number of ids;
 //! the leader compacts nothing yet (see the module map's notes): ids expire after
