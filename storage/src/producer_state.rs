@@ -409,44 +409,12 @@ impl ProducerStateTable {
             if b.producer_id == NO_PRODUCER_ID {
                 continue;
             }
-            if origin == AppendOrigin::Coordinator {
-                // A coordinator's transactional write (TxnOffsetCommit into
-                // `__consumer_offsets`) carries no sequence: Kafka checks only the epoch and
-                // the transaction for it (`ProducerAppendInfo.maybeValidateDataBatch`).
-                let entry = Self::updated_entry(
-                    &mut updated,
-                    self.producers.get(&b.producer_id),
-                    b.producer_id,
-                );
-                if b.producer_epoch < entry.producer_epoch {
-                    return Err(LogError::InvalidProducerEpoch {
-                        producer_id: b.producer_id,
-                        epoch: b.producer_epoch,
-                        current_epoch: entry.producer_epoch,
-                    });
-                }
-                if b.producer_epoch > entry.producer_epoch {
-                    entry.set_epoch(b.producer_epoch);
-                }
-                if b.transactional {
-                    if entry.current_txn_first_offset < 0 {
-                        entry.current_txn_first_offset = b.first_offset;
-                        txn_events.push(TxnEvent::Begin {
-                            producer_id: b.producer_id,
-                            first_offset: b.first_offset,
-                        });
-                    }
-                } else if entry.current_txn_first_offset >= 0 {
-                    return Err(LogError::InvalidTxnState {
-                        producer_id: b.producer_id,
-                        first_offset: entry.current_txn_first_offset,
-                    });
-                }
-                entry.last_timestamp = b.max_timestamp;
-                continue;
-            }
+            // A coordinator's transactional write (TxnOffsetCommit into `__consumer_offsets`)
+            // carries no sequence: Kafka checks only its epoch and transaction
+            // (`ProducerAppendInfo.maybeValidateDataBatch`, for `AppendOrigin.COORDINATOR`).
+            let sequenced = origin != AppendOrigin::Coordinator;
             // LogValidator.validateBatch.
-            if b.base_sequence < 0 {
+            if sequenced && b.base_sequence < 0 {
                 return Err(LogError::InvalidProducerSequence {
                     producer_id: b.producer_id,
                     base_sequence: b.base_sequence,
@@ -455,8 +423,9 @@ impl ProducerStateTable {
             let current = self.producers.get(&b.producer_id);
             let last_seq = b.last_seq();
             // UnifiedLog.analyzeAndValidateProducerState: a retry of a retained batch.
-            if let Some(dup) =
-                current.and_then(|e| e.find_duplicate(b.producer_epoch, b.base_sequence, last_seq))
+            if sequenced
+                && let Some(dup) = current
+                    .and_then(|e| e.find_duplicate(b.producer_epoch, b.base_sequence, last_seq))
             {
                 return Ok(AppendPlan::Duplicate(dup));
             }
@@ -472,33 +441,35 @@ impl ProducerStateTable {
                 });
             }
             // ProducerAppendInfo.checkSequence.
-            if b.producer_epoch != entry.producer_epoch {
-                if b.base_sequence != 0 && entry.producer_epoch != NO_PRODUCER_EPOCH {
-                    return Err(LogError::OutOfOrderSequence {
-                        producer_id: b.producer_id,
-                        epoch: b.producer_epoch,
-                        sequence: b.base_sequence,
-                        last_sequence: NO_SEQUENCE,
-                    });
-                }
-            } else {
-                let current_last_seq = if !entry.batches.is_empty() {
-                    entry.last_seq()
-                } else if b.producer_epoch == current.producer_epoch {
-                    current.last_seq()
+            if sequenced {
+                if b.producer_epoch != entry.producer_epoch {
+                    if b.base_sequence != 0 && entry.producer_epoch != NO_PRODUCER_EPOCH {
+                        return Err(LogError::OutOfOrderSequence {
+                            producer_id: b.producer_id,
+                            epoch: b.producer_epoch,
+                            sequence: b.base_sequence,
+                            last_sequence: NO_SEQUENCE,
+                        });
+                    }
                 } else {
-                    NO_SEQUENCE
-                };
-                // KIP-360: no state (expired, or removed with the log) accepts any sequence.
-                if current.producer_epoch != NO_PRODUCER_EPOCH
-                    && !in_sequence(current_last_seq, b.base_sequence)
-                {
-                    return Err(LogError::OutOfOrderSequence {
-                        producer_id: b.producer_id,
-                        epoch: b.producer_epoch,
-                        sequence: b.base_sequence,
-                        last_sequence: current_last_seq,
-                    });
+                    let current_last_seq = if !entry.batches.is_empty() {
+                        entry.last_seq()
+                    } else if b.producer_epoch == current.producer_epoch {
+                        current.last_seq()
+                    } else {
+                        NO_SEQUENCE
+                    };
+                    // KIP-360: no state (expired, or removed with the log) accepts any sequence.
+                    if current.producer_epoch != NO_PRODUCER_EPOCH
+                        && !in_sequence(current_last_seq, b.base_sequence)
+                    {
+                        return Err(LogError::OutOfOrderSequence {
+                            producer_id: b.producer_id,
+                            epoch: b.producer_epoch,
+                            sequence: b.base_sequence,
+                            last_sequence: current_last_seq,
+                        });
+                    }
                 }
             }
             // ProducerAppendInfo.updateCurrentTxnFirstOffset.
@@ -516,7 +487,14 @@ impl ProducerStateTable {
                     first_offset: entry.current_txn_first_offset,
                 });
             }
-            entry.add_batch(b.producer_epoch, b.metadata());
+            if sequenced {
+                entry.add_batch(b.producer_epoch, b.metadata());
+            } else {
+                if b.producer_epoch > entry.producer_epoch {
+                    entry.set_epoch(b.producer_epoch);
+                }
+                entry.last_timestamp = b.max_timestamp;
+            }
         }
         Ok(AppendPlan::Append(ProducerUpdates {
             entries: updated,
