@@ -81,7 +81,7 @@
 pub mod records;
 pub mod state;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
@@ -138,6 +138,8 @@ pub struct OffsetStore {
     partitions: Partitions<OffsetsShard>,
     /// Broker time of the last expiry pass, so housekeeping can tick more often.
     last_expiry_ms: AtomicI64,
+    /// Transaction markers appended to a partition while it loads, by partition.
+    deferred: std::sync::Mutex<HashMap<i32, Vec<(i64, bool, i64)>>>,
 }
 
 impl OffsetStore {
@@ -155,6 +157,7 @@ impl OffsetStore {
             config,
             partitions: Partitions::new(OFFSETS_TOPIC, config.num_partitions),
             last_expiry_ms: AtomicI64::new(now_ms),
+            deferred: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -203,8 +206,14 @@ impl OffsetStore {
         };
         let mut shard = OffsetsShard::default();
         let started = std::time::Instant::now();
-        replay(&partition, &mut shard.state)?;
+        let replayed_to = replay(&partition, &mut shard.state)?;
         Ok(self.partitions.activate(index, epoch, shard, |shard| {
+            // The markers appended while the log was read, past what the replay saw.
+            for (producer_id, commit, offset) in self.take_deferred(index) {
+                if offset >= replayed_to {
+                    shard.state.complete_transaction(producer_id, commit);
+                }
+            }
             loaded(&shard.state);
             tracing::info!(
                 partition = index,
@@ -225,8 +234,10 @@ impl OffsetStore {
     /// This node no longer leads partition `index`: its state goes. `unloaded` sees it
     /// first (the group coordinators drop its groups). Returns whether it was led here.
     pub fn resign(&self, index: i32, unloaded: impl FnOnce(&PartitionState)) -> bool {
-        self.partitions
-            .resign(index, |shard| unloaded(&shard.state))
+        self.partitions.resign(index, |shard| {
+            self.take_deferred(index);
+            unloaded(&shard.state);
+        })
     }
 
     /// Whether this node serves `group` now.
@@ -345,17 +356,41 @@ impl OffsetStore {
         ))
     }
 
-    /// The marker of `producer_id`'s transaction was appended to partition `index`: its
-    /// offsets there count (COMMIT) or go (ABORT). Nothing when the partition is not
-    /// active here (its next load replays the marker).
-    pub fn complete_transaction(&self, index: i32, producer_id: i64, commit: bool) {
+    /// The marker of `producer_id`'s transaction was appended to partition `index` at
+    /// `offset`: its offsets there count (COMMIT) or go (ABORT). While the partition loads,
+    /// the marker waits for the load's end, and applies if the load's replay did not reach
+    /// it; a partition not led here replays it at its next load.
+    pub fn complete_transaction(&self, index: i32, producer_id: i64, commit: bool, offset: i64) {
         if index < 0 || index >= self.config.num_partitions {
             return;
         }
         let mut p = self.partitions.lock(index);
-        if matches!(p.role, Role::Active { .. }) {
-            p.shard.state.complete_transaction(producer_id, commit);
+        match p.role {
+            Role::Active { .. } => p.shard.state.complete_transaction(producer_id, commit),
+            Role::Loading { .. } => self.defer_marker(index, (producer_id, commit, offset)),
+            Role::NotLeader => {}
         }
+    }
+
+    /// The markers deferred for partition `index` (taken; see [`Self::defer_marker`]).
+    fn take_deferred(&self, index: i32) -> Vec<(i64, bool, i64)> {
+        self.deferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&index)
+            .unwrap_or_default()
+    }
+
+    /// Keeps a marker (producer id, commit, offset) appended to partition `index` while it
+    /// loads. Called, and taken, under the partition's lock, so none is missed between the
+    /// load and its activation.
+    fn defer_marker(&self, index: i32, marker: (i64, bool, i64)) {
+        self.deferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(index)
+            .or_default()
+            .push(marker);
     }
 
     /// Whether a transaction holds an offset of `group`'s `topic`-`partition` that is not
@@ -765,8 +800,8 @@ impl OffsetsPartition {
 }
 
 /// Reads the partition's whole log and applies every record to `state`, transactional
-/// offsets on their producer's marker.
-fn replay(partition: &Partition, state: &mut PartitionState) -> Result<(), OffsetStoreError> {
+/// offsets on their producer's marker. Returns the offset it read up to.
+fn replay(partition: &Partition, state: &mut PartitionState) -> Result<i64, OffsetStoreError> {
     let index = partition.index;
     runtime::replay_with_markers(partition, OFFSETS_TOPIC, |replayed| {
         let (offset, key, value, transactional) = match replayed {

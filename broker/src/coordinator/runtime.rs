@@ -235,14 +235,20 @@ impl<S: Default> Partitions<S> {
     /// stopped leading the partition in that epoch meanwhile. `loaded` sees the shard
     /// first, under the partition's lock, so no request comes before it. Returns whether
     /// the partition became active.
-    pub fn activate(&self, index: i32, epoch: i32, shard: S, loaded: impl FnOnce(&S)) -> bool {
+    pub fn activate(
+        &self,
+        index: i32,
+        epoch: i32,
+        mut shard: S,
+        loaded: impl FnOnce(&mut S),
+    ) -> bool {
         let Some(mut p) = self.try_lock(index) else {
             return false;
         };
         let Some(partition) = p.role.loading_in(epoch) else {
             return false;
         };
-        loaded(&shard);
+        loaded(&mut shard);
         p.shard = shard;
         p.role = Role::Active { epoch, partition };
         drop(p);
@@ -492,12 +498,14 @@ pub fn replay(
             apply(offset, key, value);
         }
     })
+    .map(|_| ())
 }
 
 /// Reads the partition's whole log, a chunk at a time (the log's lock is held for one chunk
 /// only, so the followers' fetches go on), and hands every data record and transaction
 /// marker to `apply`. An unreadable batch or record is skipped loudly, so one bad record
-/// does not cost every other key its state.
+/// does not cost every other key its state. Returns the offset it read up to (the log end
+/// when it began).
 ///
 /// # Errors
 /// [`CoordinatorError`] when the log cannot be read or a batch's frame is corrupt.
@@ -505,7 +513,7 @@ pub fn replay_with_markers(
     partition: &Partition,
     topic: &'static str,
     mut apply: impl FnMut(Replayed<'_>),
-) -> Result<(), CoordinatorError> {
+) -> Result<i64, CoordinatorError> {
     let index = partition.index;
     let (mut next, end) = {
         let log = partition.log();
@@ -582,7 +590,7 @@ pub fn replay_with_markers(
             break;
         }
     }
-    Ok(())
+    Ok(end)
 }
 
 /// For the stores' tests: partition `index` of `topic`, its log opened under `dir` with

@@ -96,9 +96,12 @@ pub(crate) async fn append(
     // The group coordinator applies a transaction's offsets on its marker
     // (`onTransactionCompleted`).
     if topic == crate::coordinator::offsets::OFFSETS_TOPIC {
-        broker
-            .offsets
-            .complete_transaction(index, marker.producer_id, marker.commit);
+        broker.offsets.complete_transaction(
+            index,
+            marker.producer_id,
+            marker.commit,
+            info.last_offset,
+        );
     }
     if let Some(flush) = flush
         && let Err(e) = flush.wait().await
