@@ -9,7 +9,8 @@
   middle, which ends with every input record in the output exactly once and the group's
   offsets at the input's end; a second instance fencing the first in the middle of a
   transaction, whose records are aborted; and a transaction that outlives its timeout,
-  which the coordinator aborts.
+  which the coordinator aborts; a read_committed consumer's offsets wait for the transaction
+  that holds them (UNSTABLE_OFFSET_COMMIT).
 - kafka-python and aiokafka commit one transaction and abort another.
 """
 
@@ -283,3 +284,30 @@ def test_aiokafka_commits_and_aborts(broker):
         return values
 
     assert asyncio.run(run()) == [f"kept-{i}" for i in range(5)]
+
+
+def test_offsets_in_an_open_transaction_are_unstable_for_read_committed(broker):
+    """KIP-447: a read_committed consumer's OffsetFetch (require_stable) gets
+    UNSTABLE_OFFSET_COMMIT, and retries, while a transaction holds the group's offsets."""
+    create_topics(broker.bootstrap, ("stable-in", 1))
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "stable-group",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "stable-app"})
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    p.send_offsets_to_transaction(
+        [TopicPartition("stable-in", 0, 42)], consumer.consumer_group_metadata(), TIMEOUT_S
+    )
+    tp = [TopicPartition("stable-in", 0)]
+    with pytest.raises(KafkaException) as err:
+        consumer.committed(tp, 3)
+    assert err.value.args[0].code() == KafkaError._TIMED_OUT
+    p.commit_transaction(TIMEOUT_S)
+    assert consumer.committed(tp, TIMEOUT_S)[0].offset == 42
+    consumer.close()

@@ -3,7 +3,9 @@
 //! A partition without a committed offset answers offset -1 and empty metadata with no error,
 //! which is how a consumer knows to apply `auto.offset.reset`. A null topic list (v2+) asks
 //! for every committed offset of the group. v8 batches several groups in one request
-//! (KIP-709). `require_stable` (KIP-447) has nothing to wait for without transactions.
+//! (KIP-709). With `require_stable` (v7+, KIP-447; read_committed consumers ask it), a
+//! partition whose offset a transaction holds, not yet committed or aborted, answers
+//! UNSTABLE_OFFSET_COMMIT, and the consumer asks again.
 
 use strata_protocol::StrBytes;
 use strata_protocol::messages::offset_fetch_response::{
@@ -35,7 +37,8 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchRespo
                         .map(|t| (t.name, t.partition_indexes))
                         .collect()
                 });
-                let (mut error, topics) = lookup(ctx, &g.group_id.0, wanted);
+                let group = g.group_id.0.to_string();
+                let (mut error, topics) = lookup(ctx, &group, wanted);
                 // KIP-848: v9 members name themselves and their epoch.
                 if let Some(Err(e)) = ctx.broker.consumer_groups.validate_offset_fetch(
                     &g.group_id.0,
@@ -48,7 +51,7 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchRespo
                     .into_iter()
                     .map(|(name, parts)| {
                         OffsetFetchResponseTopics::default()
-                            .with_name(name)
+                            .with_name(name.clone())
                             .with_partitions(
                                 parts
                                     .into_iter()
@@ -58,6 +61,13 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchRespo
                                             .with_committed_offset(offset)
                                             .with_committed_leader_epoch(epoch)
                                             .with_metadata(Some(StrBytes::from_string(metadata)))
+                                            .with_error_code(unstable(
+                                                ctx,
+                                                req.require_stable,
+                                                &group,
+                                                &name,
+                                                p,
+                                            ))
                                     })
                                     .collect(),
                             )
@@ -76,24 +86,30 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchRespo
             .map(|t| (t.name, t.partition_indexes))
             .collect()
     });
-    let (error, topics) = lookup(ctx, &req.group_id.0, wanted);
+    let group = req.group_id.0.to_string();
+    let (error, topics) = lookup(ctx, &group, wanted);
     // v1 has no top-level error code: the partitions carry it.
     let partition_error = if ctx.api_version < 2 { error } else { 0 };
+    let require_stable = ctx.api_version >= 7 && req.require_stable;
     let topics = topics
         .into_iter()
         .map(|(name, parts)| {
             OffsetFetchResponseTopic::default()
-                .with_name(name)
+                .with_name(name.clone())
                 .with_partitions(
                     parts
                         .into_iter()
                         .map(|(p, offset, epoch, metadata)| {
+                            let code = match partition_error {
+                                0 => unstable(ctx, require_stable, &group, &name, p),
+                                e => e,
+                            };
                             OffsetFetchResponsePartition::default()
                                 .with_partition_index(p)
                                 .with_committed_offset(offset)
                                 .with_committed_leader_epoch(epoch)
                                 .with_metadata(Some(StrBytes::from_string(metadata)))
-                                .with_error_code(partition_error)
+                                .with_error_code(code)
                         })
                         .collect(),
                 )
@@ -104,6 +120,27 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchRespo
         resp.with_error_code(error)
     } else {
         resp
+    }
+}
+
+/// UNSTABLE_OFFSET_COMMIT when the client requires stable offsets and a transaction holds
+/// one for `group`'s `topic`-`partition`; else 0.
+fn unstable(
+    ctx: &RequestContext,
+    require_stable: bool,
+    group: &str,
+    topic: &TopicName,
+    partition: i32,
+) -> i16 {
+    if require_stable
+        && ctx
+            .broker
+            .offsets
+            .has_pending_offset(group, &topic.0, partition)
+    {
+        strata_protocol::ResponseError::UnstableOffsetCommit.code()
+    } else {
+        0
     }
 }
 
