@@ -160,11 +160,20 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     tokio::spawn(housekeeping::run(broker.clone()));
     strata_broker::server::observe::start(broker.clone()).await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    node.wait_for_clients().await;
-    let accepting: Vec<_> = listeners
+    // The controller listeners first: the quorum (and so the wait below) needs them.
+    let (controller, clients): (Vec<_>, Vec<_>) = listeners
+        .into_iter()
+        .partition(|l| l.kind == ListenerType::Controller);
+    let mut accepting: Vec<_> = controller
         .into_iter()
         .map(|l| tokio::spawn(accept_loop(broker.clone(), l, quorum.clone())))
         .collect();
+    node.wait_for_clients().await;
+    accepting.extend(
+        clients
+            .into_iter()
+            .map(|l| tokio::spawn(accept_loop(broker.clone(), l, quorum.clone()))),
+    );
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = sigterm.recv() => {}

@@ -21,6 +21,11 @@ use crate::quorum::{self, QuorumHandle};
 /// to register and unfence its broker.
 pub const SOLE_VOTER_READY: Duration = Duration::from_secs(60);
 
+/// How long a node of a cluster waits to catch up with the metadata (registered, unfenced)
+/// before it serves clients anyway: a cluster whose controller quorum is lost cannot unfence
+/// it, and a client is better told that than left unanswered.
+pub const CLUSTER_READY: Duration = Duration::from_secs(30);
+
 /// A started node.
 pub struct Node {
     /// The broker, following the quorum's images.
@@ -85,9 +90,10 @@ pub async fn start(mut config: BrokerConfig) -> anyhow::Result<Node> {
 
 impl Node {
     /// Waits until the node may serve clients. Kafka opens the client listeners once the
-    /// broker is unfenced (`BrokerServer` waits for its lifecycle's initial unfencing); the
-    /// only voter does so too (it waits for no one else), so its first clients find every
-    /// partition led. A node of a larger quorum serves at once.
+    /// broker has caught up with the metadata log (`BrokerServer` waits for its lifecycle's
+    /// initial catch-up); the only voter waits until it is unfenced (it waits for no one
+    /// else), so its first clients find every partition led, and a node of a larger quorum
+    /// likewise, bounded by [`CLUSTER_READY`]. The controller listeners are served before.
     ///
     /// The only voter also creates `__consumer_offsets` then, if it has none, and waits
     /// for its partitions to load, so that a lone node coordinates every group from its
@@ -95,7 +101,18 @@ impl Node {
     /// as Kafka does).
     pub async fn wait_for_clients(&self) {
         let config = &self.broker.config;
-        if !config.is_sole_voter() || !config.process_roles.broker {
+        if !config.process_roles.broker {
+            return;
+        }
+        if !config.is_sole_voter() {
+            // Kafka enables a broker's request processing once it has caught up with the
+            // metadata log. A node restarted into a running cluster that answered Metadata
+            // from the image it is still replaying would name no brokers and no leaders, and
+            // librdkafka drops every broker such an answer leaves out (a transactional
+            // producer then has no coordinator until it re-bootstraps, minutes later).
+            if !self.broker.wait_caught_up(CLUSTER_READY).await {
+                tracing::warn!(bound = ?CLUSTER_READY, "the broker did not catch up with the metadata in time; serving clients anyway");
+            }
             return;
         }
         if !self.broker.wait_caught_up(SOLE_VOTER_READY).await {
