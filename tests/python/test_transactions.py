@@ -34,7 +34,7 @@ def create_topics(bootstrap: str, *topics: tuple[str, int]) -> None:
 
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect: int) -> list[str]:
     """The values of `topic` from the start, as a consumer of `isolation` reads them: until
-    `expect` have come and then 2 s more, or 30 s in all."""
+    `expect` have come and then 1 s more, or 30 s in all."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -49,7 +49,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect
     quiet_until = None
     while time.time() < deadline:
         if len(values) >= expect:
-            quiet_until = quiet_until or time.time() + 2
+            quiet_until = quiet_until or time.time() + 1
             if time.time() > quiet_until:
                 break
         m = c.poll(0.2)

@@ -120,6 +120,9 @@ pub struct OffsetsConfig {
 /// A failure of the offsets store.
 pub type OffsetStoreError = CoordinatorError;
 
+/// A transaction marker appended while its partition loads: (producer id, commit, offset).
+type DeferredMarker = (i64, bool, i64);
+
 /// The live state of one `__consumer_offsets` partition led here.
 #[derive(Default)]
 struct OffsetsShard {
@@ -139,7 +142,7 @@ pub struct OffsetStore {
     /// Broker time of the last expiry pass, so housekeeping can tick more often.
     last_expiry_ms: AtomicI64,
     /// Transaction markers appended to a partition while it loads, by partition.
-    deferred: std::sync::Mutex<HashMap<i32, Vec<(i64, bool, i64)>>>,
+    deferred: std::sync::Mutex<HashMap<i32, Vec<DeferredMarker>>>,
 }
 
 impl OffsetStore {
@@ -373,7 +376,7 @@ impl OffsetStore {
     }
 
     /// The markers deferred for partition `index` (taken; see [`Self::defer_marker`]).
-    fn take_deferred(&self, index: i32) -> Vec<(i64, bool, i64)> {
+    fn take_deferred(&self, index: i32) -> Vec<DeferredMarker> {
         self.deferred
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -384,7 +387,7 @@ impl OffsetStore {
     /// Keeps a marker (producer id, commit, offset) appended to partition `index` while it
     /// loads. Called, and taken, under the partition's lock, so none is missed between the
     /// load and its activation.
-    fn defer_marker(&self, index: i32, marker: (i64, bool, i64)) {
+    fn defer_marker(&self, index: i32, marker: DeferredMarker) {
         self.deferred
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
