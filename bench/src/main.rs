@@ -65,6 +65,7 @@ mod diag;
 mod probe;
 mod restart;
 mod scale;
+mod txn;
 
 /// Stated client settings, identical for every target.
 const LINGER_MS: &str = "5";
@@ -103,7 +104,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--no-mock" => a.mock = false,
             "-h" | "--help" => {
                 println!(
-                    "usage: strata-bench --bootstrap HOST:PORT [--broker-pid PID] [--data-dir DIR] [--quick] [--out DIR] [--no-mock]\n       strata-bench scale --help\n       strata-bench restart --help\n       strata-bench wait-ready --bootstrap HOST:PORT [--timeout-secs 600]\n       strata-bench latency --help\n       strata-bench consume --help\n       strata-bench mock-server"
+                    "usage: strata-bench --bootstrap HOST:PORT [--broker-pid PID] [--data-dir DIR] [--quick] [--out DIR] [--no-mock]\n       strata-bench scale --help\n       strata-bench restart --help\n       strata-bench wait-ready --bootstrap HOST:PORT [--timeout-secs 600]\n       strata-bench latency --help\n       strata-bench consume --help\n       strata-bench txn --bootstrap HOST:PORT [--secs 5] [--no-mock]\n       strata-bench mock-server"
                 );
                 std::process::exit(0);
             }
@@ -121,6 +122,7 @@ fn main() -> anyhow::Result<()> {
         Some("wait-ready") => return probe::wait_ready_cmd(std::env::args().skip(2)),
         Some("latency") => return diag::latency_cmd(std::env::args().skip(2)),
         Some("consume") => return diag::consume_cmd(std::env::args().skip(2)),
+        Some("txn") => return txn::run(std::env::args().skip(2)),
         _ => {}
     }
     let args = parse_args()?;
