@@ -5,9 +5,12 @@
 //! Each target gets the same runs, 1 KB records round-robin over 3 partitions, acks=all,
 //! `linger.ms=5`: an idempotent producer without transactions, then a transactional one
 //! that commits every 100, 1,000 and 10,000 records (`commit_transaction` after a flush).
-//! Reported: records/s, and the commit's latency (p50, p99, max: `commit_transaction` once
+//! Reported: records/s; the commit's latency (p50, p99, max: `commit_transaction` once
 //! every record is acknowledged, which is the EndTxn round trip; the markers' completion
-//! shows in the next transaction, whose first AddPartitionsToTxn waits for it).
+//! shows in the next transaction, whose first AddPartitionsToTxn waits for it); and the
+//! end-to-end latency, from the send to a read_committed consumer in the same process
+//! (each record carries its send time), which for a transaction includes the wait for its
+//! commit and markers.
 //!
 //! Usage: `strata-bench txn --bootstrap HOST:PORT [--secs 5] [--no-mock]`.
 
@@ -17,7 +20,13 @@ use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
-use crate::{Target, client, disk_write_mb_s, loopback_mb_s, spawn_mock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rdkafka::consumer::Consumer;
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use crate::{Target, client, consumer, disk_write_mb_s, loopback_mb_s, spawn_mock};
 
 const RECORD: usize = 1024;
 const PARTITIONS: i32 = 3;
@@ -28,6 +37,8 @@ struct Run {
     records_per_s: f64,
     /// Commit latency in microseconds (empty without transactions).
     commits: Histogram<u64>,
+    /// Send to read_committed consumption, in microseconds.
+    end_to_end: Histogram<u64>,
 }
 
 /// Runs the subcommand.
@@ -102,8 +113,10 @@ pub fn run(argv: impl Iterator<Item = String>) -> anyhow::Result<()> {
         drop(m.stdin);
         let _ = m.child.wait();
     }
-    println!("\n| run | target | records/s | MB/s | of the mock | commit p50 / p99 / max (ms) |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "\n| run | target | records/s | MB/s | of the mock | of idempotent | commit p50 / p99 / max (ms) | end to end p50 / p99 (ms) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     let mock_runs = all.iter().find(|(n, _)| n == "mock").map(|(_, r)| r);
     for (name, runs) in &all {
         for (i, r) in runs.iter().enumerate() {
@@ -123,11 +136,14 @@ pub fn run(argv: impl Iterator<Item = String>) -> anyhow::Result<()> {
                     ms(r.commits.max())
                 )
             };
+            let of_idempotent = r.records_per_s / runs[0].records_per_s;
             println!(
-                "| {} | {name} | {:.0} | {:.1} | {ratio} | {commit} |",
+                "| {} | {name} | {:.0} | {:.1} | {ratio} | {of_idempotent:.2} | {commit} | {:.1} / {:.1} |",
                 r.label,
                 r.records_per_s,
-                r.records_per_s * RECORD as f64 / 1e6
+                r.records_per_s * RECORD as f64 / 1e6,
+                ms(r.end_to_end.value_at_quantile(0.5)),
+                ms(r.end_to_end.value_at_quantile(0.99)),
             );
         }
     }
@@ -151,8 +167,13 @@ fn measure(bootstrap: &str, topic: &str, every: usize, duration: Duration) -> an
     if every > 0 {
         producer.init_transactions(Duration::from_secs(30))?;
     }
-    let payload = vec![b'x'; RECORD];
+    let mut payload = vec![b'x'; RECORD];
     let started = Instant::now();
+    let reading = Arc::new(AtomicBool::new(true));
+    let reader = {
+        let (bootstrap, topic, reading) = (bootstrap.to_owned(), topic.to_owned(), reading.clone());
+        std::thread::spawn(move || read_latencies(&bootstrap, &topic, started, &reading))
+    };
     let mut sent = 0usize;
     let mut in_txn = 0usize;
     while started.elapsed() < duration {
@@ -160,6 +181,8 @@ fn measure(bootstrap: &str, topic: &str, every: usize, duration: Duration) -> an
             producer.begin_transaction()?;
         }
         let partition = i32::try_from(sent % PARTITIONS as usize)?;
+        let now = u64::try_from(started.elapsed().as_micros())?;
+        payload[..8].copy_from_slice(&now.to_be_bytes());
         match producer.send(
             BaseRecord::<(), _>::to(topic)
                 .payload(&payload)
@@ -197,6 +220,12 @@ fn measure(bootstrap: &str, topic: &str, every: usize, duration: Duration) -> an
     }
     producer.flush(Duration::from_secs(30))?;
     let secs = started.elapsed().as_secs_f64();
+    // The consumer reads on for 2 s past the last commit.
+    std::thread::sleep(Duration::from_secs(2));
+    reading.store(false, Ordering::Relaxed);
+    let end_to_end = reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("the reader panicked"))??;
     Ok(Run {
         label: if every == 0 {
             "idempotent, no transactions".to_owned()
@@ -205,5 +234,37 @@ fn measure(bootstrap: &str, topic: &str, every: usize, duration: Duration) -> an
         },
         records_per_s: sent as f64 / secs,
         commits,
+        end_to_end,
     })
+}
+
+/// Reads `topic` with read_committed from the start while `reading`, recording each record's
+/// age (now, minus the send time it carries, both from `started`).
+fn read_latencies(
+    bootstrap: &str,
+    topic: &str,
+    started: Instant,
+    reading: &AtomicBool,
+) -> anyhow::Result<Histogram<u64>> {
+    let c = consumer(
+        bootstrap,
+        &[("isolation.level".to_owned(), "read_committed".to_owned())],
+    )?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)?;
+    }
+    c.assign(&tpl)?;
+    let mut h = Histogram::<u64>::new(3)?;
+    while reading.load(Ordering::Relaxed) {
+        let Some(Ok(m)) = c.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        if let Some(sent) = m.payload().and_then(|p| p.get(..8)) {
+            let sent = u64::from_be_bytes(sent.try_into()?);
+            let now = u64::try_from(started.elapsed().as_micros())?;
+            h.record(now.saturating_sub(sent).max(1))?;
+        }
+    }
+    Ok(h)
 }

@@ -20,6 +20,12 @@
 //!   written by the coordinator, and AddPartitionsToTxn v4's `verify_only`
 //!   (TRANSACTION_ABORTABLE once the transaction is over); then a transaction left open on
 //!   the partition, which `strata admin transactions abort --start-offset` ends there.
+//! - `offsets_in_a_transaction_over_raw_frames`: TxnOffsetCommit v2 before AddOffsetsToTxn
+//!   (INVALID_TXN_STATE: the group's `__consumer_offsets` partition is not in the
+//!   transaction) and for an unknown partition (UNKNOWN_TOPIC_OR_PARTITION); AddOffsetsToTxn
+//!   v0 for an unknown id (INVALID_PRODUCER_ID_MAPPING) and an old epoch
+//!   (INVALID_PRODUCER_EPOCH); then the offset written in the transaction is not the
+//!   group's until the commit, and is after it (OffsetFetch v1).
 //! - `markers_are_appended_by_the_partition_leader`: WriteTxnMarkers over raw frames: a
 //!   marker takes one offset once committed; an older producer epoch is
 //!   INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED, and
@@ -338,6 +344,7 @@ fn txn_batch((pid, epoch): (i64, i16), seq: i32, n: usize) -> Vec<u8> {
 #[test]
 fn a_transaction_over_raw_frames() {
     const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     const INVALID_TXN_STATE: i16 = 48;
     const CONCURRENT_TRANSACTIONS: i16 = 51;
     const OPERATION_NOT_ATTEMPTED: i16 = 55;
@@ -374,6 +381,17 @@ fn a_transaction_over_raw_frames() {
                     ("no-such-topic".to_owned(), 0, UNKNOWN_TOPIC_OR_PARTITION),
                     (topic.to_owned(), 0, OPERATION_NOT_ATTEMPTED),
                 ],
+            "{codes:?}"
+        );
+        // An internal topic is never the client's to add.
+        let codes = add_partitions_v0(b, id, producer, &[("__consumer_offsets", 0)])?;
+        ensure!(
+            codes
+                == vec![(
+                    "__consumer_offsets".to_owned(),
+                    0,
+                    TOPIC_AUTHORIZATION_FAILED
+                )],
             "{codes:?}"
         );
         let codes = add_partitions_v0(b, id, (pid, epoch - 1), &[(topic, 0)])?;
@@ -453,6 +471,127 @@ fn a_transaction_over_raw_frames() {
             ],
         );
         ensure!(!r.ok, "no transaction starts there any more: {r:?}");
+        Ok(())
+    });
+}
+
+/// AddOffsetsToTxn v0: its error code.
+fn add_offsets_v0(
+    b: &Broker,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    group: &str,
+) -> anyhow::Result<i16> {
+    let mut req = wire::header(25, 0, 25);
+    wire::put_str(&mut req, id);
+    req.extend_from_slice(&pid.to_be_bytes());
+    req.extend_from_slice(&epoch.to_be_bytes());
+    wire::put_str(&mut req, group);
+    let r = roundtrip(b, &req)?;
+    Ok(i16::from_be_bytes(
+        r.get(8..10)
+            .context("truncated AddOffsetsToTxn answer")?
+            .try_into()?,
+    ))
+}
+
+/// TxnOffsetCommit v2 of one offset for partition `partition` of `topic`: that partition's
+/// error code.
+fn txn_offset_commit_v2(
+    b: &Broker,
+    id: &str,
+    group: &str,
+    (pid, epoch): (i64, i16),
+    (topic, partition, offset): (&str, i32, i64),
+) -> anyhow::Result<i16> {
+    let mut req = wire::header(28, 2, 26);
+    wire::put_str(&mut req, id);
+    wire::put_str(&mut req, group);
+    req.extend_from_slice(&pid.to_be_bytes());
+    req.extend_from_slice(&epoch.to_be_bytes());
+    req.extend_from_slice(&1i32.to_be_bytes());
+    wire::put_str(&mut req, topic);
+    req.extend_from_slice(&1i32.to_be_bytes());
+    req.extend_from_slice(&partition.to_be_bytes());
+    req.extend_from_slice(&offset.to_be_bytes());
+    req.extend_from_slice(&(-1i32).to_be_bytes()); // leader epoch
+    req.extend_from_slice(&(-1i16).to_be_bytes()); // null metadata
+    let r = roundtrip(b, &req)?;
+    // corr(4) throttle(4) topics(4) name(2+n) partitions(4) index(4) code(2)
+    let at = 4 + 4 + 4 + 2 + topic.len() + 4 + 4;
+    Ok(i16::from_be_bytes(
+        r.get(at..at + 2)
+            .context("truncated TxnOffsetCommit answer")?
+            .try_into()?,
+    ))
+}
+
+/// The group's committed offset of partition 0 of `topic` (OffsetFetch v1; -1 for none).
+fn committed_offset(b: &Broker, group: &str, topic: &str) -> anyhow::Result<i64> {
+    let mut req = wire::header(9, 1, 27);
+    wire::put_str(&mut req, group);
+    req.extend_from_slice(&1i32.to_be_bytes());
+    wire::put_str(&mut req, topic);
+    req.extend_from_slice(&1i32.to_be_bytes());
+    req.extend_from_slice(&0i32.to_be_bytes());
+    let r = roundtrip(b, &req)?;
+    // corr(4) topics(4) name(2+n) partitions(4) index(4) offset(8)
+    let at = 4 + 4 + 2 + topic.len() + 4 + 4;
+    Ok(i64::from_be_bytes(
+        r.get(at..at + 8)
+            .context("truncated OffsetFetch answer")?
+            .try_into()?,
+    ))
+}
+
+#[test]
+fn offsets_in_a_transaction_over_raw_frames() {
+    const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    const INVALID_TXN_STATE: i16 = 48;
+    const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+    let _serial = serial();
+    with_broker(&[], |b| {
+        let (id, group, topic) = ("raw-offsets", "raw-offsets-group", "raw-offsets-in");
+        roundtrip(b, &wire::metadata_request(1, topic))?;
+        wait_until(
+            "the topic is served",
+            WAIT,
+            Duration::from_millis(50),
+            || Ok(latest(b, topic).is_ok()),
+        )?;
+        let (code, pid, epoch) = first_init(b, id)?;
+        ensure!(code == 0, "InitProducerId: {code}");
+        let producer = (pid, epoch);
+        let code = txn_offset_commit_v2(b, id, group, producer, (topic, 0, 5))?;
+        ensure!(code == INVALID_TXN_STATE, "before AddOffsetsToTxn: {code}");
+        let code = add_offsets_v0(b, "no-such-id", producer, group)?;
+        ensure!(code == INVALID_PRODUCER_ID_MAPPING, "unknown id: {code}");
+        let code = add_offsets_v0(b, id, (pid, epoch - 1), group)?;
+        ensure!(code == INVALID_PRODUCER_EPOCH, "old epoch: {code}");
+        ensure!(
+            add_offsets_v0(b, id, producer, group)? == 0,
+            "AddOffsetsToTxn"
+        );
+        let code = txn_offset_commit_v2(b, id, group, producer, (topic, 7, 5))?;
+        ensure!(
+            code == UNKNOWN_TOPIC_OR_PARTITION,
+            "unknown partition: {code}"
+        );
+        ensure!(
+            txn_offset_commit_v2(b, id, group, producer, (topic, 0, 5))? == 0,
+            "TxnOffsetCommit"
+        );
+        ensure!(
+            committed_offset(b, group, topic)? == -1,
+            "the offset counts before the commit"
+        );
+        ensure!(end_txn_v0(b, id, producer, true)? == 0, "commit");
+        wait_until(
+            "the offset counts once the marker is written",
+            WAIT,
+            Duration::from_millis(20),
+            || Ok(committed_offset(b, group, topic)? == 5),
+        )?;
         Ok(())
     });
 }

@@ -7,8 +7,9 @@
 //! - v4+ is a broker's request: CLUSTER_ACTION on the cluster is required, or the whole
 //!   answer is CLUSTER_AUTHORIZATION_FAILED.
 //! - Each transaction: WRITE on its transactional id, or every partition gets
-//!   TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Then each partition: WRITE on its topic
-//!   (TOPIC_AUTHORIZATION_FAILED) and the partition must exist (UNKNOWN_TOPIC_OR_PARTITION);
+//!   TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Then each partition: WRITE on its topic, never
+//!   granted for an internal topic (TOPIC_AUTHORIZATION_FAILED), and the partition must
+//!   exist (UNKNOWN_TOPIC_OR_PARTITION);
 //!   if any fails, the others get OPERATION_NOT_ATTEMPTED and nothing is added.
 //! - Then the coordinator: NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS where this node
 //!   does not serve the id (yet), INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED
@@ -31,6 +32,7 @@ use strata_protocol::messages::{
 };
 
 use super::RequestContext;
+use crate::coordinator::InternalTopic;
 use crate::server::error::{coordinator_unavailable_code, fenced_for_version, txn_error_code};
 use crate::server::placement;
 
@@ -136,7 +138,10 @@ fn refused_partitions(
     let image = ctx.broker.image();
     let mut refused = BTreeMap::new();
     for (topic, ids) in partitions {
-        let authorized = ctx.authorize(AclOperation::Write, ResourceType::Topic, topic);
+        // Kafka filters the internal topics out before it authorizes: a client never adds
+        // one itself (AddOffsetsToTxn adds the group's `__consumer_offsets` partition).
+        let authorized = !InternalTopic::is_internal(topic)
+            && ctx.authorize(AclOperation::Write, ResourceType::Topic, topic);
         let known = image.topics.get(topic.as_str());
         for &p in ids {
             let code = if !authorized {
