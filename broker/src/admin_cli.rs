@@ -47,7 +47,7 @@ use client::Client;
 const USAGE: &str = "\
 usage: strata admin [--bootstrap-server HOST:PORT] [--bootstrap-controller HOST:PORT] [--timeout-ms N] COMMAND ...
 
-  --bootstrap-server      a broker of the cluster (default localhost:9092)
+  --bootstrap-server      brokers of the cluster, HOST:PORT[,HOST:PORT...], the first that answers (default localhost:9092)
   --bootstrap-controller  a controller listener instead (KIP-919), for `cluster quorum`
   --timeout-ms            the bound on each request (default 30000)
 

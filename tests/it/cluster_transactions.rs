@@ -13,7 +13,8 @@
 //!   way) and, in the next transaction, before the commit: the next coordinator completes
 //!   the first (it resumes the markers of a decided transaction it loads), the producer's
 //!   EndTxn finds it for the second, and a read_committed consumer reads every committed
-//!   record exactly once and no aborted one.
+//!   record exactly once and no aborted one; the group offset sent in the first
+//!   transaction (`send_offsets_to_transaction`) is the group's.
 //!
 //! Raw frames, independent of Strata's codec. Every wait is bounded; what is measured is
 //! printed as `measured:` lines.
@@ -201,9 +202,24 @@ fn transactions_survive_their_coordinator() {
     let coordinator_now =
         |c: &Cluster, ids: &[i32]| cluster::agreed_coordinator(c, ids, "across", TRANSACTION, WAIT);
 
-    // Committed, then its coordinator killed at once: the markers may be in flight.
+    // Committed with a group's offsets (TxnOffsetCommit at the group's coordinator, which
+    // verifies with the transaction's coordinator, often another node), then its
+    // coordinator killed at once: the markers may be in flight.
+    let group: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", c.bootstrap(&all))
+        .set("group.id", "across-group")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("consumer");
     producer.begin_transaction().expect("begin");
     send("first");
+    let mut offsets = TopicPartitionList::new();
+    offsets
+        .add_partition_offset(TOPIC, 0, rdkafka::Offset::Offset(30))
+        .expect("offset");
+    producer
+        .send_offsets_to_transaction(&offsets, &group.group_metadata().expect("metadata"), WAIT)
+        .expect("send_offsets_to_transaction");
     let first = coordinator_now(&c, &all);
     producer.commit_transaction(WAIT).expect("commit");
     c.node(first).kill9();
@@ -232,6 +248,16 @@ fn transactions_survive_their_coordinator() {
         t.elapsed().as_millis()
     );
     let live: Vec<i32> = all.iter().copied().filter(|&i| i != second).collect();
+    let mut asked = TopicPartitionList::new();
+    asked.add_partition(TOPIC, 0);
+    let committed = group
+        .committed_offsets(asked, Duration::from_secs(60))
+        .expect("committed offsets");
+    assert_eq!(
+        committed.find_partition(TOPIC, 0).map(|p| p.offset()),
+        Some(rdkafka::Offset::Offset(30)),
+        "the offset committed in the first transaction"
+    );
     let mut values = read_committed(&c.bootstrap(&live), TOPIC, 3, 2 * N as usize);
     values.sort();
     let mut want: Vec<String> = ["first", "second"]

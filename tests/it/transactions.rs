@@ -438,7 +438,8 @@ fn a_transaction_over_raw_frames() {
             latest_committed(b, topic)? == 7,
             "held at the open transaction"
         );
-        let bootstrap = format!("127.0.0.1:{}", b.port());
+        // A list of bootstrap servers, as Kafka's tools take it; the first is not there.
+        let bootstrap = format!("127.0.0.1:1,127.0.0.1:{}", b.port());
         let out = admin_ok(
             &bootstrap,
             &[

@@ -208,17 +208,17 @@ impl Client {
         deadline: Instant,
     ) -> anyhow::Result<ResponseKind> {
         if !self.connections.contains_key(&node) {
-            let addr = match node {
-                None => self.bootstrap.clone(),
+            let conn = match node {
+                None => self.open_bootstrap(deadline)?,
                 Some(id) => {
                     let b = self
                         .brokers
                         .get(&id)
                         .with_context(|| format!("broker {id} is not in the cluster's metadata"))?;
-                    format!("{}:{}", b.host, b.port)
+                    let addr = format!("{}:{}", b.host, b.port);
+                    self.open(&addr, deadline)?
                 }
             };
-            let conn = self.open(&addr, deadline)?;
             self.connections.insert(node, conn);
         }
         let conn = self
@@ -233,6 +233,26 @@ impl Client {
             None => bail!("UNSUPPORTED_VERSION: the broker does not serve {api:?}"),
         }
         exchange(&mut conn.stream, api, version, body, deadline)
+    }
+
+    /// The first of the bootstrap addresses (`host:port[,host:port...]`, as Kafka's tools
+    /// take them) that answers.
+    fn open_bootstrap(&mut self, deadline: Instant) -> anyhow::Result<Connection> {
+        let addrs: Vec<String> = self
+            .bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let mut last = None;
+        for addr in &addrs {
+            match self.open(addr, deadline) {
+                Ok(conn) => return Ok(conn),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("no bootstrap address given")))
     }
 
     fn open(&mut self, addr: &str, deadline: Instant) -> anyhow::Result<Connection> {

@@ -5,11 +5,11 @@
 //! and `TransactionCoordinator.handleAddPartitionsToTransaction`.
 //!
 //! - v4+ is a broker's request: CLUSTER_ACTION on the cluster is required, or the whole
-//!   answer is CLUSTER_AUTHORIZATION_FAILED.
-//! - Each transaction: WRITE on its transactional id, or every partition gets
-//!   TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Then each partition: WRITE on its topic, never
-//!   granted for an internal topic (TOPIC_AUTHORIZATION_FAILED), and the partition must
-//!   exist (UNKNOWN_TOPIC_OR_PARTITION);
+//!   answer is CLUSTER_AUTHORIZATION_FAILED; it covers the ids and topics.
+//! - Each transaction of a client (v0-3): WRITE on its transactional id, or every partition
+//!   gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and WRITE on each topic, never granted for
+//!   an internal topic (TOPIC_AUTHORIZATION_FAILED). Then each partition must exist
+//!   (UNKNOWN_TOPIC_OR_PARTITION);
 //!   if any fails, the others get OPERATION_NOT_ATTEMPTED and nothing is added.
 //! - Then the coordinator: NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS where this node
 //!   does not serve the id (yet), INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED
@@ -82,7 +82,10 @@ async fn transaction(
             .collect()
     };
     let id: &TransactionalId = &t.transactional_id;
-    if !ctx.authorize_transactional_id(AclOperation::Write, id) {
+    // v4+ comes from brokers, which CLUSTER_ACTION covers: the id and the topics are
+    // authorized for a client's request only.
+    let from_client = ctx.api_version < 4;
+    if from_client && !ctx.authorize_transactional_id(AclOperation::Write, id) {
         return every(ResponseError::TransactionalIdAuthorizationFailed.code());
     }
     let refused = refused_partitions(ctx, &partitions);
@@ -140,8 +143,9 @@ fn refused_partitions(
     for (topic, ids) in partitions {
         // Kafka filters the internal topics out before it authorizes: a client never adds
         // one itself (AddOffsetsToTxn adds the group's `__consumer_offsets` partition).
-        let authorized = !InternalTopic::is_internal(topic)
-            && ctx.authorize(AclOperation::Write, ResourceType::Topic, topic);
+        let authorized = ctx.api_version >= 4
+            || (!InternalTopic::is_internal(topic)
+                && ctx.authorize(AclOperation::Write, ResourceType::Topic, topic));
         let known = image.topics.get(topic.as_str());
         for &p in ids {
             let code = if !authorized {
