@@ -218,11 +218,24 @@ def run(cluster, args, started: float, tmp: Path, strata: str) -> int:
 
     worker = start_app()
     faults: list[str] = []
+    crashes: list[str] = []
+
+    def app_running() -> bool:
+        """Whether the application still runs; one that stopped with an error (an
+        exception its loop does not handle) is counted and started again."""
+        nonlocal worker
+        if worker.poll() is None:
+            return True
+        if worker.returncode == 0:
+            return False
+        crashes.append(f"exit {worker.returncode} at {time.time() - started:.1f}s")
+        worker = start_app()
+        return True
     kinds = ["coordinator", "leader", "application"]
     rng = random.Random(7)
     while len(faults) < args.faults and time.time() - started < args.limit:
         time.sleep(args.interval)
-        if worker.poll() is not None:
+        if not app_running():
             break  # done before the faults ran out
         kind = kinds[len(faults) % len(kinds)]
         at = time.time() - started
@@ -246,7 +259,7 @@ def run(cluster, args, started: float, tmp: Path, strata: str) -> int:
         cluster.node(node).restart()
         cluster.wait_registered(120)
     faults_done_at = time.time() - started
-    while worker.poll() is None and time.time() - started < args.limit:
+    while app_running() and time.time() - started < args.limit:
         time.sleep(1)
     if worker.poll() is None:
         worker.kill()
@@ -257,6 +270,12 @@ def run(cluster, args, started: float, tmp: Path, strata: str) -> int:
     commits = [line for line in lines if line.startswith("commit ")]
     acked = {int(v) for line in commits for v in line[len("commit "):].split(",")}
     print(f"faults: {len(faults)} (last at {faults_done_at:.0f}s): {'; '.join(faults)}")
+    keep = Path(os.environ.get("EOS_LOGS", "/tmp/eos-faults-logs"))
+    keep.mkdir(parents=True, exist_ok=True)
+    for name in ("app.log", "app.stderr"):
+        if (tmp / name).exists():
+            (keep / name).write_bytes((tmp / name).read_bytes())
+    print(f"application crashes (restarted): {len(crashes)} {crashes}; logs in {keep}")
     print(
         f"application: {len(commits)} transactions seen committed, "
         f"{sum(1 for line in lines if line == 'abort')} aborted, "
