@@ -59,7 +59,6 @@ def make_clients(bootstrap: str):
             "isolation.level": "read_committed",
         }
     )
-    consumer.assign([TopicPartition("in", p) for p in range(PARTITIONS)])
     rewind(consumer)
     conf = {
         "bootstrap.servers": bootstrap,
@@ -86,9 +85,11 @@ def committed(consumer) -> list[TopicPartition]:
 
 
 def rewind(consumer) -> None:
-    """Back to the group's committed offsets (the start where there are none)."""
-    for tp in committed(consumer):
-        consumer.seek(TopicPartition("in", tp.partition, max(tp.offset, 0)))
+    """Back to the group's committed offsets (the start where there are none), by assigning
+    the partitions at them (a seek right after an assignment fails with _STATE)."""
+    consumer.assign(
+        [TopicPartition("in", tp.partition, max(tp.offset, 0)) for tp in committed(consumer)]
+    )
 
 
 def app(args) -> int:
