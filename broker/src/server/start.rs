@@ -93,7 +93,8 @@ impl Node {
     /// broker has caught up with the metadata log (`BrokerServer` waits for its lifecycle's
     /// initial catch-up); the only voter waits until it is unfenced (it waits for no one
     /// else), so its first clients find every partition led, and a node of a larger quorum
-    /// likewise, bounded by [`CLUSTER_READY`]. The controller listeners are served before.
+    /// that restarts with a metadata log likewise, bounded by [`CLUSTER_READY`]. The
+    /// controller listeners are served before.
     ///
     /// The only voter also creates `__consumer_offsets` then, if it has none, and waits
     /// for its partitions to load, so that a lone node coordinates every group from its
@@ -109,8 +110,13 @@ impl Node {
             // metadata log. A node restarted into a running cluster that answered Metadata
             // from the image it is still replaying would name no brokers and no leaders, and
             // librdkafka drops every broker such an answer leaves out (a transactional
-            // producer then has no coordinator until it re-bootstraps, minutes later).
-            if !self.broker.wait_caught_up(CLUSTER_READY).await {
+            // producer then has no coordinator until it re-bootstraps, minutes later). So a
+            // node that starts with a metadata log of its own (a restart) waits; a node of a
+            // cluster being formed serves at once, as before, since no client knows any
+            // broker yet (waiting there made a client created during the formation miss its
+            // first CreateTopics now and then, not understood yet).
+            let restarted = self.quorum.status().log_end_offset > 0;
+            if restarted && !self.broker.wait_caught_up(CLUSTER_READY).await {
                 tracing::warn!(bound = ?CLUSTER_READY, "the broker did not catch up with the metadata in time; serving clients anyway");
             }
             return;
