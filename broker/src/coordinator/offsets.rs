@@ -289,17 +289,7 @@ impl OffsetStore {
         offsets: Vec<(String, i32, CommittedOffset)>,
         now_ms: i64,
     ) -> Result<PendingWrite, OffsetStoreError> {
-        let records = offsets
-            .into_iter()
-            .map(|(topic, partition, v)| CoordinatorRecord::OffsetCommit {
-                key: OffsetKey {
-                    group: group.to_owned(),
-                    topic,
-                    partition,
-                },
-                value: Some(v),
-            })
-            .collect::<Vec<_>>();
+        let records = offset_records(group, offsets);
         self.lock(group).write(records, now_ms)
     }
 
@@ -321,17 +311,7 @@ impl OffsetStore {
         let index = p.index;
         let (epoch, partition) = p.serving(OFFSETS_TOPIC)?;
         let partition = partition.clone();
-        let records: Vec<CoordinatorRecord> = offsets
-            .into_iter()
-            .map(|(topic, partition, v)| CoordinatorRecord::OffsetCommit {
-                key: OffsetKey {
-                    group: group.to_owned(),
-                    topic,
-                    partition,
-                },
-                value: Some(v),
-            })
-            .collect();
+        let records = offset_records(group, offsets);
         if records.is_empty() {
             return Ok(PendingWrite::nothing(OFFSETS_TOPIC, index));
         }
@@ -800,6 +780,24 @@ impl OffsetsPartition {
         self.shard.compaction = None;
         Ok(())
     }
+}
+
+/// The OffsetCommit records of `group`'s `offsets` (topic, partition, value).
+fn offset_records(
+    group: &str,
+    offsets: Vec<(String, i32, CommittedOffset)>,
+) -> Vec<CoordinatorRecord> {
+    offsets
+        .into_iter()
+        .map(|(topic, partition, v)| CoordinatorRecord::OffsetCommit {
+            key: OffsetKey {
+                group: group.to_owned(),
+                topic,
+                partition,
+            },
+            value: Some(v),
+        })
+        .collect()
 }
 
 /// Reads the partition's whole log and applies every record to `state`, transactional
