@@ -27,6 +27,8 @@
 #   --from NNNN        skip the selected tests numbered below NNNN (split a long run)
 #   --except LIST      leave these test numbers out of the selection (comma separated)
 #   --keep             keep the broker's data directory
+#   --build-only       build librdkafka and its test runner into target/compat and stop (so
+#                      that two runs can then go side by side without racing to build it)
 #
 # Env: STRATA_BIN (default target/release/strata; built if missing), COMPAT_DIR (default
 #      target/compat), COMPAT_RESULTS_DIR (default target/compat/results). Per-test logs and JSON reports: target/compat/results/<NNNN>.{log,json};
@@ -63,9 +65,10 @@ while [[ $# -gt 0 ]]; do
         --from) FROM="${2:?--from needs a test number}"; shift ;;
         --except) EXCEPT="${2:?--except needs a list}"; shift ;;
         --keep) KEEP=1 ;;
+        --build-only) MODE=build ;;
         --cluster) CLUSTER="${2:?--cluster needs a node count}"; shift
             [[ "$CLUSTER" =~ ^[1-9]$ ]] || { echo "--cluster takes 1 to 9 nodes" >&2; exit 2; } ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
         *) echo "unknown option: $1" >&2; exit 2 ;;
     esac
     shift
@@ -364,6 +367,7 @@ main() {
 
 mkdir -p "$RES_DIR"
 ensure_built || exit 2
+[[ $MODE != build ]] || exit 0
 
 case "$MODE" in
     tier1) SELECTED="$TIER1" ;;
