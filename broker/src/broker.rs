@@ -88,6 +88,11 @@ pub struct Broker {
     /// The budget for request bytes read from sockets (`queued.max.request.bytes`), shared by
     /// every connection: a connection stops reading while it is exhausted (back-pressure).
     pub request_memory: RequestMemory,
+    /// The epoch of the finalized features ApiVersions advertises: the time this process
+    /// opened, in ms. Kafka's is the metadata offset they were read at; the features here are
+    /// settings of the process, so a restart (the only way they change) moves it forward, and
+    /// a client takes the features of the node with the newest.
+    pub features_epoch: i64,
 }
 
 impl Broker {
@@ -142,6 +147,7 @@ impl Broker {
                 abort_timed_out_interval_ms: i64::from(
                     config.transaction_abort_timed_out_interval_ms,
                 ),
+                transaction_version: config.transaction_version,
             },
             now_ms,
         ));
@@ -188,6 +194,7 @@ impl Broker {
             copied_bytes: AtomicU64::new(0),
             request_memory,
             incarnation_id: Uuid::new_v4(),
+            features_epoch: now_ms,
         });
         // The only voter opens on the image its whole log gives (`server::start` waits for
         // it), so it opens what it leads now, as a node that replays its own log; other

@@ -207,6 +207,11 @@ pub struct BrokerConfig {
     pub transaction_abort_timed_out_interval_ms: i32,
     /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
     pub transaction_remove_expired_interval_ms: i32,
+    /// `transaction.version` (Strata's own key): the finalized level of Kafka's feature of
+    /// that name, which ApiVersions advertises (0 to 2, Kafka 4's default 2). Kafka sets it
+    /// with `kafka-storage format --feature` or `kafka-features.sh`; every node of a cluster
+    /// should have the same.
+    pub transaction_version: i16,
     /// `metrics.listener`: where the Prometheus endpoint listens; `None` (the default)
     /// serves none.
     pub metrics_listener: Option<MetricsListener>,
@@ -620,6 +625,10 @@ impl BrokerConfig {
                 "transaction.remove.expired.transaction.cleanup.interval.ms",
                 get("transaction.remove.expired.transaction.cleanup.interval.ms"),
             )?,
+            transaction_version: match get("transaction.version") {
+                v @ ("0" | "1" | "2") => v.parse().unwrap_or(2),
+                v => return Err(invalid("transaction.version", v, "not 0, 1 or 2")),
+            },
             metrics_listener: MetricsListener::parse(get("metrics.listener"))
                 .map_err(|reason| invalid("metrics.listener", get("metrics.listener"), reason))?,
             values,

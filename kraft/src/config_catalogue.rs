@@ -564,6 +564,10 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
         AtLeast(1), ReadOnly, "How often timed-out transactions are aborted."),
     broker("transaction.remove.expired.transaction.cleanup.interval.ms", Int, Some("3600000"),
         AtLeast(1), ReadOnly, "How often expired transactional ids are removed."),
+    // Strata's own: Kafka finalizes this feature level with `kafka-storage format --feature`
+    // or `kafka-features.sh` rather than a config key.
+    broker("transaction.version", Short, Some("2"), Between(0, 2), ReadOnly,
+        "The finalized level of the transaction.version feature that ApiVersions advertises."),
     // KRaft (KIP-500, KIP-595, KIP-631, KIP-853).
     broker("controller.quorum.voters", List, None, Any, ReadOnly,
         "The static voter set, id@host:port."),

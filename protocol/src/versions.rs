@@ -43,14 +43,18 @@ const fn api(key: ApiKey, min: i16, max: i16) -> SupportedApi {
 ///   that does anyway (an old message format) is refused as any unserved version is.
 ///   Produce v0-2 and Fetch v0-3 carry magic 0 and 1 message sets, which Strata does not
 ///   convert (`docs/ARCHITECTURE.md`, "Old clients").
-/// - Produce stops at v11: v12 is KIP-890's transaction verification and v13 adds topic ids.
+/// - Produce stops at v12 (KIP-890's transaction version 2: the partition's leader adds the
+///   partition to its producer's transaction); v13 addresses topics by id.
+/// - EndTxn v5 and TxnOffsetCommit v5 are transaction version 2's (an epoch bump at every end,
+///   and the offsets partition added implicitly); ApiVersions finalizes `transaction.version`
+///   2, which is what makes Kafka's Java producer use them.
 /// - Fetch stops at v16: v17 and later only add replica fields for follower fetching.
 /// - Metadata stops at v12: v13 adds a top-level error code used for re-bootstrap (KIP-1102).
 /// - ListOffsets stops at v8: v9 (tiered storage) and v10 (KIP-1075 timeouts) are not served.
 /// - ListTransactions stops at v1: v2's transactional id pattern (KIP-1152) is not served.
-/// - InitProducerId stops at v5: v6 adds two-phase commit (KIP-939). A transactional id is
-///   served by the transaction coordinator; the rest of the transaction APIs are not listed
-///   yet.
+/// - InitProducerId stops at v5: v6 adds two-phase commit (KIP-939), which Kafka 4.1 marks
+///   unstable and serves only with `unstable.api.versions.enable` (its `keep_prepared_txn`
+///   answers UNSUPPORTED_VERSION there).
 /// - Versions Kafka 4.0 removed (KIP-896) that clients still in service send are served
 ///   (as Redpanda does): JoinGroup v0-1 through the codec, and ListOffsets v0, OffsetCommit
 ///   v0-1, OffsetFetch v0, CreateTopics v0-1, DeleteTopics v0 and DescribeConfigs v0
@@ -72,7 +76,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     SupportedApi {
         key: ApiKey::Produce,
         min: 3,
-        max: 11,
+        max: 12,
         advertised_min: 0,
     },
     api(ApiKey::Fetch, 4, 16),
@@ -95,7 +99,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::AddPartitionsToTxn, 0, 5),
     api(ApiKey::AddOffsetsToTxn, 0, 4),
-    api(ApiKey::EndTxn, 0, 4),
+    api(ApiKey::EndTxn, 0, 5),
     api(ApiKey::WriteTxnMarkers, 1, 1),
     api(ApiKey::TxnOffsetCommit, 0, 5),
     api(ApiKey::DescribeAcls, 1, 3),

@@ -89,4 +89,5 @@ mod rdkafka_produce_consume;
 mod rdkafka_retention;
 mod roll_recovery_point;
 mod transactions;
+mod transactions_v2;
 mod zero_copy_fetch;

@@ -44,7 +44,7 @@ use strata_tests::{Broker, serial, wait_until, with_broker};
 use crate::admin_cli_run::{admin, admin_ok, table};
 
 /// The longest any one wait here takes.
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
@@ -57,7 +57,7 @@ const PRODUCER_FENCED: i16 = 90;
 /// `transaction.max.timeout.ms` for these tests.
 const MAX_TIMEOUT_MS: i32 = 120_000;
 
-fn roundtrip(b: &Broker, frame: &[u8]) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn roundtrip(b: &Broker, frame: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut s = wire::connect(b.port());
     send(&mut s, frame);
     recv(&mut s).context("the broker closed the connection instead of answering")
@@ -86,7 +86,7 @@ fn init_v0(b: &Broker, id: &str) -> anyhow::Result<(i16, i64, i16)> {
 /// Looks the coordinator of `id` up until this node names itself and its partition is
 /// loaded: InitProducerId v0 stops answering the coordinator-lookup errors. Returns that
 /// first answer.
-fn first_init(b: &Broker, id: &str) -> anyhow::Result<(i16, i64, i16)> {
+pub(crate) fn first_init(b: &Broker, id: &str) -> anyhow::Result<(i16, i64, i16)> {
     let mut answer = None;
     wait_until(
         "the transaction coordinator serves the id",
@@ -199,7 +199,7 @@ fn write_marker(
 }
 
 /// The log end offset of partition 0 of `topic` (ListOffsets latest).
-fn latest(b: &Broker, topic: &str) -> anyhow::Result<i64> {
+pub(crate) fn latest(b: &Broker, topic: &str) -> anyhow::Result<i64> {
     let r = roundtrip(b, &wire::list_offsets_request(3, topic, -1))?;
     let (code, offset) = wire::list_offsets_result(&r, topic);
     ensure!(code == 0, "ListOffsets error {code}");
@@ -304,7 +304,7 @@ fn end_txn_v0(b: &Broker, id: &str, (pid, epoch): (i64, i16), commit: bool) -> a
 }
 
 /// The last stable offset of partition 0 of `topic` (ListOffsets v2, latest, READ_COMMITTED).
-fn latest_committed(b: &Broker, topic: &str) -> anyhow::Result<i64> {
+pub(crate) fn latest_committed(b: &Broker, topic: &str) -> anyhow::Result<i64> {
     let mut req = wire::header(2, 2, 24);
     req.extend_from_slice(&(-1i32).to_be_bytes()); // replica_id
     req.push(1); // READ_COMMITTED
@@ -324,7 +324,7 @@ fn latest_committed(b: &Broker, topic: &str) -> anyhow::Result<i64> {
 }
 
 /// A transactional batch of `n` records of producer `pid` at `epoch`, first sequence `seq`.
-fn txn_batch((pid, epoch): (i64, i16), seq: i32, n: usize) -> Vec<u8> {
+pub(crate) fn txn_batch((pid, epoch): (i64, i16), seq: i32, n: usize) -> Vec<u8> {
     use strata_protocol::record_batch::{self, SimpleRecord};
     let records: Vec<SimpleRecord> = (0..n)
         .map(|i| SimpleRecord {
@@ -528,7 +528,7 @@ fn txn_offset_commit_v2(
 }
 
 /// The group's committed offset of partition 0 of `topic` (OffsetFetch v1; -1 for none).
-fn committed_offset(b: &Broker, group: &str, topic: &str) -> anyhow::Result<i64> {
+pub(crate) fn committed_offset(b: &Broker, group: &str, topic: &str) -> anyhow::Result<i64> {
     let mut req = wire::header(9, 1, 27);
     wire::put_str(&mut req, group);
     req.extend_from_slice(&1i32.to_be_bytes());

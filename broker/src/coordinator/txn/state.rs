@@ -106,6 +106,14 @@ impl TxnMetadata {
         matches!(self.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
     }
 
+    /// A change is pending, or the transaction is decided and its markers are being written:
+    /// Kafka holds a pending CompleteCommit or CompleteAbort from the moment PrepareCommit or
+    /// PrepareAbort is written (`prepareComplete`), so every request but a retry of the end
+    /// itself answers CONCURRENT_TRANSACTIONS until the transaction completes.
+    fn busy(&self) -> bool {
+        self.pending.is_some() || self.is_prepare()
+    }
+
     fn is_complete(&self) -> bool {
         matches!(
             self.state,
@@ -343,7 +351,9 @@ impl TxnStates {
             .entries
             .get_mut(id)
             .ok_or(code(ResponseError::InvalidProducerIdMapping))?;
-        if meta.pending.is_some() {
+        // First, as Kafka checks it (KAFKA-18660): while a version-2 end's markers are
+        // written the producer may already hold the next producer id.
+        if meta.busy() {
             return Err(code(ResponseError::ConcurrentTransactions));
         }
         if producer_id != meta.producer_id {
@@ -351,9 +361,6 @@ impl TxnStates {
         }
         if producer_epoch != meta.producer_epoch {
             return Err(code(ResponseError::ProducerFenced));
-        }
-        if meta.is_prepare() {
-            return Err(code(ResponseError::ConcurrentTransactions));
         }
         if meta.state == TxnState::Ongoing && meta.holds_all(partitions) {
             return Ok(None);
@@ -448,7 +455,7 @@ impl TxnStates {
             if producer_epoch != e {
                 return Err(code(ResponseError::ProducerFenced));
             }
-            if meta.pending.is_some() {
+            if meta.busy() {
                 return Err(ct);
             }
             return match (meta.state, commit) {
@@ -475,7 +482,7 @@ impl TxnStates {
                 _ => Err(itx),
             };
         }
-        if meta.pending.is_some() {
+        if meta.busy() {
             return Err(ct);
         }
         let retry_on_bump = e > 0 && i32::from(e) == i32::from(producer_epoch) + 1;

@@ -48,6 +48,20 @@ pub struct TxnConfig {
     pub remove_expired_interval_ms: i64,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
     pub abort_timed_out_interval_ms: i64,
+    /// The finalized level of the `transaction.version` feature: 2 makes the coordinator's
+    /// own aborts (a fencing InitProducerId, a timeout) end as version 2 does, with the
+    /// epoch bumped in the PrepareAbort, as Kafka's `transactionVersionLevel` decides them.
+    /// A client's requests choose their version themselves (EndTxn v5, Produce v12,
+    /// TxnOffsetCommit v5).
+    pub transaction_version: i16,
+}
+
+impl TxnConfig {
+    /// Whether the coordinator's own aborts are version-2 ends.
+    #[must_use]
+    pub fn tv2(&self) -> bool {
+        self.transaction_version >= 2
+    }
 }
 
 /// Why a transaction request failed.
@@ -298,11 +312,16 @@ impl TxnStore {
                 continue;
             }
             let mut take = || fresh.take().unwrap_or(-1);
-            // Transaction version 2 is not offered to clients yet (ApiVersions finalizes no
-            // `transaction.version`), so every producer ends transactions as version 1 does.
             let outcome = p
                 .shard
-                .init_producer_id(id, timeout_ms, expected, false, now_ms, &mut take)
+                .init_producer_id(
+                    id,
+                    timeout_ms,
+                    expected,
+                    self.config.tv2(),
+                    now_ms,
+                    &mut take,
+                )
                 .map_err(TxnError::Refused)?;
             break match outcome {
                 InitOutcome::Write(next) => (false, Self::append(&mut p, id, next, now_ms)?),
@@ -385,8 +404,10 @@ impl TxnStore {
         }
     }
 
-    /// AddPartitionsToTxn (v0-3, or v4+ without `verify_only`) and AddOffsetsToTxn: adds
-    /// `partitions` to the ongoing transaction of `id`, answered once that is committed.
+    /// AddPartitionsToTxn (v0-3 from a client, or v4+ without `verify_only` from a
+    /// partition leader adding implicitly for a version-2 producer: `tv2`) and
+    /// AddOffsetsToTxn: adds `partitions` to the transaction of `id`, starting one if none
+    /// is ongoing, answered once that is committed.
     ///
     /// # Errors
     /// [`TxnError`]: not served here, the state machine's refusal, a failed write.
@@ -396,6 +417,7 @@ impl TxnStore {
         producer_id: i64,
         producer_epoch: i16,
         partitions: &BTreeMap<String, BTreeSet<i32>>,
+        tv2: bool,
         now_ms: i64,
     ) -> Result<(), TxnError> {
         let appended = {
@@ -403,7 +425,7 @@ impl TxnStore {
             p.serving(TRANSACTION_STATE_TOPIC)?;
             let prepared = p
                 .shard
-                .add_partitions(id, producer_id, producer_epoch, partitions, false, now_ms)
+                .add_partitions(id, producer_id, producer_epoch, partitions, tv2, now_ms)
                 .map_err(TxnError::Refused)?;
             match prepared {
                 None => return Ok(()),
@@ -436,21 +458,51 @@ impl TxnStore {
     /// once that is committed, with the producer id and epoch the producer goes on with;
     /// its markers are then sent, and the transaction completed, in the background.
     ///
+    /// `tv2` is EndTxn v5 (transaction version 2, KIP-890): every end bumps the epoch, an
+    /// abort is accepted with no transaction ongoing, and once the epochs run out the end
+    /// moves the producer to a fresh id from `allocate` (answered with epoch 0).
+    ///
     /// # Errors
     /// [`TxnError`]: not served here, the state machine's refusal, a failed write.
-    pub async fn end_txn(
+    #[allow(clippy::too_many_arguments)]
+    pub async fn end_txn<F, Fut>(
         &self,
         id: &str,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
+        tv2: bool,
         now_ms: i64,
-    ) -> Result<(i64, i16), TxnError> {
-        let appended = {
+        mut allocate: F,
+    ) -> Result<(i64, i16), TxnError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<i64, i16>>,
+    {
+        // As in InitProducerId: a fresh id is allocated without the lock, and one taken for a
+        // state that changed meanwhile is left unused.
+        let exhausted = |p: &Slot<TxnStates>| {
+            tv2 && p
+                .shard
+                .get(id)
+                .is_some_and(|m| m.producer_epoch >= EXHAUSTED_EPOCH)
+        };
+        let mut fresh = None;
+        let appended = loop {
+            let needs_fresh = {
+                let p = self.lock(id);
+                p.serving(TRANSACTION_STATE_TOPIC)?;
+                exhausted(&p)
+            };
+            if needs_fresh && fresh.is_none() {
+                fresh = Some(allocate().await.map_err(TxnError::ProducerId)?);
+            }
             let mut p = self.lock(id);
             p.serving(TRANSACTION_STATE_TOPIC)?;
-            // Only a version-2 end can take a fresh producer id, and version 2 is not served.
-            let mut none = || -1;
+            if exhausted(&p) && fresh.is_none() {
+                continue;
+            }
+            let mut take = || fresh.take().unwrap_or(-1);
             let outcome = p
                 .shard
                 .end_txn(
@@ -458,9 +510,9 @@ impl TxnStore {
                     producer_id,
                     producer_epoch,
                     commit,
-                    false,
+                    tv2,
                     now_ms,
-                    &mut none,
+                    &mut take,
                 )
                 .map_err(TxnError::Refused)?;
             match outcome {
@@ -468,14 +520,21 @@ impl TxnStore {
                     producer_id,
                     producer_epoch,
                 } => return Ok((producer_id, producer_epoch)),
-                EndOutcome::Prepare(next) => Self::append(&mut p, id, next, now_ms)?,
+                EndOutcome::Prepare(next) => break Self::append(&mut p, id, next, now_ms)?,
             }
         };
         let (next, epoch) = self.finish(id, appended).await?;
         let _ = self
             .markers
             .send(MarkerJob::of(id, self.partition_for(id), epoch, &next));
-        Ok((next.producer_id, next.producer_epoch))
+        // The producer goes on with what the completion will hold: under version 2 an end
+        // that exhausted the epoch moves it to the next producer id at epoch 0 (the markers
+        // still carry the old id, at the last epoch).
+        if next.next_producer_id >= 0 {
+            Ok((next.next_producer_id, 0))
+        } else {
+            Ok((next.producer_id, next.producer_epoch))
+        }
     }
 
     /// The receiving end of the marker jobs, for the one sender (`None` once taken).
@@ -544,7 +603,7 @@ impl TxnStore {
             if p.serving(TRANSACTION_STATE_TOPIC).is_err() {
                 continue;
             }
-            for (id, next) in p.shard.abort_timed_out(false, now_ms) {
+            for (id, next) in p.shard.abort_timed_out(self.config.tv2(), now_ms) {
                 tracing::info!(transactional_id = %id, producer_id = next.producer_id,
                     "aborting a transaction that outlived its timeout");
                 match Self::append(&mut p, &id, next, now_ms) {

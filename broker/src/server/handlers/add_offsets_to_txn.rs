@@ -45,6 +45,7 @@ pub async fn handle(ctx: &RequestContext, req: AddOffsetsToTxnRequest) -> AddOff
             req.producer_id.0,
             req.producer_epoch,
             &partitions,
+            false,
             crate::now_ms(),
         )
         .await

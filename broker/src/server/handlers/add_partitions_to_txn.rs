@@ -105,7 +105,9 @@ async fn transaction(
     let outcome = if t.verify_only {
         txns.verify(id, producer_id, epoch, &partitions)
     } else {
-        txns.add_partitions(id, producer_id, epoch, &partitions, crate::now_ms())
+        // v4+ without `verify_only`: a leader adding for a version-2 producer.
+        let tv2 = ctx.api_version >= 4;
+        txns.add_partitions(id, producer_id, epoch, &partitions, tv2, crate::now_ms())
             .await
             .map(|()| BTreeMap::new())
     };

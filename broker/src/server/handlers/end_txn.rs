@@ -1,5 +1,6 @@
 //! EndTxn (key 26): a transactional producer commits or aborts its transaction (Kafka's
-//! `TransactionCoordinator.handleEndTransaction`, transaction version 1: EndTxn v0-4).
+//! `TransactionCoordinator.handleEndTransaction`: transaction version 1 for EndTxn v0-4, and
+//! version 2 for v5).
 //!
 //! WRITE on the transactional id is required (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). The
 //! coordinator decides the transaction (PrepareCommit or PrepareAbort in
@@ -7,8 +8,15 @@
 //! partition of the transaction, and the transaction completes once all are written, while
 //! the producer's next AddPartitionsToTxn or EndTxn gets CONCURRENT_TRANSACTIONS. A retry of
 //! an end already complete succeeds; ending the other way is INVALID_TXN_STATE; PRODUCER_FENCED
-//! is INVALID_PRODUCER_EPOCH before v2. Version 5 (transaction version 2) is not served, as
-//! ApiVersions finalizes no `transaction.version`.
+//! is INVALID_PRODUCER_EPOCH before v2.
+//!
+//! Version 5 is transaction version 2 (KIP-890): every end bumps the producer's epoch (the
+//! markers carry the new one, which fences any request of the ended transaction still in
+//! flight), and the answer names the producer id and epoch to go on with; when the epochs run
+//! out, that is a fresh producer id at epoch 0. A retry whose answer was lost (the epoch one
+//! below the current, the end complete) gets the same answer. An abort with no transaction
+//! ongoing is accepted (it bumps the epoch, with no markers), as the Java producer sends one
+//! for a transaction whose records never reached a partition.
 
 use strata_kraft::acl::AclOperation;
 use strata_protocol::ResponseError;
@@ -44,7 +52,9 @@ pub async fn handle(ctx: &RequestContext, req: EndTxnRequest) -> EndTxnResponse 
             req.producer_id.0,
             req.producer_epoch,
             req.committed,
+            ctx.api_version >= 5,
             crate::now_ms(),
+            || super::init_producer_id::allocate(ctx.broker.clone()),
         )
         .await
     {

@@ -84,19 +84,19 @@ async fn transactional(
         return Err(ResponseError::InvalidTransactionTimeout.code());
     }
     placement::check_txn(&ctx.broker, id).map_err(coordinator_unavailable_code)?;
-    let allocate = || {
-        let broker = ctx.broker.clone();
-        async move {
-            broker.next_producer_id().await.map_err(|e| {
-                tracing::warn!(error = %e, "cannot allocate a producer id");
-                producer_id_error_code(&e)
-            })
-        }
-    };
+    let allocate = || allocate(ctx.broker.clone());
     txns.init_producer_id(id, timeout_ms, expected, crate::now_ms(), allocate)
         .await
         .map_err(|e| {
             tracing::debug!(transactional_id = id, error = %e, "InitProducerId not served");
             txn_error_code(&e)
         })
+}
+
+/// A fresh producer id for the transaction coordinator, or the code to answer.
+pub(super) async fn allocate(broker: std::sync::Arc<crate::broker::Broker>) -> Result<i64, i16> {
+    broker.next_producer_id().await.map_err(|e| {
+        tracing::warn!(error = %e, "cannot allocate a producer id");
+        producer_id_error_code(&e)
+    })
 }

@@ -11,7 +11,10 @@
 //!   group id is INVALID_GROUP_ID.
 //! - KIP-890: the first commit of a transaction into the partition is verified with the
 //!   transaction coordinator, as a produce is ([`super::produce::verification`]): a partition
-//!   not in the transaction is INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4).
+//!   not in the transaction is INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4). From v5
+//!   (transaction version 2, whose producer sends no AddOffsetsToTxn) the coordinator adds
+//!   the group's partition to the transaction instead, starting it if none is ongoing;
+//!   CONCURRENT_TRANSACTIONS then comes back as it is, and the producer retries.
 //! - The member: a commit with generation -1 and no member is accepted (v0-2 carry none);
 //!   otherwise the group's generation and member are checked (ILLEGAL_GENERATION,
 //!   UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID), but a rebalance does not refuse it.
@@ -32,6 +35,7 @@ use strata_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse}
 
 use super::RequestContext;
 use super::offset_commit::{Committer, valid_group_id, validate_commit};
+use super::produce::verification::Operation;
 use crate::coordinator::offsets::{COMMIT_TIMEOUT, CommittedOffset, OFFSETS_TOPIC};
 use crate::coordinator::runtime::CoordinatorError;
 use crate::server::error::{
@@ -223,8 +227,9 @@ async fn verify(
         return Ok(());
     }
     let partitions = BTreeMap::from([(OFFSETS_TOPIC.to_owned(), BTreeSet::from([index]))]);
+    let op = Operation::for_version(ctx.api_version, 5);
     let codes =
-        super::produce::verification::ask(ctx, id, producer.0, producer.1, &partitions).await;
+        super::produce::verification::ask(ctx, id, producer.0, producer.1, &partitions, op).await;
     let code = codes.values().copied().find(|c| *c != 0).unwrap_or(0);
     let c = |e: ResponseError| e.code();
     let code = if code == 0 {

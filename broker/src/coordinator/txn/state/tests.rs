@@ -479,3 +479,52 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn while_the_markers_are_written_everything_waits() {
+    let mut s = TxnStates::default();
+    let mut alloc = ids();
+    let (pid, _) = init(&mut s, None, &mut alloc);
+    s.entries.get_mut(ID).unwrap().producer_epoch = EXHAUSTED_EPOCH;
+    add(&mut s, pid, EXHAUSTED_EPOCH, &[("a", 0)], true).unwrap();
+    // A version-2 commit that runs out of epochs: PrepareCommit is written, the producer is
+    // answered with the next producer id, and the markers are still on their way.
+    let EndOutcome::Prepare(prepared) = s
+        .end_txn(ID, pid, EXHAUSTED_EPOCH, true, true, 9, &mut || 7777)
+        .unwrap()
+    else {
+        panic!("a prepare")
+    };
+    assert_eq!(prepared.next_producer_id, 7777);
+    s.complete(ID, prepared);
+    let ct = Err(err(ResponseError::ConcurrentTransactions));
+    // The producer goes on at once with the id it was given: it waits, it is not refused
+    // as an unknown id (KAFKA-18660), nor fenced.
+    assert_eq!(add(&mut s, 7777, 0, &[("a", 0)], true), ct);
+    assert_eq!(
+        s.end_txn(ID, 7777, 0, false, true, 11, &mut || 1)
+            .map(|_| ()),
+        ct
+    );
+    // Version 1: ending either way waits too, as Kafka's pending completion makes it.
+    let mut v1 = TxnStates::default();
+    let (pid1, e1) = init(&mut v1, None, &mut alloc);
+    add(&mut v1, pid1, e1, &[("a", 0)], false).unwrap();
+    let EndOutcome::Prepare(prepared) =
+        v1.end_txn(ID, pid1, e1, true, false, 9, &mut || 1).unwrap()
+    else {
+        panic!("a prepare")
+    };
+    v1.complete(ID, prepared);
+    for commit in [true, false] {
+        assert_eq!(
+            v1.end_txn(ID, pid1, e1, commit, false, 11, &mut || 1)
+                .map(|_| ()),
+            ct
+        );
+    }
+    // Once complete, the new id runs its transaction.
+    let done = s.prepare_complete(ID, 12).unwrap();
+    s.complete(ID, done);
+    assert_eq!(add(&mut s, 7777, 0, &[("a", 0)], true), Ok(()));
+}

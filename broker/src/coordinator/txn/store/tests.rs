@@ -18,6 +18,7 @@ fn config() -> TxnConfig {
         id_expiration_ms: 10_000,
         remove_expired_interval_ms: 1_000,
         abort_timed_out_interval_ms: 1_000,
+        transaction_version: 2,
     }
 }
 

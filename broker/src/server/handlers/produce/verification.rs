@@ -1,9 +1,14 @@
-//! KIP-890 part 1: before a transactional batch opens a transaction on a partition, the
-//! partition's leader asks the producer's transaction coordinator whether the partition is
-//! in the producer's ongoing transaction (AddPartitionsToTxn v4 with `verify_only`, or the
-//! local store when this node coordinates the id). A batch the coordinator does not confirm
-//! is refused, never appended: a stray transactional batch would open a transaction nobody
-//! ends and hold every read_committed consumer at its first offset.
+//! KIP-890: before a transactional batch opens a transaction on a partition, the
+//! partition's leader asks the producer's transaction coordinator (AddPartitionsToTxn v5 to
+//! another node, or the local store when this node coordinates the id):
+//! - part 1, Produce v3-11 ([`Operation::Verify`], `verify_only`): whether the partition is
+//!   in the producer's ongoing transaction, which its AddPartitionsToTxn put it in;
+//! - part 2, Produce v12 ([`Operation::Add`], transaction version 2, whose producer sends no
+//!   AddPartitionsToTxn): to add the partition, starting the transaction if none is ongoing.
+//!
+//! A batch the coordinator does not confirm is refused, never appended: a stray
+//! transactional batch would open a transaction nobody ends and hold every read_committed
+//! consumer at its first offset.
 //!
 //! Only the first transactional batch of a transaction on a partition is verified (Kafka's
 //! `UnifiedLog.maybeStartTransactionVerification`): when the producer already has an open
@@ -13,8 +18,11 @@
 //! The codes the producer gets, as Kafka's `ReplicaManager` and `AddPartitionsToTxnManager`
 //! map them: TRANSACTION_ABORTABLE is INVALID_TXN_STATE for Produce v10 and older;
 //! PRODUCER_FENCED is INVALID_PRODUCER_EPOCH; a coordinator that cannot answer (unreachable,
-//! loading, moved, CONCURRENT_TRANSACTIONS) is NOT_ENOUGH_REPLICAS, which the producer
-//! retries.
+//! loading, moved) is NOT_ENOUGH_REPLICAS, which the producer retries. CONCURRENT_TRANSACTIONS
+//! (the previous transaction's markers are still being written) is NOT_ENOUGH_REPLICAS for a
+//! verification; an add retries it here for up to 100 ms, 20 ms apart (Kafka's
+//! `add.partitions.to.txn.retry.backoff.max.ms` and `.backoff.ms` defaults), and then answers
+//! it as it is, which the producer retries too.
 //!
 //! Not done, as in Kafka: a verification guard that would refuse the append if the
 //! transaction ended between the coordinator's answer and the append.
@@ -42,6 +50,32 @@ type TopicPartitions = BTreeMap<String, BTreeSet<i32>>;
 /// One verification exchange with another node (Kafka's `request.timeout.ms` bounds it).
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_RESPONSE_BYTES: usize = 4 << 20;
+/// How long, and how often, an add retries CONCURRENT_TRANSACTIONS before answering it.
+const CONCURRENT_RETRY_FOR: Duration = Duration::from_millis(100);
+const CONCURRENT_RETRY_EVERY: Duration = Duration::from_millis(20);
+
+/// What the leader asks the coordinator (Kafka's `TransactionSupportedOperation`, reduced to
+/// the two requests it leads to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// Is the partition in the ongoing transaction (transaction versions 0 and 1)?
+    Verify,
+    /// Add the partition to the transaction (transaction version 2).
+    Add,
+}
+
+impl Operation {
+    /// The operation of a request whose version adds implicitly from `first_adding`
+    /// (Produce v12, TxnOffsetCommit v5).
+    #[must_use]
+    pub fn for_version(version: i16, first_adding: i16) -> Self {
+        if version >= first_adding {
+            Operation::Add
+        } else {
+            Operation::Verify
+        }
+    }
+}
 
 /// The partitions of `req` whose transactional batches are refused, with the code each
 /// answers. Partitions that need no verification, or that the handler refuses for another
@@ -93,9 +127,10 @@ pub async fn refused(ctx: &RequestContext, req: &ProduceRequest) -> BTreeMap<(St
             }
         }
     }
+    let op = Operation::for_version(ctx.api_version, 12);
     let mut out = BTreeMap::new();
     for ((pid, epoch), partitions) in needed {
-        let codes = ask(ctx, &id, pid, epoch, &partitions).await;
+        let codes = ask(ctx, &id, pid, epoch, &partitions, op).await;
         for (tp, code) in codes {
             let code = for_producer(code, ctx.api_version);
             if code != 0 {
@@ -113,6 +148,8 @@ fn for_producer(code: i16, version: i16) -> i16 {
         c(ResponseError::InvalidTxnState)
     } else if code == c(ResponseError::ProducerFenced) {
         c(ResponseError::InvalidProducerEpoch)
+    } else if code == c(ResponseError::ConcurrentTransactions) && version >= 12 {
+        code
     } else if [
         c(ResponseError::NetworkException),
         c(ResponseError::CoordinatorLoadInProgress),
@@ -129,13 +166,37 @@ fn for_producer(code: i16, version: i16) -> i16 {
     }
 }
 
-/// Each partition's code from the coordinator of `id` (before the producer's mapping).
+/// Each partition's code from the coordinator of `id` (before the producer's mapping). An
+/// add that meets CONCURRENT_TRANSACTIONS is retried for a moment first.
 pub(crate) async fn ask(
     ctx: &RequestContext,
     id: &str,
     pid: i64,
     epoch: i16,
     partitions: &TopicPartitions,
+    op: Operation,
+) -> BTreeMap<(String, i32), i16> {
+    let concurrent = ResponseError::ConcurrentTransactions.code();
+    let deadline = tokio::time::Instant::now() + CONCURRENT_RETRY_FOR;
+    loop {
+        let codes = ask_once(ctx, id, pid, epoch, partitions, op).await;
+        let retry = op == Operation::Add
+            && codes.values().any(|c| *c == concurrent)
+            && tokio::time::Instant::now() + CONCURRENT_RETRY_EVERY <= deadline;
+        if !retry {
+            return codes;
+        }
+        tokio::time::sleep(CONCURRENT_RETRY_EVERY).await;
+    }
+}
+
+async fn ask_once(
+    ctx: &RequestContext,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    partitions: &TopicPartitions,
+    op: Operation,
 ) -> BTreeMap<(String, i32), i16> {
     let every = |code: i16| -> BTreeMap<(String, i32), i16> {
         partitions
@@ -144,11 +205,18 @@ pub(crate) async fn ask(
             .collect()
     };
     match placement::txn_coordinator(&ctx.broker, id) {
-        Placement::Local => match ctx.broker.txns.verify(id, pid, epoch, partitions) {
-            Ok(codes) => codes,
-            Err(e) => every(txn_error_code(&e)),
-        },
-        Placement::Remote(node) => match remote(ctx, node, id, pid, epoch, partitions).await {
+        Placement::Local => {
+            let txns = &ctx.broker.txns;
+            let outcome = match op {
+                Operation::Verify => txns.verify(id, pid, epoch, partitions),
+                Operation::Add => txns
+                    .add_partitions(id, pid, epoch, partitions, true, crate::now_ms())
+                    .await
+                    .map(|()| every(0)),
+            };
+            outcome.unwrap_or_else(|e| every(txn_error_code(&e)))
+        }
+        Placement::Remote(node) => match remote(ctx, node, id, pid, epoch, partitions, op).await {
             Some(codes) => {
                 let mut all = every(ResponseError::NetworkException.code());
                 all.extend(codes);
@@ -160,8 +228,9 @@ pub(crate) async fn ask(
     }
 }
 
-/// AddPartitionsToTxn v4 with `verify_only` to `node`: each partition's code, `None` when
-/// the exchange failed.
+/// AddPartitionsToTxn v5 to `node` (`verify_only` for [`Operation::Verify`]), as Kafka's
+/// `AddPartitionsToTxnManager` sends it: each partition's code, `None` when the exchange
+/// failed.
 async fn remote(
     ctx: &RequestContext,
     node: i32,
@@ -169,6 +238,7 @@ async fn remote(
     pid: i64,
     epoch: i16,
     partitions: &TopicPartitions,
+    op: Operation,
 ) -> Option<BTreeMap<(String, i32), i16>> {
     let broker = &ctx.broker;
     let (host, port) = crate::broker::inter_broker_endpoint(broker, &broker.image(), node)?;
@@ -185,7 +255,7 @@ async fn remote(
             .with_transactional_id(TransactionalId(id.to_owned().into()))
             .with_producer_id(ProducerId(pid))
             .with_producer_epoch(epoch)
-            .with_verify_only(true)
+            .with_verify_only(op == Operation::Verify)
             .with_topics(topics),
     ]);
     let mut client = PeerClient::new(
@@ -196,7 +266,7 @@ async fn remote(
     let body = RequestKind::AddPartitionsToTxn(request);
     let exchange = async {
         client.connect((host.as_str(), port)).await?;
-        client.request(ApiKey::AddPartitionsToTxn, 4, &body).await
+        client.request(ApiKey::AddPartitionsToTxn, 5, &body).await
     };
     match peer_client::within(EXCHANGE_TIMEOUT, exchange).await {
         Ok(ResponseKind::AddPartitionsToTxn(r)) => {
