@@ -88,6 +88,7 @@ mod rdkafka_offsets;
 mod rdkafka_produce_consume;
 mod rdkafka_retention;
 mod roll_recovery_point;
+mod transaction_acls;
 mod transactions;
 mod transactions_v2;
 mod zero_copy_fetch;

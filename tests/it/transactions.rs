@@ -64,7 +64,7 @@ pub(crate) fn roundtrip(b: &Broker, frame: &[u8]) -> anyhow::Result<Vec<u8>> {
 }
 
 /// InitProducerId v4: (error code, producer id, epoch).
-fn init_v4(
+pub(crate) fn init_v4(
     b: &Broker,
     id: &str,
     timeout_ms: i32,
@@ -116,7 +116,7 @@ pub(crate) fn first_init(b: &Broker, id: &str) -> anyhow::Result<(i16, i64, i16)
 /// A ListTransactions v1 (flexible) round trip: (error code, unknown state filters,
 /// (transactional id, producer id, state) listed).
 #[allow(clippy::type_complexity)]
-fn list_transactions(
+pub(crate) fn list_transactions(
     b: &Broker,
     states: &[&str],
     producer_ids: &[i64],
@@ -167,7 +167,7 @@ fn list_transactions(
 
 /// WriteTxnMarkers v1 for one marker on partition `partition` of `topic`: that partition's
 /// error code.
-fn write_marker(
+pub(crate) fn write_marker(
     b: &Broker,
     topic: &str,
     partition: i32,
@@ -207,7 +207,7 @@ pub(crate) fn latest(b: &Broker, topic: &str) -> anyhow::Result<i64> {
 }
 
 /// AddPartitionsToTxn v0 for one transaction: each (topic, partition, code) answered.
-fn add_partitions_v0(
+pub(crate) fn add_partitions_v0(
     b: &Broker,
     id: &str,
     (pid, epoch): (i64, i16),
@@ -251,7 +251,7 @@ fn add_partitions_v0(
 
 /// AddPartitionsToTxn v4 (a broker's, batched) with `verify_only` for partition 0 of
 /// `topic`: (top-level code, the partition's code).
-fn verify_v4(
+pub(crate) fn verify_v4(
     b: &Broker,
     id: &str,
     (pid, epoch): (i64, i16),
@@ -289,7 +289,12 @@ fn verify_v4(
 }
 
 /// EndTxn v0: its error code.
-fn end_txn_v0(b: &Broker, id: &str, (pid, epoch): (i64, i16), commit: bool) -> anyhow::Result<i16> {
+pub(crate) fn end_txn_v0(
+    b: &Broker,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    commit: bool,
+) -> anyhow::Result<i16> {
     let mut req = wire::header(26, 0, 23);
     wire::put_str(&mut req, id);
     req.extend_from_slice(&pid.to_be_bytes());
@@ -477,7 +482,7 @@ fn a_transaction_over_raw_frames() {
 }
 
 /// AddOffsetsToTxn v0: its error code.
-fn add_offsets_v0(
+pub(crate) fn add_offsets_v0(
     b: &Broker,
     id: &str,
     (pid, epoch): (i64, i16),
@@ -498,7 +503,7 @@ fn add_offsets_v0(
 
 /// TxnOffsetCommit v2 of one offset for partition `partition` of `topic`: that partition's
 /// error code.
-fn txn_offset_commit_v2(
+pub(crate) fn txn_offset_commit_v2(
     b: &Broker,
     id: &str,
     group: &str,

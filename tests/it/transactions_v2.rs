@@ -200,6 +200,23 @@ fn txn_offset_commit_v5(
     }
 }
 
+/// DescribeTransactions v0 of `id`: its error code.
+pub(crate) fn describe_code(port: u16, id: &str) -> anyhow::Result<i16> {
+    let req = DescribeTransactionsRequest::default()
+        .with_transactional_ids(vec![TransactionalId(id.to_owned().into())]);
+    match call(
+        port,
+        ApiKey::DescribeTransactions,
+        0,
+        RequestKind::DescribeTransactions(req),
+    )? {
+        ResponseKind::DescribeTransactions(r) => {
+            Ok(r.transaction_states.first().context("no state")?.error_code)
+        }
+        other => anyhow::bail!("unexpected {other:?}"),
+    }
+}
+
 /// DescribeTransactions v0 of `id`: (state, epoch, partitions as `topic-N`).
 fn describe(port: u16, id: &str) -> anyhow::Result<(String, i16, Vec<String>)> {
     let req = DescribeTransactionsRequest::default()
