@@ -889,7 +889,7 @@ mod tests {
     #[test]
     fn the_keys_read_and_their_defaults_come_from_the_catalogue() {
         let c = BrokerConfig::from_args(&[], &[]).unwrap();
-        assert_eq!(c.values.len(), 78);
+        assert_eq!(c.values.len(), 79);
         assert_eq!(
             c.values["listener.security.protocol.map"],
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
@@ -898,6 +898,7 @@ mod tests {
         assert_eq!(c.values["log.retention.ms"], "");
         assert_eq!(c.values["log.retention.hours"], "168");
         assert_eq!(c.values["message.max.bytes"], "1048588");
+        assert_eq!(c.values["transaction.version"], "2");
         assert_eq!(c.values["offsets.topic.num.partitions"], "50");
         // The factor in effect: 1 on the only voter of its own quorum unless set.
         assert_eq!(c.values["offsets.topic.replication.factor"], "1");
