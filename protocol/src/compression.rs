@@ -1,10 +1,12 @@
-//! Bounded decompression of a record batch's records section.
+//! Bounded decompression of a record batch's records section, and compression for the one
+//! path that rewrites batches.
 //!
 //! Produce and Fetch never decompress (batches stay as the client sent them). Only the rare
 //! paths that must see individual records inside a compressed batch call this: ListOffsets by
-//! timestamp, as Kafka's `LogSegment.findOffsetByTimestamp` does. Every decoder reads through
-//! a limit, so a small batch that inflates to gigabytes (a "decompression bomb") is refused
-//! instead of exhausting memory.
+//! timestamp, as Kafka's `LogSegment.findOffsetByTimestamp` does, and the log cleaner. Every
+//! decoder reads through a limit, so a small batch that inflates to gigabytes (a
+//! "decompression bomb") is refused instead of exhausting memory. The log cleaner recompresses
+//! a batch it rewrites with the batch's own codec ([`compress`]), as Kafka's does.
 //!
 //! Formats, as Kafka writes and reads them:
 //! - gzip: RFC 1952 (Java's `GZIPOutputStream`).
@@ -97,6 +99,53 @@ pub fn decompress(
     }
 }
 
+/// The largest uncompressed block of the xerial snappy framing Kafka's Java client writes
+/// (its `SnappyOutputStream` default).
+const XERIAL_BLOCK: usize = 32 * 1024;
+
+/// Compresses a records section with `codec` in the format Kafka's broker writes when it
+/// recompresses: gzip, the xerial snappy framing, an LZ4 frame, a zstd frame. `None` copies.
+///
+/// # Errors
+///
+/// [`DecompressError::Unknown`] for a codec Kafka does not define; an encoder's I/O error
+/// (none is expected writing to memory) as [`DecompressError::Corrupt`].
+pub fn compress(codec: Compression, input: &[u8]) -> Result<Vec<u8>, DecompressError> {
+    use std::io::Write;
+    let failed = |source: std::io::Error| DecompressError::Corrupt { codec, source };
+    match codec {
+        Compression::None => Ok(input.to_vec()),
+        Compression::Gzip => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(input).map_err(failed)?;
+            e.finish().map_err(failed)
+        }
+        Compression::Lz4 => {
+            let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            e.write_all(input).map_err(failed)?;
+            e.finish().map_err(|e| failed(std::io::Error::other(e)))
+        }
+        Compression::Zstd => zstd::stream::encode_all(input, 3).map_err(failed),
+        Compression::Snappy => {
+            let mut out = XERIAL_MAGIC.to_vec();
+            out.extend_from_slice(&1i32.to_be_bytes());
+            out.extend_from_slice(&1i32.to_be_bytes());
+            let mut encoder = snap::raw::Encoder::new();
+            for chunk in input.chunks(XERIAL_BLOCK) {
+                let block = encoder
+                    .compress_vec(chunk)
+                    .map_err(|e| failed(std::io::Error::other(e)))?;
+                let len =
+                    u32::try_from(block.len()).map_err(|e| failed(std::io::Error::other(e)))?;
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(&block);
+            }
+            Ok(out)
+        }
+        Compression::Unknown(_) => Err(DecompressError::Unknown(codec)),
+    }
+}
+
 /// Appends one raw snappy block, checking its declared length against `room` first.
 fn snappy_block(block: &[u8], room: usize, out: &mut Vec<u8>) -> Result<(), DecompressError> {
     let codec = Compression::Snappy;
@@ -149,6 +198,31 @@ fn read_bounded(
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn compress_writes_what_decompress_reads() {
+        let data: Vec<u8> = (0..100_000u32)
+            .flat_map(|i| (i % 13).to_be_bytes())
+            .collect();
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let packed = compress(codec, &data).unwrap();
+            assert_eq!(
+                decompress(codec, &packed, data.len()).unwrap(),
+                data,
+                "{codec:?}"
+            );
+            if codec != Compression::None {
+                assert!(packed.len() < data.len() / 4, "{codec:?} compresses");
+            }
+        }
+        assert!(compress(Compression::Unknown(6), &data).is_err());
+    }
 
     #[test]
     fn each_codec_round_trips_and_is_bounded() {

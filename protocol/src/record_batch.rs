@@ -71,6 +71,8 @@ const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
 const TRANSACTIONAL_BIT: i16 = 1 << 4;
 const CONTROL_BIT: i16 = 1 << 5;
+/// KIP-534: the batch's base timestamp is its delete horizon (set by the log cleaner).
+const DELETE_HORIZON_BIT: i16 = 1 << 6;
 
 /// Attribute bit 3: what the batch's timestamps mean (KIP-32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -312,6 +314,11 @@ impl<'a> RecordBatchView<'a> {
     }
     pub fn last_offset_delta(&self) -> i32 {
         be_i32(self.bytes, LAST_OFFSET_DELTA_AT)
+    }
+    /// KIP-534: the time after which the log cleaner may remove this batch's tombstones (or
+    /// the batch, for a transaction marker), if a cleaner has set it.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes() & DELETE_HORIZON_BIT != 0).then(|| self.first_timestamp())
     }
     /// `base_offset + last_offset_delta`, saturating so hostile input cannot overflow.
     pub fn last_offset(&self) -> i64 {
@@ -676,6 +683,185 @@ pub fn validate_batch(buf: &[u8], position: usize) -> Result<BatchSummary, Batch
         }
         if records.remaining() != 0 {
             // DefaultRecordBatch: "Incorrect declared batch size, records still remaining".
+            return Err(BatchError::TrailingRecordBytes {
+                remaining: records.remaining(),
+            });
+        }
+        if view.timestamp_type() == TimestampType::LogAppendTime {
+            offset_delta_of_max_timestamp = 0;
+        }
+    }
+    Ok(BatchSummary {
+        position,
+        len: view.total_len(),
+        record_count,
+        last_offset_delta,
+        max_timestamp: view.max_timestamp(),
+        offset_delta_of_max_timestamp,
+        compression,
+    })
+}
+
+/// A batch rewritten by the log cleaner from `original`, holding only `records` (a subset of
+/// its records, in order), as Kafka's `MemoryRecords.filterTo` rebuilds one: the same base
+/// offset and last offset delta (so the producer's last sequence survives), producer id,
+/// epoch and base sequence, partition leader epoch, timestamp type, transactional and control
+/// bits, and codec (recompressed); each record at its own offset, so offsets keep their gaps.
+/// With `delete_horizon_ms` the base timestamp is the horizon and the KIP-534 bit is set;
+/// record timestamps stay right, as their deltas are taken from whatever the base is.
+///
+/// # Errors
+/// [`crate::compression::DecompressError`] when the codec cannot compress (an unknown one).
+///
+/// # Panics
+/// If a record is larger than `i32::MAX` bytes (it came out of a batch, so it is not).
+pub fn rebuild_batch(
+    original: &RecordBatchView<'_>,
+    records: &[RecordView<'_>],
+    delete_horizon_ms: Option<i64>,
+) -> Result<Vec<u8>, crate::compression::DecompressError> {
+    let log_append_time = original.timestamp_type() == TimestampType::LogAppendTime;
+    let base_timestamp = delete_horizon_ms
+        .or_else(|| records.first().map(|r| r.timestamp))
+        .unwrap_or(NO_TIMESTAMP);
+    let max_timestamp = if log_append_time {
+        original.max_timestamp()
+    } else {
+        records
+            .iter()
+            .map(|r| r.timestamp)
+            .max()
+            .unwrap_or(NO_TIMESTAMP)
+    };
+    let base_offset = original.base_offset();
+    let mut body = BytesMut::new();
+    let mut rec = BytesMut::new();
+    for r in records {
+        rec.clear();
+        rec.put_i8(0);
+        put_varlong(&mut rec, r.timestamp.wrapping_sub(base_timestamp));
+        put_varint(
+            &mut rec,
+            i32::try_from(r.offset - base_offset).expect("a record's delta fits i32"),
+        );
+        put_nullable(&mut rec, r.key);
+        put_nullable(&mut rec, r.value);
+        put_varint(&mut rec, r.header_count);
+        for (k, v) in r.headers() {
+            put_nullable(&mut rec, Some(k));
+            put_nullable(&mut rec, v);
+        }
+        put_varint(
+            &mut body,
+            i32::try_from(rec.len()).expect("record fits i32"),
+        );
+        body.put_slice(&rec);
+    }
+    let codec = original.compression();
+    let section = crate::compression::compress(codec, &body)?;
+    let mut attributes = original.attributes()
+        & (COMPRESSION_MASK | TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT | CONTROL_BIT);
+    if delete_horizon_ms.is_some() {
+        attributes |= DELETE_HORIZON_BIT;
+    }
+    let count = i32::try_from(records.len()).expect("record count fits i32");
+    let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + section.len());
+    out.put_i64(base_offset);
+    out.put_i32(
+        i32::try_from(BATCH_HEADER_LEN - LOG_OVERHEAD + section.len()).expect("batch fits i32"),
+    );
+    out.put_i32(original.partition_leader_epoch());
+    out.put_i8(MAGIC_V2);
+    out.put_u32(0);
+    out.put_i16(attributes);
+    out.put_i32(original.last_offset_delta());
+    out.put_i64(base_timestamp);
+    out.put_i64(max_timestamp);
+    out.put_i64(original.producer_id());
+    out.put_i16(original.producer_epoch());
+    out.put_i32(original.base_sequence());
+    out.put_i32(count);
+    out.put_slice(&section);
+    write_crc(&mut out);
+    Ok(out.to_vec())
+}
+
+/// The 61-byte header the log cleaner keeps of a batch it empties when the batch still
+/// carries a producer's last sequence or ends the cleaned range (Kafka's
+/// `DefaultRecordBatch.writeEmptyHeader`): no records, no compression, no delete horizon; the
+/// base offset, last offset delta, producer fields, leader epoch, timestamp type,
+/// transactional and control bits and max timestamp of `original`.
+#[must_use]
+pub fn empty_header_of(original: &RecordBatchView<'_>) -> Vec<u8> {
+    let attributes = original.attributes() & (TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT | CONTROL_BIT);
+    let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN);
+    out.put_i64(original.base_offset());
+    out.put_i32(MIN_BATCH_LENGTH);
+    out.put_i32(original.partition_leader_epoch());
+    out.put_i8(MAGIC_V2);
+    out.put_u32(0);
+    out.put_i16(attributes);
+    out.put_i32(original.last_offset_delta());
+    out.put_i64(NO_TIMESTAMP);
+    out.put_i64(original.max_timestamp());
+    out.put_i64(original.producer_id());
+    out.put_i16(original.producer_epoch());
+    out.put_i32(original.base_sequence());
+    out.put_i32(0);
+    write_crc(&mut out);
+    out.to_vec()
+}
+
+/// What a replica checks of a batch it copies from its leader (Kafka's follower append skips
+/// the producer-side rules): the header, the CRC, a known codec, and, for an uncompressed
+/// batch, records that parse with offset deltas increasing within `0..=last_offset_delta`.
+/// Unlike [`validate_batch`], a batch the log cleaner rewrote passes: it may hold fewer
+/// records than its offset range (gaps), or none at all (an emptied header). Returns the
+/// same summary, with `record_count` as stored.
+///
+/// # Errors
+/// Any [`BatchError`].
+pub fn validate_replicated_batch(buf: &[u8], position: usize) -> Result<BatchSummary, BatchError> {
+    let view = RecordBatchView::parse(buf)?;
+    view.verify_crc()?;
+    let compression = view.compression();
+    if let Compression::Unknown(id) = compression {
+        return Err(BatchError::UnknownCompression(id));
+    }
+    let record_count = view.record_count();
+    let last_offset_delta = view.last_offset_delta();
+    if record_count < 0
+        || last_offset_delta < 0
+        || i64::from(record_count) > i64::from(last_offset_delta) + 1
+    {
+        return Err(BatchError::RecordCount {
+            record_count,
+            last_offset_delta,
+        });
+    }
+    let mut offset_delta_of_max_timestamp = 0;
+    if compression == Compression::None {
+        let mut records = view.records()?;
+        let mut best = i64::MIN;
+        let mut previous = -1;
+        for (index, record) in (0i32..).zip(records.by_ref()) {
+            let record = record?;
+            if record.offset_delta <= previous || record.offset_delta > last_offset_delta {
+                return Err(BatchError::Record {
+                    index,
+                    defect: RecordDefect::OffsetDelta {
+                        expected: previous + 1,
+                        found: record.offset_delta,
+                    },
+                });
+            }
+            previous = record.offset_delta;
+            if record.timestamp > best {
+                best = record.timestamp;
+                offset_delta_of_max_timestamp = record.offset_delta;
+            }
+        }
+        if records.remaining() != 0 {
             return Err(BatchError::TrailingRecordBytes {
                 remaining: records.remaining(),
             });

@@ -70,6 +70,7 @@
 //! that is left to the OS, as in Kafka, with durability coming from replication.
 
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod error;
 mod index;

@@ -16,10 +16,11 @@ use crate::segment::LogSegment;
 use crate::txn_index::{AbortedTxn, collect_aborted};
 use crate::{LogConfig, segment};
 
+mod clean;
 /// Suffixes of files that Kafka leaves behind mid-operation (async segment deletion,
-/// compaction output). We never need their contents: a `.deleted` segment was already dropped
-/// from the log, and we do not compact yet, so `.cleaned`/`.swap` cannot be completed.
-const LEFTOVER_SUFFIXES: [&str; 3] = [".deleted", ".cleaned", ".swap"];
+/// compaction output). A `.deleted` segment was already dropped from the log; `.cleaned` and
+/// `.swap` files are dealt with first, by [`clean::complete_interrupted_swaps`].
+const LEFTOVER_SUFFIXES: [&str; 1] = [".deleted"];
 
 /// One partition's log in Kafka's on-disk layout (see the crate docs).
 ///
@@ -136,6 +137,7 @@ impl Log {
         recovery_point: i64,
     ) -> Result<Log, LogError> {
         fs::create_dir_all(dir).at(dir)?;
+        clean::complete_interrupted_swaps(dir)?;
         let mut logs = Vec::new();
         let mut indexes = Vec::new();
         for entry in fs::read_dir(dir).at(dir)? {
@@ -674,7 +676,9 @@ impl Log {
                 // A fetch response may end with a partial batch: it is left for the next fetch.
                 break;
             }
-            let summary = record_batch::validate_batch(&rest[..len], pos)
+            // The leader's log may have been cleaned: a batch may hold fewer records than
+            // its offsets, or none, and offsets may jump (Kafka's follower append allows both).
+            let summary = record_batch::validate_replicated_batch(&rest[..len], pos)
                 .map_err(|e| LogError::from_batch(pos, e))?;
             let view =
                 RecordBatchView::parse(&rest[..len]).map_err(|e| LogError::from_batch(pos, e))?;
@@ -684,7 +688,7 @@ impl Log {
             if last < end {
                 continue;
             }
-            if base != next {
+            if base < next {
                 return Err(LogError::UnexpectedOffset {
                     expected: next,
                     found: base,
@@ -713,11 +717,11 @@ impl Log {
             self.roll()?;
         }
         let mut placed = Vec::with_capacity(summaries.len());
-        let mut offset = end;
         for s in &summaries {
             let batch = &records[s.position..s.position + s.len];
             let view =
                 RecordBatchView::parse(batch).map_err(|e| LogError::from_batch(s.position, e))?;
+            let offset = view.base_offset();
             let epoch = view.partition_leader_epoch();
             // KIP-101: a batch of a newer epoch starts it in the cache before it is written.
             if self.leader_epochs.latest_epoch().is_none_or(|e| epoch > e) {
@@ -733,7 +737,6 @@ impl Log {
                 },
             };
             placed.push((s.position, s.len, last, max_ts));
-            offset = last + 1;
         }
         let interval = u64::from(self.config.index_interval_bytes);
         self.active_mut()

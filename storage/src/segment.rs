@@ -854,6 +854,22 @@ impl LogSegment {
 
     /// The timestamp retention compares against: the largest record timestamp, or the file's
     /// modification time when no batch carries one (Kafka's `LogSegment.largestTimestamp`).
+    /// The first batch's max timestamp (Kafka's `getFirstBatchTimestamp`, which
+    /// `max.compaction.lag.ms` counts from), `None` for an empty segment.
+    ///
+    /// # Errors
+    /// [`LogError::Io`] or a corrupt header.
+    pub fn first_batch_max_timestamp(&self) -> Result<Option<i64>, LogError> {
+        if self.size < TIMESTAMP_PREFIX_LEN as u64 {
+            return Ok(None);
+        }
+        let mut b = [0u8; TIMESTAMP_PREFIX_LEN];
+        self.read_prefix(0, &mut b)?;
+        let mut ts = [0u8; 8];
+        ts.copy_from_slice(&b[35..43]);
+        Ok(Some(i64::from_be_bytes(ts)))
+    }
+
     pub fn largest_timestamp(&self) -> Result<i64, LogError> {
         if let Some(m) = self.max_timestamp
             && m.timestamp >= 0

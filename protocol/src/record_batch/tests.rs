@@ -272,3 +272,145 @@ fn kafka_protocol_decodes_our_marker_as_a_control_batch() {
     assert_eq!((r.producer_id, r.producer_epoch), (5, 1));
     assert_eq!(r.key.as_deref(), Some(&[0u8, 0, 0, 0][..]));
 }
+
+/// `encode_batch`'s records at `base`, recompressed with `codec` (as a producer would send
+/// them), with producer fields set.
+fn batch_with(codec: Compression, base: i64, records: &[SimpleRecord]) -> Vec<u8> {
+    let plain = encode_batch(base, records).to_vec();
+    let section = crate::compression::compress(codec, &plain[BATCH_HEADER_LEN..]).unwrap();
+    let mut out = plain[..BATCH_HEADER_LEN].to_vec();
+    out.extend_from_slice(&section);
+    let len = i32::try_from(out.len() - LOG_OVERHEAD).unwrap();
+    out[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&len.to_be_bytes());
+    let codec_id: i16 = match codec {
+        Compression::None => 0,
+        Compression::Gzip => 1,
+        Compression::Snappy => 2,
+        Compression::Lz4 => 3,
+        Compression::Zstd => 4,
+        Compression::Unknown(_) => unreachable!(),
+    };
+    out[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&codec_id.to_be_bytes());
+    set_producer(&mut out, 77, 3, 100);
+    out
+}
+
+/// A record as the tests compare it: offset, timestamp, key, value, header count.
+type Seen = (i64, i64, Option<Vec<u8>>, Option<Vec<u8>>, usize);
+
+fn records_of(view: &RecordBatchView<'_>) -> Vec<Seen> {
+    let section = crate::compression::decompress(
+        view.compression(),
+        &view.bytes()[BATCH_HEADER_LEN..],
+        1 << 20,
+    )
+    .unwrap();
+    view.records_in(&section)
+        .map(|r| {
+            let r = r.unwrap();
+            (
+                r.offset,
+                r.timestamp,
+                r.key.map(<[u8]>::to_vec),
+                r.value.map(<[u8]>::to_vec),
+                r.headers().count(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_rebuilt_batch_keeps_offsets_producer_fields_and_codec() {
+    let records: Vec<SimpleRecord> = (0..5)
+        .map(|i| SimpleRecord {
+            key: Some(format!("k{i}").into()),
+            value: (i != 3).then(|| format!("v{i}").into()),
+            timestamp: 1_000 + i64::from(i) * 10,
+            headers: vec![("h".to_owned(), Some("x".into()))],
+        })
+        .collect();
+    for codec in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
+        let bytes = batch_with(codec, 40, &records);
+        let view = RecordBatchView::parse(&bytes).unwrap();
+        let all = records_of(&view);
+        let section =
+            crate::compression::decompress(codec, &bytes[BATCH_HEADER_LEN..], 1 << 20).unwrap();
+        let kept: Vec<RecordView<'_>> = view
+            .records_in(&section)
+            .map(Result::unwrap)
+            .filter(|r| r.offset_delta == 1 || r.offset_delta == 3)
+            .collect();
+        for horizon in [None, Some(9_999)] {
+            let rebuilt = rebuild_batch(&view, &kept, horizon).unwrap();
+            let r = RecordBatchView::parse(&rebuilt).unwrap();
+            r.verify_crc().unwrap();
+            assert_eq!(
+                (r.base_offset(), r.last_offset_delta(), r.record_count()),
+                (40, 4, 2),
+                "{codec:?}"
+            );
+            assert_eq!(
+                (r.producer_id(), r.producer_epoch(), r.base_sequence()),
+                (77, 3, 100)
+            );
+            assert_eq!(r.compression(), codec);
+            assert_eq!(r.delete_horizon_ms(), horizon);
+            assert_eq!(r.max_timestamp(), 1_030);
+            assert_eq!(
+                records_of(&r),
+                vec![all[1].clone(), all[3].clone()],
+                "{codec:?}"
+            );
+            let summary = validate_replicated_batch(&rebuilt, 0).unwrap();
+            assert_eq!(summary.record_count, 2);
+            assert!(
+                validate_batch(&rebuilt, 0).is_err(),
+                "a produce would be refused"
+            );
+        }
+        let empty = empty_header_of(&view);
+        let e = RecordBatchView::parse(&empty).unwrap();
+        e.verify_crc().unwrap();
+        assert_eq!(empty.len(), BATCH_HEADER_LEN);
+        assert_eq!(
+            (
+                e.base_offset(),
+                e.last_offset(),
+                e.record_count(),
+                e.base_sequence()
+            ),
+            (40, 44, 0, 100)
+        );
+        assert_eq!(e.compression(), Compression::None);
+        validate_replicated_batch(&empty, 0).unwrap();
+    }
+}
+
+#[test]
+fn replicated_validation_refuses_what_no_cleaner_writes() {
+    let records: Vec<SimpleRecord> = (0..3)
+        .map(|i| SimpleRecord {
+            key: Some(format!("k{i}").into()),
+            value: Some("v".into()),
+            timestamp: 5,
+            headers: vec![],
+        })
+        .collect();
+    let mut bytes = encode_batch(0, &records).to_vec();
+    validate_replicated_batch(&bytes, 0).unwrap();
+    // More records than offsets.
+    bytes[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4].copy_from_slice(&1i32.to_be_bytes());
+    write_crc(&mut bytes);
+    assert!(validate_replicated_batch(&bytes, 0).is_err());
+    // A corrupt CRC.
+    let mut bytes = encode_batch(0, &records).to_vec();
+    let at = bytes.len() - 1;
+    bytes[at] ^= 1;
+    assert!(validate_replicated_batch(&bytes, 0).is_err());
+}
