@@ -24,6 +24,7 @@ mod elections;
 pub mod groups;
 pub mod leadership;
 pub mod lifecycle;
+pub mod log_cleaner;
 mod log_start_checkpoint;
 mod partition_logs;
 mod reassignments;
@@ -93,6 +94,9 @@ pub struct Broker {
     /// settings of the process, so a restart (the only way they change) moves it forward, and
     /// a client takes the features of the node with the newest.
     pub features_epoch: i64,
+    /// The log cleaner's state ([`log_cleaner`]): compaction of the logs whose
+    /// `cleanup.policy` includes `compact`.
+    pub log_cleaner: log_cleaner::LogCleanerState,
 }
 
 impl Broker {
@@ -174,6 +178,7 @@ impl Broker {
             &image,
             now_ms,
         );
+        let config_values = config.values.clone();
         let request_memory = RequestMemory::new(
             config.queued_max_request_bytes,
             config.socket_request_max_bytes,
@@ -195,6 +200,7 @@ impl Broker {
             request_memory,
             incarnation_id: Uuid::new_v4(),
             features_epoch: now_ms,
+            log_cleaner: log_cleaner_state(&config_values),
         });
         // The only voter opens on the image its whole log gives (`server::start` waits for
         // it), so it opens what it leads now, as a node that replays its own log; other
@@ -696,13 +702,33 @@ impl Broker {
             .unwrap_or(&c.log_cleanup_policy)
             .split(',')
             .any(|p| p.trim() == "delete");
+        // Kafka's `LogConfig.maxSegmentMs`: a compacted log rolls by `max.compaction.lag.ms`
+        // too, so that nothing waits in the active segment (never cleaned) past its lag.
+        let compact = topic_configs
+            .get("cleanup.policy")
+            .unwrap_or(&c.log_cleanup_policy)
+            .split(',')
+            .any(|p| p.trim() == "compact");
+        let max_lag = get("max.compaction.lag.ms")
+            .or_else(|| {
+                c.values
+                    .get("log.cleaner.max.compaction.lag.ms")
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or(i64::MAX);
+        let segment_ms = get("segment.ms").unwrap_or(c.log_roll_ms);
+        let segment_ms = if compact && max_lag > 0 {
+            segment_ms.min(max_lag)
+        } else {
+            segment_ms
+        };
         let append_time = match topic_configs.get("message.timestamp.type") {
             Some(v) => v == "LogAppendTime",
             None => c.log_append_time,
         };
         LogConfig {
             segment_bytes: u32_of(get("segment.bytes").unwrap_or(c.log_segment_bytes)),
-            segment_ms: get("segment.ms").unwrap_or(c.log_roll_ms),
+            segment_ms,
             index_interval_bytes: u32_of(
                 get("index.interval.bytes").unwrap_or(i64::from(c.log_index_interval_bytes)),
             ),
@@ -793,4 +819,27 @@ fn write_clean_shutdown_marker(dir: &std::path::Path) -> std::io::Result<()> {
     let path = dir.join(CLEAN_SHUTDOWN_MARKER);
     std::fs::File::create(&path)?.sync_all()?;
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// The cleaner's settings from the broker's `log.cleaner.*` keys (Kafka's `CleanerConfig`):
+/// the dedupe buffer is shared by `log.cleaner.threads`; none of them, or
+/// `log.cleaner.enable=false`, turns compaction off.
+fn log_cleaner_state(values: &BTreeMap<String, String>) -> log_cleaner::LogCleanerState {
+    let num = |k: &str, default: f64| {
+        values
+            .get(k)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(default)
+    };
+    let threads = num("log.cleaner.threads", 1.0).max(0.0);
+    let settings = strata_storage::cleaner::CleanerSettings {
+        dedupe_buffer_bytes: (num("log.cleaner.dedupe.buffer.size", 134_217_728.0)
+            / threads.max(1.0))
+        .clamp(1024.0, f64::from(i32::MAX)) as u64,
+        load_factor: num("log.cleaner.io.buffer.load.factor", 0.9).clamp(0.01, 1.0),
+        max_io_bytes_per_sec: num("log.cleaner.io.max.bytes.per.second", f64::MAX),
+    };
+    let enabled = values.get("log.cleaner.enable").is_none_or(|v| v == "true") && threads >= 1.0;
+    let backoff_ms = num("log.cleaner.backoff.ms", 15_000.0).max(0.0) as u64;
+    log_cleaner::LogCleanerState::new(settings, enabled, backoff_ms)
 }

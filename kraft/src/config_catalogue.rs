@@ -653,6 +653,8 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
     // LogCleaner (message.max.bytes, also in its set, is a log default).
     broker("log.cleaner.backoff.ms", Long, Some("15000"), AtLeast(0), ClusterWide,
         "How long the cleaner sleeps when there is nothing to clean."),
+    broker("log.cleaner.enable", Boolean, Some("true"), Any, ReadOnly,
+        "Whether the log cleaner compacts the logs whose cleanup.policy includes compact."),
     broker("log.cleaner.dedupe.buffer.size", Long, Some("134217728"), Any, ClusterWide,
         "Memory for deduplication across all cleaner threads."),
     broker("log.cleaner.io.buffer.load.factor", Double, Some("0.9"), Any, ClusterWide,

@@ -58,6 +58,7 @@ mod cluster_producer_ids;
 mod cluster_reassignment;
 mod cluster_snapshots;
 mod cluster_transactions;
+mod compaction;
 mod controller_listener;
 mod controller_quorum;
 mod env_config;

@@ -2,7 +2,8 @@
 //! policy (`log.flush.interval.ms`), the coordinators' expiry of offsets and transactional
 //! ids; on timers of their own, the abort of timed-out transactions and the recovery point
 //! checkpoint (`log.flush.offset.checkpoint.interval.ms`, Kafka's 60 s default); and the transaction
-//! coordinator's marker sender ([`crate::server::txn_markers`]).
+//! coordinator's marker sender ([`crate::server::txn_markers`]), and the log cleaner
+//! ([`crate::broker::log_cleaner`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,9 @@ pub async fn run(broker: Arc<Broker>) {
     tokio::spawn(checkpoint_recovery_points(broker.clone()));
     tokio::spawn(crate::server::txn_markers::run(broker.clone()));
     tokio::spawn(abort_timed_out_transactions(broker.clone()));
+    if broker.log_cleaner.enabled {
+        tokio::spawn(clean_logs(broker.clone()));
+    }
     let mut period = broker.config.log_retention_check_interval_ms;
     period = period.min(broker.config.offsets_retention_check_interval_ms);
     period = period.min(
@@ -62,6 +66,23 @@ async fn abort_timed_out_transactions(broker: Arc<Broker>) {
         ticker.tick().await;
         if let Some(n @ 1..) = broker.txns.maybe_abort_timed_out(crate::now_ms()).await {
             tracing::info!(aborted = n, "aborted timed-out transactions");
+        }
+    }
+}
+
+/// The log cleaner ([`crate::broker::log_cleaner`]): rounds one after another on the blocking
+/// pool while logs are due, `log.cleaner.backoff.ms` apart when none is.
+async fn clean_logs(broker: Arc<Broker>) {
+    let backoff = Duration::from_millis(broker.log_cleaner.backoff_ms.max(1));
+    loop {
+        let b = broker.clone();
+        match tokio::task::spawn_blocking(move || b.clean_filthiest_log(crate::now_ms())).await {
+            Ok(true) => {}
+            Ok(false) => tokio::time::sleep(backoff).await,
+            Err(e) => {
+                tracing::error!(error = %e, "log cleaner round failed");
+                tokio::time::sleep(backoff).await;
+            }
         }
     }
 }

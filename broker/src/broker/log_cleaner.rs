@@ -1,0 +1,210 @@
+//! The log cleaner over this node's logs (Kafka's `LogCleaner` and `LogCleanerManager`):
+//! every log whose `cleanup.policy` includes `compact`, leader or follower alike (each replica
+//! cleans its own log, never past its own high watermark), except `__consumer_offsets`, which
+//! the offsets store still compacts itself.
+//!
+//! A round ([`Broker::clean_filthiest_log`]) takes the log with the highest dirty ratio above
+//! its `min.cleanable.dirty.ratio`, or one whose oldest dirty batch is older than its
+//! `max.compaction.lag.ms`, and runs one pass of [`strata_storage::cleaner`] over it: the plan
+//! and each group's install under the partition's log lock, the reading and writing without
+//! it. The pass's end goes to the log directory's `cleaner-offset-checkpoint`. The server
+//! runs rounds on a thread of its own, `log.cleaner.backoff.ms` apart while nothing is due.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use strata_storage::cleaner::{self, CleanerSettings, CompactionConfig, Throttler};
+
+use super::Broker;
+use crate::coordinator::offsets::OFFSETS_TOPIC;
+
+/// The cleaner's state on this node: the checkpoint, the throttle, and what the metrics show.
+pub struct LogCleanerState {
+    pub settings: CleanerSettings,
+    /// `log.cleaner.enable`.
+    pub enabled: bool,
+    /// `log.cleaner.backoff.ms`.
+    pub backoff_ms: u64,
+    checkpoint: Mutex<Option<BTreeMap<(String, i32), i64>>>,
+    throttle: Mutex<Throttler>,
+    /// Kafka's `max-dirty-percent`: the highest dirty ratio seen by the last round, in percent.
+    pub max_dirty_percent: AtomicU64,
+    /// Passes run, and bytes read and written by them.
+    pub passes: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    /// When the last round ran (`time-since-last-run-ms`) and how long the last pass took.
+    pub last_run_ms: AtomicI64,
+    pub last_clean_ms: AtomicI64,
+}
+
+impl LogCleanerState {
+    #[must_use]
+    pub fn new(settings: CleanerSettings, enabled: bool, backoff_ms: u64) -> Self {
+        LogCleanerState {
+            settings,
+            enabled,
+            backoff_ms,
+            checkpoint: Mutex::new(None),
+            throttle: Mutex::new(Throttler::new(settings.max_io_bytes_per_sec)),
+            max_dirty_percent: AtomicU64::new(0),
+            passes: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+            last_run_ms: AtomicI64::new(0),
+            last_clean_ms: AtomicI64::new(0),
+        }
+    }
+}
+
+impl Broker {
+    /// Whether `topic`'s effective `cleanup.policy` includes `compact`, with its compaction
+    /// settings (topic configs, else the broker's `log.cleaner.*` defaults).
+    #[must_use]
+    pub fn compaction_config(&self, topic: &str) -> Option<CompactionConfig> {
+        let image = self.image();
+        let overrides = image.topics.get(topic).map(|t| t.configs.clone())?;
+        let configs =
+            crate::config::dynamic::with_dynamic_defaults(&image, self.config.node_id, &overrides);
+        let c = &self.config;
+        let value = |topic_key: &str, broker_key: &str| -> Option<String> {
+            configs
+                .get(topic_key)
+                .or_else(|| configs.get(broker_key))
+                .or_else(|| c.values.get(broker_key))
+                .cloned()
+        };
+        let policy = value("cleanup.policy", "log.cleanup.policy")?;
+        if !policy.split(',').any(|p| p.trim() == "compact") {
+            return None;
+        }
+        let int = |t: &str, b: &str, default: i64| {
+            value(t, b)
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(default)
+        };
+        let d = CompactionConfig::default();
+        Some(CompactionConfig {
+            min_cleanable_dirty_ratio: value(
+                "min.cleanable.dirty.ratio",
+                "log.cleaner.min.cleanable.ratio",
+            )
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(d.min_cleanable_dirty_ratio),
+            min_compaction_lag_ms: int(
+                "min.compaction.lag.ms",
+                "log.cleaner.min.compaction.lag.ms",
+                d.min_compaction_lag_ms,
+            ),
+            max_compaction_lag_ms: int(
+                "max.compaction.lag.ms",
+                "log.cleaner.max.compaction.lag.ms",
+                d.max_compaction_lag_ms,
+            ),
+            delete_retention_ms: int(
+                "delete.retention.ms",
+                "log.cleaner.delete.retention.ms",
+                d.delete_retention_ms,
+            ),
+        })
+    }
+
+    /// One round of the cleaner: cleans the filthiest compacted log that is due, if any.
+    /// Returns whether a pass ran.
+    pub fn clean_filthiest_log(&self, now_ms: i64) -> bool {
+        let state = &self.log_cleaner;
+        state.last_run_ms.store(now_ms, Ordering::Relaxed);
+        let mut checkpoint = state
+            .checkpoint
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entries =
+            checkpoint.get_or_insert_with(|| cleaner::read_checkpoint(&self.config.log_dir));
+        let mut best = None;
+        let mut max_ratio: f64 = 0.0;
+        for p in self.all_partitions() {
+            if p.topic == OFFSETS_TOPIC {
+                continue;
+            }
+            let Some(cc) = self.compaction_config(&p.topic) else {
+                continue;
+            };
+            let lso = p.last_stable_offset();
+            let cp = entries.get(&(p.topic.clone(), p.index)).copied();
+            let span = match p.log().cleanable_span(cp, lso, &cc, now_ms) {
+                Ok(span) => span,
+                Err(e) => {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e,
+                        "cannot size a log for cleaning");
+                    continue;
+                }
+            };
+            max_ratio = max_ratio.max(span.dirty_ratio());
+            if !span.needs_cleaning(&cc) {
+                continue;
+            }
+            let better = best.as_ref().is_none_or(
+                |(_, _, s): &(_, _, strata_storage::cleaner::CleanableSpan)| {
+                    span.dirty_ratio() > s.dirty_ratio()
+                },
+            );
+            if better {
+                best = Some((p, cc, span));
+            }
+        }
+        state
+            .max_dirty_percent
+            .store((max_ratio * 100.0) as u64, Ordering::Relaxed);
+        let Some((p, cc, span)) = best else {
+            return false;
+        };
+        let plan = match p.log().clean_plan(span, &cc) {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot plan a clean");
+                return false;
+            }
+        };
+        let mut throttle = state
+            .throttle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let outcome = cleaner::clean(&plan, &state.settings, now_ms, &mut throttle, &mut |g| {
+            p.log().install_cleaned(g, crate::now_ms())
+        });
+        match outcome {
+            Ok(o) => {
+                let s = o.stats;
+                tracing::info!(topic = %p.topic, partition = p.index,
+                    first_dirty = span.first_dirty, end_offset = o.end_offset,
+                    dirty_ratio = span.dirty_ratio(), read = s.bytes_read, written = s.bytes_written,
+                    groups = s.groups_installed, skipped = s.groups_skipped,
+                    elapsed_ms = s.elapsed.as_millis(), "cleaned a log");
+                state.passes.fetch_add(1, Ordering::Relaxed);
+                state.bytes_read.fetch_add(s.bytes_read, Ordering::Relaxed);
+                state
+                    .bytes_written
+                    .fetch_add(s.bytes_written, Ordering::Relaxed);
+                state
+                    .last_clean_ms
+                    .store(crate::now_ms(), Ordering::Relaxed);
+                entries.insert((p.topic.clone(), p.index), o.end_offset);
+                let hosted: std::collections::HashSet<(String, i32)> = self
+                    .all_partitions()
+                    .iter()
+                    .map(|p| (p.topic.clone(), p.index))
+                    .collect();
+                entries.retain(|k, _| hosted.contains(k));
+                if let Err(e) = cleaner::write_checkpoint(&self.config.log_dir, entries) {
+                    tracing::warn!(error = %e, "cannot write the cleaner checkpoint");
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cleaning failed");
+                false
+            }
+        }
+    }
+}

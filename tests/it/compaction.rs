@@ -1,0 +1,169 @@
+//! Log compaction (Kafka's log cleaner) on the real binary, with librdkafka (the `rdkafka`
+//! crate) as the producer and the readers.
+//!
+//! - `a_compacted_topic_keeps_each_keys_latest_value`: 3,000 updates over 30 keys (with a
+//!   tombstone for one key, and compressed batches) to a topic whose `cleanup.policy` is
+//!   `compact`; the cleaner shrinks the log to about the live data, and a reader from the
+//!   start, as Kafka Connect and schema registries read their topics at start (to the end,
+//!   then tail), gets the same answer per key before and after cleaning, every record at
+//!   its original offset, the tombstone still there (`delete.retention.ms`); records
+//!   appended after the clean are tailed as before.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, ensure};
+use rdkafka::consumer::Consumer;
+use rdkafka::topic_partition_list::Offset;
+use strata_tests::{wait_until, with_broker};
+
+use crate::rdkafka_clients::*;
+
+/// The `.log` bytes of a partition directory.
+fn log_bytes(dir: &std::path::Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_name().to_string_lossy().ends_with(".log") {
+            total += e.metadata()?.len();
+        }
+    }
+    Ok(total)
+}
+
+/// Reads partition 0 from the start to `end` (exclusive) as a state-restoring application
+/// does: each key's last value (`None`: deleted), and the offsets read, in order.
+#[allow(clippy::type_complexity)]
+fn restore(
+    broker: &strata_tests::Broker,
+    topic: &str,
+    end: i64,
+) -> anyhow::Result<(BTreeMap<Vec<u8>, Option<Vec<u8>>>, Vec<i64>)> {
+    let c = consumer(broker, &[])?;
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
+    c.assign(&tpl)?;
+    let mut state = BTreeMap::new();
+    let mut offsets = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while offsets.last().is_none_or(|o| *o + 1 < end) {
+        ensure!(
+            Instant::now() < deadline,
+            "read only to {:?} of {end}",
+            offsets.last()
+        );
+        let Some(m) = poll_n(&c, 1, Duration::from_secs(30))?.pop() else {
+            continue;
+        };
+        offsets.push(m.offset);
+        state.insert(m.key.context("a keyless record")?, m.value);
+    }
+    Ok((state, offsets))
+}
+
+#[test]
+fn a_compacted_topic_keeps_each_keys_latest_value() {
+    const KEYS: usize = 30;
+    const UPDATES: usize = 3_000;
+    with_broker(
+        &[
+            ("log.cleanup.policy", "compact"),
+            ("log.segment.bytes", "16384"),
+            ("log.cleaner.min.cleanable.ratio", "0.1"),
+            ("log.cleaner.backoff.ms", "200"),
+        ],
+        |broker| {
+            let topic = "compacted";
+            create_topic(broker, topic, 1)?;
+            let (producer, deliveries) = producer(
+                broker,
+                &[
+                    ("batch.size", "4096"),
+                    ("linger.ms", "2"),
+                    ("compression.type", "lz4"),
+                ],
+            )?;
+            for i in 0..UPDATES {
+                let key = format!("key-{}", i % KEYS);
+                let value = format!("{key}-update-{i}-{}", "x".repeat(100));
+                send(&producer, topic, i, &key, value.as_bytes(), &[], now_ms())?;
+            }
+            await_reports(&producer, &deliveries, UPDATES, PHASE_TIMEOUT)?;
+            // A tombstone, sent through the same client.
+            let record =
+                rdkafka::producer::BaseRecord::<str, [u8], usize>::with_opaque_to(topic, UPDATES)
+                    .key("key-7");
+            producer
+                .send(record)
+                .map_err(|(e, _)| anyhow::anyhow!("send: {e}"))?;
+            await_reports(&producer, &deliveries, UPDATES + 1, PHASE_TIMEOUT)?;
+            let end = i64::try_from(UPDATES + 1)?;
+
+            let dir = broker.data_dir().join(format!("{topic}-0"));
+            let before_bytes = log_bytes(&dir)?;
+            // Before the cleaner gets to it, or while it does: the answer a restore gets.
+            let (before, _) = restore(broker, topic, end)?;
+            ensure!(before.len() == KEYS, "{} keys", before.len());
+            ensure!(before[b"key-7".as_slice()].is_none(), "the tombstone");
+
+            let mut last = 0;
+            wait_until(
+                "the cleaner shrinks the log to about its live data",
+                Duration::from_secs(60),
+                Duration::from_millis(250),
+                || {
+                    last = log_bytes(&dir)?;
+                    Ok(last * 4 < before_bytes)
+                },
+            )
+            .with_context(|| format!("{last} of {before_bytes} bytes left"))?;
+            println!("measured: compaction left {last} of {before_bytes} log bytes");
+            let (after, offsets) = restore(broker, topic, end)?;
+            ensure!(after == before, "a restore after cleaning differs");
+            ensure!(
+                offsets.windows(2).all(|w| w[0] < w[1]),
+                "offsets only increase"
+            );
+            ensure!(
+                offsets.len() < UPDATES / 4,
+                "{} records read after cleaning",
+                offsets.len()
+            );
+            // Every record read is the one written at that offset.
+            let acked = deliveries.acked.lock().unwrap().clone();
+            let by_offset: BTreeMap<i64, usize> =
+                acked.iter().map(|(&i, &(_, o))| (o, i)).collect();
+            for o in &offsets {
+                ensure!(by_offset.contains_key(o), "offset {o} was never written");
+            }
+            // The application tails on: new writes arrive as before.
+            let c = consumer(broker, &[])?;
+            let (_, high) = watermarks(&c, topic, 0)?;
+            ensure!(high == end, "the log end stays {end}: {high}");
+            send(
+                &producer,
+                topic,
+                UPDATES + 1,
+                "key-1",
+                b"after",
+                &[],
+                now_ms(),
+            )?;
+            await_reports(&producer, &deliveries, UPDATES + 2, PHASE_TIMEOUT)?;
+            let got = consume(
+                &c,
+                topic,
+                1,
+                Offset::Offset(end),
+                1,
+                Duration::from_secs(10),
+            )?;
+            ensure!(
+                got[0].offset == end && got[0].value.as_deref() == Some(b"after".as_slice()),
+                "{:?}",
+                got[0]
+            );
+            Ok(())
+        },
+    );
+}
