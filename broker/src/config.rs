@@ -889,7 +889,7 @@ mod tests {
     #[test]
     fn the_keys_read_and_their_defaults_come_from_the_catalogue() {
         let c = BrokerConfig::from_args(&[], &[]).unwrap();
-        assert_eq!(c.values.len(), 80);
+        assert_eq!(c.values.len(), 89);
         assert_eq!(
             c.values["listener.security.protocol.map"],
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
@@ -919,9 +919,10 @@ mod tests {
         .unwrap();
         assert_eq!(set.transaction_state_min_isr(), 2);
         assert_eq!(set.transaction_state_replication_factor(), 1);
-        // A dynamic key Strata does not read is not known here.
-        assert!(!c.values.contains_key("log.cleaner.delete.retention.ms"));
+        // A dynamic key Strata does not read is not known here; the log cleaner's are read.
         assert!(!c.values.contains_key("background.threads"));
+        assert_eq!(c.values["log.cleaner.delete.retention.ms"], "86400000");
+        assert_eq!(c.values["log.cleaner.backoff.ms"], "15000");
     }
 
     #[test]

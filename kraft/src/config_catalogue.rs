@@ -423,13 +423,17 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
     broker("compression.zstd.level", Int, Some("3"), ZSTD_LEVELS, ClusterWide,
         "The default of the topic config compression.zstd.level."),
     broker("log.cleaner.delete.retention.ms", Long, Some("86400000"), AtLeast(0), ClusterWide,
-        "The default of the topic config delete.retention.ms."),
+        "The default of the topic config delete.retention.ms.")
+    .read(),
     broker("log.cleaner.max.compaction.lag.ms", Long, Some(LONG_MAX), AtLeast(1), ClusterWide,
-        "The default of the topic config max.compaction.lag.ms."),
+        "The default of the topic config max.compaction.lag.ms.")
+    .read(),
     broker("log.cleaner.min.cleanable.ratio", Double, Some("0.5"), RATIO, ClusterWide,
-        "The default of the topic config min.cleanable.dirty.ratio."),
+        "The default of the topic config min.cleanable.dirty.ratio.")
+    .read(),
     broker("log.cleaner.min.compaction.lag.ms", Long, Some("0"), AtLeast(0), ClusterWide,
-        "The default of the topic config min.compaction.lag.ms."),
+        "The default of the topic config min.compaction.lag.ms.")
+    .read(),
     broker("log.cleanup.policy", List, Some("delete"), CLEANUP_POLICIES, ClusterWide,
         "The default of the topic config cleanup.policy.")
     .read(),
@@ -652,19 +656,24 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
     .pool(),
     // LogCleaner (message.max.bytes, also in its set, is a log default).
     broker("log.cleaner.backoff.ms", Long, Some("15000"), AtLeast(0), ClusterWide,
-        "How long the cleaner sleeps when there is nothing to clean."),
+        "How long the cleaner sleeps when there is nothing to clean.")
+    .read(),
     broker("log.cleaner.enable", Boolean, Some("true"), Any, ReadOnly,
         "Whether the log cleaner compacts the logs whose cleanup.policy includes compact."),
     broker("log.cleaner.dedupe.buffer.size", Long, Some("134217728"), Any, ClusterWide,
-        "Memory for deduplication across all cleaner threads."),
+        "Memory for deduplication across all cleaner threads.")
+    .read(),
     broker("log.cleaner.io.buffer.load.factor", Double, Some("0.9"), Any, ClusterWide,
-        "How full the cleaner's dedupe buffer may get."),
+        "How full the cleaner's dedupe buffer may get.")
+    .read(),
     broker("log.cleaner.io.buffer.size", Int, Some("524288"), AtLeast(0), ClusterWide,
         "Memory for the cleaner's I/O buffers."),
     broker("log.cleaner.io.max.bytes.per.second", Double, Some("1.7976931348623157E308"), Any,
-        ClusterWide, "The cleaner's I/O throttle."),
+        ClusterWide, "The cleaner's I/O throttle.")
+    .read(),
     broker("log.cleaner.threads", Int, Some("1"), AtLeast(0), ClusterWide,
-        "Threads that compact logs."),
+        "Threads that compact logs.")
+    .read(),
     // Metrics and config providers.
     broker("metric.reporters", List, Some("org.apache.kafka.common.metrics.JmxReporter"), Any,
         ClusterWide, "Classes that receive the broker's metrics."),

@@ -204,7 +204,9 @@ pub struct CleanOutcome {
 }
 
 /// A bytes-per-second limit shared by a cleaner's reads and writes (Kafka's `Throttler`):
-/// over windows of 300 ms, it sleeps off whatever ran above the rate.
+/// each call sleeps until the bytes counted since the window began are within the rate, and
+/// the window starts again every 300 ms. (Kafka checks only once a window has passed, which
+/// lets a pass shorter than a window run unthrottled.)
 #[derive(Debug)]
 pub struct Throttler {
     rate: f64,
@@ -229,15 +231,14 @@ impl Throttler {
         }
         self.observed += bytes as f64;
         let elapsed = self.window_start.elapsed();
-        if elapsed < Duration::from_millis(300) {
-            return;
-        }
         let want = Duration::from_secs_f64(self.observed / self.rate);
         if want > elapsed {
             std::thread::sleep(want - elapsed);
         }
-        self.window_start = Instant::now();
-        self.observed = 0.0;
+        if self.window_start.elapsed() >= Duration::from_millis(300) {
+            self.window_start = Instant::now();
+            self.observed = 0.0;
+        }
     }
 }
 

@@ -3,11 +3,15 @@
 //!
 //! - `a_compacted_topic_keeps_each_keys_latest_value`: 3,000 updates over 30 keys (with a
 //!   tombstone for one key, and compressed batches) to a topic whose `cleanup.policy` is
-//!   `compact`; the cleaner shrinks the log to about the live data, and a reader from the
+//!   then changed to `compact` (`strata admin topics alter-config`); the cleaner picks the
+//!   change up and shrinks the log to about the live data, and a reader from the
 //!   start, as Kafka Connect and schema registries read their topics at start (to the end,
 //!   then tail), gets the same answer per key before and after cleaning, every record at
 //!   its original offset, the tombstone still there (`delete.retention.ms`); records
 //!   appended after the clean are tailed as before.
+//! - `kill9_while_cleaning_loses_no_latest_value`: kill -9 during the cleaner's passes, 20
+//!   times; after each restart the log opens and a restore reads every key's latest
+//!   acknowledged value, at increasing offsets.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -67,12 +71,13 @@ fn a_compacted_topic_keeps_each_keys_latest_value() {
     const UPDATES: usize = 3_000;
     with_broker(
         &[
-            ("log.cleanup.policy", "compact"),
             ("log.segment.bytes", "16384"),
             ("log.cleaner.min.cleanable.ratio", "0.1"),
             ("log.cleaner.backoff.ms", "200"),
         ],
         |broker| {
+            // Written while the topic's policy is `delete`, made `compact` afterwards: the
+            // cleaner picks the change up at run time.
             let topic = "compacted";
             create_topic(broker, topic, 1)?;
             let (producer, deliveries) = producer(
@@ -85,7 +90,16 @@ fn a_compacted_topic_keeps_each_keys_latest_value() {
             )?;
             for i in 0..UPDATES {
                 let key = format!("key-{}", i % KEYS);
-                let value = format!("{key}-update-{i}-{}", "x".repeat(100));
+                // Values that do not compress away, so that the log spans many segments.
+                let noise: String = (0..12u64)
+                    .map(|j| {
+                        format!(
+                            "{:08x}",
+                            (i as u64 * 2_654_435_761 + j * 40_503) % 4_294_967_291
+                        )
+                    })
+                    .collect();
+                let value = format!("{key}-update-{i}-{noise}");
                 send(&producer, topic, i, &key, value.as_bytes(), &[], now_ms())?;
             }
             await_reports(&producer, &deliveries, UPDATES, PHASE_TIMEOUT)?;
@@ -106,6 +120,17 @@ fn a_compacted_topic_keeps_each_keys_latest_value() {
             ensure!(before.len() == KEYS, "{} keys", before.len());
             ensure!(before[b"key-7".as_slice()].is_none(), "the tombstone");
 
+            crate::admin_cli_run::admin_ok(
+                &broker.bootstrap(),
+                &[
+                    "topics",
+                    "alter-config",
+                    "--topic",
+                    topic,
+                    "--set",
+                    "cleanup.policy=compact",
+                ],
+            );
             let mut last = 0;
             wait_until(
                 "the cleaner shrinks the log to about its live data",
@@ -163,6 +188,91 @@ fn a_compacted_topic_keeps_each_keys_latest_value() {
                 "{:?}",
                 got[0]
             );
+            Ok(())
+        },
+    );
+}
+
+/// kill -9 while the cleaner works, 20 times: after each restart the log opens, every key's
+/// latest acknowledged value is what a restore reads, and offsets only increase.
+#[test]
+fn kill9_while_cleaning_loses_no_latest_value() {
+    const KEYS: usize = 40;
+    const ROUNDS: usize = 20;
+    const PER_ROUND: usize = 400;
+    let _serial = strata_tests::serial();
+    with_broker(
+        &[
+            ("log.cleanup.policy", "compact"),
+            ("log.segment.bytes", "8192"),
+            ("log.cleaner.min.cleanable.ratio", "0.01"),
+            ("log.cleaner.backoff.ms", "50"),
+            // Slow passes, so that the kills land inside them.
+            ("log.cleaner.io.max.bytes.per.second", "100000"),
+        ],
+        |broker| {
+            let topic = "compacted-kill9";
+            create_topic(broker, topic, 1)?;
+            let mut latest: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            let mut end = 0i64;
+            let mut seen_clean = 0;
+            for round in 0..ROUNDS {
+                let (producer, deliveries) =
+                    producer(broker, &[("batch.size", "2048"), ("linger.ms", "1")])?;
+                for i in 0..PER_ROUND {
+                    let key = format!("key-{}", (i * 7 + round) % KEYS);
+                    let value = format!("{key}-r{round}-{i}-{}", "y".repeat(60));
+                    send(&producer, topic, i, &key, value.as_bytes(), &[], now_ms())?;
+                    latest.insert(key.into_bytes(), Some(value.into_bytes()));
+                }
+                await_reports(&producer, &deliveries, PER_ROUND, PHASE_TIMEOUT)?;
+                ensure!(
+                    deliveries.acked_count() == PER_ROUND,
+                    "round {round}: not all acked"
+                );
+                drop(producer);
+                end += i64::try_from(PER_ROUND)?;
+                // Somewhere in the cleaner's next passes.
+                std::thread::sleep(Duration::from_millis(
+                    350 + u64::try_from(round * 97 % 1000)?,
+                ));
+                let dir = broker.data_dir().join(format!("{topic}-0"));
+                if std::fs::read_dir(&dir)?
+                    .any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().contains(".cleaned")))
+                {
+                    seen_clean += 1;
+                }
+                broker.kill9()?;
+                broker.restart()?;
+                let (state, offsets) = restore(broker, topic, end)?;
+                ensure!(
+                    state == latest,
+                    "round {round}: a key's latest value differs"
+                );
+                ensure!(
+                    offsets.windows(2).all(|w| w[0] < w[1]),
+                    "round {round}: offsets go back"
+                );
+            }
+            println!("measured: {ROUNDS} kill -9s, {seen_clean} with a clean's file on disk");
+            let log = std::fs::read_to_string(broker.stderr_path())?;
+            let passes = log.matches("cleaned a log").count();
+            let resumed = log.matches("an unfinished clean").count()
+                + log.matches("an interrupted clean").count();
+            let longest = log
+                .lines()
+                .filter(|l| l.contains("cleaned a log"))
+                .filter_map(|l| {
+                    let ms = l.split("elapsed_ms=").nth(1)?.split_whitespace().next()?;
+                    ms.parse::<u64>().ok()
+                })
+                .max()
+                .unwrap_or(0);
+            println!(
+                "measured: {passes} passes in all (the longest {longest} ms); {resumed} files \
+                 of interrupted passes found at restarts"
+            );
+            ensure!(passes > 0, "the cleaner never ran");
             Ok(())
         },
     );
