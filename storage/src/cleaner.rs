@@ -609,7 +609,7 @@ fn clean_group(
     let base = group[0].base_offset;
     let path = plan.dir.join(format!(
         "{}.cleaned",
-        crate::log::segment_file_name(base, "log")
+        crate::segment::file_name(base, "log")
     ));
     let file = OpenOptions::new()
         .write(true)
