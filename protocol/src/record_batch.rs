@@ -642,6 +642,20 @@ pub struct BatchSummary {
 /// # Errors
 /// Any [`BatchError`]; [`BatchError::kind`] says which Kafka error it is.
 pub fn validate_batch(buf: &[u8], position: usize) -> Result<BatchSummary, BatchError> {
+    validate(buf, position, Rules::Produce)
+}
+
+/// Which batches [`validate`] accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rules {
+    /// A producer's: one record per offset, deltas `0..count`.
+    Produce,
+    /// A replica's copy of its leader's log, which the cleaner may have thinned: at most
+    /// one record per offset, deltas increasing within `0..=last_offset_delta`.
+    Replicated,
+}
+
+fn validate(buf: &[u8], position: usize, rules: Rules) -> Result<BatchSummary, BatchError> {
     let view = RecordBatchView::parse(buf)?;
     view.verify_crc()?;
     let compression = view.compression();
@@ -650,11 +664,13 @@ pub fn validate_batch(buf: &[u8], position: usize) -> Result<BatchSummary, Batch
     }
     let record_count = view.record_count();
     let last_offset_delta = view.last_offset_delta();
+    let offsets = i64::from(last_offset_delta) + 1;
     // LogValidator.validateBatch: "Invalid reported count" and "Inconsistent batch offset range".
-    if record_count <= 0
-        || last_offset_delta < 0
-        || i64::from(last_offset_delta) + 1 != i64::from(record_count)
-    {
+    let count_ok = match rules {
+        Rules::Produce => record_count > 0 && i64::from(record_count) == offsets,
+        Rules::Replicated => record_count >= 0 && i64::from(record_count) <= offsets,
+    };
+    if !count_ok || last_offset_delta < 0 {
         return Err(BatchError::RecordCount {
             record_count,
             last_offset_delta,
@@ -664,18 +680,26 @@ pub fn validate_batch(buf: &[u8], position: usize) -> Result<BatchSummary, Batch
     if compression == Compression::None {
         let mut records = view.records()?;
         let mut best = i64::MIN;
+        let mut previous = -1;
         // Records yields at most record_count (an i32) items, so the index fits i32.
-        for (expected, record) in (0i32..).zip(records.by_ref()) {
+        for (index, record) in (0i32..).zip(records.by_ref()) {
             let record = record?;
-            if record.offset_delta != expected {
+            let in_order = match rules {
+                Rules::Produce => record.offset_delta == index,
+                Rules::Replicated => {
+                    record.offset_delta > previous && record.offset_delta <= last_offset_delta
+                }
+            };
+            if !in_order {
                 return Err(BatchError::Record {
-                    index: expected,
+                    index,
                     defect: RecordDefect::OffsetDelta {
-                        expected,
+                        expected: previous + 1,
                         found: record.offset_delta,
                     },
                 });
             }
+            previous = record.offset_delta;
             if record.timestamp > best {
                 best = record.timestamp;
                 offset_delta_of_max_timestamp = record.offset_delta;
@@ -822,63 +846,7 @@ pub fn empty_header_of(original: &RecordBatchView<'_>) -> Vec<u8> {
 /// # Errors
 /// Any [`BatchError`].
 pub fn validate_replicated_batch(buf: &[u8], position: usize) -> Result<BatchSummary, BatchError> {
-    let view = RecordBatchView::parse(buf)?;
-    view.verify_crc()?;
-    let compression = view.compression();
-    if let Compression::Unknown(id) = compression {
-        return Err(BatchError::UnknownCompression(id));
-    }
-    let record_count = view.record_count();
-    let last_offset_delta = view.last_offset_delta();
-    if record_count < 0
-        || last_offset_delta < 0
-        || i64::from(record_count) > i64::from(last_offset_delta) + 1
-    {
-        return Err(BatchError::RecordCount {
-            record_count,
-            last_offset_delta,
-        });
-    }
-    let mut offset_delta_of_max_timestamp = 0;
-    if compression == Compression::None {
-        let mut records = view.records()?;
-        let mut best = i64::MIN;
-        let mut previous = -1;
-        for (index, record) in (0i32..).zip(records.by_ref()) {
-            let record = record?;
-            if record.offset_delta <= previous || record.offset_delta > last_offset_delta {
-                return Err(BatchError::Record {
-                    index,
-                    defect: RecordDefect::OffsetDelta {
-                        expected: previous + 1,
-                        found: record.offset_delta,
-                    },
-                });
-            }
-            previous = record.offset_delta;
-            if record.timestamp > best {
-                best = record.timestamp;
-                offset_delta_of_max_timestamp = record.offset_delta;
-            }
-        }
-        if records.remaining() != 0 {
-            return Err(BatchError::TrailingRecordBytes {
-                remaining: records.remaining(),
-            });
-        }
-        if view.timestamp_type() == TimestampType::LogAppendTime {
-            offset_delta_of_max_timestamp = 0;
-        }
-    }
-    Ok(BatchSummary {
-        position,
-        len: view.total_len(),
-        record_count,
-        last_offset_delta,
-        max_timestamp: view.max_timestamp(),
-        offset_delta_of_max_timestamp,
-        compression,
-    })
+    validate(buf, position, Rules::Replicated)
 }
 
 /// Validates every batch of a produce request's record set, in order. The set must consist of
