@@ -69,8 +69,11 @@ fn restore(
 fn a_compacted_topic_keeps_each_keys_latest_value() {
     const KEYS: usize = 30;
     const UPDATES: usize = 3_000;
+    let metrics_port = strata_tests::free_port().expect("a free port");
+    let metrics = format!("http://127.0.0.1:{metrics_port}/metrics");
     with_broker(
         &[
+            ("metrics.listener", &metrics),
             ("log.segment.bytes", "16384"),
             ("log.cleaner.min.cleanable.ratio", "0.1"),
             ("log.cleaner.backoff.ms", "200"),
@@ -143,6 +146,16 @@ fn a_compacted_topic_keeps_each_keys_latest_value() {
             )
             .with_context(|| format!("{last} of {before_bytes} bytes left"))?;
             println!("measured: compaction left {last} of {before_bytes} log bytes");
+            // The cleaner's metrics: a pass, and the log's dirty ratio after it.
+            use crate::metrics_scrape::{get, scrape};
+            let samples = scrape(metrics_port)?;
+            ensure!(get(&samples, "strata_log_cleaner_passes_total")? >= 1.0);
+            ensure!(get(&samples, "strata_log_cleaner_written_bytes_total")? > 0.0);
+            let series =
+                format!("strata_log_cleaner_dirty_ratio{{topic=\"{topic}\",partition=\"0\"}}");
+            let ratio = get(&samples, &series)?;
+            ensure!((0.0..=1.0).contains(&ratio), "dirty ratio {ratio}");
+            ensure!(get(&samples, "kafka_log_logcleanermanager_max_dirty_percent").is_ok());
             let (after, offsets) = restore(broker, topic, end)?;
             ensure!(after == before, "a restore after cleaning differs");
             ensure!(

@@ -37,6 +37,13 @@ pub struct LogCleanerState {
     /// When the last round ran (`time-since-last-run-ms`) and how long the last pass took.
     pub last_run_ms: AtomicI64,
     pub last_clean_ms: AtomicI64,
+    /// The last pass: how long it took, its bytes written per 100 read (Kafka's
+    /// `cleaner-recopy-percent`) and its offset map's fill (`max-buffer-utilization-percent`).
+    pub last_pass_ms: AtomicU64,
+    pub last_recopy_percent: AtomicU64,
+    pub last_buffer_percent: AtomicU64,
+    /// Each compacted log's dirty ratio at the last round.
+    pub dirty_ratios: Mutex<BTreeMap<(String, i32), f64>>,
 }
 
 impl LogCleanerState {
@@ -54,6 +61,10 @@ impl LogCleanerState {
             bytes_written: AtomicU64::new(0),
             last_run_ms: AtomicI64::new(0),
             last_clean_ms: AtomicI64::new(0),
+            last_pass_ms: AtomicU64::new(0),
+            last_recopy_percent: AtomicU64::new(0),
+            last_buffer_percent: AtomicU64::new(0),
+            dirty_ratios: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -123,6 +134,7 @@ impl Broker {
             checkpoint.get_or_insert_with(|| cleaner::read_checkpoint(&self.config.log_dir));
         let mut best = None;
         let mut max_ratio: f64 = 0.0;
+        let mut ratios = BTreeMap::new();
         for p in self.all_partitions() {
             if p.topic == OFFSETS_TOPIC {
                 continue;
@@ -141,6 +153,7 @@ impl Broker {
                 }
             };
             max_ratio = max_ratio.max(span.dirty_ratio());
+            ratios.insert((p.topic.clone(), p.index), span.dirty_ratio());
             if !span.needs_cleaning(&cc) {
                 continue;
             }
@@ -156,6 +169,10 @@ impl Broker {
         state
             .max_dirty_percent
             .store((max_ratio * 100.0) as u64, Ordering::Relaxed);
+        *state
+            .dirty_ratios
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = ratios;
         let Some((p, cc, span)) = best else {
             return false;
         };
@@ -189,6 +206,17 @@ impl Broker {
                 state
                     .last_clean_ms
                     .store(crate::now_ms(), Ordering::Relaxed);
+                state.last_pass_ms.store(
+                    u64::try_from(s.elapsed.as_millis()).unwrap_or(u64::MAX),
+                    Ordering::Relaxed,
+                );
+                state.last_recopy_percent.store(
+                    s.bytes_written.saturating_mul(100) / s.bytes_read.max(1),
+                    Ordering::Relaxed,
+                );
+                state
+                    .last_buffer_percent
+                    .store((s.map_utilization * 100.0) as u64, Ordering::Relaxed);
                 entries.insert((p.topic.clone(), p.index), o.end_offset);
                 let hosted: std::collections::HashSet<(String, i32)> = self
                     .all_partitions()

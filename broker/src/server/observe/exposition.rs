@@ -146,6 +146,7 @@ pub fn render(broker: &Broker) -> String {
     crate::server::client_quotas::render_metrics(&mut out, escape);
     super::replication::render(&mut out, broker);
     super::lag::render(&mut out, broker);
+    render_cleaner(&mut out, broker);
 
     let gauges: [(&str, &str, &str, i64); 6] = [
         (
@@ -344,6 +345,96 @@ pub(super) fn escape(v: &str) -> String {
 fn open_fds() -> Option<i64> {
     let n = std::fs::read_dir("/proc/self/fd").ok()?.count();
     i64::try_from(n.saturating_sub(1)).ok()
+}
+
+/// The log cleaner's gauges under Kafka's names (`LogCleaner`, `LogCleanerManager`), Strata's
+/// counters of its passes, and each compacted log's dirty ratio at the last round.
+fn render_cleaner(out: &mut String, broker: &Broker) {
+    let c = &broker.log_cleaner;
+    let now = crate::now_ms();
+    let since = |t: i64| if t > 0 { now.saturating_sub(t) } else { -1 };
+    let load = |a: &std::sync::atomic::AtomicU64| {
+        i64::try_from(a.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
+    };
+    let gauges: [(&str, &str, &str, i64); 9] = [
+        (
+            "kafka_log_logcleanermanager_max_dirty_percent",
+            "gauge",
+            "The highest dirty ratio of a compacted log at the cleaner's last round, in percent (Kafka's max-dirty-percent).",
+            load(&c.max_dirty_percent),
+        ),
+        (
+            "kafka_log_logcleanermanager_time_since_last_run_ms",
+            "gauge",
+            "Milliseconds since the cleaner's last round, -1 before the first (Kafka's time-since-last-run-ms).",
+            since(c.last_run_ms.load(Ordering::Relaxed)),
+        ),
+        (
+            "kafka_log_logcleaner_max_clean_time_secs",
+            "gauge",
+            "Seconds the last cleaning pass took (Kafka's max-clean-time-secs).",
+            load(&c.last_pass_ms) / 1000,
+        ),
+        (
+            "kafka_log_logcleaner_cleaner_recopy_percent",
+            "gauge",
+            "Bytes the last pass wrote per 100 it read (Kafka's cleaner-recopy-percent).",
+            load(&c.last_recopy_percent),
+        ),
+        (
+            "kafka_log_logcleaner_max_buffer_utilization_percent",
+            "gauge",
+            "How full the last pass's offset map got, in percent (Kafka's max-buffer-utilization-percent).",
+            load(&c.last_buffer_percent),
+        ),
+        (
+            "strata_log_cleaner_passes_total",
+            "counter",
+            "Cleaning passes run.",
+            load(&c.passes),
+        ),
+        (
+            "strata_log_cleaner_read_bytes_total",
+            "counter",
+            "Bytes the cleaning passes read.",
+            load(&c.bytes_read),
+        ),
+        (
+            "strata_log_cleaner_written_bytes_total",
+            "counter",
+            "Bytes the cleaning passes wrote.",
+            load(&c.bytes_written),
+        ),
+        (
+            "strata_log_cleaner_time_since_last_clean_ms",
+            "gauge",
+            "Milliseconds since a pass last cleaned a log, -1 before the first.",
+            since(c.last_clean_ms.load(Ordering::Relaxed)),
+        ),
+    ];
+    for (name, kind, help, value) in gauges {
+        header(out, name, kind, help);
+        let _ = writeln!(out, "{name} {value}");
+    }
+    let name = "strata_log_cleaner_dirty_ratio";
+    header(
+        out,
+        name,
+        "gauge",
+        "A compacted log's dirty ratio (bytes written since its last pass, over its bytes up to where cleaning stops) at the cleaner's last round.",
+    );
+    let ratios = c
+        .dirty_ratios
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    for ((topic, partition), ratio) in ratios {
+        let _ = writeln!(
+            out,
+            "{name}{{topic=\"{}\",partition=\"{partition}\"}} {ratio:.4}",
+            escape(&topic)
+        );
+    }
 }
 
 #[cfg(test)]
