@@ -1030,11 +1030,18 @@ impl Log {
             .remove_expired(now_ms, DEFAULT_PRODUCER_ID_EXPIRATION_MS);
         // Segments left below a log start that DeleteRecords moved go first, as in Kafka.
         let mut deleted = self.delete_segments_below_log_start()?;
+        // An empty sealed segment (the cleaner can leave one) holds nothing to keep: it goes
+        // with the segments around it rather than stopping retention; the empty active
+        // segment stops it.
+        let last = self.segments.len() - 1;
         if self.config.retention_ms >= 0 {
             let mut n = 0;
-            for seg in &self.segments {
-                if seg.size() == 0
-                    || now_ms.saturating_sub(seg.largest_timestamp()?) <= self.config.retention_ms
+            for (i, seg) in self.segments.iter().enumerate() {
+                let empty = seg.size() == 0;
+                if (empty && i == last)
+                    || (!empty
+                        && now_ms.saturating_sub(seg.largest_timestamp()?)
+                            <= self.config.retention_ms)
                 {
                     break;
                 }
@@ -1043,11 +1050,12 @@ impl Log {
             deleted += self.delete_oldest(n)?;
         }
         if self.config.retention_bytes >= 0 {
+            let last = self.segments.len() - 1;
             let mut excess = self.size_bytes() as i64 - self.config.retention_bytes;
             let mut n = 0;
-            for seg in &self.segments {
+            for (i, seg) in self.segments.iter().enumerate() {
                 let size = seg.size() as i64;
-                if size == 0 || excess - size < 0 {
+                if (size == 0 && i == last) || excess - size < 0 {
                     break;
                 }
                 excess -= size;

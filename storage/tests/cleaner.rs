@@ -277,3 +277,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn segments_the_cleaner_empties_do_not_stop_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        segment_bytes: 300,
+        retention_ms: 10_000,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), cfg, 1_000).unwrap();
+    for i in 0..30 {
+        put(&mut log, "same", Some(&format!("v{i}")), 1_000);
+    }
+    log.roll_if_not_empty().unwrap();
+    put(&mut log, "other", Some("x"), 1_000);
+    let cc = CompactionConfig::default();
+    pass(&mut log, None, &cc, 1_000);
+    assert!(log.segment_count() > 2, "{}", log.segment_count());
+    // Every sealed segment but the one holding the latest "same" is empty now.
+    assert_eq!(records(dir.path()).len(), 2);
+    // Time retention goes past the empty segments to the old non-empty one.
+    let deleted = log.apply_retention(1_000 + 10_001).unwrap();
+    assert!(deleted >= 2, "{deleted}");
+    assert!(log.log_start_offset() >= 29, "{}", log.log_start_offset());
+}
