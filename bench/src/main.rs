@@ -34,6 +34,9 @@
 //!   chosen rates, or one consumer run, with client settings overridable, for finding where
 //!   time goes.
 //!
+//! - `strata-bench compaction` ([`compaction`]): the log cleaner in process: disk use
+//!   against live data, the cleaner's MB/s, and append latency with and without it.
+//!
 //! [`probe`] holds what these read from outside the broker (`/proc`, readiness requests).
 //!
 //! Never run by tests or CI.
@@ -61,6 +64,7 @@ use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
+mod compaction;
 mod diag;
 mod probe;
 mod restart;
@@ -123,6 +127,7 @@ fn main() -> anyhow::Result<()> {
         Some("latency") => return diag::latency_cmd(std::env::args().skip(2)),
         Some("consume") => return diag::consume_cmd(std::env::args().skip(2)),
         Some("txn") => return txn::run(std::env::args().skip(2)),
+        Some("compaction") => return compaction::run(std::env::args().skip(2)),
         _ => {}
     }
     let args = parse_args()?;
