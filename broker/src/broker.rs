@@ -704,23 +704,10 @@ impl Broker {
             .any(|p| p.trim() == "delete");
         // Kafka's `LogConfig.maxSegmentMs`: a compacted log rolls by `max.compaction.lag.ms`
         // too, so that nothing waits in the active segment (never cleaned) past its lag.
-        let compact = topic_configs
-            .get("cleanup.policy")
-            .unwrap_or(&c.log_cleanup_policy)
-            .split(',')
-            .any(|p| p.trim() == "compact");
-        let max_lag = get("max.compaction.lag.ms")
-            .or_else(|| {
-                c.values
-                    .get("log.cleaner.max.compaction.lag.ms")
-                    .and_then(|v| v.parse().ok())
-            })
-            .unwrap_or(i64::MAX);
         let segment_ms = get("segment.ms").unwrap_or(c.log_roll_ms);
-        let segment_ms = if compact && max_lag > 0 {
-            segment_ms.min(max_lag)
-        } else {
-            segment_ms
+        let segment_ms = match log_cleaner::compaction_of(c, topic_configs) {
+            Some(cc) if cc.max_compaction_lag_ms > 0 => segment_ms.min(cc.max_compaction_lag_ms),
+            _ => segment_ms,
         };
         let append_time = match topic_configs.get("message.timestamp.type") {
             Some(v) => v == "LogAppendTime",

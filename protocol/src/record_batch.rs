@@ -789,8 +789,27 @@ pub fn rebuild_batch(
         attributes |= DELETE_HORIZON_BIT;
     }
     let count = i32::try_from(records.len()).expect("record count fits i32");
+    Ok(rewritten(
+        original,
+        attributes,
+        (base_timestamp, max_timestamp),
+        count,
+        &section,
+    ))
+}
+
+/// A batch that keeps `original`'s base offset, leader epoch, last offset delta and producer
+/// fields, with the given attributes, timestamps, record count and records section: what
+/// [`rebuild_batch`] and [`empty_header_of`] write.
+fn rewritten(
+    original: &RecordBatchView<'_>,
+    attributes: i16,
+    (base_timestamp, max_timestamp): (i64, i64),
+    count: i32,
+    section: &[u8],
+) -> Vec<u8> {
     let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + section.len());
-    out.put_i64(base_offset);
+    out.put_i64(original.base_offset());
     out.put_i32(
         i32::try_from(BATCH_HEADER_LEN - LOG_OVERHEAD + section.len()).expect("batch fits i32"),
     );
@@ -805,9 +824,9 @@ pub fn rebuild_batch(
     out.put_i16(original.producer_epoch());
     out.put_i32(original.base_sequence());
     out.put_i32(count);
-    out.put_slice(&section);
+    out.put_slice(section);
     write_crc(&mut out);
-    Ok(out.to_vec())
+    out.to_vec()
 }
 
 /// The 61-byte header the log cleaner keeps of a batch it empties when the batch still
@@ -818,22 +837,13 @@ pub fn rebuild_batch(
 #[must_use]
 pub fn empty_header_of(original: &RecordBatchView<'_>) -> Vec<u8> {
     let attributes = original.attributes() & (TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT | CONTROL_BIT);
-    let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN);
-    out.put_i64(original.base_offset());
-    out.put_i32(MIN_BATCH_LENGTH);
-    out.put_i32(original.partition_leader_epoch());
-    out.put_i8(MAGIC_V2);
-    out.put_u32(0);
-    out.put_i16(attributes);
-    out.put_i32(original.last_offset_delta());
-    out.put_i64(NO_TIMESTAMP);
-    out.put_i64(original.max_timestamp());
-    out.put_i64(original.producer_id());
-    out.put_i16(original.producer_epoch());
-    out.put_i32(original.base_sequence());
-    out.put_i32(0);
-    write_crc(&mut out);
-    out.to_vec()
+    rewritten(
+        original,
+        attributes,
+        (NO_TIMESTAMP, original.max_timestamp()),
+        0,
+        &[],
+    )
 }
 
 /// What a replica checks of a batch it copies from its leader (Kafka's follower append skips

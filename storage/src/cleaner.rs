@@ -45,10 +45,9 @@ use strata_protocol::record_batch::{
 };
 
 use crate::error::{IoContext, LogError};
+use crate::segment::DECOMPRESS_LIMIT;
 use crate::txn_index::AbortedTxn;
 
-/// The most a batch's records may inflate to when the cleaner reads them.
-const DECOMPRESS_LIMIT: usize = 256 << 20;
 /// One offset-map entry's share of `log.cleaner.dedupe.buffer.size`: Kafka's 16-byte key hash
 /// and 8-byte offset.
 const ENTRY_BYTES: u64 = 24;

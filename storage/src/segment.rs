@@ -25,7 +25,7 @@ const HEADER_PREFIX_LEN: usize = 27;
 const TIMESTAMP_PREFIX_LEN: usize = 43;
 /// The most a compressed batch may inflate to when a lookup must read its records: the
 /// largest batch Kafka accepts by default (1 MiB) times a generous compression ratio.
-const DECOMPRESS_LIMIT: usize = 256 << 20;
+pub(crate) const DECOMPRESS_LIMIT: usize = 256 << 20;
 
 /// What a short header read tells about a batch in a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

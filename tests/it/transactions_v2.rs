@@ -29,6 +29,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, TopicPartitionList};
 use strata_protocol::codec::encode_request;
 use strata_protocol::messages::describe_transactions_request::DescribeTransactionsRequest;
+use strata_protocol::messages::describe_transactions_response::TransactionState;
 use strata_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use strata_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
@@ -200,8 +201,8 @@ fn txn_offset_commit_v5(
     }
 }
 
-/// DescribeTransactions v0 of `id`: its error code.
-pub(crate) fn describe_code(port: u16, id: &str) -> anyhow::Result<i16> {
+/// DescribeTransactions v0 of `id`: its entry.
+fn describe_state(port: u16, id: &str) -> anyhow::Result<TransactionState> {
     let req = DescribeTransactionsRequest::default()
         .with_transactional_ids(vec![TransactionalId(id.to_owned().into())]);
     match call(
@@ -211,43 +212,36 @@ pub(crate) fn describe_code(port: u16, id: &str) -> anyhow::Result<i16> {
         RequestKind::DescribeTransactions(req),
     )? {
         ResponseKind::DescribeTransactions(r) => {
-            Ok(r.transaction_states.first().context("no state")?.error_code)
+            r.transaction_states.into_iter().next().context("no state")
         }
         other => anyhow::bail!("unexpected {other:?}"),
     }
 }
 
+/// DescribeTransactions v0 of `id`: its error code.
+pub(crate) fn describe_code(port: u16, id: &str) -> anyhow::Result<i16> {
+    Ok(describe_state(port, id)?.error_code)
+}
+
 /// DescribeTransactions v0 of `id`: (state, epoch, partitions as `topic-N`).
 fn describe(port: u16, id: &str) -> anyhow::Result<(String, i16, Vec<String>)> {
-    let req = DescribeTransactionsRequest::default()
-        .with_transactional_ids(vec![TransactionalId(id.to_owned().into())]);
-    match call(
-        port,
-        ApiKey::DescribeTransactions,
-        0,
-        RequestKind::DescribeTransactions(req),
-    )? {
-        ResponseKind::DescribeTransactions(r) => {
-            let s = r.transaction_states.first().context("no state")?;
-            ensure!(s.error_code == 0, "DescribeTransactions: {}", s.error_code);
-            let mut partitions: Vec<String> = s
-                .topics
+    let s = describe_state(port, id)?;
+    ensure!(s.error_code == 0, "DescribeTransactions: {}", s.error_code);
+    let mut partitions: Vec<String> = s
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
                 .iter()
-                .flat_map(|t| {
-                    t.partitions
-                        .iter()
-                        .map(move |p| format!("{}-{p}", t.topic.0))
-                })
-                .collect();
-            partitions.sort();
-            Ok((
-                s.transaction_state.to_string(),
-                s.producer_epoch,
-                partitions,
-            ))
-        }
-        other => anyhow::bail!("unexpected {other:?}"),
-    }
+                .map(move |p| format!("{}-{p}", t.topic.0))
+        })
+        .collect();
+    partitions.sort();
+    Ok((
+        s.transaction_state.to_string(),
+        s.producer_epoch,
+        partitions,
+    ))
 }
 
 /// Every value of `partition` of `topic` a read_committed librdkafka consumer reads at

@@ -71,54 +71,14 @@ impl LogCleanerState {
 
 impl Broker {
     /// Whether `topic`'s effective `cleanup.policy` includes `compact`, with its compaction
-    /// settings (topic configs, else the broker's `log.cleaner.*` defaults).
+    /// settings (see [`compaction_of`]).
     #[must_use]
     pub fn compaction_config(&self, topic: &str) -> Option<CompactionConfig> {
         let image = self.image();
         let overrides = image.topics.get(topic).map(|t| t.configs.clone())?;
         let configs =
             crate::config::dynamic::with_dynamic_defaults(&image, self.config.node_id, &overrides);
-        let c = &self.config;
-        let value = |topic_key: &str, broker_key: &str| -> Option<String> {
-            configs
-                .get(topic_key)
-                .or_else(|| configs.get(broker_key))
-                .or_else(|| c.values.get(broker_key))
-                .cloned()
-        };
-        let policy = value("cleanup.policy", "log.cleanup.policy")?;
-        if !policy.split(',').any(|p| p.trim() == "compact") {
-            return None;
-        }
-        let int = |t: &str, b: &str, default: i64| {
-            value(t, b)
-                .and_then(|v| v.parse::<i64>().ok())
-                .unwrap_or(default)
-        };
-        let d = CompactionConfig::default();
-        Some(CompactionConfig {
-            min_cleanable_dirty_ratio: value(
-                "min.cleanable.dirty.ratio",
-                "log.cleaner.min.cleanable.ratio",
-            )
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(d.min_cleanable_dirty_ratio),
-            min_compaction_lag_ms: int(
-                "min.compaction.lag.ms",
-                "log.cleaner.min.compaction.lag.ms",
-                d.min_compaction_lag_ms,
-            ),
-            max_compaction_lag_ms: int(
-                "max.compaction.lag.ms",
-                "log.cleaner.max.compaction.lag.ms",
-                d.max_compaction_lag_ms,
-            ),
-            delete_retention_ms: int(
-                "delete.retention.ms",
-                "log.cleaner.delete.retention.ms",
-                d.delete_retention_ms,
-            ),
-        })
+        compaction_of(&self.config, &configs)
     }
 
     /// One round of the cleaner: cleans the filthiest compacted log that is due, if any.
@@ -235,4 +195,50 @@ impl Broker {
             }
         }
     }
+}
+
+/// The compaction settings of a log whose topic configs (overrides over the dynamic broker
+/// defaults, [`crate::config::dynamic::with_dynamic_defaults`]) are `configs`, else the
+/// static `log.cleaner.*` defaults; `None` unless its `cleanup.policy` includes `compact`.
+#[must_use]
+pub fn compaction_of(
+    c: &crate::config::BrokerConfig,
+    configs: &BTreeMap<String, String>,
+) -> Option<CompactionConfig> {
+    let value = |topic_key: &str, broker_key: &str| -> Option<&String> {
+        configs.get(topic_key).or_else(|| c.values.get(broker_key))
+    };
+    let policy = value("cleanup.policy", "log.cleanup.policy")?;
+    if !policy.split(',').any(|p| p.trim() == "compact") {
+        return None;
+    }
+    let int = |t: &str, b: &str, default: i64| {
+        value(t, b)
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(default)
+    };
+    let d = CompactionConfig::default();
+    Some(CompactionConfig {
+        min_cleanable_dirty_ratio: value(
+            "min.cleanable.dirty.ratio",
+            "log.cleaner.min.cleanable.ratio",
+        )
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(d.min_cleanable_dirty_ratio),
+        min_compaction_lag_ms: int(
+            "min.compaction.lag.ms",
+            "log.cleaner.min.compaction.lag.ms",
+            d.min_compaction_lag_ms,
+        ),
+        max_compaction_lag_ms: int(
+            "max.compaction.lag.ms",
+            "log.cleaner.max.compaction.lag.ms",
+            d.max_compaction_lag_ms,
+        ),
+        delete_retention_ms: int(
+            "delete.retention.ms",
+            "log.cleaner.delete.retention.ms",
+            d.delete_retention_ms,
+        ),
+    })
 }
