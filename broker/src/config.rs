@@ -146,6 +146,9 @@ pub struct BrokerConfig {
     pub log_retention_ms: i64,
     pub log_retention_bytes: i64,
     pub log_retention_check_interval_ms: u64,
+    /// `log.initial.task.delay.ms`: how long after start the first housekeeping pass waits
+    /// (Kafka's LogManager delay, 30 s by default), at most one housekeeping period.
+    pub log_initial_task_delay_ms: u64,
     pub log_flush_interval_messages: i64,
     /// `None`: no time-based flush beyond fsync on roll and on shutdown (Kafka's default).
     pub log_flush_interval_ms: Option<i64>,
@@ -506,6 +509,11 @@ impl BrokerConfig {
                 "log.retention.check.interval.ms",
                 get("log.retention.check.interval.ms"),
                 1,
+            )? as u64,
+            log_initial_task_delay_ms: at_least::<i64>(
+                "log.initial.task.delay.ms",
+                get("log.initial.task.delay.ms"),
+                0,
             )? as u64,
             log_flush_interval_messages: at_least(
                 "log.flush.interval.messages",
@@ -889,7 +897,7 @@ mod tests {
     #[test]
     fn the_keys_read_and_their_defaults_come_from_the_catalogue() {
         let c = BrokerConfig::from_args(&[], &[]).unwrap();
-        assert_eq!(c.values.len(), 89);
+        assert_eq!(c.values.len(), 90);
         assert_eq!(
             c.values["listener.security.protocol.map"],
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
@@ -923,6 +931,8 @@ mod tests {
         assert!(!c.values.contains_key("background.threads"));
         assert_eq!(c.values["log.cleaner.delete.retention.ms"], "86400000");
         assert_eq!(c.values["log.cleaner.backoff.ms"], "15000");
+        assert_eq!(c.values["log.initial.task.delay.ms"], "30000");
+        assert_eq!(c.log_initial_task_delay_ms, 30_000);
     }
 
     #[test]

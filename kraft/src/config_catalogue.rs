@@ -525,6 +525,9 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
         "Retention in hours (log.retention.minutes and log.retention.ms win)."),
     broker("log.retention.check.interval.ms", Long, Some("300000"), Any, ReadOnly,
         "How often retention is enforced."),
+    broker("log.initial.task.delay.ms", Long, Some("30000"), AtLeast(0), ReadOnly,
+        "How long after start the first retention, flush and expiry pass waits (at most one \
+         check interval)."),
     broker("log.flush.scheduler.interval.ms", Long, Some(LONG_MAX), Any, ReadOnly,
         "How often logs are checked for a time-based flush."),
     broker("group.initial.rebalance.delay.ms", Int, Some("3000"), Any, ReadOnly,

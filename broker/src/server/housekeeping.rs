@@ -27,7 +27,11 @@ pub async fn run(broker: Arc<Broker>) {
     if let Some(flush_ms) = broker.config.log_flush_interval_ms {
         period = period.min(u64::try_from(flush_ms.max(1)).unwrap_or(1));
     }
-    let mut ticker = tokio::time::interval(Duration::from_millis(period.max(1)));
+    // As Kafka's LogManager, the first pass waits `log.initial.task.delay.ms`, so that a node
+    // that starts serves before it deletes; a shorter check interval shortens the wait.
+    let period = Duration::from_millis(period.max(1));
+    let first = Duration::from_millis(broker.config.log_initial_task_delay_ms).min(period);
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + first, period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
