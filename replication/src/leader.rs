@@ -315,9 +315,11 @@ impl LeaderState {
     }
 
     /// The leader's own append moved its log end offset; a leader alone in its ISR moves the
-    /// high watermark with it.
+    /// high watermark with it. Reports can arrive out of order (a roll's fsync, begun at an
+    /// earlier end, finishes after a later append published its end), so the log end only
+    /// moves up: a leader's log never shrinks while it leads.
     pub fn on_local_append(&mut self, log_end_offset: i64, now_ms: i64) {
-        self.log_end_offset = log_end_offset;
+        self.log_end_offset = self.log_end_offset.max(log_end_offset);
         self.maybe_increment_high_watermark(now_ms);
     }
 

@@ -81,6 +81,23 @@ fn a_leader_alone_moves_the_high_watermark_with_its_appends() {
 }
 
 #[test]
+fn a_late_report_of_an_earlier_log_end_does_not_move_it_back() {
+    // A roll's fsync begun at 13 reports after an append published 15: followers must still
+    // be told of 15, or they never fetch 13..15 and the high watermark stays at 13.
+    let mut l = leader(&[1, 2], 10, 10, 1);
+    l.on_local_append(15, T0);
+    l.on_local_append(13, T0);
+    assert_eq!(l.log_end_offset(), 15);
+    let a = fetch(&mut l, 2, 13, T0);
+    assert_eq!(
+        a.log_end_offset, 15,
+        "the follower is told of the whole log"
+    );
+    fetch(&mut l, 2, 15, T0);
+    assert_eq!(l.high_watermark(), 15);
+}
+
+#[test]
 fn last_caught_up_time_follows_kafkas_rules() {
     let mut l = leader(&[1, 2, 3], 10, 10, 1);
     fetch(&mut l, 3, 10, T0);
