@@ -296,9 +296,11 @@ impl Broker {
             name: OFFSETS_TOPIC.to_owned(),
             num_partitions: self.config.offsets_topic_num_partitions,
             replication_factor: self.config.offsets_replication_factor(),
-            configs: crate::coordinator::offsets::topic_configs()
-                .into_iter()
-                .collect(),
+            configs: crate::coordinator::offsets::topic_configs(
+                self.config.offsets_topic_segment_bytes,
+            )
+            .into_iter()
+            .collect(),
             validate_only: false,
             assignments: None,
         })

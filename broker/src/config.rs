@@ -182,6 +182,8 @@ pub struct BrokerConfig {
     pub group_consumer_max_size: usize,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` that groups hash to.
     pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.segment.bytes`: `segment.bytes` of `__consumer_offsets` at its creation.
+    pub offsets_topic_segment_bytes: i32,
     /// `offsets.topic.replication.factor` as set; see
     /// [`BrokerConfig::offsets_replication_factor`] for the value used.
     pub offsets_topic_replication_factor: i16,
@@ -582,6 +584,10 @@ impl BrokerConfig {
                 "offsets.topic.num.partitions",
                 get("offsets.topic.num.partitions"),
             )?,
+            offsets_topic_segment_bytes: positive(
+                "offsets.topic.segment.bytes",
+                get("offsets.topic.segment.bytes"),
+            )?,
             offsets_topic_replication_factor: positive::<i16>(
                 "offsets.topic.replication.factor",
                 get("offsets.topic.replication.factor"),
@@ -897,7 +903,7 @@ mod tests {
     #[test]
     fn the_keys_read_and_their_defaults_come_from_the_catalogue() {
         let c = BrokerConfig::from_args(&[], &[]).unwrap();
-        assert_eq!(c.values.len(), 90);
+        assert_eq!(c.values.len(), 91);
         assert_eq!(
             c.values["listener.security.protocol.map"],
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"

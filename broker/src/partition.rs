@@ -366,6 +366,18 @@ impl Partition {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The flush marks, the leader's own log end as its replication state knows it, and the
+    /// published log end (for a test's failure).
+    #[cfg(test)]
+    pub(crate) fn debug_marks(&self) -> String {
+        let m = *self.marks();
+        let leo = self.replica().as_ref().map(LeaderState::log_end_offset);
+        format!(
+            "{m:?}, replication's log end {leo:?}, published log end {}",
+            *self.log_end.borrow()
+        )
+    }
+
     fn marks(&self) -> MutexGuard<'_, FlushMarks> {
         self.flush
             .lock()
@@ -683,6 +695,21 @@ impl Partition {
             *cur = hw;
             changed || first
         });
+    }
+
+    /// The last stable offset the log cleaner may clean up to: below this node's high
+    /// watermark as a leader, or as a follower once its leader has told it one. `None` for a
+    /// follower that has not fetched since it opened its log (its high watermark is then
+    /// its log end, and the tail past the real one may be truncated: cleaning it could drop
+    /// an acknowledged record for a later one that never survives).
+    #[must_use]
+    pub fn cleanable_last_stable_offset(&self) -> Option<i64> {
+        let hw = if self.is_replicated_leader() {
+            self.high_watermark()
+        } else {
+            self.follower_high_watermark()?
+        };
+        Some(self.last_stable_offset_at(hw))
     }
 
     /// KIP-392: the high watermark a consumer of this follower replica reads up to, once

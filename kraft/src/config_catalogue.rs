@@ -548,6 +548,8 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
         "Replicas of __consumer_offsets."),
     broker("offsets.topic.num.partitions", Int, Some("50"), Any, ReadOnly,
         "Partitions of __consumer_offsets."),
+    broker("offsets.topic.segment.bytes", Int, Some("104857600"), AtLeast(1), ReadOnly,
+        "The segment size of __consumer_offsets, set when the topic is created."),
     broker("offsets.retention.minutes", Int, Some("10080"), Any, ReadOnly,
         "How long an empty group's committed offsets are kept."),
     broker("offsets.retention.check.interval.ms", Long, Some("600000"), Any, ReadOnly,

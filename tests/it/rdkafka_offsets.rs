@@ -15,7 +15,8 @@
 //! - `commit_errors_are_kafkas`: unknown partitions and oversized metadata.
 //! - `offset_delete_deletes_and_persists`: OffsetDelete over raw frames, its error codes, and that it persists.
 //! - `compaction_bounds_consumer_offsets`: 20,000 commits of three partitions keep
-//!   `__consumer_offsets` small, and the latest offsets are there after a restart.
+//!   `__consumer_offsets` small (the log cleaner compacts it, as any compacted topic, over
+//!   1 MiB `offsets.topic.segment.bytes`), and the latest offsets are there after a restart.
 //!
 //! Apart from the subscribed test, consumers `assign` partitions and commit as "simple"
 //! consumers (generation -1), which needs no group membership.
@@ -585,9 +586,15 @@ fn offsets_topic_size(data: &Path) -> u64 {
 fn compaction_bounds_consumer_offsets() {
     const COMMITS: usize = 20_000;
     const WINDOW: usize = 32;
-    // ~1 KiB per record: 20,000 commits would be ~22 MB without compaction.
+    // ~1 KiB per record: 20,000 commits would be ~22 MB without compaction. The active
+    // segment (1 MiB) is never cleaned; the rest waits for the cleaner's next round. The
+    // commits arrive at tens of MB/s, so the rounds are 10 ms apart.
     const BOUND: u64 = 4 << 20;
-    with_broker(&[], |b| {
+    let overrides = [
+        ("offsets.topic.segment.bytes", "1048576"),
+        ("log.cleaner.backoff.ms", "10"),
+    ];
+    with_broker(&overrides, |b| {
         create_topic(b, "busy", 3)?;
         let meta = "m".repeat(1000);
         let mut s = wire::connect(b.port());

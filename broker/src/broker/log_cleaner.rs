@@ -1,7 +1,7 @@
 //! The log cleaner over this node's logs (Kafka's `LogCleaner` and `LogCleanerManager`):
 //! every log whose `cleanup.policy` includes `compact`, leader or follower alike (each replica
-//! cleans its own log, never past its own high watermark), except `__consumer_offsets`, which
-//! the offsets store still compacts itself.
+//! cleans its own log, never past its own high watermark), `__consumer_offsets` and
+//! `__transaction_state` among them.
 //!
 //! A round ([`Broker::clean_filthiest_log`]) takes the log with the highest dirty ratio above
 //! its `min.cleanable.dirty.ratio`, or one whose oldest dirty batch is older than its
@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use strata_storage::cleaner::{self, CleanerSettings, CompactionConfig, Throttler};
 
 use super::Broker;
-use crate::coordinator::offsets::OFFSETS_TOPIC;
 
 /// The cleaner's state on this node: the checkpoint, the throttle, and what the metrics show.
 pub struct LogCleanerState {
@@ -96,13 +95,12 @@ impl Broker {
         let mut max_ratio: f64 = 0.0;
         let mut ratios = BTreeMap::new();
         for p in self.all_partitions() {
-            if p.topic == OFFSETS_TOPIC {
-                continue;
-            }
             let Some(cc) = self.compaction_config(&p.topic) else {
                 continue;
             };
-            let lso = p.last_stable_offset();
+            let Some(lso) = p.cleanable_last_stable_offset() else {
+                continue;
+            };
             let cp = entries.get(&(p.topic.clone(), p.index)).copied();
             let span = match p.log().cleanable_span(cp, lso, &cc, now_ms) {
                 Ok(span) => span,

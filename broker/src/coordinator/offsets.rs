@@ -15,7 +15,7 @@
 //! # Layout
 //!
 //! - [`records`]: the key and value encodings, the partition hash.
-//! - [`state`]: the sans-IO live state of one partition, and the compaction and expiry rules.
+//! - [`state`]: the sans-IO live state of one partition, and the expiry rules.
 //! - this module: [`OffsetStore`], the coordinator runtime of the partitions: which of them
 //!   this node coordinates, their loading, and their writes.
 //!
@@ -56,19 +56,15 @@
 //! so an answer never shows what a leader change could lose, and fails with the write if
 //! that is lost.
 //!
-//! # Compaction policy
+//! # Compaction
 //!
-//! Kafka's log cleaner compacts `__consumer_offsets` in the background. Here the leader of
-//! each partition compacts it after an append, when its log is larger than twice its live
-//! state plus 1 MiB ([`state::PartitionState::needs_compaction`]): it rolls the active
-//! segment at offset `m`, appends the live records as new batches (replicated like any
-//! other), and once the high watermark has passed them moves the log start offset to `m`
-//! (as DeleteRecords would; the followers follow it) and deletes the segments below. A
-//! crash or a leader change in between leaves old and new copies of the same keys, which
-//! replay resolves (the rewrite comes last), so no step can lose a committed offset. The
-//! rewrite costs the live size and follows at least as much new data, so compaction adds a
-//! constant factor to each write, and the log stays within `2 x live + 1 MiB` plus one
-//! batch and whatever the followers have not yet fetched.
+//! As in Kafka, the log cleaner compacts `__consumer_offsets` like any compacted topic
+//! (`broker::log_cleaner`): each replica cleans its own log below its last stable offset,
+//! keeping each key's latest record, tombstones for `delete.retention.ms`, and what Kafka's
+//! rules keep of transactions. Replay reads a cleaned log as any other: offsets with gaps,
+//! and batches that lost records. Its segments are `offsets.topic.segment.bytes` (100 MiB,
+//! Kafka's default), and the active segment is never cleaned, so the log holds at most about
+//! one segment more than its live records, plus what waits for `min.cleanable.dirty.ratio`.
 //!
 //! # Expiry
 //!
@@ -127,9 +123,6 @@ type DeferredMarker = (i64, bool, i64);
 #[derive(Default)]
 struct OffsetsShard {
     state: PartitionState,
-    /// A compaction rewrite on its way: (the offset it starts at, the end of its last batch).
-    /// Once the high watermark passes the end, the log starts at the start.
-    compaction: Option<(i64, i64)>,
 }
 
 /// One `__consumer_offsets` partition: this node's role and, while active, the live state.
@@ -623,8 +616,8 @@ impl OffsetStore {
     }
 
     /// Runs [`OffsetStore::expire`] if `offsets.retention.check.interval.ms` has passed since
-    /// the last pass, and finishes the compactions whose rewrite is committed. The broker's
-    /// housekeeping calls this on each tick. `None` when no expiry pass was due.
+    /// the last pass. The broker's housekeeping calls this on each tick. `None` when no
+    /// expiry pass was due.
     ///
     /// # Errors
     /// As [`OffsetStore::expire`].
@@ -633,12 +626,6 @@ impl OffsetStore {
         now_ms: i64,
         expirable: impl FnMut(&str, &str) -> bool,
     ) -> Result<Option<usize>, OffsetStoreError> {
-        for index in 0..self.config.num_partitions {
-            let mut p = self.partitions.lock(index);
-            if let Err(e) = p.finish_compaction() {
-                tracing::warn!(partition = index, error = %e, "cannot trim a compacted {OFFSETS_TOPIC} partition");
-            }
-        }
         let last = self.last_expiry_ms.load(Ordering::Relaxed);
         if now_ms.saturating_sub(last) < self.config.retention_check_interval_ms {
             return Ok(None);
@@ -681,8 +668,7 @@ impl OffsetStore {
 
 impl OffsetsPartition {
     /// Appends `records` through the partition's leader (nothing for an empty list), then
-    /// applies them to the live state, then starts a compaction if the log has outgrown it.
-    /// The state changes only after the append succeeded, so memory never runs ahead of the
+    /// applies them to the live state. The state changes only after the append succeeded, so memory never runs ahead of the
     /// leader's log.
     fn write(
         &mut self,
@@ -700,45 +686,10 @@ impl OffsetsPartition {
             partition: index,
             source,
         };
-        let (mut end, mut flushes) =
+        let (end, flushes) =
             append_records(&partition, epoch, &records, now_ms).map_err(append_err)?;
         for r in records {
             self.shard.state.apply(r);
-        }
-        // A rewrite the high watermark has passed since is finished first (housekeeping
-        // does it too, for a partition that sees no more writes).
-        self.finish_compaction()?;
-        if self.shard.compaction.is_none()
-            && !self.shard.state.has_pending_transactions()
-            && self
-                .shard
-                .state
-                .needs_compaction(partition.log().size_bytes())
-        {
-            let before = partition.log().size_bytes();
-            let mark = {
-                let mut log = partition.log();
-                log.roll_if_not_empty()
-                    .map_err(|source| OffsetStoreError::Log {
-                        topic: OFFSETS_TOPIC,
-                        partition: index,
-                        source,
-                    })?;
-                log.log_end_offset()
-            };
-            let (rewrite_end, more) =
-                append_records(&partition, epoch, &self.shard.state.live_records(), now_ms)
-                    .map_err(append_err)?;
-            end = end.max(rewrite_end);
-            flushes.extend(more);
-            self.shard.compaction = Some((mark, rewrite_end));
-            tracing::info!(
-                partition = index,
-                before,
-                live = self.shard.state.live_bytes(),
-                from = mark,
-                "rewrote the live records of {OFFSETS_TOPIC} partition; older segments go once they are committed"
-            );
         }
         Ok(PendingWrite::until(
             OFFSETS_TOPIC,
@@ -747,38 +698,6 @@ impl OffsetsPartition {
             end,
             flushes,
         ))
-    }
-
-    /// Ends a compaction whose rewrite the high watermark has passed: the log starts at the
-    /// rewrite, and the segments below it go.
-    fn finish_compaction(&mut self) -> Result<(), OffsetStoreError> {
-        let (Some((mark, end)), Role::Active { partition, .. }) =
-            (self.shard.compaction, &self.role)
-        else {
-            return Ok(());
-        };
-        let hw = partition.high_watermark();
-        if hw < end {
-            return Ok(());
-        }
-        let err = |source| OffsetStoreError::Log {
-            topic: OFFSETS_TOPIC,
-            partition: self.index,
-            source,
-        };
-        let mut log = partition.log();
-        log.increment_log_start_offset(mark, hw).map_err(err)?;
-        let deleted = log.delete_segments_below_log_start().map_err(err)?;
-        tracing::info!(
-            partition = self.index,
-            log_start = mark,
-            segments = deleted,
-            after = log.size_bytes(),
-            "compacted {OFFSETS_TOPIC} partition"
-        );
-        drop(log);
-        self.shard.compaction = None;
-        Ok(())
     }
 }
 
@@ -850,14 +769,13 @@ fn append_records(
 }
 
 /// Kafka's topic configs for `__consumer_offsets` (`GroupCoordinator.groupMetadataTopicConfigs`):
-/// compacted, 100 MiB segments (`offsets.topic.segment.bytes`), and room for the store's
-/// batches. The store compacts the topic itself (see the module docs).
+/// compacted, `offsets.topic.segment.bytes` segments, and room for the store's batches.
 #[must_use]
-pub fn topic_configs() -> Vec<(String, String)> {
+pub fn topic_configs(segment_bytes: i32) -> Vec<(String, String)> {
     vec![
         ("cleanup.policy".to_owned(), "compact".to_owned()),
         ("compression.type".to_owned(), "producer".to_owned()),
-        ("segment.bytes".to_owned(), "104857600".to_owned()),
+        ("segment.bytes".to_owned(), segment_bytes.to_string()),
         (
             "max.message.bytes".to_owned(),
             (MAX_BATCH_BYTES * 4).to_string(),
@@ -865,11 +783,12 @@ pub fn topic_configs() -> Vec<(String, String)> {
     ]
 }
 
-/// The log settings [`topic_configs`] comes to, for tests.
+/// The log settings [`topic_configs`] comes to, for tests, with small segments (so that
+/// logs roll and the cleaner has segments to clean).
 #[cfg(test)]
 fn log_config() -> LogConfig {
     LogConfig {
-        segment_bytes: 104_857_600,
+        segment_bytes: 64 << 10,
         retention_ms: -1,
         retention_bytes: -1,
         max_message_bytes: u32::try_from(MAX_BATCH_BYTES * 4).unwrap_or(u32::MAX),

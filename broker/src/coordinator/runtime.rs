@@ -343,6 +343,23 @@ impl PendingWrite {
         self.wait.is_none()
     }
 
+    /// What the write waits for, and where its partition stands (for a test's failure).
+    #[cfg(test)]
+    pub(crate) fn debug_state(&self) -> String {
+        match &self.wait {
+            None => "nothing".into(),
+            Some(c) => format!(
+                "epoch {} end {}; the partition: high watermark {}, leading in {:?}, log end {}, {}",
+                c.epoch,
+                c.end,
+                c.partition.high_watermark(),
+                c.partition.replicated_leader_epoch(),
+                c.partition.log().log_end_offset(),
+                c.partition.debug_marks()
+            ),
+        }
+    }
+
     /// The write's commit, if it is decided now (one poll, so no timer fires): `Ok` once
     /// the high watermark passed it, `Err` once it cannot; `None` while undecided. The
     /// fsyncs are not waited for. For the simulation, inside a runtime.

@@ -11,9 +11,6 @@ use bytes::Bytes;
 
 use super::records::{CommittedOffset, CoordinatorRecord, OffsetKey};
 
-/// Below this log size a partition is never compacted: rewriting a small log gains nothing.
-pub const COMPACTION_FLOOR_BYTES: u64 = 1 << 20;
-
 /// Record framing that [`CoordinatorRecord::encoded_len`] does not count: attributes, the
 /// varint length, timestamp and offset deltas, key and value lengths, header count.
 const RECORD_OVERHEAD: u64 = 12;
@@ -262,8 +259,8 @@ impl PartitionState {
         self.group_metadata.contains_key(group)
     }
 
-    /// The live records, to be rewritten by compaction. Group metadata first, as Kafka's
-    /// loader expects a group before its offsets (either order replays correctly here).
+    /// The live records: group metadata first, then offsets (what a fully cleaned log holds).
+    #[cfg(test)]
     #[must_use]
     pub fn live_records(&self) -> Vec<CoordinatorRecord> {
         let mut out: Vec<CoordinatorRecord> = self
@@ -298,19 +295,11 @@ impl PartitionState {
         out
     }
 
-    /// Bytes the live records take when rewritten (approximately: batch headers excluded).
+    /// Bytes the live records take in a fully cleaned log (approximately: batch headers
+    /// excluded); the load reports it beside the log's size.
     #[must_use]
     pub fn live_bytes(&self) -> u64 {
         self.live_bytes
-    }
-
-    /// The compaction policy: rewrite once the log holds more than twice the live state plus
-    /// [`COMPACTION_FLOOR_BYTES`]. Each rewrite costs the live size and happens after at least
-    /// that much new data, so the work per appended byte stays constant, and the log never
-    /// exceeds `2 * live + floor` plus one request's batch.
-    #[must_use]
-    pub fn needs_compaction(&self, log_bytes: u64) -> bool {
-        log_bytes > self.live_bytes.saturating_mul(2) + COMPACTION_FLOOR_BYTES
     }
 
     /// The offsets that have expired at `now_ms`, as tombstones. Kafka's
@@ -397,7 +386,7 @@ mod tests {
     }
 
     #[test]
-    fn live_bytes_track_the_rewrite_size() {
+    fn live_bytes_track_the_live_records() {
         let mut s = PartitionState::default();
         for i in 0..1000 {
             s.apply(commit("g", "t", i % 3, i64::from(i), 0));
@@ -409,8 +398,6 @@ mod tests {
             .sum();
         assert_eq!(s.live_bytes(), rewrite);
         assert_eq!(s.live_records().len(), 3);
-        assert!(!s.needs_compaction(COMPACTION_FLOOR_BYTES));
-        assert!(s.needs_compaction(COMPACTION_FLOOR_BYTES + 2 * rewrite + 1));
     }
 
     #[test]

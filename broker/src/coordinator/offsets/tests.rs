@@ -4,7 +4,8 @@
 use bytes::BytesMut;
 use strata_protocol::record_batch::{self, SimpleRecord};
 
-use super::state::COMPACTION_FLOOR_BYTES;
+use strata_storage::cleaner::{self, CleanerSettings, CompactionConfig, Throttler};
+
 use super::*;
 use crate::partition::AckError;
 
@@ -256,27 +257,63 @@ fn deletes_survive_a_new_leader() {
     assert!(!store.has_group("g2"));
 }
 
+/// One pass of the log cleaner over `p`'s log, as the broker runs it, whatever its dirty
+/// ratio; whether there was anything to clean.
+pub(super) fn clean(p: &Partition, now_ms: i64) -> bool {
+    let cc = CompactionConfig {
+        min_cleanable_dirty_ratio: 0.0,
+        ..CompactionConfig::default()
+    };
+    let settings = CleanerSettings {
+        dedupe_buffer_bytes: 1 << 20,
+        ..CleanerSettings::default()
+    };
+    let Some(lso) = p.cleanable_last_stable_offset() else {
+        return false;
+    };
+    let span = p.log().cleanable_span(None, lso, &cc, now_ms).unwrap();
+    if !span.needs_cleaning(&cc) {
+        return false;
+    }
+    let plan = p.log().clean_plan(span, &cc).unwrap();
+    let mut throttle = Throttler::new(f64::MAX);
+    cleaner::clean(&plan, &settings, now_ms, &mut throttle, &mut |g| {
+        p.log().install_cleaned(g, now_ms)
+    })
+    .unwrap();
+    true
+}
+
 #[test]
-fn compaction_keeps_the_log_bounded_and_the_latest_values() {
+fn the_log_cleaner_keeps_the_latest_values_and_bounds_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let store = OffsetStore::new(config(), 0);
     let p = lead(&store, dir.path(), "busy");
+    // A group of the same partition whose offsets are deleted: its tombstones replay.
+    let gone = (0..)
+        .map(|n| format!("gone-{n}"))
+        .find(|g| store.partition_for(g) == store.partition_for("busy"))
+        .unwrap();
+    done(store.commit(&gone, vec![("t".into(), 0, offset(7, "", 0))], 0));
+    done(store.store_group_metadata("busy", Some(Bytes::from_static(b"gm")), 0));
     let meta = "x".repeat(200);
+    let segment = log_config().segment_bytes as u64;
     for i in 0..30_000i64 {
         let part = (i % 4) as i32;
         done(store.commit("busy", vec![("t".into(), part, offset(i, &meta, i))], i));
-        // Housekeeping trims a committed rewrite.
-        if i % 100 == 0 {
-            store.maybe_expire(0, |_, _| false).unwrap();
+        if i == 100 {
+            done(store.delete_group(&gone, i).map(|(_, w)| w));
+        }
+        if i % 200 == 0 {
+            clean(&p, i);
         }
         assert!(
-            store.log_bytes() < 3 * COMPACTION_FLOOR_BYTES,
+            store.log_bytes() < 4 * segment,
             "log grew to {} after {i} commits",
             store.log_bytes()
         );
     }
-    store.maybe_expire(0, |_, _| false).unwrap();
-    assert!(p.log_start_offset() > 0, "the log start moved to a rewrite");
+    clean(&p, 30_000);
     drop((p, store));
     let store = OffsetStore::new(config(), 0);
     let _p = lead(&store, dir.path(), "busy");
@@ -284,6 +321,8 @@ fn compaction_keeps_the_log_bounded_and_the_latest_values() {
         let want = 30_000 - 4 + i64::from(part);
         assert_eq!(store.fetch("busy", "t", part).map(|v| v.offset), Some(want));
     }
+    assert!(store.fetch_all(&gone).is_empty());
+    assert!(store.has_group("busy"));
     let segments = dirs(&dir.path().join(format!(
         "__consumer_offsets-{}",
         store.partition_for("busy")
@@ -292,8 +331,8 @@ fn compaction_keeps_the_log_bounded_and_the_latest_values() {
     .filter(|n| n.ends_with(".log"))
     .count();
     assert!(
-        segments <= 2,
-        "older segments are deleted ({segments} left)"
+        segments <= 3,
+        "cleaned segments are merged ({segments} left)"
     );
 }
 
