@@ -41,6 +41,7 @@ mod clean_restart;
 mod client_quotas;
 mod cluster_acls;
 mod cluster_admin_cli;
+mod cluster_compaction;
 mod cluster_controller_writes;
 mod cluster_dedicated;
 mod cluster_derived_id;
