@@ -12,6 +12,9 @@
 //! - `kill9_while_cleaning_loses_no_latest_value`: kill -9 during the cleaner's passes, 20
 //!   times; after each restart the log opens and a restore reads every key's latest
 //!   acknowledged value, at increasing offsets.
+//! - `a_million_updates_over_a_thousand_keys_keep_the_disk_bounded`: 1,000,000 updates of
+//!   1 KB over 1,000 keys into 1 MiB segments: the partition's size on disk ends within four
+//!   segments of its live data (about 1 MB), and a restore reads each key's last update.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -286,6 +289,124 @@ fn kill9_while_cleaning_loses_no_latest_value() {
                  of interrupted passes found at restarts"
             );
             ensure!(passes > 0, "the cleaner never ran");
+            Ok(())
+        },
+    );
+}
+
+/// Bytes of every file in a partition directory (the indexes too); a file the cleaner or
+/// retention removes while it is listed counts nothing.
+fn dir_bytes(dir: &std::path::Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir)? {
+        match e.and_then(|e| e.metadata()) {
+            Ok(m) => total += m.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(total)
+}
+
+/// 1,000,000 updates of 1 KB over 1,000 keys into 1 MiB segments: the partition's size on
+/// disk settles within a few segments of its live data, and a restore reads each key's
+/// last update.
+#[test]
+fn a_million_updates_over_a_thousand_keys_keep_the_disk_bounded() {
+    const KEYS: usize = 1_000;
+    const UPDATES: usize = 1_000_000;
+    const VALUE: usize = 1_024;
+    const SEGMENT: u64 = 1 << 20;
+    let _serial = strata_tests::serial();
+    with_broker(
+        &[
+            ("log.cleanup.policy", "compact"),
+            ("log.segment.bytes", "1048576"),
+            ("log.cleaner.backoff.ms", "50"),
+        ],
+        |broker| {
+            use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+            use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+            let topic = "bounded";
+            create_topic(broker, topic, 1)?;
+            let p: BaseProducer = rdkafka::ClientConfig::new()
+                .set("bootstrap.servers", broker.bootstrap())
+                .set("enable.idempotence", "true")
+                .set("linger.ms", "5")
+                .set("batch.size", "1000000")
+                .set("queue.buffering.max.kbytes", "262144")
+                .create()?;
+            let dir = broker.data_dir().join(format!("{topic}-0"));
+            let started = Instant::now();
+            let mut peak = 0;
+            let mut value = vec![b'v'; VALUE];
+            for i in 0..UPDATES {
+                let key = format!("key-{:04}", i % KEYS);
+                value[..8].copy_from_slice(&(i as u64).to_be_bytes());
+                loop {
+                    let record = BaseRecord::<str, [u8]>::to(topic)
+                        .partition(0)
+                        .key(key.as_str())
+                        .payload(&value);
+                    match p.send(record) {
+                        Ok(()) => break,
+                        Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                            p.poll(Duration::from_millis(5));
+                        }
+                        Err((e, _)) => anyhow::bail!("send {i}: {e}"),
+                    }
+                }
+                if i % 20_000 == 0 {
+                    p.poll(Duration::ZERO);
+                    peak = peak.max(dir_bytes(&dir)?);
+                    ensure!(
+                        started.elapsed() < Duration::from_secs(300),
+                        "too slow: {i} updates sent"
+                    );
+                }
+            }
+            p.flush(Duration::from_secs(120))?;
+            let produced = started.elapsed();
+            let c = consumer(broker, &[])?;
+            let (_, end) = watermarks(&c, topic, 0)?;
+            ensure!(
+                end == i64::try_from(UPDATES)?,
+                "log end {end}: not every update was acknowledged once"
+            );
+            // Live data: each key's record (key, value, record and batch framing).
+            let live = (KEYS * (VALUE + 8 + 20)) as u64;
+            let bound = live + 4 * SEGMENT;
+            let mut size = 0;
+            wait_until(
+                "the partition settles near its live data",
+                Duration::from_secs(120),
+                Duration::from_millis(250),
+                || {
+                    size = dir_bytes(&dir)?;
+                    peak = peak.max(size);
+                    Ok(size <= bound)
+                },
+            )
+            .with_context(|| format!("{size} bytes on disk, bound {bound}"))?;
+            println!(
+                "measured: {UPDATES} updates ({} MB appended) in {:.1} s; on disk at the end \
+                 {size} bytes (live data about {live}, segments {SEGMENT}), peak seen {peak}",
+                UPDATES * (VALUE + 8) / 1_000_000,
+                produced.as_secs_f64()
+            );
+            // A restore reads each key's last update.
+            let (state, offsets) = restore(broker, topic, end)?;
+            ensure!(state.len() == KEYS, "{} keys restored", state.len());
+            for (k, v) in &state {
+                let k: usize = std::str::from_utf8(&k[4..])?.parse()?;
+                let v = v.as_ref().context("a value")?;
+                let i = u64::from_be_bytes(v[..8].try_into()?);
+                ensure!(
+                    i == (UPDATES - KEYS + k) as u64,
+                    "key {k}: update {i} restored"
+                );
+            }
+            ensure!(offsets.windows(2).all(|w| w[0] < w[1]), "offsets go back");
             Ok(())
         },
     );
