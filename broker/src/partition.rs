@@ -59,6 +59,14 @@ pub struct Partition {
     /// leader never committed and that the first fetch truncates: consumers of a follower
     /// (KIP-392) read nothing until the leader has told it its high watermark.
     high_watermark_from_leader: std::sync::atomic::AtomicBool,
+    /// Whether this node has led the partition since it opened the log. The replication
+    /// state of the first leadership after an open starts its high watermark at the log
+    /// start unless a leader told this node one: the log end found at open may cover
+    /// records that were never committed (Kafka starts from its checkpointed high
+    /// watermark), and followers would take it as committed. The ISR's fetches move it to
+    /// the right place; the published high watermark (what consumers read up to) is
+    /// untouched.
+    led_since_open: std::sync::atomic::AtomicBool,
 }
 
 /// Why [`Partition::append_as_leader`] appended nothing.
@@ -129,6 +137,7 @@ impl Partition {
             log_end: watch::Sender::new(hw),
             alter_in_flight: std::sync::atomic::AtomicBool::new(false),
             high_watermark_from_leader: std::sync::atomic::AtomicBool::new(false),
+            led_since_open: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -173,7 +182,13 @@ impl Partition {
             return;
         }
         let leo = self.committable_end_locked(&log);
-        let hw = self.high_watermark();
+        let known = self.led_since_open.swap(true, Ordering::AcqRel)
+            || self.high_watermark_from_leader.load(Ordering::Acquire);
+        let hw = if known {
+            self.high_watermark()
+        } else {
+            log.log_start_offset()
+        };
         let state = LeaderState::become_leader(local_id, registration, config, leo, hw, now);
         let hw = state.high_watermark();
         *replica = Some(state);
@@ -572,7 +587,14 @@ impl Partition {
     /// A group commit fsynced everything below `end_offset`: those records may be read, and
     /// the recovery point moves there.
     fn flushed(&self, end_offset: i64) {
-        self.log().complete_flush(end_offset);
+        // A flush begun before a truncation (this node followed meanwhile, and may lead
+        // again) covered offsets the log no longer holds: only what it holds is reported, or
+        // a leader would count records it does not have.
+        let end_offset = {
+            let mut log = self.log();
+            log.complete_flush(end_offset);
+            end_offset.min(log.log_end_offset())
+        };
         {
             let mut marks = self.marks();
             marks.flushed = marks.flushed.max(end_offset);
@@ -697,17 +719,26 @@ impl Partition {
         });
     }
 
-    /// The last stable offset the log cleaner may clean up to: below this node's high
-    /// watermark as a leader, or as a follower once its leader has told it one. `None` for a
-    /// follower that has not fetched since it opened its log (its high watermark is then
-    /// its log end, and the tail past the real one may be truncated: cleaning it could drop
-    /// an acknowledged record for a later one that never survives).
+    /// The last stable offset the log cleaner may clean up to: below what every ISR member
+    /// is known to hold as a leader, or below the high watermark a leader gave this node as
+    /// a follower. `None` until that is known: a log opened at start has its log end as high
+    /// watermark (nothing is checkpointed), and a tail past the real one may be truncated,
+    /// so cleaning it could drop an acknowledged record for a later one that never survives.
     #[must_use]
     pub fn cleanable_last_stable_offset(&self) -> Option<i64> {
-        let hw = if self.is_replicated_leader() {
-            self.high_watermark()
-        } else {
-            self.follower_high_watermark()?
+        let leading = self.replica().as_ref().map(|state| {
+            let mut end = state.high_watermark();
+            for &id in state.isr() {
+                if id != state.local_id() {
+                    let fetched = state.follower_log_end_offset(id).filter(|o| *o >= 0)?;
+                    end = end.min(fetched);
+                }
+            }
+            Some(end)
+        });
+        let hw = match leading {
+            Some(end) => end?.min(self.high_watermark()),
+            None => self.follower_high_watermark()?,
         };
         Some(self.last_stable_offset_at(hw))
     }

@@ -104,6 +104,10 @@ fn queue() -> Option<&'static Queue> {
 /// serves the request sees the append. `None` when there is no group-commit thread: the
 /// caller fsyncs by itself. A roll's fsync drops the [`FlushWait`]: nothing waits on it.
 pub(super) fn request(partition: Arc<Partition>) -> Option<FlushWait> {
+    #[cfg(test)]
+    if INLINE.with(std::cell::Cell::get) {
+        return None;
+    }
     let q = queue()?;
     let (done, rx) = oneshot::channel();
     REQUESTS.fetch_add(1, Ordering::Relaxed);
@@ -114,6 +118,18 @@ pub(super) fn request(partition: Arc<Partition>) -> Option<FlushWait> {
     pending.push(Request { partition, done });
     q.ready.notify_one();
     Some(FlushWait(rx))
+}
+
+#[cfg(test)]
+thread_local! {
+    static INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Appends made on this thread fsync by themselves instead of through the group-commit
+/// thread, so that a seeded simulation does not depend on that thread's timing.
+#[cfg(test)]
+pub(crate) fn fsync_inline_on_this_thread() {
+    INLINE.with(|c| c.set(true));
 }
 
 fn run(q: &'static Queue) {

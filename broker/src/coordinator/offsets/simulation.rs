@@ -732,6 +732,8 @@ impl Sim {
 }
 
 fn run(seed: u64, ack_at_append: bool) -> Result<Stats, String> {
+    // A seed replays the same run: no fsync happens on another thread's schedule.
+    crate::partition::group_commit::fsync_inline_on_this_thread();
     let mut sim = Sim::new(seed, ack_at_append);
     for step in 0..STEPS {
         sim.step()
