@@ -42,6 +42,9 @@ pub struct Log {
     log_start_offset: i64,
     /// Records appended since the last fsync (`flush.messages`).
     unflushed_messages: i64,
+    /// The lowest offset a truncation cut the log at since [`Log::take_truncation`] last
+    /// asked: the log cleaner lowers its checkpoint there (Kafka's `maybeTruncateCheckpoint`).
+    truncated_at: Option<i64>,
     /// Broker time of the last fsync, or of opening (`flush.ms`).
     last_flush_ms: i64,
     /// Idempotent producers' sequence state (KIP-98) and its `.snapshot` files.
@@ -247,6 +250,7 @@ impl Log {
             segments,
             log_start_offset,
             unflushed_messages: 0,
+            truncated_at: None,
             last_flush_ms: now_ms,
             producer_state: ProducerState::placeholder(dir),
             recovery_point: 0,
@@ -1264,6 +1268,7 @@ impl Log {
     /// # Errors
     /// [`LogError::Io`].
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        self.note_truncation(offset);
         for seg in self.segments.drain(..) {
             seg.delete_files()?;
         }
@@ -1278,6 +1283,16 @@ impl Log {
         // Kafka's `truncateFullyAndStartAt` clears the cache.
         self.change_leader_epochs(LeaderEpochCache::clear)?;
         Ok(())
+    }
+
+    /// The lowest offset a truncation cut the log at since the last call, if any (see
+    /// `truncated_at`); the next call answers `None` until the log is truncated again.
+    pub fn take_truncation(&mut self) -> Option<i64> {
+        self.truncated_at.take()
+    }
+
+    fn note_truncation(&mut self, offset: i64) {
+        self.truncated_at = Some(self.truncated_at.map_or(offset, |t| t.min(offset)));
     }
 
     /// Removes every offset >= `offset` (follower truncation, KIP-101). Later segments are
@@ -1300,6 +1315,7 @@ impl Log {
         if offset < self.log_start_offset {
             return self.truncate_fully_and_start_at(offset);
         }
+        self.note_truncation(offset);
         let keep = self.segment_index_for(offset) + 1;
         for seg in self.segments.drain(keep..) {
             seg.delete_files()?;

@@ -302,3 +302,20 @@ fn segments_the_cleaner_empties_do_not_stop_retention() {
     assert!(deleted >= 2, "{deleted}");
     assert!(log.log_start_offset() >= 29, "{}", log.log_start_offset());
 }
+
+#[test]
+fn a_truncation_is_reported_once_at_its_lowest_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), config(), 0).unwrap();
+    for i in 0..20 {
+        put(&mut log, &format!("k{}", i % 3), Some("v"), 1_000 + i);
+    }
+    assert_eq!(log.take_truncation(), None);
+    log.truncate_to(15).unwrap();
+    log.truncate_to(12).unwrap();
+    log.truncate_to(14).unwrap();
+    assert_eq!(log.take_truncation(), Some(12), "the lowest cut");
+    assert_eq!(log.take_truncation(), None, "reported once");
+    log.truncate_fully_and_start_at(30).unwrap();
+    assert_eq!(log.take_truncation(), Some(30));
+}

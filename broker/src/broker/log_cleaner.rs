@@ -101,7 +101,16 @@ impl Broker {
             let Some(lso) = p.cleanable_last_stable_offset() else {
                 continue;
             };
-            let cp = entries.get(&(p.topic.clone(), p.index)).copied();
+            let key = (p.topic.clone(), p.index);
+            // A truncation below the checkpoint (a follower's) lowers it, as Kafka's
+            // `maybeTruncateCheckpoint`: what was fetched again there is dirty.
+            let truncated = p.log().take_truncation();
+            if let Some(t) = truncated
+                && entries.get(&key).is_some_and(|cp| *cp > t)
+            {
+                entries.insert(key.clone(), t);
+            }
+            let cp = entries.get(&key).copied();
             let span = match p.log().cleanable_span(cp, lso, &cc, now_ms) {
                 Ok(span) => span,
                 Err(e) => {
