@@ -160,6 +160,7 @@ fn topics_create_describe_alter_add_partitions_delete() {
         assert_eq!(r["REPLICAS"], r["LEADER"], "{out}");
         assert_eq!(r["ISR"], r["LEADER"], "{out}");
         assert!(r["SIZE"].parse::<i64>().unwrap() > 0, "{out}");
+        assert_eq!(r["DIRTY-RATIO"], "-", "not compacted: {out}");
     }
     let size0: i64 = rows[0]["SIZE"].parse().unwrap();
     let size1: i64 = rows[1]["SIZE"].parse().unwrap();

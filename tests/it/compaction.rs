@@ -8,7 +8,8 @@
 //!   start, as Kafka Connect and schema registries read their topics at start (to the end,
 //!   then tail), gets the same answer per key before and after cleaning, every record at
 //!   its original offset, the tombstone still there (`delete.retention.ms`); records
-//!   appended after the clean are tailed as before.
+//!   appended after the clean are tailed as before. The cleaner's metrics, and the dirty
+//!   ratio in `strata admin topics describe`, show the pass.
 //! - `kill9_while_cleaning_loses_no_latest_value`: kill -9 during the cleaner's passes, 20
 //!   times; after each restart the log opens and a restore reads every key's latest
 //!   acknowledged value, at increasing offsets.
@@ -159,6 +160,22 @@ fn a_compacted_topic_keeps_each_keys_latest_value() {
             let ratio = get(&samples, &series)?;
             ensure!((0.0..=1.0).contains(&ratio), "dirty ratio {ratio}");
             ensure!(get(&samples, "kafka_log_logcleanermanager_max_dirty_percent").is_ok());
+            // `strata admin topics describe` shows the ratio (a DescribeLogDirs tagged field).
+            let out = crate::admin_cli_run::admin_ok(
+                &broker.bootstrap(),
+                &["topics", "describe", "--topic", topic],
+            );
+            let rows = crate::admin_cli_run::table(&out, "TOPIC");
+            let shown: f64 = rows
+                .first()
+                .and_then(|r| r.get("DIRTY-RATIO"))
+                .context("no DIRTY-RATIO column")?
+                .parse()
+                .with_context(|| format!("a ratio: {out}"))?;
+            ensure!(
+                (0.0..=1.0).contains(&shown),
+                "dirty ratio shown {shown}: {out}"
+            );
             let (after, offsets) = restore(broker, topic, end)?;
             ensure!(after == before, "a restore after cleaning differs");
             ensure!(

@@ -111,8 +111,25 @@ pub fn log_sizes(
     leaders: &BTreeMap<TopicPartition, i32>,
     partitions: impl Iterator<Item = TopicPartition>,
 ) -> anyhow::Result<BTreeMap<TopicPartition, i64>> {
+    Ok(log_dirs(client, leaders, partitions)?.0)
+}
+
+/// Each partition's size in bytes on its leader, and, for a compacted one, its dirty ratio
+/// at the leader's last cleaner round (a Strata tagged field of DescribeLogDirs,
+/// [`strata_broker::broker::log_cleaner::DIRTY_RATIO_TAG`]).
+///
+/// # Errors
+///
+/// As [`log_sizes`].
+#[allow(clippy::type_complexity)]
+pub fn log_dirs(
+    client: &mut Client,
+    leaders: &BTreeMap<TopicPartition, i32>,
+    partitions: impl Iterator<Item = TopicPartition>,
+) -> anyhow::Result<(BTreeMap<TopicPartition, i64>, BTreeMap<TopicPartition, f64>)> {
     let wanted: Vec<TopicPartition> = partitions.collect();
     let mut out = BTreeMap::new();
+    let mut ratios = BTreeMap::new();
     for (leader, topics) in by_leader(leaders, wanted.iter()) {
         let request = DescribeLogDirsRequest::default().with_topics(Some(
             topics
@@ -143,11 +160,17 @@ pub fn log_sizes(
                 for p in t.partitions.iter().filter(|p| !p.is_future_key) {
                     let tp = (t.name.to_string(), p.partition_index);
                     if topics.get(&tp.0).is_some_and(|ps| ps.contains(&tp.1)) {
+                        let tag = strata_broker::broker::log_cleaner::DIRTY_RATIO_TAG;
+                        if let Some(b) = p.unknown_tagged_fields.get(&tag)
+                            && let Ok(raw) = <[u8; 8]>::try_from(b.as_ref())
+                        {
+                            ratios.insert(tp.clone(), f64::from_be_bytes(raw));
+                        }
                         *out.entry(tp).or_insert(0) += p.partition_size;
                     }
                 }
             }
         }
     }
-    Ok(out)
+    Ok((out, ratios))
 }

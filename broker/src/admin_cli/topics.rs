@@ -220,7 +220,7 @@ fn describe(client: &mut Client, topics: &[String]) -> anyhow::Result<()> {
         &leaders,
         &leaders.keys().map(|tp| (tp.clone(), LATEST)).collect(),
     )?;
-    let sizes = logs::log_sizes(client, &leaders, leaders.keys().cloned())?;
+    let (sizes, dirty) = logs::log_dirs(client, &leaders, leaders.keys().cloned())?;
     let mut sorted: Vec<_> = m.topics.iter().filter(|t| t.name.is_some()).collect();
     sorted.sort_by_key(|t| t.name.as_ref().map(|n| n.to_string()));
     let names: Vec<String> = sorted
@@ -237,6 +237,7 @@ fn describe(client: &mut Client, topics: &[String]) -> anyhow::Result<()> {
         "LOG-START",
         "LOG-END",
         "SIZE",
+        "DIRTY-RATIO",
     ]);
     let cell = |r: Option<&Result<i64, i16>>| match r {
         Some(Ok(o)) => o.to_string(),
@@ -275,6 +276,9 @@ fn describe(client: &mut Client, topics: &[String]) -> anyhow::Result<()> {
                 sizes
                     .get(&tp)
                     .map_or_else(|| "-".to_owned(), ToString::to_string),
+                dirty
+                    .get(&tp)
+                    .map_or_else(|| "-".to_owned(), |r| format!("{r:.2}")),
             ]);
         }
     }

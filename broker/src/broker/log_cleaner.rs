@@ -18,6 +18,12 @@ use strata_storage::cleaner::{self, CleanerSettings, CompactionConfig, Throttler
 
 use super::Broker;
 
+/// The tagged field of a DescribeLogDirs partition (v2 and later) that carries a compacted
+/// log's dirty ratio at the cleaner's last round, as an 8-byte big-endian `f64`: Strata's
+/// own, far above Kafka's tags (clients skip tagged fields they do not know), and what
+/// `strata admin topics describe` shows.
+pub const DIRTY_RATIO_TAG: i32 = 10_000;
+
 /// The cleaner's state on this node: the checkpoint, the throttle, and what the metrics show.
 pub struct LogCleanerState {
     pub settings: CleanerSettings,
@@ -65,6 +71,18 @@ impl LogCleanerState {
             last_buffer_percent: AtomicU64::new(0),
             dirty_ratios: Mutex::new(BTreeMap::new()),
         }
+    }
+}
+
+impl LogCleanerState {
+    /// The dirty ratio of each compacted log at the last round.
+    #[must_use]
+    pub fn dirty_ratio(&self, topic: &str, partition: i32) -> Option<f64> {
+        self.dirty_ratios
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(topic.to_owned(), partition))
+            .copied()
     }
 }
 

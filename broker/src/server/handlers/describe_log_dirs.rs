@@ -45,13 +45,21 @@ pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogD
             continue;
         }
         let size = p.log().size_bytes();
-        topics.entry(p.topic.clone()).or_default().push(
-            DescribeLogDirsPartition::default()
-                .with_partition_index(p.index)
-                .with_partition_size(i64::try_from(size).unwrap_or(i64::MAX))
-                .with_offset_lag(0)
-                .with_is_future_key(false),
-        );
+        let mut partition = DescribeLogDirsPartition::default()
+            .with_partition_index(p.index)
+            .with_partition_size(i64::try_from(size).unwrap_or(i64::MAX))
+            .with_offset_lag(0)
+            .with_is_future_key(false);
+        // Tagged fields exist from v2 (the flexible versions).
+        if ctx.api_version >= 2
+            && let Some(ratio) = ctx.broker.log_cleaner.dirty_ratio(&p.topic, p.index)
+        {
+            partition.unknown_tagged_fields.insert(
+                crate::broker::log_cleaner::DIRTY_RATIO_TAG,
+                bytes::Bytes::copy_from_slice(&ratio.to_be_bytes()),
+            );
+        }
+        topics.entry(p.topic.clone()).or_default().push(partition);
     }
     let topics = topics
         .into_iter()
