@@ -24,8 +24,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
-use strata_tests::cluster::Cluster;
-use strata_tests::{free_port, serial, strata_bin};
+use strata_tests::{serial, strata_bin};
 
 use crate::metrics_scrape::scrape;
 
@@ -96,16 +95,7 @@ fn every_replica_cleans_its_own_log_to_the_same_view() {
         Path::new(&strata_bin()).is_file(),
         "build strata first: cargo build --release --bin strata"
     );
-    let metrics_ports: BTreeMap<i32, u16> = (1..=3).map(|id| (id, free_port().unwrap())).collect();
-    let c = Cluster::start_with_node_settings(3, SETTINGS, |id| {
-        vec![
-            ("broker.rack".to_owned(), format!("r{id}")),
-            (
-                "metrics.listener".to_owned(),
-                format!("http://127.0.0.1:{}/metrics", metrics_ports[&id]),
-            ),
-        ]
-    });
+    let (c, metrics_ports) = crate::cluster_follower_fetch::racked_cluster(SETTINGS);
     c.wait_ready(ELECTION);
     let all = c.bootstrap(&c.ids());
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
@@ -171,15 +161,7 @@ fn every_replica_cleans_its_own_log_to_the_same_view() {
     };
     for i in 0..UPDATES {
         let key = format!("key-{:02}", i % KEYS);
-        // Values that lz4 cannot squeeze to nothing, so that the log spans many segments.
-        let noise: String = (0..10u64)
-            .map(|j| {
-                format!(
-                    "{:08x}",
-                    (i as u64 * 2_654_435_761 + j * 40_503) % 4_294_967_291
-                )
-            })
-            .collect();
+        let noise = crate::compaction::noise(i, 10);
         send(key.clone(), Some(format!("{key}-update-{i}-{noise}")));
     }
     for k in 0..DELETED {

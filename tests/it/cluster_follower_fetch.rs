@@ -112,15 +112,11 @@ fn consume(bootstrap: &str, rack: Option<&str>, n: usize) -> Vec<String> {
     got
 }
 
-#[test]
-fn a_consumer_reads_from_the_follower_in_its_rack() {
-    let _serial = serial();
-    assert!(
-        Path::new(&strata_bin()).is_file(),
-        "build strata first: cargo build --release --bin strata"
-    );
+/// Three nodes with `settings`, each in a rack of its own (`r<id>`) and with a metrics
+/// endpoint; the endpoints' ports by node id.
+pub fn racked_cluster(settings: &[(&str, &str)]) -> (Cluster, BTreeMap<i32, u16>) {
     let metrics_ports: BTreeMap<i32, u16> = (1..=3).map(|id| (id, free_port().unwrap())).collect();
-    let c = Cluster::start_with_node_settings(3, SETTINGS, |id| {
+    let c = Cluster::start_with_node_settings(3, settings, |id| {
         vec![
             ("broker.rack".to_owned(), format!("r{id}")),
             (
@@ -129,6 +125,17 @@ fn a_consumer_reads_from_the_follower_in_its_rack() {
             ),
         ]
     });
+    (c, metrics_ports)
+}
+
+#[test]
+fn a_consumer_reads_from_the_follower_in_its_rack() {
+    let _serial = serial();
+    assert!(
+        Path::new(&strata_bin()).is_file(),
+        "build strata first: cargo build --release --bin strata"
+    );
+    let (c, metrics_ports) = racked_cluster(SETTINGS);
     let t0 = Instant::now();
     let controller = c.wait_ready(ELECTION);
     let port = c.port(controller);

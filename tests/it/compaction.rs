@@ -39,6 +39,19 @@ fn log_bytes(dir: &std::path::Path) -> anyhow::Result<u64> {
     Ok(total)
 }
 
+/// `words` hex words that vary with `i` and do not compress away, so that a log of values
+/// carrying them spans many segments.
+pub fn noise(i: usize, words: u64) -> String {
+    (0..words)
+        .map(|j| {
+            format!(
+                "{:08x}",
+                (i as u64 * 2_654_435_761 + j * 40_503) % 4_294_967_291
+            )
+        })
+        .collect()
+}
+
 /// Reads partition 0 from the start to `end` (exclusive) as a state-restoring application
 /// does: each key's last value (`None`: deleted), and the offsets read, in order.
 #[allow(clippy::type_complexity)]
@@ -97,16 +110,7 @@ fn a_compacted_topic_keeps_each_keys_latest_value() {
             )?;
             for i in 0..UPDATES {
                 let key = format!("key-{}", i % KEYS);
-                // Values that do not compress away, so that the log spans many segments.
-                let noise: String = (0..12u64)
-                    .map(|j| {
-                        format!(
-                            "{:08x}",
-                            (i as u64 * 2_654_435_761 + j * 40_503) % 4_294_967_291
-                        )
-                    })
-                    .collect();
-                let value = format!("{key}-update-{i}-{noise}");
+                let value = format!("{key}-update-{i}-{}", noise(i, 12));
                 send(&producer, topic, i, &key, value.as_bytes(), &[], now_ms())?;
             }
             await_reports(&producer, &deliveries, UPDATES, PHASE_TIMEOUT)?;
