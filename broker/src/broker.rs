@@ -830,5 +830,5 @@ fn log_cleaner_state(values: &BTreeMap<String, String>) -> log_cleaner::LogClean
     };
     let enabled = values.get("log.cleaner.enable").is_none_or(|v| v == "true") && threads >= 1.0;
     let backoff_ms = num("log.cleaner.backoff.ms", 15_000.0).max(0.0) as u64;
-    log_cleaner::LogCleanerState::new(settings, enabled, backoff_ms)
+    log_cleaner::LogCleanerState::new(settings, enabled, backoff_ms, threads as usize)
 }

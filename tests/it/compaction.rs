@@ -16,6 +16,8 @@
 //! - `a_million_updates_over_a_thousand_keys_keep_the_disk_bounded`: 1,000,000 updates of
 //!   1 KB over 1,000 keys into 1 MiB segments: the partition's size on disk ends within four
 //!   segments of its live data (about 1 MB), and a restore reads each key's last update.
+//! - `two_cleaner_threads_clean_two_logs_at_once`: with `log.cleaner.threads=2`, passes over
+//!   two logs overlap in time (from the broker's "cleaned a log" lines).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -428,6 +430,101 @@ fn a_million_updates_over_a_thousand_keys_keep_the_disk_bounded() {
                 );
             }
             ensure!(offsets.windows(2).all(|w| w[0] < w[1]), "offsets go back");
+            Ok(())
+        },
+    );
+}
+
+/// Seconds since midnight of a log line's RFC 3339 timestamp (`2026-12-05T08:27:50.181132Z`).
+fn seconds_of_day(line: &str) -> Option<f64> {
+    let time = line.split('T').nth(1)?.split('Z').next()?;
+    let mut parts = time.split(':');
+    let h: f64 = parts.next()?.parse().ok()?;
+    let m: f64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some(h * 3600.0 + m * 60.0 + s)
+}
+
+/// `log.cleaner.threads=2`: two logs due at once are cleaned at once, each pass throttled
+/// to its thread's share of `log.cleaner.io.max.bytes.per.second`.
+#[test]
+fn two_cleaner_threads_clean_two_logs_at_once() {
+    const PER_TOPIC: usize = 2_000;
+    let _serial = strata_tests::serial();
+    with_broker(
+        &[
+            ("log.cleanup.policy", "compact"),
+            ("log.segment.bytes", "16384"),
+            ("log.cleaner.min.cleanable.ratio", "0.01"),
+            ("log.cleaner.backoff.ms", "50"),
+            ("log.cleaner.threads", "2"),
+            // Slow passes (about a second each), so that they would not overlap by chance.
+            ("log.cleaner.io.max.bytes.per.second", "600000"),
+        ],
+        |broker| {
+            let topics = ["twin-a", "twin-b"];
+            for t in topics {
+                create_topic(broker, t, 1)?;
+            }
+            let (producer, deliveries) =
+                producer(broker, &[("batch.size", "4096"), ("linger.ms", "2")])?;
+            for i in 0..PER_TOPIC {
+                for (n, t) in topics.iter().enumerate() {
+                    let key = format!("key-{}", i % 20);
+                    let value = format!("{key}-{i}-{}", noise(i, 16));
+                    send(
+                        &producer,
+                        t,
+                        i * 2 + n,
+                        &key,
+                        value.as_bytes(),
+                        &[],
+                        now_ms(),
+                    )?;
+                }
+            }
+            await_reports(&producer, &deliveries, PER_TOPIC * 2, PHASE_TIMEOUT)?;
+            let log = || std::fs::read_to_string(broker.stderr_path()).unwrap_or_default();
+            wait_until(
+                "both logs are cleaned",
+                Duration::from_secs(60),
+                Duration::from_millis(250),
+                || {
+                    let l = log();
+                    Ok(topics.iter().all(|t| {
+                        l.lines().any(|x| {
+                            x.contains("cleaned a log") && x.contains(&format!("topic={t} "))
+                        })
+                    }))
+                },
+            )?;
+            // Each pass as (topic, start, end) in seconds of the day.
+            let passes: Vec<(String, f64, f64)> = log()
+                .lines()
+                .filter(|l| l.contains("cleaned a log"))
+                .filter_map(|l| {
+                    let end = seconds_of_day(l)?;
+                    let ms: f64 = l
+                        .split("elapsed_ms=")
+                        .nth(1)?
+                        .split_whitespace()
+                        .next()?
+                        .parse()
+                        .ok()?;
+                    let topic = l
+                        .split("topic=")
+                        .nth(1)?
+                        .split_whitespace()
+                        .next()?
+                        .to_owned();
+                    Some((topic, end - ms / 1000.0, end))
+                })
+                .collect();
+            let overlapping = passes
+                .iter()
+                .any(|a| passes.iter().any(|b| a.0 != b.0 && a.1 < b.2 && b.1 < a.2));
+            println!("measured: passes (topic, start s, end s): {passes:?}");
+            ensure!(overlapping, "no two passes overlapped: {passes:?}");
             Ok(())
         },
     );

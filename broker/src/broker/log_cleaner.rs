@@ -8,9 +8,11 @@
 //! `max.compaction.lag.ms`, and runs one pass of [`strata_storage::cleaner`] over it: the plan
 //! and each group's install under the partition's log lock, the reading and writing without
 //! it. The pass's end goes to the log directory's `cleaner-offset-checkpoint`. The server
-//! runs rounds on a thread of its own, `log.cleaner.backoff.ms` apart while nothing is due.
+//! runs `log.cleaner.threads` loops of rounds on the blocking pool, each `log.cleaner.backoff.ms`
+//! apart while nothing is due; a log being cleaned by one is skipped by the others, and each
+//! has its own share of `log.cleaner.io.max.bytes.per.second`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -31,8 +33,11 @@ pub struct LogCleanerState {
     pub enabled: bool,
     /// `log.cleaner.backoff.ms`.
     pub backoff_ms: u64,
+    /// `log.cleaner.threads`: how many loops of rounds run.
+    pub threads: usize,
     checkpoint: Mutex<Option<BTreeMap<(String, i32), i64>>>,
-    throttle: Mutex<Throttler>,
+    /// The logs a pass is cleaning now.
+    in_progress: Mutex<BTreeSet<(String, i32)>>,
     /// Kafka's `max-dirty-percent`: the highest dirty ratio seen by the last round, in percent.
     pub max_dirty_percent: AtomicU64,
     /// Passes run, and bytes read and written by them.
@@ -53,13 +58,14 @@ pub struct LogCleanerState {
 
 impl LogCleanerState {
     #[must_use]
-    pub fn new(settings: CleanerSettings, enabled: bool, backoff_ms: u64) -> Self {
+    pub fn new(settings: CleanerSettings, enabled: bool, backoff_ms: u64, threads: usize) -> Self {
         LogCleanerState {
             settings,
             enabled,
             backoff_ms,
+            threads: threads.max(1),
             checkpoint: Mutex::new(None),
-            throttle: Mutex::new(Throttler::new(settings.max_io_bytes_per_sec)),
+            in_progress: Mutex::new(BTreeSet::new()),
             max_dirty_percent: AtomicU64::new(0),
             passes: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
@@ -75,6 +81,18 @@ impl LogCleanerState {
 }
 
 impl LogCleanerState {
+    /// A throttle for one loop of rounds: its share of `log.cleaner.io.max.bytes.per.second`.
+    #[must_use]
+    pub fn throttler(&self) -> Throttler {
+        Throttler::new(self.settings.max_io_bytes_per_sec / self.threads as f64)
+    }
+
+    fn in_progress(&self) -> std::sync::MutexGuard<'_, BTreeSet<(String, i32)>> {
+        self.in_progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The dirty ratio of each compacted log at the last round.
     #[must_use]
     pub fn dirty_ratio(&self, topic: &str, partition: i32) -> Option<f64> {
@@ -98,9 +116,9 @@ impl Broker {
         compaction_of(&self.config, &configs)
     }
 
-    /// One round of the cleaner: cleans the filthiest compacted log that is due, if any.
-    /// Returns whether a pass ran.
-    pub fn clean_filthiest_log(&self, now_ms: i64) -> bool {
+    /// One round of the cleaner: cleans the filthiest compacted log that is due and that no
+    /// other loop is cleaning, if any, within `throttle`. Returns whether a pass ran.
+    pub fn clean_filthiest_log(&self, now_ms: i64, throttle: &mut Throttler) -> bool {
         let state = &self.log_cleaner;
         state.last_run_ms.store(now_ms, Ordering::Relaxed);
         let mut checkpoint = state
@@ -109,6 +127,7 @@ impl Broker {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let entries =
             checkpoint.get_or_insert_with(|| cleaner::read_checkpoint(&self.config.log_dir));
+        let busy = state.in_progress().clone();
         let mut best = None;
         let mut max_ratio: f64 = 0.0;
         let mut ratios = BTreeMap::new();
@@ -139,7 +158,7 @@ impl Broker {
             };
             max_ratio = max_ratio.max(span.dirty_ratio());
             ratios.insert((p.topic.clone(), p.index), span.dirty_ratio());
-            if !span.needs_cleaning(&cc) {
+            if !span.needs_cleaning(&cc) || busy.contains(&key) {
                 continue;
             }
             let better = best.as_ref().is_none_or(
@@ -161,20 +180,24 @@ impl Broker {
         let Some((p, cc, span)) = best else {
             return false;
         };
-        let plan = match p.log().clean_plan(span, &cc) {
-            Ok(plan) => plan,
-            Err(e) => {
-                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot plan a clean");
-                return false;
-            }
-        };
-        let mut throttle = state
-            .throttle
+        // The pass runs without the checkpoint's lock, so that other loops pick other logs.
+        let key = (p.topic.clone(), p.index);
+        state.in_progress().insert(key.clone());
+        drop(checkpoint);
+        // The plan under the log's lock, released before the pass (whose installs take it).
+        let plan = p.log().clean_plan(span, &cc);
+        let outcome = plan.and_then(|plan| {
+            cleaner::clean(&plan, &state.settings, now_ms, throttle, &mut |g| {
+                p.log().install_cleaned(g, crate::now_ms())
+            })
+        });
+        let mut checkpoint = state
+            .checkpoint
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let outcome = cleaner::clean(&plan, &state.settings, now_ms, &mut throttle, &mut |g| {
-            p.log().install_cleaned(g, crate::now_ms())
-        });
+        state.in_progress().remove(&key);
+        let entries =
+            checkpoint.get_or_insert_with(|| cleaner::read_checkpoint(&self.config.log_dir));
         match outcome {
             Ok(o) => {
                 let s = o.stats;

@@ -17,7 +17,9 @@ pub async fn run(broker: Arc<Broker>) {
     tokio::spawn(crate::server::txn_markers::run(broker.clone()));
     tokio::spawn(abort_timed_out_transactions(broker.clone()));
     if broker.log_cleaner.enabled {
-        tokio::spawn(clean_logs(broker.clone()));
+        for _ in 0..broker.log_cleaner.threads {
+            tokio::spawn(clean_logs(broker.clone()));
+        }
     }
     let mut period = broker.config.log_retention_check_interval_ms;
     period = period.min(broker.config.offsets_retention_check_interval_ms);
@@ -78,9 +80,15 @@ async fn abort_timed_out_transactions(broker: Arc<Broker>) {
 /// pool while logs are due, `log.cleaner.backoff.ms` apart when none is.
 async fn clean_logs(broker: Arc<Broker>) {
     let backoff = Duration::from_millis(broker.log_cleaner.backoff_ms.max(1));
+    let throttle = Arc::new(std::sync::Mutex::new(broker.log_cleaner.throttler()));
     loop {
         let b = broker.clone();
-        match tokio::task::spawn_blocking(move || b.clean_filthiest_log(crate::now_ms())).await {
+        let t = throttle.clone();
+        let round = move || {
+            let mut t = t.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            b.clean_filthiest_log(crate::now_ms(), &mut t)
+        };
+        match tokio::task::spawn_blocking(round).await {
             Ok(true) => {}
             Ok(false) => tokio::time::sleep(backoff).await,
             Err(e) => {
