@@ -508,7 +508,13 @@ fn blocks_continue_after_the_controller_fails_over() {
     let node = c.nodes.iter().find(|n| n.id == old).unwrap();
     let (id, epoch) = init_producer_id(node);
     assert_eq!(epoch, 0);
-    assert_eq!(id, 3000, "node {old} after its restart: the next block");
+    // From the block after the last committed one; not necessarily its first id (a CI run
+    // under load got 3001, most likely because an attempt the test gave up on while the
+    // restarted node was slow took 3000).
+    assert!(
+        (3000..4000).contains(&id),
+        "node {old} after its restart: {id} is not from the next block"
+    );
     // The two that kept running still hand out from their own blocks.
     for n in c.nodes.iter().filter(|n| n.id != old) {
         let (id, _) = init_producer_id(n);
