@@ -160,11 +160,15 @@ pub fn log_dirs(
                 for p in t.partitions.iter().filter(|p| !p.is_future_key) {
                     let tp = (t.name.to_string(), p.partition_index);
                     if topics.get(&tp.0).is_some_and(|ps| ps.contains(&tp.1)) {
-                        let tag = strata_broker::broker::log_cleaner::DIRTY_RATIO_TAG;
-                        if let Some(b) = p.unknown_tagged_fields.get(&tag)
-                            && let Ok(raw) = <[u8; 8]>::try_from(b.as_ref())
+                        use strata_broker::broker::log_cleaner::{
+                            DIRTY_RATIO_TAG, decode_dirty_ratio,
+                        };
+                        if let Some(r) = p
+                            .unknown_tagged_fields
+                            .get(&DIRTY_RATIO_TAG)
+                            .and_then(|v| decode_dirty_ratio(v))
                         {
-                            ratios.insert(tp.clone(), f64::from_be_bytes(raw));
+                            ratios.insert(tp.clone(), r);
                         }
                         *out.entry(tp).or_insert(0) += p.partition_size;
                     }

@@ -26,6 +26,18 @@ use super::Broker;
 /// `strata admin topics describe` shows.
 pub const DIRTY_RATIO_TAG: i32 = 10_000;
 
+/// The value of [`DIRTY_RATIO_TAG`] for `ratio`.
+#[must_use]
+pub fn encode_dirty_ratio(ratio: f64) -> bytes::Bytes {
+    bytes::Bytes::copy_from_slice(&ratio.to_be_bytes())
+}
+
+/// The ratio a [`DIRTY_RATIO_TAG`] value carries; `None` for one of another length.
+#[must_use]
+pub fn decode_dirty_ratio(value: &[u8]) -> Option<f64> {
+    <[u8; 8]>::try_from(value).ok().map(f64::from_be_bytes)
+}
+
 /// The cleaner's state on this node: the checkpoint, the throttle, and what the metrics show.
 pub struct LogCleanerState {
     pub settings: CleanerSettings,
@@ -78,9 +90,7 @@ impl LogCleanerState {
             dirty_ratios: Mutex::new(BTreeMap::new()),
         }
     }
-}
 
-impl LogCleanerState {
     /// A throttle for one loop of rounds: its share of `log.cleaner.io.max.bytes.per.second`.
     #[must_use]
     pub fn throttler(&self) -> Throttler {

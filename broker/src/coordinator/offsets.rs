@@ -651,7 +651,8 @@ impl OffsetStore {
         })
     }
 
-    /// Bytes in the `.log` files of every partition this node leads (for tests and metrics).
+    /// Bytes in the `.log` files of every partition this node leads.
+    #[cfg(test)]
     #[must_use]
     pub fn log_bytes(&self) -> u64 {
         self.partitions
@@ -668,8 +669,8 @@ impl OffsetStore {
 
 impl OffsetsPartition {
     /// Appends `records` through the partition's leader (nothing for an empty list), then
-    /// applies them to the live state. The state changes only after the append succeeded, so memory never runs ahead of the
-    /// leader's log.
+    /// applies them to the live state. The state changes only after the append succeeded,
+    /// so memory never runs ahead of the leader's log.
     fn write(
         &mut self,
         records: Vec<CoordinatorRecord>,

@@ -80,15 +80,25 @@ async fn abort_timed_out_transactions(broker: Arc<Broker>) {
 /// pool while logs are due, `log.cleaner.backoff.ms` apart when none is.
 async fn clean_logs(broker: Arc<Broker>) {
     let backoff = Duration::from_millis(broker.log_cleaner.backoff_ms.max(1));
-    let throttle = Arc::new(std::sync::Mutex::new(broker.log_cleaner.throttler()));
+    // This loop's throttle: moved into each round, and back out of it.
+    let mut throttle = broker.log_cleaner.throttler();
     loop {
         let b = broker.clone();
-        let t = throttle.clone();
         let round = move || {
-            let mut t = t.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            b.clean_filthiest_log(crate::now_ms(), &mut t)
+            let mut t = throttle;
+            (b.clean_filthiest_log(crate::now_ms(), &mut t), t)
         };
-        match tokio::task::spawn_blocking(round).await {
+        let ran = match tokio::task::spawn_blocking(round).await {
+            Ok((ran, t)) => {
+                throttle = t;
+                Ok(ran)
+            }
+            Err(e) => {
+                throttle = broker.log_cleaner.throttler();
+                Err(e)
+            }
+        };
+        match ran {
             Ok(true) => {}
             Ok(false) => tokio::time::sleep(backoff).await,
             Err(e) => {

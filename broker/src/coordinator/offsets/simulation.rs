@@ -692,9 +692,6 @@ impl Sim {
             if self.pending.is_empty() && self.isr.len() == NODES.len() {
                 break;
             }
-            // An append behind a roll's fsync publishes its log end once the group-commit
-            // thread has made that fsync: give it time.
-            std::thread::sleep(Duration::from_millis(2));
         }
         if !self.pending.is_empty() {
             let states: Vec<String> = self

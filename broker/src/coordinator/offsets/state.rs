@@ -91,8 +91,8 @@ impl PartitionState {
             .any(|(k, _, _)| k.group == group && k.topic == topic && k.partition == partition)
     }
 
-    /// Whether any transaction holds offsets here (the rewrite that compacts the partition
-    /// waits until none does: it would drop them).
+    /// Whether any transaction holds offsets here.
+    #[cfg(test)]
     #[must_use]
     pub fn has_pending_transactions(&self) -> bool {
         !self.pending_txn.is_empty()

@@ -54,10 +54,10 @@ pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogD
         if ctx.api_version >= 2
             && let Some(ratio) = ctx.broker.log_cleaner.dirty_ratio(&p.topic, p.index)
         {
-            partition.unknown_tagged_fields.insert(
-                crate::broker::log_cleaner::DIRTY_RATIO_TAG,
-                bytes::Bytes::copy_from_slice(&ratio.to_be_bytes()),
-            );
+            use crate::broker::log_cleaner::{DIRTY_RATIO_TAG, encode_dirty_ratio};
+            partition
+                .unknown_tagged_fields
+                .insert(DIRTY_RATIO_TAG, encode_dirty_ratio(ratio));
         }
         topics.entry(p.topic.clone()).or_default().push(partition);
     }
