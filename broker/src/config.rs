@@ -220,6 +220,11 @@ pub struct BrokerConfig {
     /// `metrics.listener`: where the Prometheus endpoint listens; `None` (the default)
     /// serves none.
     pub metrics_listener: Option<MetricsListener>,
+    /// Listener-scoped keys, `listener.name.<listener>.<key>` (Kafka's per-listener
+    /// overrides of the `ssl.*` and `sasl.*` keys, and the `<mechanism>.sasl.jaas.config`
+    /// of each SASL mechanism), keyed by the full name with the listener name lower-cased.
+    /// See [`BrokerConfig::listener_value`].
+    pub listener_overrides: BTreeMap<String, String>,
 }
 
 impl BrokerConfig {
@@ -283,7 +288,19 @@ impl BrokerConfig {
             .map(|k| (k.name.to_owned(), k.default.unwrap_or("").to_owned()))
             .collect();
         let mut explicit = BTreeMap::new();
+        let mut listener_overrides = BTreeMap::new();
         for (k, v) in pairs {
+            if let Some(rest) = k.strip_prefix("listener.name.") {
+                // Kafka lower-cases the listener name in the prefix.
+                let key = match rest.split_once('.') {
+                    Some((listener, key)) => {
+                        format!("listener.name.{}.{key}", listener.to_ascii_lowercase())
+                    }
+                    None => k.clone(),
+                };
+                listener_overrides.insert(key, v);
+                continue;
+            }
             if !values.contains_key(&k) {
                 tracing::warn!(key = %k, "unknown config key ignored");
                 continue;
@@ -645,6 +662,7 @@ impl BrokerConfig {
             },
             metrics_listener: MetricsListener::parse(get("metrics.listener"))
                 .map_err(|reason| invalid("metrics.listener", get("metrics.listener"), reason))?,
+            listener_overrides,
             values,
             explicit,
         };
@@ -672,6 +690,19 @@ impl BrokerConfig {
             });
         }
         Ok(cfg)
+    }
+
+    /// The value of `key` on listener `listener`: its `listener.name.<listener>.<key>`
+    /// override, else the broker-wide key (its default included), as Kafka's
+    /// `ListenerName.configPrefix` lookups go. `None` where neither has a value.
+    #[must_use]
+    pub fn listener_value(&self, listener: &str, key: &str) -> Option<&str> {
+        let prefixed = format!("listener.name.{}.{key}", listener.to_ascii_lowercase());
+        self.listener_overrides
+            .get(&prefixed)
+            .or_else(|| self.values.get(key))
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     /// Whether this node is the only voter of its quorum: the zero-configuration node, or
@@ -903,7 +934,7 @@ mod tests {
     #[test]
     fn the_keys_read_and_their_defaults_come_from_the_catalogue() {
         let c = BrokerConfig::from_args(&[], &[]).unwrap();
-        assert_eq!(c.values.len(), 91);
+        assert_eq!(c.values.len(), 111);
         assert_eq!(
             c.values["listener.security.protocol.map"],
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"

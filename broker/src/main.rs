@@ -13,6 +13,7 @@ use std::sync::Arc;
 use strata_broker::broker::Broker;
 use strata_broker::config::BrokerConfig;
 use strata_broker::quorum::QuorumHandle;
+use strata_broker::server::security::ListenerSecurity;
 use strata_broker::server::{connection, housekeeping, start};
 use strata_protocol::versions::ListenerType;
 use tokio::net::TcpListener;
@@ -76,6 +77,8 @@ struct BoundListener {
     /// Which API table its connections are served.
     kind: ListenerType,
     socket: TcpListener,
+    /// Its TLS and SASL settings.
+    security: Arc<ListenerSecurity>,
 }
 
 /// Binds every listener in `listeners` before anything else starts, so that a port in use
@@ -104,11 +107,34 @@ async fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<Vec<BoundListen
         } else {
             ListenerType::Broker
         };
-        tracing::info!(listener = %endpoint.name, address = %socket.local_addr().map_or(addr, |a| a.to_string()), ?kind, "listening");
+        let security = Arc::new(ListenerSecurity::for_listener(config, endpoint)?);
+        let tls = match &security.tls {
+            // Kernel TLS (kTLS) would keep fetches on sendfile; without it, user space.
+            Some(_) => "user-space TLS (rustls); fetches are read and written",
+            None => "none",
+        };
+        let mechanisms: Vec<&str> = security
+            .sasl
+            .iter()
+            .flat_map(|s| s.mechanisms.iter().map(|m| m.name()))
+            .collect();
+        tracing::info!(listener = %endpoint.name, address = %socket.local_addr().map_or(addr, |a| a.to_string()), ?kind, protocol = endpoint.security_protocol.name(), tls, sasl = ?mechanisms, "listening");
+        if let Some(tls) = security.tls.clone() {
+            // A changed keystore or truststore file is loaded for the next connections.
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+                loop {
+                    tick.tick().await;
+                    let t = tls.clone();
+                    let _ = tokio::task::spawn_blocking(move || t.reload_if_changed()).await;
+                }
+            });
+        }
         bound.push(BoundListener {
             name: endpoint.name.clone(),
             kind,
             socket,
+            security,
         });
     }
     Ok(bound)
@@ -128,6 +154,7 @@ async fn accept_loop(broker: Arc<Broker>, listener: BoundListener, quorum: Optio
                     listener.kind,
                     Some(name.clone()),
                     quorum.clone(),
+                    listener.security.clone(),
                 ));
             }
             Err(e) => {

@@ -57,6 +57,21 @@ pub fn record_isr_change(before: usize, after: usize) {
     };
 }
 
+/// A SASL authentication failed.
+pub fn authentication_failed() {
+    registry::FAILED_AUTHENTICATIONS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A SASL authentication succeeded.
+pub fn authentication_succeeded() {
+    registry::SUCCESSFUL_AUTHENTICATIONS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// `bytes` of fetched records went out through user-space TLS.
+pub fn record_tls_fetch(bytes: u64) {
+    registry::FETCH_TLS_BYTES.fetch_add(bytes, Ordering::Relaxed);
+}
+
 /// Counts an open client connection until the guard drops.
 #[must_use]
 pub fn connection_opened() -> GaugeGuard {

@@ -687,24 +687,34 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
     // DynamicListenerConfig: SSL.
     broker("principal.builder.class", Class, None, Any, PerBroker,
         "Builds a connection's principal."),
-    broker("ssl.cipher.suites", List, Some(""), Any, PerBroker, "The TLS cipher suites allowed."),
+    broker("ssl.cipher.suites", List, Some(""), Any, PerBroker, "The TLS cipher suites allowed.")
+    .read(),
     broker("ssl.client.auth", Str, Some("none"), OneOf(&["required", "requested", "none"]),
-        PerBroker, "Whether TLS clients must present a certificate."),
+        PerBroker, "Whether TLS clients must present a certificate.")
+    .read(),
     broker("ssl.enabled.protocols", List, Some("TLSv1.2,TLSv1.3"), Any, PerBroker,
-        "The TLS versions allowed."),
+        "The TLS versions allowed.")
+    .read(),
     broker("ssl.endpoint.identification.algorithm", Str, Some("https"), Any, PerBroker,
-        "How a peer's host name is checked against its certificate."),
+        "How a peer's host name is checked against its certificate.")
+    .read(),
     broker("ssl.engine.factory.class", Class, None, Any, PerBroker, "A custom SSLEngine factory."),
     broker("ssl.key.password", Password, None, Any, ListenerOnly,
-        "The password of the key in the keystore."),
+        "The password of the key in the keystore.")
+    .read(),
     broker("ssl.keymanager.algorithm", Str, Some("SunX509"), Any, PerBroker,
         "The key manager factory's algorithm."),
     broker("ssl.keystore.certificate.chain", Password, None, Any, ListenerOnly,
-        "The certificate chain, PEM."),
-    broker("ssl.keystore.key", Password, None, Any, ListenerOnly, "The private key, PEM."),
-    broker("ssl.keystore.location", Str, None, Any, ListenerOnly, "The keystore file."),
-    broker("ssl.keystore.password", Password, None, Any, ListenerOnly, "The keystore's password."),
-    broker("ssl.keystore.type", Str, Some("JKS"), Any, ListenerOnly, "The keystore's format."),
+        "The certificate chain, PEM.")
+    .read(),
+    broker("ssl.keystore.key", Password, None, Any, ListenerOnly, "The private key, PEM.")
+    .read(),
+    broker("ssl.keystore.location", Str, None, Any, ListenerOnly, "The keystore file.")
+    .read(),
+    broker("ssl.keystore.password", Password, None, Any, ListenerOnly, "The keystore's password.")
+    .read(),
+    broker("ssl.keystore.type", Str, Some("JKS"), Any, ListenerOnly, "The keystore's format.")
+    .read(),
     broker("ssl.protocol", Str, Some("TLSv1.3"), Any, PerBroker,
         "The protocol the SSLContext is made for."),
     broker("ssl.provider", Str, None, Any, PerBroker, "The security provider for TLS."),
@@ -713,16 +723,28 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
     broker("ssl.trustmanager.algorithm", Str, Some("PKIX"), Any, PerBroker,
         "The trust manager factory's algorithm."),
     broker("ssl.truststore.certificates", Password, None, Any, ListenerOnly,
-        "The trusted certificates, PEM."),
-    broker("ssl.truststore.location", Str, None, Any, ListenerOnly, "The truststore file."),
+        "The trusted certificates, PEM.")
+    .read(),
+    broker("ssl.truststore.location", Str, None, Any, ListenerOnly, "The truststore file.")
+    .read(),
     broker("ssl.truststore.password", Password, None, Any, ListenerOnly,
-        "The truststore's password."),
-    broker("ssl.truststore.type", Str, Some("JKS"), Any, ListenerOnly, "The truststore's format."),
+        "The truststore's password.")
+    .read(),
+    broker("ssl.truststore.type", Str, Some("JKS"), Any, ListenerOnly, "The truststore's format.")
+    .read(),
+    broker("ssl.principal.mapping.rules", Str, Some("DEFAULT"), Any, ReadOnly,
+        "Rules mapping a client certificate's distinguished name to a short name."),
+    broker("connections.max.reauth.ms", Long, Some("0"), AtLeast(0), ReadOnly,
+        "The longest an authenticated SASL session lasts before it must re-authenticate."),
+    broker("sasl.mechanism.controller.protocol", Str, Some("GSSAPI"), Any, ReadOnly,
+        "The SASL mechanism used to reach the controllers."),
     // DynamicListenerConfig: SASL.
     broker("sasl.enabled.mechanisms", List, Some("GSSAPI"), Any, PerBroker,
-        "The SASL mechanisms the broker offers."),
+        "The SASL mechanisms the broker offers.")
+    .read(),
     broker("sasl.jaas.config", Password, None, Any, PerBroker,
-        "The JAAS login context, in JAAS file syntax."),
+        "The JAAS login context, in JAAS file syntax.")
+    .read(),
     broker("sasl.kerberos.kinit.cmd", Str, Some("/usr/bin/kinit"), Any, PerBroker,
         "The kinit command."),
     broker("sasl.kerberos.min.time.before.relogin", Long, Some("60000"), Any, PerBroker,
@@ -744,7 +766,8 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
     broker("sasl.login.refresh.window.jitter", Double, Some("0.05"), DoubleBetween(0.0, 0.25),
         PerBroker, "Random jitter added to the credential refresh time."),
     broker("sasl.mechanism.inter.broker.protocol", Str, Some("GSSAPI"), Any, PerBroker,
-        "The SASL mechanism brokers use with each other."),
+        "The SASL mechanism brokers use with each other.")
+    .read(),
     // DynamicListenerConfig: connection limits and network threads (cluster-level,
     // Kafka's `ClusterLevelListenerConfigs`), and SocketServer's own.
     broker("max.connection.creation.rate", Int, Some(INT_MAX), AtLeast(0), ClusterWide,

@@ -199,6 +199,18 @@ const API_VERSIONS: Schema = Schema {
     flexible_from: 3,
 };
 
+/// SaslHandshake v0-1: the mechanism.
+const SASL_HANDSHAKE: Schema = Schema {
+    fields: &[f(T::Str, 0, ALL)],
+    flexible_from: 2,
+};
+
+/// SaslAuthenticate v0-2: the mechanism's token (flexible from v2).
+const SASL_AUTHENTICATE: Schema = Schema {
+    fields: &[f(T::Bytes, 0, ALL)],
+    flexible_from: 2,
+};
+
 const CREATE_TOPICS: Schema = Schema {
     fields: &[
         f(
@@ -839,6 +851,8 @@ fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::DescribeGroups => &DESCRIBE_GROUPS,
         ApiKey::ListGroups => &LIST_GROUPS,
         ApiKey::ApiVersions => &API_VERSIONS,
+        ApiKey::SaslHandshake => &SASL_HANDSHAKE,
+        ApiKey::SaslAuthenticate => &SASL_AUTHENTICATE,
         ApiKey::CreateTopics => &CREATE_TOPICS,
         ApiKey::DeleteTopics => &DELETE_TOPICS,
         ApiKey::DeleteRecords => &DELETE_RECORDS,

@@ -455,15 +455,26 @@ pub fn resolve(raw: &RawClusterKeys<'_>) -> Result<ClusterKeys, ConfigError> {
             false,
         )?
     };
-    // Strata serves PLAINTEXT only: refuse TLS and SASL where they would be used, rather
-    // than accept a connection that then speaks the wrong protocol.
+    // Clients may use every protocol; the connections between nodes (the controller
+    // listeners, and the inter-broker listener other brokers fetch from) are PLAINTEXT
+    // until the node's own client speaks TLS and SASL. Refused here rather than accepted
+    // and then spoken to in the wrong protocol.
+    let inter_broker_name = match raw.inter_broker_listener_name.trim() {
+        "" => "PLAINTEXT".to_owned(),
+        name => name.to_ascii_uppercase(),
+    };
+    // A node alone has no other node to reach: its inter-broker listener carries nothing.
+    let alone = voters.len() <= 1 && bootstrap.is_empty();
     for e in listeners.iter().chain(&advertised) {
-        if e.security_protocol != SecurityProtocol::Plaintext {
+        let between_nodes =
+            controller_names.contains(&e.name) || (e.name == inter_broker_name && !alone);
+        if between_nodes && e.security_protocol != SecurityProtocol::Plaintext {
             return Err(rejected(
                 "listener.security.protocol.map",
                 format!(
-                    "listener {} uses security protocol {}: Strata supports only PLAINTEXT \
-                     listeners (no SSL or SASL yet)",
+                    "listener {} uses security protocol {}: Strata's controller and \
+                     inter-broker listeners are PLAINTEXT only (clients may use SSL, \
+                     SASL_PLAINTEXT and SASL_SSL)",
                     e.name,
                     e.security_protocol.name()
                 ),

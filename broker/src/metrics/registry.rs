@@ -167,6 +167,12 @@ pub fn traffic() -> &'static TrafficMap {
 
 /// Open client connections (Kafka's `connection-count`).
 pub static CONNECTIONS: AtomicI64 = AtomicI64::new(0);
+/// Failed SASL authentications (Kafka's `failed-authentication-total`).
+pub static FAILED_AUTHENTICATIONS: AtomicU64 = AtomicU64::new(0);
+/// Successful SASL authentications (Kafka's `successful-authentication-total`).
+pub static SUCCESSFUL_AUTHENTICATIONS: AtomicU64 = AtomicU64::new(0);
+/// Fetch record bytes sent through user-space TLS (read, encrypted and written).
+pub static FETCH_TLS_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Fetches parked waiting for `min_bytes` (Kafka's Fetch purgatory size).
 pub static FETCH_PURGATORY: AtomicI64 = AtomicI64::new(0);
 /// KIP-392: record bytes this node answered to consumer fetches as a follower replica.

@@ -1,8 +1,9 @@
 //! Authorization of client requests (KIP-801's StandardAuthorizer, see
 //! `strata_kraft::acl`): who asks and from where, as a handler sees it.
 //!
-//! Every client of a PLAINTEXT listener is Kafka's `User:ANONYMOUS` (there is no SASL or
-//! TLS yet); the host is the peer's IP address. A request forwarded by another node
+//! The principal is the connection's (`server::security`): the SASL user, the TLS client
+//! certificate's mapped name, or Kafka's `User:ANONYMOUS`; the host is the peer's IP
+//! address. A request forwarded by another node
 //! (`forward.rs`) arrives from that node's address, so a host-restricted binding is
 //! checked against the forwarding node's address for the forwarded writes.
 //!
@@ -24,8 +25,7 @@ use strata_protocol::{ResponseError, StrBytes};
 
 use crate::server::handlers::RequestContext;
 
-/// The principal of every client: Kafka's `KafkaPrincipal.ANONYMOUS`.
-pub const ANONYMOUS: &str = "User:ANONYMOUS";
+pub use crate::server::security::principal::ANONYMOUS;
 
 impl RequestContext {
     /// The peer's IP address as Kafka's `InetAddress.getHostAddress` prints it; empty
@@ -48,7 +48,7 @@ impl RequestContext {
         let host = self.peer_host();
         self.broker.authorize(
             Requester {
-                principal: ANONYMOUS,
+                principal: &self.principal,
                 host: &host,
             },
             operation,
@@ -87,7 +87,7 @@ impl RequestContext {
         let host = self.peer_host();
         self.broker.authorized_operations(
             Requester {
-                principal: ANONYMOUS,
+                principal: &self.principal,
                 host: &host,
             },
             resource_type,

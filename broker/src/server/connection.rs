@@ -49,9 +49,9 @@ use strata_protocol::frame;
 use strata_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use strata_protocol::versions::ListenerType;
 use strata_storage::{FileRegion, sendfile};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -59,6 +59,8 @@ use crate::broker::Broker;
 use crate::broker::request_memory::{Lease, LeasedFrame};
 use crate::quorum::QuorumHandle;
 use crate::server::handlers::{self, RequestContext};
+use crate::server::security::ListenerSecurity;
+use crate::server::security::sasl::{Authenticator, Gate, TokenOutcome};
 
 /// Requests one connection may have in flight before the broker stops reading from it. This
 /// bounds the responses one client can pin (see the module docs); librdkafka pipelines at
@@ -86,14 +88,111 @@ pub enum Slot {
 /// Serves one client connection until the client closes it or sends a frame that cannot be
 /// answered.
 pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
-    serve_on(broker, stream, peer, ListenerType::Broker, None, None).await;
+    serve_on(
+        broker,
+        stream,
+        peer,
+        ListenerType::Broker,
+        None,
+        None,
+        Arc::new(ListenerSecurity::plaintext()),
+    )
+    .await;
+}
+
+/// How long a client may take over its TLS handshake before the connection is dropped.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The connection's read side: the socket's, or the TLS session's.
+type Reader = Box<dyn AsyncRead + Unpin + Send>;
+
+/// The connection's write side. Plain sockets send file regions with `sendfile`; a TLS
+/// session encrypts in user space, so its regions are read and written (ARCHITECTURE.md
+/// decision 4). The kernel's TLS (kTLS), which would keep `sendfile`, needs the `tls`
+/// upper-layer protocol in the kernel, which machines without it do not offer.
+pub enum Writer {
+    Plain(OwnedWriteHalf),
+    Tls(tokio::io::WriteHalf<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl Writer {
+    async fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        match self {
+            Writer::Plain(w) => w.write_all(b).await,
+            Writer::Tls(w) => w.write_all(b).await,
+        }
+    }
+
+    async fn shutdown(&mut self) -> io::Result<()> {
+        match self {
+            Writer::Plain(w) => w.shutdown().await,
+            Writer::Tls(w) => w.shutdown().await,
+        }
+    }
+}
+
+/// The TLS handshake of a connection on an SSL or SASL_SSL listener, and the principal of
+/// the client certificate it presented. `None` drops the connection (logged): the
+/// handshake failed (a plaintext client, garbage, an untrusted or expired certificate) or
+/// timed out, or no `ssl.principal.mapping.rules` rule maps the certificate's name.
+async fn tls_accept(
+    security: &ListenerSecurity,
+    stream: TcpStream,
+    peer: SocketAddr,
+) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, Option<String>)> {
+    let config = security.tls.as_ref()?.current();
+    // A TLS client opens with a handshake record (content type 22). Anything else, most
+    // often a plaintext Kafka client whose first bytes are a size prefix, is closed at once
+    // instead of waiting for a record as long as that prefix claims.
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, stream.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0] == 22 => {}
+        Ok(Ok(1)) => {
+            tracing::info!(%peer, first_byte = first[0], "closing connection: not a TLS handshake (a plaintext client on a TLS listener?)");
+            return None;
+        }
+        Ok(_) => return None,
+        Err(_) => {
+            tracing::info!(%peer, "closing connection: no TLS handshake in time");
+            return None;
+        }
+    }
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::info!(%peer, error = %e, "closing connection: TLS handshake failed");
+            return None;
+        }
+        Err(_) => {
+            tracing::info!(%peer, "closing connection: TLS handshake timed out");
+            return None;
+        }
+    };
+    let cert = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.as_ref().to_vec());
+    let principal = match cert {
+        Some(der) => match security.certificate_principal(&der) {
+            Some(p) => Some(p),
+            None => {
+                tracing::info!(%peer, "closing connection: no ssl.principal.mapping.rules rule maps the client certificate's name");
+                return None;
+            }
+        },
+        None => None,
+    };
+    Some((tls, principal))
 }
 
 /// Serves one connection accepted on a listener of type `listener`. A connection on a
 /// controller listener (`controller.listener.names`) is decoded against the controller's
 /// API table and answered by [`controller_slot`] (the quorum RPCs by `quorum`); one on a
 /// client listener, against the clients' table
-/// and by the handlers.
+/// and by the handlers. TLS and SASL are as the listener's `security` says.
 pub async fn serve_on(
     broker: Arc<Broker>,
     stream: TcpStream,
@@ -101,11 +200,26 @@ pub async fn serve_on(
     listener: ListenerType,
     listener_name: Option<Arc<str>>,
     quorum: Option<QuorumHandle>,
+    security: Arc<ListenerSecurity>,
 ) {
     let _open = crate::metrics::connection_opened();
     let _serving = crate::server::drain::serving();
     let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+    let mut principal: Arc<str> = Arc::from(crate::server::security::principal::ANONYMOUS);
+    let (mut rd, wr): (Reader, Writer) = if security.tls.is_some() {
+        let Some((tls, cert_principal)) = tls_accept(&security, stream, peer).await else {
+            return;
+        };
+        if let Some(p) = cert_principal {
+            principal = Arc::from(p);
+        }
+        let (r, w) = tokio::io::split(tls);
+        (Box::new(r), Writer::Tls(w))
+    } else {
+        let (r, w) = stream.into_split();
+        (Box::new(r), Writer::Plain(w))
+    };
+    let mut auth = security.sasl.clone().map(Authenticator::new);
     let (tx, rx) = mpsc::channel::<(Slot, Lease)>(MAX_IN_FLIGHT);
     let writer = tokio::spawn(write_responses(broker.clone(), wr, rx, peer));
     let mut buf = BytesMut::with_capacity(READ_BUF);
@@ -124,27 +238,58 @@ pub async fn serve_on(
             } => next,
         };
         let Some((body, lease)) = next else { break };
-        let slot = match codec::decode_request_on(listener, body) {
-            Ok(Decoded::Request(req)) if listener == ListenerType::Controller => {
-                controller_slot(&broker, *req, peer, listener_name.clone(), quorum.as_ref())
-            }
-            Ok(Decoded::Request(req)) => {
-                let mut ctx = RequestContext::new(
-                    broker.clone(),
-                    &req.header,
-                    req.api_key,
-                    Some(peer),
-                    listener_name.clone(),
-                );
-                ctx.mute = Some(mute.clone());
-                handlers::dispatch(ctx, req.body).await
-            }
-            Ok(Decoded::ApiVersionsTooNew { correlation_id }) => Slot::Ready(
-                codec::encode_api_versions_fallback_for(listener, correlation_id),
-            ),
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "closing connection: cannot answer request");
-                break;
+        let mut close_after = false;
+        let slot = if let Some(a) = auth.as_mut().filter(|a| a.expects_raw_token()) {
+            // SaslHandshake v0: the token is the whole frame, and so is the answer.
+            let (slot, close) = raw_token_slot(&broker, a, &body, peer);
+            close_after = close;
+            slot
+        } else {
+            match codec::decode_request_on(listener, body) {
+                Ok(Decoded::Request(req)) if listener == ListenerType::Controller => {
+                    controller_slot(&broker, *req, peer, listener_name.clone(), quorum.as_ref())
+                }
+                Ok(Decoded::Request(req)) => {
+                    let gate = auth
+                        .as_ref()
+                        .map_or(Gate::Serve, |a| a.gate(req.api_key, crate::now_ms()));
+                    match gate {
+                        Gate::Close(why) => {
+                            tracing::info!(%peer, api = ?req.api_key, reason = why, "closing connection");
+                            break;
+                        }
+                        Gate::Sasl => {
+                            let a = auth
+                                .as_mut()
+                                .expect("a gate other than Serve has an authenticator");
+                            let (slot, close) = sasl_slot(&broker, a, *req, peer);
+                            close_after = close;
+                            if let Some(p) = a.principal() {
+                                principal = Arc::from(p);
+                            }
+                            slot
+                        }
+                        Gate::Serve => {
+                            let mut ctx = RequestContext::new(
+                                broker.clone(),
+                                &req.header,
+                                req.api_key,
+                                Some(peer),
+                                listener_name.clone(),
+                            );
+                            ctx.mute = Some(mute.clone());
+                            ctx.principal = principal.clone();
+                            handlers::dispatch(ctx, req.body).await
+                        }
+                    }
+                }
+                Ok(Decoded::ApiVersionsTooNew { correlation_id }) => Slot::Ready(
+                    codec::encode_api_versions_fallback_for(listener, correlation_id),
+                ),
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "closing connection: cannot answer request");
+                    break;
+                }
             }
         };
         // Handled inline: the budget goes back now. A task keeps it until it ends (or until
@@ -163,10 +308,112 @@ pub async fn serve_on(
         if tx.send((slot, lease)).await.is_err() || closing {
             break; // the writer has gone (the socket is closed), or is closing it
         }
+        if close_after {
+            // A SASL refusal: its answer goes out, then the connection closes.
+            let _ = tx.send((Slot::Close, Lease::default())).await;
+            break;
+        }
     }
     drop(tx);
     // Responses already queued still go out, then the writer closes the socket.
     let _ = writer.await;
+}
+
+/// Answers SaslHandshake or SaslAuthenticate on a SASL listener; true closes the
+/// connection once the answer is out (Kafka's behaviour after a refusal).
+fn sasl_slot(
+    broker: &Broker,
+    auth: &mut Authenticator,
+    req: codec::Request,
+    peer: SocketAddr,
+) -> (Slot, bool) {
+    use strata_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
+    use strata_protocol::{ResponseError, StrBytes};
+    let version = req.header.request_api_version;
+    let encode = |body: ResponseKind| {
+        codec::encode_response(req.api_key, version, req.header.correlation_id, &body)
+            .map_or(Slot::Close, Slot::Ready)
+    };
+    match req.body {
+        RequestKind::SaslHandshake(h) => {
+            let out = auth.handshake(version, &h.mechanism);
+            if out.close {
+                tracing::info!(%peer, mechanism = %h.mechanism.as_str(), error_code = out.error_code, "SASL handshake refused");
+            }
+            let body = SaslHandshakeResponse::default()
+                .with_error_code(out.error_code)
+                .with_mechanisms(
+                    out.mechanisms
+                        .into_iter()
+                        .map(StrBytes::from_static_str)
+                        .collect(),
+                );
+            (encode(ResponseKind::SaslHandshake(body)), out.close)
+        }
+        RequestKind::SaslAuthenticate(a) => {
+            let image = broker.image();
+            let outcome = auth.token(&a.auth_bytes, crate::now_ms(), |user, m| {
+                image.scram.users.get(user)?.get(&m.type_id()).cloned()
+            });
+            let (body, close) = match outcome {
+                TokenOutcome::Challenge(c) => (
+                    SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(c)),
+                    false,
+                ),
+                TokenOutcome::Authenticated {
+                    reply,
+                    session_lifetime_ms,
+                } => {
+                    crate::metrics::authentication_succeeded();
+                    tracing::debug!(%peer, principal = auth.principal().unwrap_or(""), "SASL authenticated");
+                    (
+                        SaslAuthenticateResponse::default()
+                            .with_auth_bytes(Bytes::from(reply))
+                            .with_session_lifetime_ms(session_lifetime_ms),
+                        false,
+                    )
+                }
+                TokenOutcome::Failed(message) => {
+                    crate::metrics::authentication_failed();
+                    (
+                        SaslAuthenticateResponse::default()
+                            .with_error_code(ResponseError::SaslAuthenticationFailed.code())
+                            .with_error_message(Some(StrBytes::from_string(message))),
+                        true,
+                    )
+                }
+            };
+            (encode(ResponseKind::SaslAuthenticate(body)), close)
+        }
+        _ => (Slot::Close, true),
+    }
+}
+
+/// A bare token after SaslHandshake v0: the answer is a bare size-prefixed frame. A
+/// failure closes the connection without an answer, as Kafka does for v0 clients.
+fn raw_token_slot(
+    broker: &Broker,
+    auth: &mut Authenticator,
+    token: &[u8],
+    peer: SocketAddr,
+) -> (Slot, bool) {
+    let image = broker.image();
+    let outcome = auth.token(token, crate::now_ms(), |user, m| {
+        image.scram.users.get(user)?.get(&m.type_id()).cloned()
+    });
+    let reply = match outcome {
+        TokenOutcome::Challenge(c) => c,
+        TokenOutcome::Authenticated { reply, .. } => reply,
+        TokenOutcome::Failed(message) => {
+            crate::metrics::authentication_failed();
+            tracing::info!(%peer, %message, "closing connection: SASL authentication failed");
+            return (Slot::Close, true);
+        }
+    };
+    let mut framed = BytesMut::with_capacity(4 + reply.len());
+    framed.put_i32(i32::try_from(reply.len()).unwrap_or(i32::MAX));
+    framed.extend_from_slice(&reply);
+    (Slot::Ready(framed.freeze()), false)
 }
 
 /// Answers a request decoded on a controller listener. ApiVersions lists the controller's
@@ -321,7 +568,7 @@ fn controller_slot(
 /// connection (the client closed it, a read failed, or the size prefix is invalid; logged).
 async fn read_frame(
     broker: &Broker,
-    rd: &mut OwnedReadHalf,
+    rd: &mut Reader,
     buf: &mut BytesMut,
     peer: SocketAddr,
 ) -> Option<(Bytes, Lease)> {
@@ -367,7 +614,7 @@ async fn read_frame(
 /// One read from the socket into `dst`. False when the connection is over: end of stream
 /// (logged if it cut a frame short, `pending` bytes in) or a read error.
 async fn read_some<B: BufMut>(
-    rd: &mut OwnedReadHalf,
+    rd: &mut Reader,
     dst: &mut B,
     peer: SocketAddr,
     pending: usize,
@@ -389,7 +636,7 @@ async fn read_some<B: BufMut>(
 
 async fn write_responses(
     broker: Arc<Broker>,
-    mut wr: OwnedWriteHalf,
+    mut wr: Writer,
     mut rx: mpsc::Receiver<(Slot, Lease)>,
     peer: SocketAddr,
 ) {
@@ -458,22 +705,25 @@ fn zero_copy_enabled() -> bool {
 /// Writes one response: bytes with `write_all`, regions with `sendfile`.
 async fn write_plan(
     broker: &Broker,
-    wr: &mut OwnedWriteHalf,
+    wr: &mut Writer,
     plan: ResponsePlan<FileRegion>,
 ) -> io::Result<()> {
     for piece in plan.pieces {
         match piece {
             Piece::Bytes(b) => wr.write_all(&b).await?,
             Piece::Region(r) => {
-                let sent = if zero_copy_enabled() {
-                    send_region(wr, &r).await?
-                } else {
-                    0
+                let sent = match wr {
+                    Writer::Plain(w) if zero_copy_enabled() => send_region(w, &r).await?,
+                    _ => 0,
                 };
                 broker.zero_copy_bytes.fetch_add(sent, Ordering::Relaxed);
                 if sent < u64::from(r.len) {
                     let copied = copy_region(wr, &r, sent).await?;
-                    broker.copied_bytes.fetch_add(copied, Ordering::Relaxed);
+                    if matches!(wr, Writer::Tls(_)) {
+                        crate::metrics::record_tls_fetch(copied);
+                    } else {
+                        broker.copied_bytes.fetch_add(copied, Ordering::Relaxed);
+                    }
                 }
             }
         }
@@ -509,7 +759,7 @@ async fn send_region(wr: &mut OwnedWriteHalf, r: &FileRegion) -> io::Result<u64>
 
 /// The fallback: `pread` the region after its first `from` bytes and write it, in chunks so
 /// that one large region does not pin its whole length in memory.
-async fn copy_region(wr: &mut OwnedWriteHalf, r: &FileRegion, from: u64) -> io::Result<u64> {
+async fn copy_region(wr: &mut Writer, r: &FileRegion, from: u64) -> io::Result<u64> {
     const CHUNK: u32 = 1 << 20;
     let mut done = from;
     let len = u64::from(r.len);

@@ -93,6 +93,9 @@ pub struct RequestContext {
     /// The connection's KIP-219 mute, which a quota-throttled Produce or Fetch extends;
     /// `None` where there is no client connection.
     pub mute: Option<Arc<crate::server::client_quotas::Mute>>,
+    /// Who asks: the connection's principal (`User:ANONYMOUS` without TLS client
+    /// certificates or SASL), which every authorization check is made against.
+    pub principal: Arc<str>,
 }
 
 impl RequestContext {
@@ -114,6 +117,7 @@ impl RequestContext {
             peer,
             listener,
             mute: None,
+            principal: Arc::from(crate::server::security::principal::ANONYMOUS),
         }
     }
 
@@ -510,6 +514,20 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
         RequestKind::DescribeTopicPartitions(r) => {
             ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(&ctx, r))
         }
+        // A connection of a SASL listener has these answered by its authenticator
+        // (`server::security::sasl`); anywhere else they are out of place, and Kafka's
+        // `KafkaApis` answers ILLEGAL_SASL_STATE.
+        RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
+            strata_protocol::messages::SaslHandshakeResponse::default()
+                .with_error_code(strata_protocol::ResponseError::IllegalSaslState.code()),
+        ),
+        RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(
+            strata_protocol::messages::SaslAuthenticateResponse::default()
+                .with_error_code(strata_protocol::ResponseError::IllegalSaslState.code())
+                .with_error_message(Some(strata_protocol::StrBytes::from_static_str(
+                    "Unexpected SASL request on a connection that does not use SASL",
+                ))),
+        ),
         other => {
             // The decoder admits only the APIs in the version table, and each has an arm above;
             // reaching this means the table and this match disagree.

@@ -363,6 +363,13 @@ mod round_trip {
                 DescribeGroupsRequest::default()
                     .with_groups(vec![GroupId(StrBytes::from_string(s.topic.clone()))]),
             ),
+            ApiKey::SaslHandshake => RequestKind::SaslHandshake(
+                SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+            ),
+            ApiKey::SaslAuthenticate => RequestKind::SaslAuthenticate(
+                SaslAuthenticateRequest::default()
+                    .with_auth_bytes(Bytes::from_static(b"n,,n=user,r=nonce")),
+            ),
             ApiKey::ListGroups => {
                 let mut r = ListGroupsRequest::default();
                 if v >= 4 {
@@ -1107,6 +1114,18 @@ mod round_trip {
                     g = g.with_error_message(Some(StrBytes::from_static_str("none")));
                 }
                 ResponseKind::DescribeGroups(DescribeGroupsResponse::default().with_groups(vec![g]))
+            }
+            ApiKey::SaslHandshake => ResponseKind::SaslHandshake(
+                SaslHandshakeResponse::default()
+                    .with_mechanisms(vec![StrBytes::from_static_str("SCRAM-SHA-512")]),
+            ),
+            ApiKey::SaslAuthenticate => {
+                let mut r = SaslAuthenticateResponse::default()
+                    .with_auth_bytes(Bytes::from_static(b"r=nonce,s=c2FsdA==,i=4096"));
+                if v >= 1 {
+                    r = r.with_session_lifetime_ms(60_000);
+                }
+                ResponseKind::SaslAuthenticate(r)
             }
             ApiKey::ListGroups => {
                 let mut g = list_groups_response::ListedGroup::default()

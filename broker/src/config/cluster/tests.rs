@@ -516,20 +516,57 @@ fn listeners_follow_kafkas_parse_rules() {
 }
 
 #[test]
-fn only_plaintext_is_served() {
+fn secured_listeners_are_for_clients_only() {
+    // Every protocol on a client listener.
+    let c = cfg(&[
+        (
+            "listeners",
+            "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093,SASL_PLAINTEXT://127.0.0.1:9094,SASL_SSL://127.0.0.1:9095",
+        ),
+    ])
+    .unwrap();
+    let protocols: Vec<_> = c.listeners.iter().map(|e| e.security_protocol).collect();
+    assert_eq!(
+        protocols,
+        [
+            SecurityProtocol::Plaintext,
+            SecurityProtocol::Ssl,
+            SecurityProtocol::SaslPlaintext,
+            SecurityProtocol::SaslSsl
+        ]
+    );
+    // A node alone may make its only listener the inter-broker one.
+    cfg(&[
+        ("listeners", "CLIENT://127.0.0.1:9093"),
+        ("listener.security.protocol.map", "CLIENT:SASL_SSL"),
+        ("inter.broker.listener.name", "CLIENT"),
+    ])
+    .unwrap();
+    // Kafka's rule: the inter-broker listener must exist.
     refused(
         &[("listeners", "SSL://127.0.0.1:9093")],
-        "listener.security.protocol.map",
-        "listener SSL uses security protocol SSL: Strata supports only PLAINTEXT",
+        "inter.broker.listener.name",
+        "must be a listener name defined in advertised.listeners",
     );
+    // Between the nodes of a cluster, PLAINTEXT only.
     refused(
-        &[
-            ("listeners", "CLIENT://127.0.0.1:9093"),
-            ("listener.security.protocol.map", "CLIENT:SASL_SSL"),
-            ("inter.broker.listener.name", "CLIENT"),
-        ],
+        &with(
+            COMBINED_3,
+            &[
+                (
+                    "listeners",
+                    "CLIENT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+                ),
+                ("advertised.listeners", "CLIENT://127.0.0.1:19092"),
+                (
+                    "listener.security.protocol.map",
+                    "CLIENT:SASL_SSL,CONTROLLER:PLAINTEXT",
+                ),
+                ("inter.broker.listener.name", "CLIENT"),
+            ],
+        ),
         "listener.security.protocol.map",
-        "uses security protocol SASL_SSL",
+        "listener CLIENT uses security protocol SASL_SSL: Strata's controller and inter-broker listeners are PLAINTEXT only",
     );
     refused(
         &[("listener.security.protocol.map", "PLAINTEXT:TLS")],

@@ -12,8 +12,9 @@ use strata_protocol::messages::ApiKey;
 
 use crate::broker::Broker;
 use crate::metrics::registry::{
-    APIS, CONNECTIONS, FETCH_CONSUMER, FETCH_FOLLOWER, FETCH_PURGATORY, FOLLOWER_FETCH_BYTES,
-    LATENCY_BOUNDS_US, PREFERRED_READ_REPLICA_ANSWERS, PRODUCE_PURGATORY, traffic,
+    APIS, CONNECTIONS, FAILED_AUTHENTICATIONS, FETCH_CONSUMER, FETCH_FOLLOWER, FETCH_PURGATORY,
+    FETCH_TLS_BYTES, FOLLOWER_FETCH_BYTES, LATENCY_BOUNDS_US, PREFERRED_READ_REPLICA_ANSWERS,
+    PRODUCE_PURGATORY, SUCCESSFUL_AUTHENTICATIONS, traffic,
 };
 
 /// A per-partition metric: name, type, help, and how to read it from a sample.
@@ -148,7 +149,7 @@ pub fn render(broker: &Broker) -> String {
     super::lag::render(&mut out, broker);
     render_cleaner(&mut out, broker);
 
-    let gauges: [(&str, &str, &str, i64); 6] = [
+    let gauges: [(&str, &str, &str, i64); 9] = [
         (
             "kafka_server_socket_server_metrics_connection_count",
             "gauge",
@@ -166,6 +167,24 @@ pub fn render(broker: &Broker) -> String {
             "counter",
             "Fetch record bytes read into memory and written (sendfile unsupported or STRATA_ZERO_COPY=0).",
             i64::try_from(broker.copied_bytes.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_fetch_tls_bytes_total",
+            "counter",
+            "Fetch record bytes read, encrypted in user space and written, on TLS connections.",
+            i64::try_from(FETCH_TLS_BYTES.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        ),
+        (
+            "kafka_server_socket_server_metrics_failed_authentication_total",
+            "counter",
+            "SASL authentications refused (Kafka's failed-authentication-total).",
+            i64::try_from(FAILED_AUTHENTICATIONS.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        ),
+        (
+            "kafka_server_socket_server_metrics_successful_authentication_total",
+            "counter",
+            "SASL authentications that succeeded (Kafka's successful-authentication-total).",
+            i64::try_from(SUCCESSFUL_AUTHENTICATIONS.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
         ),
         (
             "strata_fetch_follower_served_bytes_total",
