@@ -500,5 +500,46 @@ def test_a_principal_without_grants_is_refused_everywhere(sec):
         for f in bob_admin.create_acls([b]).values():
             f.result(timeout=TIMEOUT_S)
     assert e.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
-    # Nothing bob sent was written.
-    del admin
+    # DeleteRecords (DELETE on the topic), CreatePartitions (ALTER on the topic):
+    # TOPIC_AUTHORIZATION_FAILED; ElectLeaders (ALTER on the cluster): CLUSTER_AUTHORIZATION_FAILED.
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import NewPartitions
+    from confluent_kafka import ElectionType
+
+    def code_of(futures) -> int:
+        try:
+            for f in (futures.values() if isinstance(futures, dict) else [futures]):
+                r = f.result(timeout=TIMEOUT_S)
+                # delete_records answers per partition
+                if isinstance(r, dict):
+                    for v in r.values():
+                        if getattr(v, "error", None):
+                            return v.error.code()
+            return 0
+        except KafkaException as ex:
+            return ex.args[0].code()
+
+    # Bob may now see the topic (DESCRIBE), which lets the clients ask; the operations
+    # themselves stay refused.
+    grant(admin, "User:bob", ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
+    bob_admin = AdminClient(bob)
+    assert code_of(bob_admin.delete_records([TopicPartition(topic, 0, 1)])) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code_of(bob_admin.create_partitions([NewPartitions(topic, 2)])) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code_of(bob_admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)])) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on a topic.
+    fatal = []
+    ip = Producer({**bob, "enable.idempotence": True, "message.timeout.ms": 5000,
+                   "error_cb": lambda e: fatal.append(e)})
+    try:
+        ip.produce(topic, b"x")
+        ip.flush(10)
+    except KafkaException as ex:
+        fatal.append(ex.args[0])
+    assert any(e.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED for e in fatal), fatal
+    # Nothing bob sent was written, and the topic kept its one partition.
+    md = admin.list_topics(topic, timeout=10)
+    assert len(md.topics[topic].partitions) == 1
+    c = Consumer({**sec.sasl_ssl("admin", "admin-secret"), "group.id": "check", "enable.auto.commit": False})
+    lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    c.close()
+    assert (lo, hi) == (0, 0)

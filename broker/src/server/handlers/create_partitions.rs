@@ -13,6 +13,8 @@ use strata_protocol::StrBytes;
 use strata_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use strata_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
+use strata_protocol::ResponseError;
+
 use super::RequestContext;
 use crate::server::error::{TopicRefusal, create_topic_error_code, topic_refusal_code};
 
@@ -35,6 +37,16 @@ pub async fn handle(
                 return result
                     .with_error_code(topic_refusal_code(TopicRefusal::Duplicate))
                     .with_error_message(Some(StrBytes::from_static_str("Duplicate topic name.")));
+            }
+            // KafkaApis: ALTER on the topic.
+            if !ctx.authorize(
+                strata_kraft::acl::AclOperation::Alter,
+                strata_kraft::acl::ResourceType::Topic,
+                &name,
+            ) {
+                return result
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(StrBytes::from_static_str("Authorization failed.")));
             }
             let assignments: Option<Vec<Vec<i32>>> = t.assignments.map(|a| {
                 a.into_iter()

@@ -59,6 +59,14 @@ pub fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsR
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(INVALID_LOW_WATERMARK);
                     let code = |e: ResponseError| result.clone().with_error_code(e.code());
+                    // KafkaApis: DELETE on the topic, before anything else is told.
+                    if !ctx.authorize(
+                        strata_kraft::acl::AclOperation::Delete,
+                        strata_kraft::acl::ResourceType::Topic,
+                        &name,
+                    ) {
+                        return code(ResponseError::TopicAuthorizationFailed);
+                    }
                     if crate::coordinator::InternalTopic::is_internal(&name) {
                         return code(ResponseError::InvalidTopicException);
                     }

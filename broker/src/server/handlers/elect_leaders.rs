@@ -29,6 +29,15 @@ pub async fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLead
             .filter(|tp| seen.insert(tp.clone()))
             .collect()
     });
+    // KafkaApis: ALTER on the cluster.
+    if !ctx.authorize_cluster(strata_kraft::acl::AclOperation::Alter) {
+        return failed(
+            ctx.api_version,
+            ResponseError::ClusterAuthorizationFailed.code(),
+            "Cluster authorization failed.",
+            partitions.as_deref(),
+        );
+    }
     let election_type = match req.election_type {
         0 => ElectionType::Preferred,
         1 => ElectionType::Unclean,

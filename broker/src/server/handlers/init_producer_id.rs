@@ -11,7 +11,7 @@
 //! the new state is committed in `__transaction_state`
 //! ([`crate::coordinator::txn::store::TxnStore::init_producer_id`]).
 
-use strata_kraft::acl::AclOperation;
+use strata_kraft::acl::{AclOperation, ResourceType};
 use strata_protocol::ResponseError;
 use strata_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
@@ -49,6 +49,18 @@ pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitPro
         (id, epoch) => Some((id, epoch)),
     };
     let Some(id) = req.transactional_id else {
+        // KafkaApis: an idempotent producer needs IDEMPOTENT_WRITE on the cluster, or WRITE
+        // on some topic (`authorizeByResourceType`; here: on a topic that exists).
+        if !ctx.authorize_cluster(AclOperation::IdempotentWrite) {
+            let image = ctx.broker.image();
+            let writes_somewhere = image
+                .topics
+                .keys()
+                .any(|t| ctx.authorize(AclOperation::Write, ResourceType::Topic, t));
+            if !writes_somewhere {
+                return error(ResponseError::ClusterAuthorizationFailed.code());
+            }
+        }
         return match ctx.broker.next_producer_id().await {
             Ok(id) => InitProducerIdResponse::default()
                 .with_producer_id(ProducerId(id))
