@@ -59,6 +59,8 @@ install_prerequisites() {
     command -v perl >/dev/null 2>&1 || pkgs+=(perl)
     command -v pkg-config >/dev/null 2>&1 || pkgs+=(pkg-config)
     command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
+    # tests/make-certs.sh: the TLS tests' certificates, made offline.
+    command -v openssl >/dev/null 2>&1 || pkgs+=(openssl)
     [[ -f /usr/include/zlib.h ]] || pkgs+=(zlib1g-dev)
     if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
         pkgs+=(python3-venv)

@@ -812,16 +812,28 @@ fn is_kafka_uuid(s: &str) -> bool {
             .is_some_and(|sextet| sextet & 0x0f == 0)
 }
 
-/// Parses Java-properties text: `key=value` or `key: value`, `#`/`!` comments, blank lines.
+/// Parses Java-properties text: `key=value` or `key: value`, `#`/`!` comments, blank lines,
+/// and Java's line continuations (a line ending in an odd number of backslashes goes on
+/// with the next line, whose leading white space is dropped), which Kafka's documented
+/// `sasl.jaas.config` examples use.
 fn parse_properties(
     text: &str,
     path: &std::path::Path,
 ) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+    let mut lines = text.lines().enumerate();
+    while let Some((i, first)) = lines.next() {
+        let first = first.trim();
+        if first.is_empty() || first.starts_with('#') || first.starts_with('!') {
             continue;
+        }
+        let mut line = first.to_owned();
+        while line.chars().rev().take_while(|c| *c == '\\').count() % 2 == 1 {
+            line.pop();
+            match lines.next() {
+                Some((_, next)) => line.push_str(next.trim_start()),
+                None => break,
+            }
         }
         let (k, v) = line
             .split_once('=')
@@ -929,6 +941,20 @@ mod tests {
         assert_eq!(c.log_retention_ms, 168 * 3_600_000);
         assert!(c.auto_create_topics);
         assert_eq!(c.queued_max_request_bytes, Some(256 << 20));
+    }
+
+    #[test]
+    fn properties_lines_continue_after_a_backslash() {
+        let text = "a=1 \\\n   2 \\\n 3\n# c \\\nb=x\\\\\nc=y\n";
+        let got = parse_properties(text, std::path::Path::new("t")).unwrap();
+        assert_eq!(
+            got,
+            [
+                ("a".to_owned(), "1 2 3".to_owned()),
+                ("b".to_owned(), "x\\\\".to_owned()),
+                ("c".to_owned(), "y".to_owned())
+            ]
+        );
     }
 
     #[test]

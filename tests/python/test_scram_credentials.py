@@ -3,7 +3,7 @@ against the real broker with confluent-kafka (librdkafka).
 
 Credentials are kept in the metadata log (`UserScramCredentialRecord`), so they survive a
 crash and restart. Only the mechanism and the iteration count are described back. Strata
-stores them but does not authenticate with them yet (it has no SASL listener).
+authenticates SASL clients with them (test_security.py).
 """
 
 import time

@@ -436,3 +436,37 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Whatever a client sends, in whatever order, the authenticator answers without
+        /// panicking, and only a real proof authenticates.
+        #[test]
+        fn arbitrary_tokens_never_panic_or_authenticate(
+            mech in 0usize..4,
+            v0 in any::<bool>(),
+            tokens in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..4),
+        ) {
+            let m = ScramMechanism::Sha512;
+            let cred = m.credential(&m.salted_password(b"pw", b"salt", 4096), b"salt", 4096);
+            let mut a = Authenticator::new(Arc::new(SaslSettings {
+                mechanisms: vec![Mechanism::Plain, Mechanism::Scram(ScramMechanism::Sha256), Mechanism::Scram(m)],
+                plain_users: [("alice".to_owned(), "pw".to_owned())].into(),
+                max_reauth_ms: 0,
+            }));
+            a.handshake(i16::from(!v0), ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OTHER"][mech]);
+            for t in &tokens {
+                let c = cred.clone();
+                if let TokenOutcome::Authenticated { .. } = a.token(t, 0, move |_, _| Some(c)) {
+                    // Only PLAIN's exact token can get here with random bytes.
+                    prop_assert!(t.ends_with(b"\0alice\0pw"));
+                }
+            }
+        }
+    }
+}
