@@ -163,7 +163,8 @@ fn hmac<M: Mac + hmac::digest::KeyInit>(key: &[u8], message: &[u8]) -> Vec<u8> {
 
 /// RFC 5802 §3: StoredKey = H(HMAC(SaltedPassword, "Client Key")) and
 /// ServerKey = HMAC(SaltedPassword, "Server Key"), with the mechanism's hash.
-fn derive_keys(mechanism: i8, salted_password: &[u8]) -> (Vec<u8>, Vec<u8>) {
+#[must_use]
+pub fn derive_keys(mechanism: i8, salted_password: &[u8]) -> (Vec<u8>, Vec<u8>) {
     if mechanism == SCRAM_SHA_512 {
         let client_key = hmac::<Hmac<Sha512>>(salted_password, b"Client Key");
         (

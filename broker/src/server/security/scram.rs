@@ -87,11 +87,12 @@ impl ScramMechanism {
         salt: &[u8],
         iterations: i32,
     ) -> ScramCredential {
-        let client_key = self.hmac(salted_password, b"Client Key");
+        let (stored_key, server_key) =
+            strata_kraft::scram::derive_keys(self.type_id(), salted_password);
         ScramCredential {
             salt: salt.to_vec(),
-            stored_key: self.hash(&client_key),
-            server_key: self.hmac(salted_password, b"Server Key"),
+            stored_key,
+            server_key,
             iterations,
         }
     }
