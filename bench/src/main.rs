@@ -70,6 +70,7 @@ mod probe;
 mod restart;
 mod scale;
 mod txn;
+mod validate;
 
 /// Stated client settings, identical for every target.
 const LINGER_MS: &str = "5";
@@ -128,6 +129,7 @@ fn main() -> anyhow::Result<()> {
         Some("consume") => return diag::consume_cmd(std::env::args().skip(2)),
         Some("txn") => return txn::run(std::env::args().skip(2)),
         Some("compaction") => return compaction::run(std::env::args().skip(2)),
+        Some("validate") => return validate::run(std::env::args().skip(2)),
         _ => {}
     }
     let args = parse_args()?;

@@ -99,6 +99,37 @@ pub fn decompress(
     }
 }
 
+/// A streaming decoder of a records section: the bytes come out as they decompress, so a
+/// caller that only walks them (produce validation) holds no more than the decoder's window.
+/// Snappy has no streaming form in the framings Kafka uses (raw blocks, or xerial's blocks
+/// of at most a few tens of KiB), so it is decompressed whole, within `snappy_limit` bytes.
+///
+/// # Errors
+///
+/// [`DecompressError`] for an unknown codec, a corrupt snappy input or zstd header, or a
+/// snappy input past the limit. Errors of the other codecs surface from the reader's reads.
+pub fn reader<'a>(
+    codec: Compression,
+    input: &'a [u8],
+    snappy_limit: usize,
+) -> Result<Box<dyn Read + 'a>, DecompressError> {
+    Ok(match codec {
+        Compression::None => Box::new(input),
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(input)),
+        Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(input)),
+        Compression::Zstd => Box::new(
+            zstd::stream::read::Decoder::new(input)
+                .map_err(|source| DecompressError::Corrupt { codec, source })?,
+        ),
+        Compression::Snappy => Box::new(std::io::Cursor::new(decompress(
+            codec,
+            input,
+            snappy_limit,
+        )?)),
+        Compression::Unknown(_) => return Err(DecompressError::Unknown(codec)),
+    })
+}
+
 /// The largest uncompressed block of the xerial snappy framing Kafka's Java client writes
 /// (its `SnappyOutputStream` default).
 const XERIAL_BLOCK: usize = 32 * 1024;

@@ -35,6 +35,8 @@
 //! Nothing here trusts a length field past the bytes it was given, and no input makes it panic.
 
 pub use crate::compression::Compression;
+use std::io::Read;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
@@ -146,6 +148,12 @@ pub enum BatchError {
     TrailingRecordBytes { remaining: usize },
     #[error("records of a {0:?}-compressed batch cannot be iterated without decompression")]
     Compressed(Compression),
+    /// The records section does not decompress, or ends before the declared records do.
+    #[error("the {codec:?}-compressed records do not decompress: {reason}")]
+    Decompress {
+        codec: Compression,
+        reason: &'static str,
+    },
 }
 
 impl BatchError {
@@ -156,7 +164,8 @@ impl BatchError {
             // ByteBufferLogInputStream: a size below the overhead or past the buffer is corrupt.
             BatchError::Truncated { .. }
             | BatchError::BadLength { .. }
-            | BatchError::CrcMismatch { .. } => BatchErrorKind::Corrupt,
+            | BatchError::CrcMismatch { .. }
+            | BatchError::Decompress { .. } => BatchErrorKind::Corrupt,
             BatchError::TooLarge { .. } => BatchErrorKind::TooLarge,
             BatchError::UnsupportedMagic(_)
             | BatchError::UnknownCompression(_)
@@ -625,9 +634,9 @@ pub struct BatchSummary {
     /// The header's `maxTimestamp`, which the log indexes.
     pub max_timestamp: i64,
     /// The offset delta of the first record carrying the largest record timestamp (KIP-734's
-    /// MAX_TIMESTAMP lookup). 0 for compressed batches, which are not decompressed.
+    /// MAX_TIMESTAMP lookup). 0 for compressed batches, whose records a follower does not walk.
     pub offset_delta_of_max_timestamp: i32,
-    /// The codec; compressed batches are not walked.
+    /// The codec.
     pub compression: Compression,
 }
 
@@ -635,9 +644,10 @@ pub struct BatchSummary {
 /// `LogValidator.validateBatch` requires, and for uncompressed batches every record's framing
 /// and offset delta (`assignOffsetsNonCompressed` requires deltas 0..count-1).
 ///
-/// Compressed batches are not decompressed: their records are not walked, so a compressed batch
-/// with a valid CRC but garbage inside is accepted (Kafka would decompress and reject it). A
-/// consumer then sees the same garbage the producer sent, which is the producer's fault.
+/// A compressed batch is decompressed as a stream and its records walked the same way
+/// ([`walk_compressed`]), as Kafka's `LogValidator` decompresses on produce: a batch of
+/// random bytes with a valid CRC, or one that claims more records than it holds, would
+/// otherwise stop every consumer at its offset.
 ///
 /// # Errors
 /// Any [`BatchError`]; [`BatchError::kind`] says which Kafka error it is.
@@ -714,6 +724,10 @@ fn validate(buf: &[u8], position: usize, rules: Rules) -> Result<BatchSummary, B
         if view.timestamp_type() == TimestampType::LogAppendTime {
             offset_delta_of_max_timestamp = 0;
         }
+    } else if rules == Rules::Produce {
+        // The walk's record with the largest timestamp is not used: a follower appends the
+        // same batch without walking it, and both must index it alike (0, as before).
+        walk_compressed(&view)?;
     }
     Ok(BatchSummary {
         position,
@@ -724,6 +738,206 @@ fn validate(buf: &[u8], position: usize, rules: Rules) -> Result<BatchSummary, B
         offset_delta_of_max_timestamp,
         compression,
     })
+}
+
+/// The most bytes a compressed batch's records may decompress to on produce. Kafka sets no
+/// bound; this one is far above any real batch (the batch itself is at most
+/// `max.message.bytes`), and stops a small batch built to decompress for minutes.
+const MAX_DECOMPRESSED: u64 = 1 << 30;
+
+/// Walks the records of a compressed batch as they decompress, the checks of the
+/// uncompressed walk in [`validate`] (framing, offset deltas `0..count`, nothing after the
+/// last record), without keeping any of it: keys, values and headers are read past, so the
+/// memory held is the decoder's window, whatever the batch claims.
+///
+/// Hand-written over `Read` because the records of a compressed batch are only ever needed
+/// here as a check; the decompressed bytes are never kept (the batch is stored as sent).
+fn walk_compressed(view: &RecordBatchView<'_>) -> Result<(), BatchError> {
+    let codec = view.compression();
+    let section = &view.bytes()[BATCH_HEADER_LEN..];
+    let decompress_error = |reason| BatchError::Decompress { codec, reason };
+    let snappy_limit = usize::try_from(MAX_DECOMPRESSED).unwrap_or(usize::MAX);
+    let inner = crate::compression::reader(codec, section, snappy_limit)
+        .map_err(|_| decompress_error("corrupt header or too large"))?;
+    let mut r = StreamCursor {
+        inner: std::io::BufReader::with_capacity(16 * 1024, inner.take(MAX_DECOMPRESSED + 1)),
+        read: 0,
+        failed: None,
+    };
+    for index in 0..view.record_count() {
+        let defect = |defect| BatchError::Record { index, defect };
+        let length = r.varint().map_err(|e| r.error(e, codec, index))?;
+        if length < 0 {
+            return Err(defect(RecordDefect::Length(i64::from(length))));
+        }
+        let start = r.read;
+        let end = start + u64::try_from(length).unwrap_or(0);
+        let step = (|| -> Result<i32, RecordDefect> {
+            r.u8()?; // attributes
+            r.varlong()?; // timestamp delta
+            let offset_delta = r.varint()?;
+            let key_len = r.varint()?;
+            if key_len < -1 {
+                return Err(RecordDefect::KeyLength(i64::from(key_len)));
+            }
+            r.skip(key_len, end)?;
+            let value_len = r.varint()?;
+            if value_len < -1 {
+                return Err(RecordDefect::ValueLength(i64::from(value_len)));
+            }
+            r.skip(value_len, end)?;
+            let header_count = r.varint()?;
+            if header_count < 0 {
+                return Err(RecordDefect::HeaderCount(i64::from(header_count)));
+            }
+            for _ in 0..header_count {
+                let k = r.varint()?;
+                if k < 0 {
+                    return Err(RecordDefect::HeaderKeyLength(i64::from(k)));
+                }
+                r.skip(k, end)?;
+                let v = r.varint()?;
+                if v < -1 {
+                    return Err(RecordDefect::HeaderValueLength(i64::from(v)));
+                }
+                r.skip(v, end)?;
+                // A record cannot hold more headers than bytes: stop a huge count early.
+                if r.read > end {
+                    break;
+                }
+            }
+            Ok(offset_delta)
+        })();
+        let offset_delta = step.map_err(|e| r.error(e, codec, index))?;
+        let consumed = r.read - start;
+        if consumed != u64::try_from(length).unwrap_or(u64::MAX) {
+            return Err(defect(RecordDefect::SizeMismatch {
+                declared: usize::try_from(length).unwrap_or(0),
+                consumed: usize::try_from(consumed).unwrap_or(usize::MAX),
+            }));
+        }
+        if offset_delta != index {
+            return Err(defect(RecordDefect::OffsetDelta {
+                expected: index,
+                found: offset_delta,
+            }));
+        }
+    }
+    // Nothing may follow the last record.
+    match r.u8() {
+        Ok(_) => Err(BatchError::TrailingRecordBytes { remaining: 1 }),
+        Err(_) if r.failed == Some(StreamFailure::End) => Ok(()),
+        Err(_) => Err(decompress_error("corrupt stream after the last record")),
+    }
+}
+
+/// Why a [`StreamCursor`] read failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StreamFailure {
+    /// The stream ended.
+    End,
+    /// The decoder failed (corrupt data), or the stream passed [`MAX_DECOMPRESSED`].
+    Corrupt,
+}
+
+/// A byte reader over a decompressing stream, counting what it has read.
+struct StreamCursor<R> {
+    inner: R,
+    read: u64,
+    failed: Option<StreamFailure>,
+}
+
+impl<R: std::io::BufRead> StreamCursor<R> {
+    fn u8(&mut self) -> Result<u8, RecordDefect> {
+        let mut b = [0u8; 1];
+        match self.inner.read_exact(&mut b) {
+            Ok(()) => {
+                self.read += 1;
+                if self.read > MAX_DECOMPRESSED {
+                    self.failed = Some(StreamFailure::Corrupt);
+                    return Err(RecordDefect::Varint);
+                }
+                Ok(b[0])
+            }
+            Err(e) => {
+                self.failed = Some(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    StreamFailure::End
+                } else {
+                    StreamFailure::Corrupt
+                });
+                Err(RecordDefect::Varint)
+            }
+        }
+    }
+
+    /// A zig-zag varlong, at most 10 bytes (Kafka's `ByteUtils.readVarlong`).
+    fn varlong(&mut self) -> Result<i64, RecordDefect> {
+        let mut raw: u64 = 0;
+        for i in 0..10 {
+            let b = self.u8()?;
+            raw |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+            }
+        }
+        Err(RecordDefect::Varint)
+    }
+
+    /// A zig-zag varint, at most 5 bytes.
+    fn varint(&mut self) -> Result<i32, RecordDefect> {
+        let mut raw: u32 = 0;
+        for i in 0..5 {
+            let b = self.u8()?;
+            raw |= u32::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32));
+            }
+        }
+        Err(RecordDefect::Varint)
+    }
+
+    /// Reads past `len` bytes (-1, a null field, is none).
+    fn skip(&mut self, len: i32, record_end: u64) -> Result<(), RecordDefect> {
+        let Ok(want) = u64::try_from(len) else {
+            return Ok(());
+        };
+        // A field longer than what is left of its record is refused before it is read.
+        if self.read.saturating_add(want) > record_end {
+            return Err(RecordDefect::Length(i64::from(len)));
+        }
+        let got = std::io::copy(&mut (&mut self.inner).take(want), &mut std::io::sink()).map_err(
+            |_| {
+                self.failed = Some(StreamFailure::Corrupt);
+                RecordDefect::Length(i64::from(len))
+            },
+        )?;
+        self.read += got;
+        if got < want {
+            self.failed = Some(StreamFailure::End);
+            return Err(RecordDefect::Length(i64::from(len)));
+        }
+        if self.read > MAX_DECOMPRESSED {
+            self.failed = Some(StreamFailure::Corrupt);
+            return Err(RecordDefect::Length(i64::from(len)));
+        }
+        Ok(())
+    }
+
+    /// The batch error for a record defect: a stream that ended or failed is the
+    /// decompression's, anything else the record's.
+    fn error(&self, defect: RecordDefect, codec: Compression, index: i32) -> BatchError {
+        match self.failed {
+            Some(StreamFailure::End) => BatchError::Decompress {
+                codec,
+                reason: "the records end before the declared count",
+            },
+            Some(StreamFailure::Corrupt) => BatchError::Decompress {
+                codec,
+                reason: "corrupt data, or more than 1 GiB decompressed",
+            },
+            None => BatchError::Record { index, defect },
+        }
+    }
 }
 
 /// A batch rewritten by the log cleaner from `original`, holding only `records` (a subset of

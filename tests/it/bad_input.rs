@@ -216,3 +216,72 @@ fn bad_input_gets_kafka_errors_or_a_clean_close_and_the_broker_keeps_serving() {
     // Nothing acknowledged was lost, and appends continue at the next offset.
     assert_eq!(produce(&b, "bad-input", &good), (0, 3));
 }
+
+/// A batch whose records section is `section`, compressed with gzip (codec 1), claiming
+/// `count` records, with a valid CRC: what a hostile producer can send.
+fn gzip_batch_around(section: &[u8], count: i32) -> Vec<u8> {
+    let mut out = batch(1, 1)[..61].to_vec();
+    out.extend_from_slice(section);
+    let len = i32::try_from(out.len() - 12).unwrap();
+    out[8..12].copy_from_slice(&len.to_be_bytes());
+    out[21..23].copy_from_slice(&1i16.to_be_bytes()); // attributes: gzip
+    out[23..27].copy_from_slice(&(count - 1).to_be_bytes()); // last offset delta
+    out[57..61].copy_from_slice(&count.to_be_bytes()); // record count
+    strata_protocol::record_batch::write_crc(&mut out);
+    out
+}
+
+#[test]
+fn poison_pill_batches_are_refused_and_consumers_read_past_nothing() {
+    let b = Broker::start(&[]).unwrap();
+    create_by_metadata(&b, "poison");
+    assert_eq!(produce(&b, "poison", &batch(1, 10)), (0, 0));
+    // Random bytes with a valid CRC, as a gzip batch.
+    let garbage: Vec<u8> = (0..100u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 9) as u8)
+        .collect();
+    assert_eq!(
+        produce(&b, "poison", &gzip_batch_around(&garbage, 1)).0,
+        CORRUPT_MESSAGE,
+        "a gzip batch of random bytes"
+    );
+    // About 100 bytes of gzip claiming 2^31-1 records.
+    let one = batch(1, 1)[61..].to_vec();
+    let gz = strata_protocol::compression::compress(
+        strata_protocol::record_batch::Compression::Gzip,
+        &one,
+    )
+    .unwrap();
+    let bomb = gzip_batch_around(&gz, i32::MAX);
+    assert!(bomb.len() < 200, "{}", bomb.len());
+    assert_eq!(
+        produce(&b, "poison", &bomb).0,
+        CORRUPT_MESSAGE,
+        "a small gzip batch claiming 2^31-1 records"
+    );
+    // The same record, honestly counted, is appended at the next offset: the partition's
+    // offsets did not move.
+    assert_eq!(produce(&b, "poison", &gzip_batch_around(&gz, 1)), (0, 1));
+    // A consumer reads both records and nothing else.
+    let mut s = connect(&b);
+    send(&mut s, &wire::fetch_request(11, "poison", 0, 0, 1 << 20));
+    let r = recv(&mut s).expect("fetch response");
+    // Fetch v4: corr, throttle, [topic: name, [partition, error, high watermark, last stable
+    // offset, aborted transactions, records]].
+    let mut at = 4 + 4 + 4 + 2 + "poison".len() + 4 + 4;
+    assert_eq!(&r[at..at + 2], &0i16.to_be_bytes(), "fetch error code");
+    at += 2 + 8 + 8;
+    let aborted = i32::from_be_bytes(r[at..at + 4].try_into().unwrap());
+    at += 4 + 16 * usize::try_from(aborted.max(0)).unwrap();
+    let len = usize::try_from(i32::from_be_bytes(r[at..at + 4].try_into().unwrap())).unwrap();
+    let records = &r[at + 4..at + 4 + len];
+    let mut offsets = Vec::new();
+    let mut pos = 0;
+    while pos < records.len() {
+        let view = strata_protocol::record_batch::RecordBatchView::parse(&records[pos..]).unwrap();
+        offsets.push((view.base_offset(), view.record_count()));
+        pos += view.total_len();
+    }
+    assert_eq!(offsets, [(0, 1), (1, 1)]);
+    assert_serving(&b);
+}

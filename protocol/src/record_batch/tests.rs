@@ -414,3 +414,127 @@ fn replicated_validation_refuses_what_no_cleaner_writes() {
     bytes[at] ^= 1;
     assert!(validate_replicated_batch(&bytes, 0).is_err());
 }
+
+/// A batch of `codec` around `section` (already compressed, or crafted) claiming `count`
+/// records, with a valid CRC: what a hostile producer can send.
+fn crafted(codec: Compression, section: &[u8], count: i32) -> Vec<u8> {
+    let mut out = batch_with(codec, 0, &[rec(1, None, Some(b"x"))])[..BATCH_HEADER_LEN].to_vec();
+    out.extend_from_slice(section);
+    let len = i32::try_from(out.len() - LOG_OVERHEAD).unwrap();
+    out[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&len.to_be_bytes());
+    out[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&count.to_be_bytes());
+    out[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4].copy_from_slice(&(count - 1).to_be_bytes());
+    set_producer(&mut out, 77, 3, 100); // recomputes the CRC
+    out
+}
+
+/// The uncompressed records section of `records`.
+fn plain_section(records: &[SimpleRecord]) -> Vec<u8> {
+    encode_batch(0, records)[BATCH_HEADER_LEN..].to_vec()
+}
+
+const CODECS: [Compression; 4] = [
+    Compression::Gzip,
+    Compression::Snappy,
+    Compression::Lz4,
+    Compression::Zstd,
+];
+
+#[test]
+fn compressed_batches_are_walked_on_produce() {
+    let records = [
+        rec(1000, Some(b"k"), Some(b"v")),
+        rec(1009, None, Some(b"w")),
+        rec(1005, None, None),
+    ];
+    for codec in CODECS {
+        let b = batch_with(codec, 0, &records);
+        let s = validate_batch(&b, 0).unwrap_or_else(|e| panic!("{codec:?}: {e}"));
+        assert_eq!(
+            (s.record_count, s.offset_delta_of_max_timestamp),
+            (3, 0),
+            "{codec:?}"
+        );
+    }
+}
+
+#[test]
+fn poison_pill_batches_are_refused() {
+    for codec in CODECS {
+        // Random bytes with a valid CRC: the consumers' decompression error, refused here.
+        let garbage: Vec<u8> = (0..200u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
+            .collect();
+        let e = validate_batch(&crafted(codec, &garbage, 1), 0).unwrap_err();
+        assert_eq!(e.kind(), BatchErrorKind::Corrupt, "{codec:?}: {e}");
+        // A small batch that claims 2^31-1 records: it would move the partition's offsets
+        // by 2^31.
+        let one = crate::compression::compress(codec, &plain_section(&[rec(1, None, Some(b"x"))]))
+            .unwrap();
+        let e = validate_batch(&crafted(codec, &one, i32::MAX), 0).unwrap_err();
+        assert!(matches!(e, BatchError::Decompress { .. }), "{codec:?}: {e}");
+        assert_eq!(e.kind(), BatchErrorKind::Corrupt);
+        // A byte after the last record.
+        let mut section = plain_section(&[rec(1, None, Some(b"x"))]);
+        section.push(0);
+        let extra = crate::compression::compress(codec, &section).unwrap();
+        let e = validate_batch(&crafted(codec, &extra, 1), 0).unwrap_err();
+        assert_eq!(
+            e,
+            BatchError::TrailingRecordBytes { remaining: 1 },
+            "{codec:?}"
+        );
+        assert_eq!(e.kind(), BatchErrorKind::Invalid);
+        // Two records that both say offset delta 0.
+        let one_plain = plain_section(&[rec(1, None, Some(b"x"))]);
+        let twice =
+            crate::compression::compress(codec, &[one_plain.clone(), one_plain].concat()).unwrap();
+        let e = validate_batch(&crafted(codec, &twice, 2), 0).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                BatchError::Record {
+                    index: 1,
+                    defect: RecordDefect::OffsetDelta { .. }
+                }
+            ),
+            "{codec:?}: {e}"
+        );
+        assert_eq!(e.kind(), BatchErrorKind::Invalid);
+        // A record whose value claims more bytes than the record has.
+        let mut bad = vec![];
+        // length 6: attributes, ts delta 0, offset delta 0, key -1, value len 100 (varint 200), ...
+        bad.extend_from_slice(&[12, 0, 0, 0, 1, 0xc8, 0x01]);
+        let bad = crate::compression::compress(codec, &bad).unwrap();
+        let e = validate_batch(&crafted(codec, &bad, 1), 0).unwrap_err();
+        assert!(
+            matches!(e, BatchError::Record { index: 0, .. }),
+            "{codec:?}: {e}"
+        );
+    }
+}
+
+proptest! {
+    /// Whatever a compressed section holds, validation answers without panicking.
+    #[test]
+    fn arbitrary_compressed_sections_never_panic(
+        codec in 0usize..4,
+        section in proptest::collection::vec(any::<u8>(), 0..512),
+        count in 1i32..100,
+    ) {
+        let _ = validate_batch(&crafted(CODECS[codec], &section, count), 0);
+    }
+
+    /// A valid stream with one byte flipped is refused or accepted, never a panic; and an
+    /// accepted one holds exactly the claimed records.
+    #[test]
+    fn flipped_compressed_bytes_never_panic(codec in 0usize..4, at in any::<prop::sample::Index>(), bit in 0u8..8) {
+        let records = [rec(1, Some(b"key"), Some(b"value")), rec(2, None, Some(b"v2"))];
+        let mut section = crate::compression::compress(CODECS[codec], &plain_section(&records)).unwrap();
+        let i = at.index(section.len());
+        section[i] ^= 1 << bit;
+        if let Ok(s) = validate_batch(&crafted(CODECS[codec], &section, 2), 0) {
+            prop_assert_eq!(s.record_count, 2);
+        }
+    }
+}
