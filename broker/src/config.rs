@@ -128,6 +128,8 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     pub message_max_bytes: i32,
     pub socket_request_max_bytes: usize,
+    /// `connections.max.idle.ms`: a connection that sends nothing for this long is closed.
+    pub connections_max_idle_ms: u64,
     /// `queued.max.request.bytes` (KIP-72): the broker-wide budget for request bytes read
     /// from sockets and not yet handled; `None` (any value <= 0, Kafka's -1) is unbounded.
     /// Kafka's default is unbounded; Strata's is 256 MiB, so that connections x
@@ -504,6 +506,10 @@ impl BrokerConfig {
                 "socket.request.max.bytes",
                 get("socket.request.max.bytes"),
             )? as usize,
+            connections_max_idle_ms: positive::<i64>(
+                "connections.max.idle.ms",
+                get("connections.max.idle.ms"),
+            )? as u64,
             queued_max_request_bytes: u64::try_from(num::<i64>(
                 "queued.max.request.bytes",
                 get("queued.max.request.bytes"),
@@ -960,7 +966,7 @@ mod tests {
     #[test]
     fn the_keys_read_and_their_defaults_come_from_the_catalogue() {
         let c = BrokerConfig::from_args(&[], &[]).unwrap();
-        assert_eq!(c.values.len(), 111);
+        assert_eq!(c.values.len(), 112);
         assert_eq!(
             c.values["listener.security.protocol.map"],
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"

@@ -67,6 +67,11 @@ pub fn authentication_succeeded() {
     registry::SUCCESSFUL_AUTHENTICATIONS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A connection was closed because a frame's body did not arrive in time.
+pub fn frame_timed_out() {
+    registry::FRAME_TIMEOUTS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// `bytes` of fetched records went out through user-space TLS.
 pub fn record_tls_fetch(bytes: u64) {
     registry::FETCH_TLS_BYTES.fetch_add(bytes, Ordering::Relaxed);

@@ -514,6 +514,8 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
         "Whether DeleteTopics is allowed."),
     broker("socket.request.max.bytes", Int, Some("104857600"), Any, ReadOnly,
         "The largest request a connection may send."),
+    broker("connections.max.idle.ms", Long, Some("600000"), AtLeast(1), ReadOnly,
+        "A connection that sends nothing for this long is closed."),
     // Strata's default, not Kafka's -1 (unbounded): see `BrokerConfig::queued_max_request_bytes`.
     broker("queued.max.request.bytes", Long, Some("268435456"), Any, ReadOnly,
         "Bytes of requests in flight before reading from connections pauses."),

@@ -295,3 +295,69 @@ fn memory_stays_bounded_while_stalled_frames_are_pending() {
         "the control grew only {unbounded} KiB: the measurement cannot tell bounded from unbounded"
     );
 }
+
+/// A client that stalls mid-frame is cut off once its frame's deadline (5 s plus its size at
+/// 1 MiB/s) passes, and its memory comes back, without the test disconnecting it: a large
+/// produce waiting behind two stalled frames is acknowledged. And a connection that sends
+/// nothing is closed after `connections.max.idle.ms`.
+#[test]
+fn stalled_frames_and_idle_connections_are_cut_off() {
+    let _serial = serial();
+    with_broker(
+        &[
+            ("queued.max.request.bytes", BUDGET),
+            ("connections.max.idle.ms", "3000"),
+        ],
+        |b| {
+            create_topic(b, "cut")?;
+            let idle = TcpStream::connect(("127.0.0.1", b.port()))?;
+            let frame = produce_frame(1, "cut", STALLED_VALUE);
+            let stalled = Stalled::open(b, 2, &frame, Duration::from_millis(500))?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let _in_runtime = rt.enter();
+            let producer: FutureProducer = ClientConfig::new()
+                .set("bootstrap.servers", b.bootstrap())
+                .set("linger.ms", "0")
+                .set("message.timeout.ms", "60000")
+                .create()
+                .context("create producer")?;
+            let large = vec![b'L'; 200 * 1024];
+            let started = Instant::now();
+            let delivery = producer
+                .send_result(
+                    FutureRecord::<(), _>::to("cut")
+                        .payload(&large)
+                        .partition(0),
+                )
+                .map_err(|(e, _)| e)?;
+            let ack = rt
+                .block_on(tokio::time::timeout(Duration::from_secs(45), delivery))
+                .context("a large message stayed behind stalled frames")??
+                .map_err(|(e, _)| e)?;
+            ensure!(ack.offset == 0, "large message at {}", ack.offset);
+            let log = std::fs::read_to_string(b.stderr_path())?;
+            ensure!(
+                log.contains("a frame's body did not arrive in time"),
+                "no frame deadline in the log"
+            );
+            eprintln!(
+                "large produce acknowledged after {:?} behind two stalled frames",
+                started.elapsed()
+            );
+            // The idle connection was closed long ago (3 s).
+            let mut idle = idle;
+            idle.set_read_timeout(Some(Duration::from_secs(5)))?;
+            let mut byte = [0u8; 1];
+            let n = std::io::Read::read(&mut idle, &mut byte).unwrap_or(0);
+            ensure!(n == 0, "the idle connection is still open");
+            ensure!(
+                log.contains("closing idle connection"),
+                "no idle close in the log"
+            );
+            drop(stalled);
+            Ok(())
+        },
+    );
+}

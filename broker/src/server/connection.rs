@@ -564,8 +564,24 @@ fn controller_slot(
     }
 }
 
+/// How long a frame's body may take to arrive once its size is known and its memory taken:
+/// this grace, plus the body's size at [`FRAME_MIN_RATE`]. A client that stalls mid-frame
+/// holds its share of `queued.max.request.bytes` for no longer (then its connection is
+/// closed and the memory comes back), whatever `connections.max.idle.ms` says.
+const FRAME_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The slowest a frame's body may arrive, in bytes per second, past [`FRAME_GRACE`].
+const FRAME_MIN_RATE: u64 = 1 << 20;
+
+/// The deadline for a body of `len` bytes (see [`FRAME_GRACE`]).
+fn frame_deadline(len: usize) -> std::time::Duration {
+    FRAME_GRACE + std::time::Duration::from_millis(len as u64 * 1000 / FRAME_MIN_RATE)
+}
+
 /// Reads the next frame: its body and its share of the request budget. `None` ends the
-/// connection (the client closed it, a read failed, or the size prefix is invalid; logged).
+/// connection (the client closed it, a read failed, the size prefix is invalid, nothing
+/// arrived for `connections.max.idle.ms`, or the body did not arrive by its deadline;
+/// logged).
 async fn read_frame(
     broker: &Broker,
     rd: &mut Reader,
@@ -573,10 +589,22 @@ async fn read_frame(
     peer: SocketAddr,
 ) -> Option<(Bytes, Lease)> {
     let max = broker.config.socket_request_max_bytes;
-    while buf.len() < frame::SIZE_PREFIX_LEN {
-        // `buf` is never shared (bodies are copied out), so this reuses its allocation.
-        buf.reserve(READ_BUF - buf.len());
-        if !read_some(rd, buf, peer, buf.len()).await {
+    let idle = std::time::Duration::from_millis(broker.config.connections_max_idle_ms);
+    let prefix = async {
+        while buf.len() < frame::SIZE_PREFIX_LEN {
+            // `buf` is never shared (bodies are copied out), so this reuses its allocation.
+            buf.reserve(READ_BUF - buf.len());
+            if !read_some(rd, buf, peer, buf.len()).await {
+                return false;
+            }
+        }
+        true
+    };
+    match tokio::time::timeout(idle, prefix).await {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(_) => {
+            tracing::info!(%peer, idle_ms = broker.config.connections_max_idle_ms, "closing idle connection (connections.max.idle.ms)");
             return None;
         }
     }
@@ -595,13 +623,25 @@ async fn read_frame(
     let buffered = buf.len().min(len);
     body.extend_from_slice(&buf[..buffered]);
     buf.advance(buffered);
-    while body.len() < len {
-        // Straight into the body, never past it: what follows belongs to the next frame,
-        // which must wait for its own share of the budget.
-        let have = body.len();
-        let pending = frame::SIZE_PREFIX_LEN + have;
-        if !read_some(rd, &mut (&mut body).limit(len - have), peer, pending).await {
-            return None; // dropping `lease` returns the bytes
+    let rest = async {
+        while body.len() < len {
+            // Straight into the body, never past it: what follows belongs to the next
+            // frame, which must wait for its own share of the budget.
+            let have = body.len();
+            let pending = frame::SIZE_PREFIX_LEN + have;
+            if !read_some(rd, &mut (&mut body).limit(len - have), peer, pending).await {
+                return false; // dropping `lease` returns the bytes
+            }
+        }
+        true
+    };
+    match tokio::time::timeout(frame_deadline(len), rest).await {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(_) => {
+            tracing::warn!(%peer, len, deadline = ?frame_deadline(len), "closing connection: a frame's body did not arrive in time");
+            crate::metrics::frame_timed_out();
+            return None;
         }
     }
     let body = Bytes::from_owner(LeasedFrame {

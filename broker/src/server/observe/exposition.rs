@@ -13,8 +13,8 @@ use strata_protocol::messages::ApiKey;
 use crate::broker::Broker;
 use crate::metrics::registry::{
     APIS, CONNECTIONS, FAILED_AUTHENTICATIONS, FETCH_CONSUMER, FETCH_FOLLOWER, FETCH_PURGATORY,
-    FETCH_TLS_BYTES, FOLLOWER_FETCH_BYTES, LATENCY_BOUNDS_US, PREFERRED_READ_REPLICA_ANSWERS,
-    PRODUCE_PURGATORY, SUCCESSFUL_AUTHENTICATIONS, traffic,
+    FETCH_TLS_BYTES, FOLLOWER_FETCH_BYTES, FRAME_TIMEOUTS, LATENCY_BOUNDS_US,
+    PREFERRED_READ_REPLICA_ANSWERS, PRODUCE_PURGATORY, SUCCESSFUL_AUTHENTICATIONS, traffic,
 };
 
 /// A per-partition metric: name, type, help, and how to read it from a sample.
@@ -149,7 +149,7 @@ pub fn render(broker: &Broker) -> String {
     super::lag::render(&mut out, broker);
     render_cleaner(&mut out, broker);
 
-    let gauges: [(&str, &str, &str, i64); 9] = [
+    let gauges: [(&str, &str, &str, i64); 10] = [
         (
             "kafka_server_socket_server_metrics_connection_count",
             "gauge",
@@ -167,6 +167,12 @@ pub fn render(broker: &Broker) -> String {
             "counter",
             "Fetch record bytes read into memory and written (sendfile unsupported or STRATA_ZERO_COPY=0).",
             i64::try_from(broker.copied_bytes.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_connection_frame_timeouts_total",
+            "counter",
+            "Connections closed because a request's body did not arrive by its deadline (5 s plus its size at 1 MiB/s).",
+            i64::try_from(FRAME_TIMEOUTS.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
         ),
         (
             "strata_fetch_tls_bytes_total",
