@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! strata admin [--bootstrap-server HOST:PORT | --bootstrap-controller HOST:PORT] [--timeout-ms N]
-//!              (topics | groups | transactions | cluster | partitions --hot | kafka-topics) ...
+//!              (topics | groups | transactions | cluster | partitions --hot | kafka-topics | users | acls) ...
 //! ```
 //!
 //! It speaks the Kafka protocol (the `kafka-protocol` message types through this project's
@@ -27,7 +27,10 @@
 //! | `cluster.rs` | `cluster brokers/controller/quorum/under-replicated` |
 //! | `hot.rs` | `partitions --hot` |
 //! | `kafka_topics.rs` | `kafka-topics`, Kafka's `kafka-topics.sh` argument forms |
+//! | `users.rs` | `users list/add/remove`: SCRAM credentials |
+//! | `acls.rs` | `acls list/add/remove`, Kafka's `kafka-acls.sh` |
 
+mod acls;
 mod args;
 mod client;
 mod cluster;
@@ -38,6 +41,7 @@ mod logs;
 mod table;
 mod topics;
 mod transactions;
+mod users;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -81,13 +85,15 @@ pub fn main(args: &[String]) -> ExitCode {
 
 fn usage() -> String {
     format!(
-        "{USAGE}\n{}\n{}\n{}\n{}\n{}\n{}",
+        "{USAGE}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
         topics::USAGE,
         groups::USAGE,
         transactions::USAGE,
         cluster::USAGE,
         hot::USAGE,
-        kafka_topics::USAGE
+        kafka_topics::USAGE,
+        users::USAGE,
+        acls::USAGE
     )
 }
 
@@ -151,6 +157,8 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "cluster" => cluster::run(&mut client, rest),
         "partitions" => hot::run(&mut client, rest),
         "kafka-topics" => kafka_topics::run(&mut client, rest),
+        "users" => users::run(&mut client, rest),
+        "acls" => acls::run(&mut client, rest),
         other => Err(UsageError(format!("unknown command {other:?}\n{}", usage())).into()),
     }
 }

@@ -154,6 +154,31 @@ fn check_iterations(iterations: i32) -> Result<(), ScramError> {
     }
 }
 
+/// PBKDF2's `Hi` (RFC 5802 §2.2) with the mechanism's HMAC: the salted password a client
+/// derives and sends in AlterUserScramCredentials. Clients compute it; `strata admin users
+/// add` and the tests need it too.
+#[must_use]
+pub fn salted_password(mechanism: i8, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+    let mac = |key: &[u8], data: &[u8]| {
+        if mechanism == SCRAM_SHA_512 {
+            hmac::<Hmac<Sha512>>(key, data)
+        } else {
+            hmac::<Hmac<Sha256>>(key, data)
+        }
+    };
+    let mut first = salt.to_vec();
+    first.extend_from_slice(&1u32.to_be_bytes());
+    let mut u = mac(password, &first);
+    let mut out = u.clone();
+    for _ in 1..iterations {
+        u = mac(password, &u);
+        for (o, x) in out.iter_mut().zip(&u) {
+            *o ^= x;
+        }
+    }
+    out
+}
+
 fn hmac<M: Mac + hmac::digest::KeyInit>(key: &[u8], message: &[u8]) -> Vec<u8> {
     let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));

@@ -543,3 +543,65 @@ def test_a_principal_without_grants_is_refused_everywhere(sec):
     lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     c.close()
     assert (lo, hi) == (0, 0)
+
+
+def test_admin_cli_users_and_acls(tmp_path):
+    """`strata admin users` and `acls` against a broker whose PLAINTEXT listener is the
+    operator's (User:ANONYMOUS is a super user there) and whose SASL_PLAINTEXT listener
+    serves clients: a SCRAM user made with the CLI authenticates with kcat, and is refused
+    until the CLI grants it WRITE, then again once the grant is removed."""
+    from conftest import strata_bin
+
+    plain, sasl = free_port(), free_port()
+    listeners = f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"
+    b = Broker(
+        tmp_path,
+        {
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
+        },
+        port=plain,
+    )
+    try:
+        def admin(*args: str) -> str:
+            out = subprocess.run(
+                [str(strata_bin()), "admin", "--bootstrap-server", f"127.0.0.1:{plain}", *args],
+                capture_output=True, timeout=TIMEOUT_S, check=True,
+            )
+            return out.stdout.decode()
+
+        admin("users", "add", "--user", "dave", "--password", "d-secret",
+              "--mechanism", "SCRAM-SHA-512", "--iterations", "8192")
+        assert "dave  SCRAM-SHA-512        8192" in admin("users", "list")
+        admin("topics", "create", "--topic", "cli-t", "--partitions", "1")
+        kcat = ["kcat", "-b", f"127.0.0.1:{sasl}", "-X", "security.protocol=SASL_PLAINTEXT",
+                "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=dave",
+                "-X", "sasl.password=d-secret", "-X", "message.timeout.ms=5000"]
+
+        def produce(value: bytes) -> subprocess.CompletedProcess:
+            return subprocess.run(kcat + ["-P", "-t", "cli-t"], input=value,
+                                  capture_output=True, timeout=TIMEOUT_S)
+
+        assert b"Topic authorization failed" in produce(b"refused\n").stderr
+        admin("acls", "add", "--allow-principal", "User:dave", "--operation", "Write", "--topic", "cli-t")
+        admin("acls", "add", "--allow-principal", "User:dave", "--operation", "Read",
+              "--topic", "cli-", "--prefixed")
+        listed = admin("acls", "list")
+        assert "User:dave  *     WRITE      ALLOW       TOPIC          cli-t  LITERAL" in listed, listed
+        assert "PREFIXED" in listed
+        assert produce(b"allowed\n").returncode == 0
+        out = subprocess.run(kcat + ["-C", "-t", "cli-t", "-e", "-q"], capture_output=True,
+                             timeout=TIMEOUT_S, check=True)
+        assert out.stdout.split() == [b"allowed"]
+        admin("acls", "remove", "--topic", "cli-t")
+        assert "cli-t  LITERAL" not in admin("acls", "list")
+        assert b"Topic authorization failed" in produce(b"refused again\n").stderr
+        # Without a credential the user no longer authenticates.
+        admin("users", "remove", "--user", "dave", "--mechanism", "SCRAM-SHA-512")
+        assert "dave" not in admin("users", "list")
+        assert b"Authentication failed" in produce(b"x\n").stderr
+    finally:
+        b.kill()

@@ -55,6 +55,7 @@ pub fn version_of(api: ApiKey) -> i16 {
         ApiKey::DescribeQuorum => 2,
         ApiKey::ListTransactions => 1,
         ApiKey::WriteTxnMarkers => 1,
+        ApiKey::DescribeAcls | ApiKey::CreateAcls | ApiKey::DeleteAcls => 1,
         _ => 0,
     }
 }

@@ -62,21 +62,10 @@ impl ScramMechanism {
         }
     }
 
-    /// PBKDF2's `Hi` (RFC 5802 §2.2): the salted password. Clients derive it; the broker
-    /// needs it only to make credentials (`strata admin users`, tests).
+    /// PBKDF2's `Hi` (RFC 5802 §2.2): the salted password (`strata_kraft::scram`).
     #[must_use]
     pub fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
-        let mut first = salt.to_vec();
-        first.extend_from_slice(&1u32.to_be_bytes());
-        let mut u = self.hmac(password, &first);
-        let mut out = u.clone();
-        for _ in 1..iterations {
-            u = self.hmac(password, &u);
-            for (o, x) in out.iter_mut().zip(&u) {
-                *o ^= x;
-            }
-        }
-        out
+        strata_kraft::scram::salted_password(self.type_id(), password, salt, iterations)
     }
 
     /// The credential a server keeps for `salted_password` (RFC 5802 §3).
