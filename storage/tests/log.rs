@@ -700,12 +700,18 @@ fn compressed_batches_are_stored_as_sent_and_timestamp_lookups_see_inside() {
 fn a_compressed_batch_that_does_not_decompress_fails_only_the_lookup() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
-    // Claim gzip for a payload that is not gzip: the append path never decompresses, so it is
-    // accepted as sent; a timestamp lookup that must look inside reports it.
+    // Claim gzip for a payload that is not gzip. A produce walks compressed records, so it
+    // is refused there; a follower, which takes its leader's batches as they are, still
+    // stores it (a leader of an earlier release accepted such batches), and a timestamp
+    // lookup that must look inside reports it.
     let mut fake = batch(&[100, 300, 200], 3);
     fake[22] |= 1;
     record_batch::write_crc(&mut fake);
-    log.append(&mut fake, 0, 0).unwrap();
+    assert!(matches!(
+        log.append(&mut fake.clone(), 0, 0),
+        Err(strata_storage::LogError::CorruptMessage { .. })
+    ));
+    log.append_as_follower(&mut fake, 0).unwrap();
     assert!(matches!(
         log.offset_for_timestamp(250),
         Err(strata_storage::LogError::Decompress { .. })
