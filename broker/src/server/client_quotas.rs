@@ -13,7 +13,8 @@
 //!
 //! The most specific entity that sets the key, in Kafka's order: user + client-id, user +
 //! default client-id, user, default user + client-id, default user + default client-id,
-//! default user, client-id, default client-id. Without SASL the user is `ANONYMOUS`. As in
+//! default user, client-id, default client-id. The user is the connection's principal name
+//! (the SASL user, a TLS certificate's mapped name), `ANONYMOUS` without either. As in
 //! Kafka, the sensor is shared by the clients the quota covers together: a user-level quota
 //! by all of that user's client ids, a default by nobody (each client id gets its own).
 //!
@@ -305,18 +306,18 @@ fn sensors(kind: QuotaType) -> std::sync::MutexGuard<'static, Sensors> {
     SENSORS[i].lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Records `bytes` of a request from `client_id` (`ANONYMOUS` user) and returns its
-/// throttle time in ms, 0 when no quota applies or the rate is within it.
+/// Records `bytes` of a request from `user` (a principal's name) and `client_id`, and
+/// returns its throttle time in ms, 0 when no quota applies or the rate is within it.
 #[must_use]
 pub fn record(
     image: &MetadataImage,
     kind: QuotaType,
+    user: &str,
     client_id: &str,
     bytes: u64,
     now_ms: i64,
 ) -> i32 {
-    let Some((quota, tags)) = resolve(&image.client_quotas, ANONYMOUS, client_id, kind.key())
-    else {
+    let Some((quota, tags)) = resolve(&image.client_quotas, user, client_id, kind.key()) else {
         return 0;
     };
     let mut sensors = sensors(kind);
@@ -331,8 +332,15 @@ pub fn record(
 
 /// Takes `bytes` back out of the current sample (Kafka's `unrecordQuotaSensor`): a
 /// throttled fetch returns no records, so it must not count them.
-pub fn unrecord(image: &MetadataImage, kind: QuotaType, client_id: &str, bytes: u64, now_ms: i64) {
-    let Some((_, tags)) = resolve(&image.client_quotas, ANONYMOUS, client_id, kind.key()) else {
+pub fn unrecord(
+    image: &MetadataImage,
+    kind: QuotaType,
+    user: &str,
+    client_id: &str,
+    bytes: u64,
+    now_ms: i64,
+) {
+    let Some((_, tags)) = resolve(&image.client_quotas, user, client_id, kind.key()) else {
         return;
     };
     let mut sensors = sensors(kind);
@@ -541,5 +549,19 @@ mod tests {
             (u.to_owned(), String::new()),
             "a user quota is one sensor for all its client ids"
         );
+    }
+
+    #[test]
+    fn a_user_quota_throttles_that_user_only() {
+        // The user is the connection's principal name: a SASL user's quota is its own.
+        let mut image = MetadataImage::new("c".to_owned(), -1);
+        image.client_quotas = quotas(&[(&[("user", Some("alice-q"))], 1000.0)]);
+        let now = 1_000_000;
+        let alice = record(&image, QuotaType::Produce, "alice-q", "app", 1_000_000, now);
+        assert!(alice > 0, "alice over her quota is throttled");
+        let bob = record(&image, QuotaType::Produce, "bob-q", "app", 1_000_000, now);
+        assert_eq!(bob, 0, "bob has no quota");
+        let anonymous = record(&image, QuotaType::Produce, ANONYMOUS, "app", 1_000_000, now);
+        assert_eq!(anonymous, 0, "nor has ANONYMOUS");
     }
 }

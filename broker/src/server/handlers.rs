@@ -121,6 +121,15 @@ impl RequestContext {
         }
     }
 
+    /// The user a quota is looked up for: the principal's name (`User:alice` is `alice`),
+    /// as Kafka's `KafkaPrincipal.getName()`.
+    #[must_use]
+    pub fn quota_user(&self) -> &str {
+        self.principal
+            .strip_prefix("User:")
+            .unwrap_or(&self.principal)
+    }
+
     /// Records `bytes` against the client's `kind` quota (KIP-13) and returns the
     /// throttle time for the response's `throttle_time_ms`; a throttled connection is
     /// muted for that long (KIP-219).
@@ -129,6 +138,7 @@ impl RequestContext {
         let throttle = crate::server::client_quotas::record(
             &self.broker.image(),
             kind,
+            self.quota_user(),
             self.client_id.as_deref().unwrap_or(""),
             bytes,
             crate::now_ms(),

@@ -272,6 +272,7 @@ pub fn apply_quota(ctx: &RequestContext, fetched: &mut Fetched) {
         unrecord(
             &ctx.broker.image(),
             QuotaType::Fetch,
+            ctx.quota_user(),
             ctx.client_id.as_deref().unwrap_or(""),
             bytes,
             crate::now_ms(),
