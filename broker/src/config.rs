@@ -295,9 +295,7 @@ impl BrokerConfig {
             if let Some(rest) = k.strip_prefix("listener.name.") {
                 // Kafka lower-cases the listener name in the prefix.
                 let key = match rest.split_once('.') {
-                    Some((listener, key)) => {
-                        format!("listener.name.{}.{key}", listener.to_ascii_lowercase())
-                    }
+                    Some((listener, key)) => listener_key(listener, key),
                     None => k.clone(),
                 };
                 listener_overrides.insert(key, v);
@@ -703,12 +701,19 @@ impl BrokerConfig {
     /// `ListenerName.configPrefix` lookups go. `None` where neither has a value.
     #[must_use]
     pub fn listener_value(&self, listener: &str, key: &str) -> Option<&str> {
-        let prefixed = format!("listener.name.{}.{key}", listener.to_ascii_lowercase());
         self.listener_overrides
-            .get(&prefixed)
+            .get(&listener_key(listener, key))
             .or_else(|| self.values.get(key))
             .map(String::as_str)
             .filter(|v| !v.is_empty())
+    }
+
+    /// Whether `key` was set for `listener`, with its `listener.name.<l>.` prefix or without.
+    #[must_use]
+    pub fn listener_value_is_explicit(&self, listener: &str, key: &str) -> bool {
+        self.listener_overrides
+            .contains_key(&listener_key(listener, key))
+            || self.explicit.contains_key(key)
     }
 
     /// Whether this node is the only voter of its quorum: the zero-configuration node, or
@@ -851,6 +856,12 @@ fn parse_properties(
         out.push((k.trim().to_owned(), v.trim().to_owned()));
     }
     Ok(out)
+}
+
+/// Kafka's name of `key` on one listener: `listener.name.<listener, lower case>.<key>`.
+#[must_use]
+pub fn listener_key(listener: &str, key: &str) -> String {
+    format!("listener.name.{}.{key}", listener.to_ascii_lowercase())
 }
 
 fn invalid(key: &str, value: &str, reason: &'static str) -> ConfigError {

@@ -128,14 +128,14 @@ fn sasl_settings(config: &BrokerConfig, listener: &str) -> anyhow::Result<sasl::
             .or_else(|| config.listener_value(listener, "sasl.jaas.config"))
             .ok_or_else(|| {
                 anyhow::anyhow!(
-                    "listener {listener}: PLAIN needs listener.name.{}.plain.sasl.jaas.config with the users (user_<name>=\"<password>\")",
-                    listener.to_ascii_lowercase()
+                    "listener {listener}: PLAIN needs {} with the users (user_<name>=\"<password>\")",
+                    crate::config::listener_key(listener, "plain.sasl.jaas.config")
                 )
             })?;
         let entry = jaas::parse(jaas).map_err(|e| {
             anyhow::anyhow!(
-                "listener.name.{}.plain.sasl.jaas.config: {e}",
-                listener.to_ascii_lowercase()
+                "{}: {e}",
+                crate::config::listener_key(listener, "plain.sasl.jaas.config")
             )
         })?;
         for (k, v) in &entry.options {

@@ -305,15 +305,11 @@ fn plain(token: &[u8], users: &BTreeMap<String, String>) -> Result<String, &'sta
         return Err("authorization id is not the user");
     }
     match users.get(user) {
-        Some(expected) if constant_time_eq(expected.as_bytes(), password.as_bytes()) => {
+        Some(expected) if scram::constant_time_eq(expected.as_bytes(), password.as_bytes()) => {
             Ok(user.to_owned())
         }
         _ => Err("unknown user or wrong password"),
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

@@ -54,10 +54,7 @@ impl TlsSettings {
     /// `ssl.client.auth` is not one of Kafka's values.
     pub fn from_config(config: &BrokerConfig, listener: &str) -> anyhow::Result<Self> {
         let v = |k: &str| config.listener_value(listener, k).map(str::to_owned);
-        let explicit = |k: &str| {
-            let prefixed = format!("listener.name.{}.{k}", listener.to_ascii_lowercase());
-            config.listener_overrides.contains_key(&prefixed) || config.explicit.contains_key(k)
-        };
+        let explicit = |k: &str| config.listener_value_is_explicit(listener, k);
         let client_auth = match v("ssl.client.auth").as_deref().unwrap_or("none") {
             "none" => ClientAuth::None,
             "requested" => ClientAuth::Requested,
