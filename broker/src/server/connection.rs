@@ -351,11 +351,7 @@ fn sasl_slot(
             (encode(ResponseKind::SaslHandshake(body)), out.close)
         }
         RequestKind::SaslAuthenticate(a) => {
-            let image = broker.image();
-            let outcome = auth.token(&a.auth_bytes, crate::now_ms(), |user, m| {
-                image.scram.users.get(user)?.get(&m.type_id()).cloned()
-            });
-            let (body, close) = match outcome {
+            let (body, close) = match exchange_token(broker, auth, &a.auth_bytes) {
                 TokenOutcome::Challenge(c) => (
                     SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(c)),
                     false,
@@ -364,7 +360,6 @@ fn sasl_slot(
                     reply,
                     session_lifetime_ms,
                 } => {
-                    crate::metrics::authentication_succeeded();
                     tracing::debug!(%peer, principal = auth.principal().unwrap_or(""), "SASL authenticated");
                     (
                         SaslAuthenticateResponse::default()
@@ -373,20 +368,33 @@ fn sasl_slot(
                         false,
                     )
                 }
-                TokenOutcome::Failed(message) => {
-                    crate::metrics::authentication_failed();
-                    (
-                        SaslAuthenticateResponse::default()
-                            .with_error_code(ResponseError::SaslAuthenticationFailed.code())
-                            .with_error_message(Some(StrBytes::from_string(message))),
-                        true,
-                    )
-                }
+                TokenOutcome::Failed(message) => (
+                    SaslAuthenticateResponse::default()
+                        .with_error_code(ResponseError::SaslAuthenticationFailed.code())
+                        .with_error_message(Some(StrBytes::from_string(message))),
+                    true,
+                ),
             };
             (encode(ResponseKind::SaslAuthenticate(body)), close)
         }
         _ => (Slot::Close, true),
     }
+}
+
+/// One token of a SASL exchange, SCRAM credentials looked up in the metadata image, with
+/// the outcome counted (Kafka's successful- and failed-authentication totals) whichever way
+/// the token came.
+fn exchange_token(broker: &Broker, auth: &mut Authenticator, token: &[u8]) -> TokenOutcome {
+    let image = broker.image();
+    let outcome = auth.token(token, crate::now_ms(), |user, m| {
+        image.scram.users.get(user)?.get(&m.type_id()).cloned()
+    });
+    match outcome {
+        TokenOutcome::Authenticated { .. } => crate::metrics::authentication_succeeded(),
+        TokenOutcome::Failed(_) => crate::metrics::authentication_failed(),
+        TokenOutcome::Challenge(_) => {}
+    }
+    outcome
 }
 
 /// A bare token after SaslHandshake v0: the answer is a bare size-prefixed frame. A
@@ -397,15 +405,10 @@ fn raw_token_slot(
     token: &[u8],
     peer: SocketAddr,
 ) -> (Slot, bool) {
-    let image = broker.image();
-    let outcome = auth.token(token, crate::now_ms(), |user, m| {
-        image.scram.users.get(user)?.get(&m.type_id()).cloned()
-    });
-    let reply = match outcome {
+    let reply = match exchange_token(broker, auth, token) {
         TokenOutcome::Challenge(c) => c,
         TokenOutcome::Authenticated { reply, .. } => reply,
         TokenOutcome::Failed(message) => {
-            crate::metrics::authentication_failed();
             tracing::info!(%peer, %message, "closing connection: SASL authentication failed");
             return (Slot::Close, true);
         }
