@@ -44,6 +44,18 @@ pub enum StartupError {
         dir: PathBuf,
         source: std::io::Error,
     },
+    /// A route to other nodes cannot be secured as configured.
+    #[error("{0}")]
+    PeerSecurity(String),
+}
+
+/// How this node secures its connections to other nodes (`crate::security::peer`).
+#[derive(Debug, Clone)]
+pub struct PeerRoutes {
+    /// To the controllers: the broker's controller client and forwarding.
+    pub controller: Arc<crate::security::peer::PeerSecurity>,
+    /// To the other brokers: the replica fetcher, transaction markers and verification.
+    pub inter_broker: Arc<crate::security::peer::PeerSecurity>,
 }
 
 /// Everything one broker node shares between connections.
@@ -97,6 +109,8 @@ pub struct Broker {
     /// The log cleaner's state ([`log_cleaner`]): compaction of the logs whose
     /// `cleanup.policy` includes `compact`.
     pub log_cleaner: log_cleaner::LogCleanerState,
+    /// How connections to other nodes are secured.
+    pub peers: PeerRoutes,
 }
 
 impl Broker {
@@ -179,6 +193,12 @@ impl Broker {
             now_ms,
         );
         let config_values = config.values.clone();
+        let secured =
+            |r: anyhow::Result<_>| r.map_err(|e| StartupError::PeerSecurity(format!("{e:#}")));
+        let peers = PeerRoutes {
+            controller: secured(crate::security::peer::PeerSecurity::controller(&config))?,
+            inter_broker: secured(crate::security::peer::PeerSecurity::inter_broker(&config))?,
+        };
         let request_memory = RequestMemory::new(
             config.queued_max_request_bytes,
             config.socket_request_max_bytes,
@@ -201,6 +221,7 @@ impl Broker {
             incarnation_id: Uuid::new_v4(),
             features_epoch: now_ms,
             log_cleaner: log_cleaner_state(&config_values),
+            peers,
         });
         // The only voter opens on the image its whole log gives (`server::start` waits for
         // it), so it opens what it leads now, as a node that replays its own log; other

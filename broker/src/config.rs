@@ -80,6 +80,8 @@ pub struct BrokerConfig {
     pub controller_listener_names: Vec<String>,
     /// `inter.broker.listener.name` (PLAINTEXT unless set).
     pub inter_broker_listener_name: String,
+    /// The effective `listener.security.protocol.map` (see `cluster::ClusterKeys`).
+    pub listener_protocols: Vec<(String, SecurityProtocol)>,
     /// `controller.quorum.voters`: the static quorum (empty for a standalone node).
     pub quorum_voters: Vec<QuorumVoter>,
     /// `controller.quorum.bootstrap.servers`: a dynamic quorum's contact points (KIP-853).
@@ -409,6 +411,7 @@ impl BrokerConfig {
             listeners: keys.listeners,
             controller_listener_names: keys.controller_listener_names,
             inter_broker_listener_name: keys.inter_broker_listener_name,
+            listener_protocols: keys.listener_protocols,
             quorum_voters: keys.quorum_voters,
             quorum_bootstrap_servers: keys.quorum_bootstrap_servers,
             standalone_quorum: keys.standalone,

@@ -32,6 +32,10 @@
 //! - [`peer_client`]: the one client this node runs against another node (quorum peers,
 //!   the controller client, forwarding, the replica fetcher), and its blocking façade for
 //!   the command-line clients. A base layer: it knows the wire, not the node.
+//! - [`security`]: TLS and SASL, both sides: each listener's settings and the principal a
+//!   connection carries (the server), and what this node presents to another node (the
+//!   peer client). A base layer beside `config`: it reads keys and files, and knows
+//!   nothing of the node.
 //!
 //! # Invariants
 //!
@@ -46,6 +50,7 @@ pub mod metrics;
 pub mod partition;
 pub mod peer_client;
 pub mod quorum;
+pub mod security;
 pub mod server;
 
 /// Milliseconds since the Unix epoch: the clock the storage and metadata cores are given.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use strata_broker::broker::Broker;
 use strata_broker::config::BrokerConfig;
 use strata_broker::quorum::QuorumHandle;
-use strata_broker::server::security::ListenerSecurity;
+use strata_broker::security::ListenerSecurity;
 use strata_broker::server::{connection, housekeeping, start};
 use strata_protocol::versions::ListenerType;
 use tokio::net::TcpListener;

@@ -14,17 +14,30 @@
 //! is read and checked. What the caller does next (retry, reconnect, back off, report the
 //! peer lost) is the caller's: [`PeerError`] says what happened.
 //!
+//! A secured route ([`PeerSecurity`], from `crate::security::peer`) is taken on connect:
+//! the TLS handshake, verifying the peer's certificate, then SaslHandshake and
+//! SaslAuthenticate with the route's login (PLAIN, or SCRAM with the server's signature
+//! checked). A session the server gave a lifetime (KIP-368's `connections.max.reauth.ms`)
+//! counts as disconnected once 90% of it has passed, so that the caller's next exchange
+//! opens and authenticates a new connection before the server would cut this one off.
+//!
 //! This is a base layer: it knows the wire and nothing of the node.
 
 pub mod blocking;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use strata_protocol::codec;
-use strata_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use strata_protocol::messages::{
+    ApiKey, RequestKind, ResponseKind, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
+
+use crate::security::peer::{Login, LoginMechanism, PeerSecurity};
+use crate::security::scram::ScramClient;
 
 /// Why an exchange with a peer failed.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +67,9 @@ pub enum PeerError {
     /// The answer carries another correlation id than the request's.
     #[error("the response carries correlation id {got}, expected {expected}")]
     CorrelationMismatch { expected: i32, got: i32 },
+    /// The TLS handshake or the SASL login failed.
+    #[error("authentication failed: {0}")]
+    Authentication(String),
 }
 
 impl From<std::io::Error> for PeerError {
@@ -79,7 +95,10 @@ impl PeerError {
     pub fn is_connection_failure(&self) -> bool {
         matches!(
             self,
-            PeerError::Closed | PeerError::Io(_) | PeerError::BadFrame { .. }
+            PeerError::Closed
+                | PeerError::Io(_)
+                | PeerError::BadFrame { .. }
+                | PeerError::Authentication(_)
         )
     }
 }
@@ -168,9 +187,41 @@ pub async fn until<T, E: From<PeerError>>(
         .unwrap_or_else(|_| Err(PeerError::Timeout.into()))
 }
 
+/// A peer's address: what to connect to, and the host name its TLS certificate must carry.
+pub trait PeerAddr: ToSocketAddrs {
+    /// The host, without the port.
+    fn host(&self) -> String;
+}
+
+impl PeerAddr for (&str, u16) {
+    fn host(&self) -> String {
+        self.0.to_owned()
+    }
+}
+
+/// `host:port`, or `[v6]:port`.
+impl PeerAddr for &str {
+    fn host(&self) -> String {
+        self.rsplit_once(':')
+            .map_or(*self, |(h, _)| h)
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned()
+    }
+}
+
+impl PeerAddr for std::net::SocketAddr {
+    fn host(&self) -> String {
+        self.ip().to_string()
+    }
+}
+
+/// A connection to a peer, plain or TLS.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> Io for T {}
+
 /// One connection to a peer (or none yet), its correlation ids, and the cap on its answers.
 /// The correlation ids run on across reconnections.
-#[derive(Debug)]
 pub struct PeerClient {
     /// Sent in every request header unless a call names another.
     client_id: String,
@@ -179,9 +230,24 @@ pub struct PeerClient {
     /// How answers are decoded unless a call says otherwise.
     decoding: Decoding,
     /// `None` until connected, and after a failure.
-    stream: Option<TcpStream>,
+    stream: Option<Box<dyn Io>>,
     /// The last correlation id sent.
     correlation_id: i32,
+    /// How connections are secured.
+    security: Arc<PeerSecurity>,
+    /// When the SASL session should be renewed (90% of the lifetime the server gave).
+    renew_at: Option<Instant>,
+}
+
+impl std::fmt::Debug for PeerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerClient")
+            .field("client_id", &self.client_id)
+            .field("connected", &self.stream.is_some())
+            .field("correlation_id", &self.correlation_id)
+            .field("security", &self.security)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PeerClient {
@@ -195,7 +261,16 @@ impl PeerClient {
             decoding: Decoding::default(),
             stream: None,
             correlation_id: 0,
+            security: PeerSecurity::plaintext(),
+            renew_at: None,
         }
+    }
+
+    /// The same client, securing its connections as `security` says.
+    #[must_use]
+    pub fn secured(mut self, security: Arc<PeerSecurity>) -> PeerClient {
+        self.security = security;
+        self
     }
 
     /// The same client, decoding answers as `decoding` says.
@@ -205,10 +280,11 @@ impl PeerClient {
         self
     }
 
-    /// Whether a connection is open (as far as this side knows).
+    /// Whether a connection is open (as far as this side knows), and its SASL session, if
+    /// it has one, is not due for renewal.
     #[must_use]
     pub fn is_connected(&self) -> bool {
-        self.stream.is_some()
+        self.stream.is_some() && self.renew_at.is_none_or(|t| Instant::now() < t)
     }
 
     /// Drops the connection, if any.
@@ -216,18 +292,141 @@ impl PeerClient {
         self.stream = None;
     }
 
-    /// Connects to `addr` (with `TCP_NODELAY`), replacing any open connection. Unbounded:
-    /// wrap it in [`within`] with the exchange.
+    /// Connects to `addr` (with `TCP_NODELAY`), replacing any open connection, and secures
+    /// it as the client's [`PeerSecurity`] says (TLS, then the SASL login). Unbounded: wrap
+    /// it in [`within`] with the exchange.
     ///
     /// # Errors
     ///
-    /// The connect's error.
-    pub async fn connect(&mut self, addr: impl ToSocketAddrs) -> Result<(), PeerError> {
+    /// The connect's error; [`PeerError::Authentication`] when the TLS handshake or the
+    /// login fails.
+    pub async fn connect(&mut self, addr: impl PeerAddr) -> Result<(), PeerError> {
         self.stream = None;
-        let stream = TcpStream::connect(addr).await?;
-        let _ = stream.set_nodelay(true);
+        self.renew_at = None;
+        let host = addr.host();
+        let tcp = TcpStream::connect(addr).await?;
+        let _ = tcp.set_nodelay(true);
+        let stream: Box<dyn Io> = match &self.security.tls {
+            None => Box::new(tcp),
+            Some(config) => {
+                let name = rustls_pki_types::ServerName::try_from(host.clone()).map_err(|_| {
+                    PeerError::Authentication(format!("{host:?} is not a TLS server name"))
+                })?;
+                let tls = tokio_rustls::TlsConnector::from(config.clone())
+                    .connect(name, tcp)
+                    .await
+                    .map_err(|e| {
+                        PeerError::Authentication(format!(
+                            "TLS handshake with {host} (listener {}): {e}",
+                            self.security.listener
+                        ))
+                    })?;
+                Box::new(tls)
+            }
+        };
         self.stream = Some(stream);
+        if let Some(login) = self.security.login.clone() {
+            let result = self.log_in(&login).await;
+            if result.is_err() {
+                self.stream = None;
+            }
+            result?;
+        }
         Ok(())
+    }
+
+    /// SaslHandshake v1 and the mechanism's SaslAuthenticate v2 exchange.
+    async fn log_in(&mut self, login: &Login) -> Result<(), PeerError> {
+        let client_id = self.client_id.clone();
+        let handshake = RequestKind::SaslHandshake(SaslHandshakeRequest::default().with_mechanism(
+            strata_protocol::StrBytes::from_static_str(login.mechanism.name()),
+        ));
+        match self
+            .request_with(
+                &client_id,
+                Decoding::Client,
+                ApiKey::SaslHandshake,
+                1,
+                &handshake,
+            )
+            .await?
+        {
+            ResponseKind::SaslHandshake(r) if r.error_code == 0 => {}
+            ResponseKind::SaslHandshake(r) => {
+                let offered: Vec<&str> = r.mechanisms.iter().map(|m| m.as_str()).collect();
+                return Err(PeerError::Authentication(format!(
+                    "SaslHandshake {} refused with error code {} (the server offers {offered:?})",
+                    login.mechanism.name(),
+                    r.error_code
+                )));
+            }
+            _ => {
+                return Err(PeerError::Authentication(
+                    "not a SaslHandshake answer".into(),
+                ));
+            }
+        }
+        let lifetime_ms = match login.mechanism {
+            LoginMechanism::Plain => {
+                let token = format!("\0{}\0{}", login.username, login.password);
+                self.authenticate_step(&client_id, token.into_bytes())
+                    .await?
+                    .1
+            }
+            LoginMechanism::Scram(m) => {
+                let nonce = crate::security::scram::server_nonce();
+                let mut scram = ScramClient::new(m, &login.username, &login.password, nonce);
+                let (server_first, _) = self.authenticate_step(&client_id, scram.first()).await?;
+                let last = scram
+                    .respond(&server_first)
+                    .map_err(|e| PeerError::Authentication(format!("SCRAM: {e}")))?;
+                let (server_final, lifetime_ms) = self.authenticate_step(&client_id, last).await?;
+                scram
+                    .verify(&server_final)
+                    .map_err(|e| PeerError::Authentication(format!("SCRAM server: {e}")))?;
+                lifetime_ms
+            }
+        };
+        if lifetime_ms > 0 {
+            let renew = Duration::from_millis(lifetime_ms.unsigned_abs() / 10 * 9);
+            self.renew_at = Some(Instant::now() + renew);
+        }
+        Ok(())
+    }
+
+    /// One SaslAuthenticate v2: the server's token and the session lifetime it gave.
+    async fn authenticate_step(
+        &mut self,
+        client_id: &str,
+        token: Vec<u8>,
+    ) -> Result<(Bytes, i64), PeerError> {
+        let body = RequestKind::SaslAuthenticate(
+            SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)),
+        );
+        match self
+            .request_with(
+                client_id,
+                Decoding::Client,
+                ApiKey::SaslAuthenticate,
+                2,
+                &body,
+            )
+            .await?
+        {
+            ResponseKind::SaslAuthenticate(r) if r.error_code == 0 => {
+                Ok((r.auth_bytes, r.session_lifetime_ms))
+            }
+            ResponseKind::SaslAuthenticate(r) => Err(PeerError::Authentication(format!(
+                "SaslAuthenticate refused with error code {}{}",
+                r.error_code,
+                r.error_message
+                    .map(|m| format!(": {}", m.as_str()))
+                    .unwrap_or_default()
+            ))),
+            _ => Err(PeerError::Authentication(
+                "not a SaslAuthenticate answer".into(),
+            )),
+        }
     }
 
     /// Sends one request on the open connection and returns the answer's body, decoded as
@@ -281,7 +480,10 @@ impl PeerClient {
 }
 
 /// One response frame body (without its size prefix) of at most `max` bytes.
-async fn read_frame(stream: &mut TcpStream, max: usize) -> Result<Bytes, PeerError> {
+async fn read_frame(
+    stream: &mut (impl AsyncRead + Unpin + ?Sized),
+    max: usize,
+) -> Result<Bytes, PeerError> {
     let len = frame_len(stream.read_i32().await?, max)?;
     let mut body = BytesMut::zeroed(len);
     stream.read_exact(&mut body).await?;

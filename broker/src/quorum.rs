@@ -106,6 +106,9 @@ pub enum QuorumError {
     /// The driver's thread could not be started.
     #[error("cannot start the metadata quorum's thread: {0}")]
     Thread(std::io::Error),
+    /// The route to the other voters cannot be secured as configured.
+    #[error("controller route: {0}")]
+    Security(String),
     /// A directory could not be created.
     #[error("cannot create {path}: {source}")]
     Io {
@@ -365,6 +368,8 @@ pub async fn start(
     cluster_id: &str,
     images: tokio::sync::watch::Sender<Arc<MetadataImage>>,
 ) -> Result<QuorumHandle, QuorumError> {
+    let security = crate::security::peer::PeerSecurity::controller(config)
+        .map_err(|e| QuorumError::Security(format!("{e:#}")))?;
     let dir = config.log_dir.join(METADATA_LOG_DIR);
     std::fs::create_dir_all(&dir).map_err(|source| QuorumError::Io {
         path: dir.clone(),
@@ -413,7 +418,8 @@ pub async fn start(
         && entries.is_empty()
         && let Some(endpoint) = &my_endpoint
         && membership::is_founder(config, endpoint)
-        && !membership::quorum_exists(config, endpoint, cluster_id, request_timeout).await
+        && !membership::quorum_exists(config, endpoint, cluster_id, request_timeout, &security)
+            .await
     {
         // KIP-853's `format --standalone`: this node is the first voter.
         let founding = Entry {
@@ -530,6 +536,7 @@ pub async fn start(
             request_timeout,
             retry_backoff,
             runtime: tokio::runtime::Handle::current(),
+            security: security.clone(),
         },
         addresses: Arc::clone(&addresses),
         voter_endpoints: None,
@@ -598,6 +605,8 @@ struct PeerLinks {
     /// The runtime that serves clients, where the peer connections run (the driver's own
     /// thread blocks on its fsyncs).
     runtime: tokio::runtime::Handle,
+    /// How connections to the other voters are secured (the controller route).
+    security: Arc<crate::security::peer::PeerSecurity>,
 }
 
 /// The inbound request a step answers: its sender, its API (and version), and where the
@@ -989,6 +998,7 @@ impl Driver {
             endpoint.clone(),
             stale,
             self.links.request_timeout,
+            self.links.security.clone(),
         ));
     }
 

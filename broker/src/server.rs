@@ -27,6 +27,5 @@ pub mod handlers;
 pub mod housekeeping;
 pub mod observe;
 pub mod placement;
-pub mod security;
 pub mod start;
 pub mod txn_markers;

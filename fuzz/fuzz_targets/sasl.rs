@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use strata_broker::server::security::sasl::{Authenticator, Mechanism, SaslSettings};
-use strata_broker::server::security::scram::ScramMechanism;
-use strata_broker::server::security::{jaas, principal};
+use strata_broker::security::sasl::{Authenticator, Mechanism, SaslSettings};
+use strata_broker::security::scram::ScramMechanism;
+use strata_broker::security::{jaas, principal};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&choice, rest)) = data.split_first() else {

@@ -159,13 +159,7 @@ fn check_iterations(iterations: i32) -> Result<(), ScramError> {
 /// add` and the tests need it too.
 #[must_use]
 pub fn salted_password(mechanism: i8, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
-    let mac = |key: &[u8], data: &[u8]| {
-        if mechanism == SCRAM_SHA_512 {
-            hmac::<Hmac<Sha512>>(key, data)
-        } else {
-            hmac::<Hmac<Sha256>>(key, data)
-        }
-    };
+    let mac = |key: &[u8], data: &[u8]| mac(mechanism, key, data);
     let mut first = salt.to_vec();
     first.extend_from_slice(&1u32.to_be_bytes());
     let mut u = mac(password, &first);
@@ -179,6 +173,27 @@ pub fn salted_password(mechanism: i8, password: &[u8], salt: &[u8], iterations: 
     out
 }
 
+/// The mechanism's HMAC (SHA-256 or SHA-512) of `message` under `key`: RFC 5802's
+/// `HMAC`, for the SCRAM server and client.
+#[must_use]
+pub fn mac(mechanism: i8, key: &[u8], message: &[u8]) -> Vec<u8> {
+    if mechanism == SCRAM_SHA_512 {
+        hmac::<Hmac<Sha512>>(key, message)
+    } else {
+        hmac::<Hmac<Sha256>>(key, message)
+    }
+}
+
+/// The mechanism's hash of `data`: RFC 5802's `H`.
+#[must_use]
+pub fn digest(mechanism: i8, data: &[u8]) -> Vec<u8> {
+    if mechanism == SCRAM_SHA_512 {
+        Sha512::digest(data).to_vec()
+    } else {
+        Sha256::digest(data).to_vec()
+    }
+}
+
 fn hmac<M: Mac + hmac::digest::KeyInit>(key: &[u8], message: &[u8]) -> Vec<u8> {
     let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
@@ -190,19 +205,11 @@ fn hmac<M: Mac + hmac::digest::KeyInit>(key: &[u8], message: &[u8]) -> Vec<u8> {
 /// ServerKey = HMAC(SaltedPassword, "Server Key"), with the mechanism's hash.
 #[must_use]
 pub fn derive_keys(mechanism: i8, salted_password: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    if mechanism == SCRAM_SHA_512 {
-        let client_key = hmac::<Hmac<Sha512>>(salted_password, b"Client Key");
-        (
-            Sha512::digest(&client_key).to_vec(),
-            hmac::<Hmac<Sha512>>(salted_password, b"Server Key"),
-        )
-    } else {
-        let client_key = hmac::<Hmac<Sha256>>(salted_password, b"Client Key");
-        (
-            Sha256::digest(&client_key).to_vec(),
-            hmac::<Hmac<Sha256>>(salted_password, b"Server Key"),
-        )
-    }
+    let client_key = mac(mechanism, salted_password, b"Client Key");
+    (
+        digest(mechanism, &client_key),
+        mac(mechanism, salted_password, b"Server Key"),
+    )
 }
 
 /// Kafka's `ScramControlManager.alterCredentials`: the deletions, then the upsertions, are

@@ -154,14 +154,18 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 ///   as well, since only the controller knows the pending moves for sure (KIP-455).
 ///   AlterClientQuotas (KIP-546) and AlterUserScramCredentials (KIP-554) are forwarded too:
 ///   quotas and SCRAM credentials are metadata records.
+/// - SaslHandshake and SaslAuthenticate: a SASL controller listener authenticates nodes
+///   (and admin clients) as a client listener does.
 pub const CONTROLLER_APIS: &[SupportedApi] = &[
     api(ApiKey::Fetch, 12, 17),
+    api(ApiKey::SaslHandshake, 0, 1),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),
     api(ApiKey::CreateAcls, 1, 3),
     api(ApiKey::DeleteAcls, 1, 3),
     api(ApiKey::AlterConfigs, 0, 2),
+    api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::ElectLeaders, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
@@ -337,7 +341,11 @@ mod tests {
             // DescribeQuorum: clients ask any broker, which forwards it (as Kafka's do).
             let shared = matches!(
                 a.key,
-                ApiKey::ApiVersions | ApiKey::Fetch | ApiKey::DescribeQuorum
+                ApiKey::ApiVersions
+                    | ApiKey::Fetch
+                    | ApiKey::DescribeQuorum
+                    | ApiKey::SaslHandshake
+                    | ApiKey::SaslAuthenticate
             ) || crate::codec::FORWARDED_APIS.contains(&a.key);
             assert_eq!(supported(a.key).is_some(), shared, "{:?}", a.key);
         }

@@ -36,8 +36,8 @@ use strata_tests::{READY_TIMEOUT, free_port, read_tail, strata_bin};
 /// IncrementalAlterConfigs, AlterPartitionReassignments, ListPartitionReassignments,
 /// AlterClientQuotas, AlterUserScramCredentials).
 const CONTROLLER_KEYS: &[i16] = &[
-    1, 18, 19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 52, 53, 54, 55, 56, 59, 62, 63, 67, 80,
-    81, 82,
+    1, 17, 18, 19, 20, 30, 31, 33, 36, 37, 43, 44, 45, 46, 49, 51, 52, 53, 54, 55, 56, 59, 62, 63,
+    67, 80, 81, 82,
 ];
 
 /// A `strata` process with two listeners, killed on drop.

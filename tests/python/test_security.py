@@ -416,6 +416,19 @@ def test_a_request_before_authentication_closes_the_connection(sec):
         assert read_frame(s) is None
 
 
+def test_a_second_authenticate_is_an_illegal_state_and_the_session_goes_on(sec):
+    with sasl_socket(sec) as s:
+        assert handshake(s, "PLAIN")[0] == 0
+        assert authenticate(s, b"\0alice\0alice-secret")[0] == 0
+        err, msg = authenticate(s, b"\0alice\0alice-secret")
+        assert err == 34, (err, msg)  # ILLEGAL_SASL_STATE
+        assert "after successful authentication" in msg
+        # Still open and still authenticated: ApiVersions v0 is answered.
+        s.sendall(frame(18, 0, 7, b""))
+        r = read_frame(s)
+        assert r is not None and struct.unpack(">ih", r[:6]) == (7, 0)
+
+
 def test_garbage_scram_messages_are_refused(sec):
     for token in (b"", b"\xff\xfe", b"n,,n=carol", b"y,,n=carol,r=x", os.urandom(64)):
         with sasl_socket(sec) as s:

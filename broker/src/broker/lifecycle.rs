@@ -372,6 +372,7 @@ impl ControllerClient {
                 format!("strata-broker-{}", broker.config.node_id),
                 MAX_RESPONSE_BYTES,
             )
+            .secured(broker.peers.controller.clone())
         });
         if *connected_to != Some(node) {
             client.disconnect();

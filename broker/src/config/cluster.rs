@@ -117,6 +117,10 @@ pub struct ClusterKeys {
     pub controller_listener_names: Vec<String>,
     /// `inter.broker.listener.name` (Kafka's default: PLAINTEXT).
     pub inter_broker_listener_name: String,
+    /// The effective `listener.security.protocol.map`: each listener name's protocol,
+    /// including controller listeners this node does not bind (a broker's route to the
+    /// controllers).
+    pub listener_protocols: Vec<(String, SecurityProtocol)>,
     /// `controller.quorum.voters` (empty for a standalone node or a dynamic quorum).
     pub quorum_voters: Vec<QuorumVoter>,
     /// `controller.quorum.bootstrap.servers` (KIP-853), as host and port.
@@ -455,32 +459,6 @@ pub fn resolve(raw: &RawClusterKeys<'_>) -> Result<ClusterKeys, ConfigError> {
             false,
         )?
     };
-    // Clients may use every protocol; the connections between nodes (the controller
-    // listeners, and the inter-broker listener other brokers fetch from) are PLAINTEXT
-    // until the node's own client speaks TLS and SASL. Refused here rather than accepted
-    // and then spoken to in the wrong protocol.
-    let inter_broker_name = match raw.inter_broker_listener_name.trim() {
-        "" => "PLAINTEXT".to_owned(),
-        name => name.to_ascii_uppercase(),
-    };
-    // A node alone has no other node to reach: its inter-broker listener carries nothing.
-    let alone = voters.len() <= 1 && bootstrap.is_empty();
-    for e in listeners.iter().chain(&advertised) {
-        let between_nodes =
-            controller_names.contains(&e.name) || (e.name == inter_broker_name && !alone);
-        if between_nodes && e.security_protocol != SecurityProtocol::Plaintext {
-            return Err(rejected(
-                "listener.security.protocol.map",
-                format!(
-                    "listener {} uses security protocol {}: Strata's controller and \
-                     inter-broker listeners are PLAINTEXT only (clients may use SSL, \
-                     SASL_PLAINTEXT and SASL_SSL)",
-                    e.name,
-                    e.security_protocol.name()
-                ),
-            ));
-        }
-    }
     let is_controller_listener = |e: &Endpoint| controller_names.contains(&e.name);
     let controller_listeners: Vec<&Endpoint> = listeners
         .iter()
@@ -666,6 +644,7 @@ pub fn resolve(raw: &RawClusterKeys<'_>) -> Result<ClusterKeys, ConfigError> {
         advertised_broker_listeners: advertised_broker,
         controller_listener_names: controller_names,
         inter_broker_listener_name: inter_broker,
+        listener_protocols: protocols,
         quorum_voters: voters,
         quorum_bootstrap_servers: bootstrap,
         standalone,

@@ -20,6 +20,7 @@
 //!   flight) is retried until the request's timeout, as Kafka's leader does.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strata_kraft::Uuid;
@@ -35,6 +36,7 @@ use super::QuorumHandle;
 use crate::config::BrokerConfig;
 use crate::peer_client::{self, PeerClient, PeerError};
 use crate::quorum::wire::refusal::{QuorumRefusal, quorum_refusal_code};
+use crate::security::peer::PeerSecurity;
 
 /// No error.
 const NONE: i16 = 0;
@@ -126,6 +128,7 @@ pub(super) async fn quorum_exists(
     me: &Endpoint,
     cluster_id: &str,
     timeout: Duration,
+    security: &Arc<PeerSecurity>,
 ) -> bool {
     let mut request = DescribeQuorumRequest::default();
     let mut partition = describe_quorum_request::PartitionData::default();
@@ -146,6 +149,7 @@ pub(super) async fn quorum_exists(
             &body,
             &format!("raft-client-{}", config.node_id),
             timeout,
+            security,
         )
         .await;
         if let Ok(ResponseKind::DescribeQuorum(r)) = answer {
@@ -178,8 +182,9 @@ async fn request_once(
     body: &RequestKind,
     client_id: &str,
     timeout: Duration,
+    security: &Arc<PeerSecurity>,
 ) -> Result<ResponseKind, PeerError> {
-    let mut client = PeerClient::new(client_id, MAX_RESPONSE_BYTES);
+    let mut client = PeerClient::new(client_id, MAX_RESPONSE_BYTES).secured(security.clone());
     peer_client::within(timeout, async {
         client.connect(addr).await?;
         client.request(api, version, body).await
@@ -197,6 +202,7 @@ pub(super) async fn join(
     endpoint: Endpoint,
     stale: Option<ReplicaKey>,
     timeout: Duration,
+    security: Arc<PeerSecurity>,
 ) {
     let client_id = format!("raft-client-{}", me.id.0);
     let cluster = Some(StrBytes::from_string(cluster_id));
@@ -222,7 +228,7 @@ pub(super) async fn join(
             (ApiKey::AddRaftVoter, RequestKind::AddRaftVoter(r))
         }
     };
-    let answer = request_once(&addr, api, 0, &body, &client_id, timeout).await;
+    let answer = request_once(&addr, api, 0, &body, &client_id, timeout, &security).await;
     let code = match &answer {
         Ok(ResponseKind::AddRaftVoter(r)) => Some(r.error_code),
         Ok(ResponseKind::RemoveRaftVoter(r)) => Some(r.error_code),

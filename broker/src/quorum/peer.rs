@@ -45,6 +45,7 @@ pub(super) fn spawn(to: NodeId, addr: String, links: &PeerLinks) -> mpsc::Sender
         driver: links.commands.clone(),
         request_timeout: links.request_timeout,
         retry_backoff: links.retry_backoff,
+        security: links.security.clone(),
         rx,
     }));
     tx
@@ -65,12 +66,15 @@ struct Peer {
     request_timeout: Duration,
     /// The first backoff after a failure.
     retry_backoff: Duration,
+    /// How the connection is secured.
+    security: Arc<crate::security::peer::PeerSecurity>,
     /// The core's requests for this voter.
     rx: mpsc::Receiver<Message>,
 }
 
 async fn run(mut peer: Peer) {
-    let mut link = PeerClient::new(peer.client_id.clone(), MAX_RESPONSE_BYTES);
+    let mut link =
+        PeerClient::new(peer.client_id.clone(), MAX_RESPONSE_BYTES).secured(peer.security.clone());
     let mut backoff = peer.retry_backoff;
     while let Some(msg) = peer.rx.recv().await {
         let answer = match &msg {

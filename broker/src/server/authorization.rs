@@ -1,7 +1,7 @@
 //! Authorization of client requests (KIP-801's StandardAuthorizer, see
 //! `strata_kraft::acl`): who asks and from where, as a handler sees it.
 //!
-//! The principal is the connection's (`server::security`): the SASL user, the TLS client
+//! The principal is the connection's (`security`): the SASL user, the TLS client
 //! certificate's mapped name, or Kafka's `User:ANONYMOUS`; the host is the peer's IP
 //! address. A request forwarded by another node
 //! (`forward.rs`) arrives from that node's address, so a host-restricted binding is
@@ -25,7 +25,7 @@ use strata_protocol::{ResponseError, StrBytes};
 
 use crate::server::handlers::RequestContext;
 
-pub use crate::server::security::principal::ANONYMOUS;
+pub use crate::security::principal::ANONYMOUS;
 
 impl RequestContext {
     /// The peer's IP address as Kafka's `InetAddress.getHostAddress` prints it; empty

@@ -58,9 +58,9 @@ use tokio::task::JoinHandle;
 use crate::broker::Broker;
 use crate::broker::request_memory::{Lease, LeasedFrame};
 use crate::quorum::QuorumHandle;
+use crate::security::ListenerSecurity;
+use crate::security::sasl::{Authenticator, Gate, TokenOutcome};
 use crate::server::handlers::{self, RequestContext};
-use crate::server::security::ListenerSecurity;
-use crate::server::security::sasl::{Authenticator, Gate, TokenOutcome};
 
 /// Requests one connection may have in flight before the broker stops reading from it. This
 /// bounds the responses one client can pin (see the module docs); librdkafka pipelines at
@@ -205,7 +205,7 @@ pub async fn serve_on(
     let _open = crate::metrics::connection_opened();
     let _serving = crate::server::drain::serving();
     let _ = stream.set_nodelay(true);
-    let mut principal: Arc<str> = Arc::from(crate::server::security::principal::ANONYMOUS);
+    let mut principal: Arc<str> = Arc::from(crate::security::principal::ANONYMOUS);
     let (mut rd, wr): (Reader, Writer) = if security.tls.is_some() {
         let Some((tls, cert_principal)) = tls_accept(&security, stream, peer).await else {
             return;
@@ -246,9 +246,6 @@ pub async fn serve_on(
             slot
         } else {
             match codec::decode_request_on(listener, body) {
-                Ok(Decoded::Request(req)) if listener == ListenerType::Controller => {
-                    controller_slot(&broker, *req, peer, listener_name.clone(), quorum.as_ref())
-                }
                 Ok(Decoded::Request(req)) => {
                     let gate = auth
                         .as_ref()
@@ -269,6 +266,24 @@ pub async fn serve_on(
                             }
                             slot
                         }
+                        // SASL requests on a listener without SASL are answered
+                        // ILLEGAL_SASL_STATE by the dispatch, on either listener.
+                        Gate::Serve
+                            if listener == ListenerType::Controller
+                                && !matches!(
+                                    req.api_key,
+                                    ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+                                ) =>
+                        {
+                            controller_slot(
+                                &broker,
+                                *req,
+                                peer,
+                                listener_name.clone(),
+                                quorum.as_ref(),
+                                &principal,
+                            )
+                        }
                         Gate::Serve => {
                             let mut ctx = RequestContext::new(
                                 broker.clone(),
@@ -279,6 +294,7 @@ pub async fn serve_on(
                             );
                             ctx.mute = Some(mute.clone());
                             ctx.principal = principal.clone();
+                            crate::server::forward::adopt_forwarded_identity(&mut ctx);
                             handlers::dispatch(ctx, req.body).await
                         }
                     }
@@ -374,6 +390,12 @@ fn sasl_slot(
                         .with_error_message(Some(StrBytes::from_string(message))),
                     true,
                 ),
+                TokenOutcome::OutOfPlace(message) => (
+                    SaslAuthenticateResponse::default()
+                        .with_error_code(ResponseError::IllegalSaslState.code())
+                        .with_error_message(Some(StrBytes::from_string(message))),
+                    false,
+                ),
             };
             (encode(ResponseKind::SaslAuthenticate(body)), close)
         }
@@ -392,7 +414,7 @@ fn exchange_token(broker: &Broker, auth: &mut Authenticator, token: &[u8]) -> To
     match outcome {
         TokenOutcome::Authenticated { .. } => crate::metrics::authentication_succeeded(),
         TokenOutcome::Failed(_) => crate::metrics::authentication_failed(),
-        TokenOutcome::Challenge(_) => {}
+        TokenOutcome::Challenge(_) | TokenOutcome::OutOfPlace(_) => {}
     }
     outcome
 }
@@ -408,7 +430,7 @@ fn raw_token_slot(
     let reply = match exchange_token(broker, auth, token) {
         TokenOutcome::Challenge(c) => c,
         TokenOutcome::Authenticated { reply, .. } => reply,
-        TokenOutcome::Failed(message) => {
+        TokenOutcome::Failed(message) | TokenOutcome::OutOfPlace(message) => {
             tracing::info!(%peer, %message, "closing connection: SASL authentication failed");
             return (Slot::Close, true);
         }
@@ -436,10 +458,19 @@ fn controller_slot(
     peer: SocketAddr,
     listener_name: Option<Arc<str>>,
     quorum: Option<&QuorumHandle>,
+    principal: &Arc<str>,
 ) -> Slot {
     let version = req.header.request_api_version;
     let correlation_id = req.header.correlation_id;
     let api_key = req.api_key;
+    let mut ctx = RequestContext::new(
+        broker.clone(),
+        &req.header,
+        api_key,
+        Some(peer),
+        listener_name,
+    );
+    ctx.principal = principal.clone();
     let encode = move |body: &ResponseKind| match codec::encode_response(
         api_key,
         version,
@@ -452,6 +483,13 @@ fn controller_slot(
             None
         }
     };
+    // Kafka's `ControllerApis`: the nodes' own RPCs need CLUSTER_ACTION on the cluster
+    // (a voter set change, ALTER; DescribeQuorum, DESCRIBE), and are answered
+    // CLUSTER_AUTHORIZATION_FAILED without it.
+    if let Some(refusal) = cluster_refusal(&ctx, api_key) {
+        tracing::info!(%peer, principal = %principal, api = ?api_key, "refused: not authorized on the cluster");
+        return encode(&refusal).map_or(Slot::Close, Slot::Ready);
+    }
     match (api_key, quorum) {
         (ApiKey::ApiVersions, _) => {
             let body = ResponseKind::ApiVersions(codec::api_versions_body_for(
@@ -531,13 +569,7 @@ fn controller_slot(
         ) => {
             // A broker forwarding to a dedicated controller (or an admin client that
             // bootstraps at a controller, KIP-919).
-            let ctx = RequestContext::new(
-                broker.clone(),
-                &req.header,
-                api_key,
-                Some(peer),
-                listener_name,
-            );
+            crate::server::forward::adopt_forwarded_identity(&mut ctx);
             handlers::controller_write(ctx, req.body)
         }
         (ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter, Some(quorum)) => {
@@ -565,6 +597,69 @@ fn controller_slot(
             Slot::Close
         }
     }
+}
+
+/// The answer to a node RPC on the controller listener whose principal may not perform it
+/// on the cluster; `None` when it may (or the API is not one of them).
+fn cluster_refusal(ctx: &RequestContext, api: ApiKey) -> Option<ResponseKind> {
+    use strata_kraft::acl::AclOperation;
+    use strata_protocol::messages as m;
+    let operation = match api {
+        ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter => AclOperation::Alter,
+        ApiKey::DescribeQuorum => AclOperation::Describe,
+        ApiKey::Vote
+        | ApiKey::BeginQuorumEpoch
+        | ApiKey::EndQuorumEpoch
+        | ApiKey::Fetch
+        | ApiKey::FetchSnapshot
+        | ApiKey::BrokerRegistration
+        | ApiKey::BrokerHeartbeat
+        | ApiKey::AllocateProducerIds
+        | ApiKey::AlterPartition
+        | ApiKey::UpdateRaftVoter => AclOperation::ClusterAction,
+        _ => return None,
+    };
+    if ctx.authorize_cluster(operation) {
+        return None;
+    }
+    let code = strata_protocol::ResponseError::ClusterAuthorizationFailed.code();
+    Some(match api {
+        ApiKey::AddRaftVoter => {
+            ResponseKind::AddRaftVoter(m::AddRaftVoterResponse::default().with_error_code(code))
+        }
+        ApiKey::RemoveRaftVoter => ResponseKind::RemoveRaftVoter(
+            m::RemoveRaftVoterResponse::default().with_error_code(code),
+        ),
+        ApiKey::UpdateRaftVoter => ResponseKind::UpdateRaftVoter(
+            m::UpdateRaftVoterResponse::default().with_error_code(code),
+        ),
+        ApiKey::DescribeQuorum => {
+            ResponseKind::DescribeQuorum(m::DescribeQuorumResponse::default().with_error_code(code))
+        }
+        ApiKey::Vote => ResponseKind::Vote(m::VoteResponse::default().with_error_code(code)),
+        ApiKey::BeginQuorumEpoch => ResponseKind::BeginQuorumEpoch(
+            m::BeginQuorumEpochResponse::default().with_error_code(code),
+        ),
+        ApiKey::EndQuorumEpoch => {
+            ResponseKind::EndQuorumEpoch(m::EndQuorumEpochResponse::default().with_error_code(code))
+        }
+        ApiKey::Fetch => ResponseKind::Fetch(m::FetchResponse::default().with_error_code(code)),
+        ApiKey::FetchSnapshot => {
+            ResponseKind::FetchSnapshot(m::FetchSnapshotResponse::default().with_error_code(code))
+        }
+        ApiKey::BrokerRegistration => ResponseKind::BrokerRegistration(
+            m::BrokerRegistrationResponse::default().with_error_code(code),
+        ),
+        ApiKey::BrokerHeartbeat => ResponseKind::BrokerHeartbeat(
+            m::BrokerHeartbeatResponse::default().with_error_code(code),
+        ),
+        ApiKey::AllocateProducerIds => ResponseKind::AllocateProducerIds(
+            m::AllocateProducerIdsResponse::default().with_error_code(code),
+        ),
+        _ => {
+            ResponseKind::AlterPartition(m::AlterPartitionResponse::default().with_error_code(code))
+        }
+    })
 }
 
 /// How long a frame's body may take to arrive once its size is known and its memory taken:

@@ -12,10 +12,12 @@
 //! Kafka wraps a forwarded request in an Envelope on the controller listener; here the
 //! request goes as it came, to a combined leader's broker listener as any client's would,
 //! or to a dedicated controller's listener, which serves these nine APIs. What stands in
-//! for the envelope's "already forwarded" mark is the client id ([`FORWARDED_CLIENT_ID`]): a
-//! node never forwards a request that carries it, so two nodes that each take the other
-//! for the leader (for the moment it takes an election to reach both) cannot bounce a
-//! request between them.
+//! for the envelope is the client id, `strata-forwarded|<client address>|<principal>`
+//! ([`FORWARDED_CLIENT_ID`]): a node never forwards a request that carries it, so two nodes
+//! that each take the other for the leader (for the moment it takes an election to reach
+//! both) cannot bounce a request between them; and the leader authorizes it as the client
+//! it names, provided the connection it came on may act as a node (CLUSTER_ACTION, as
+//! Kafka's Envelope requires; [`adopt_forwarded_identity`]).
 //!
 //! One connection per process, to the current controller, is kept and reused; a new
 //! controller, or any failure on the connection, drops it. Forwarded requests share it one
@@ -25,7 +27,7 @@
 //! the handler runs locally, which answers NOT_CONTROLLER, and the client retries.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use strata_kraft::raft::RoleKind;
@@ -69,7 +71,7 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 const AUTO_CREATE_VERSION: i16 = 7;
 
 /// Where the active controller takes client requests.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Controller {
     /// Its `node.id`.
     pub node_id: i32,
@@ -77,6 +79,15 @@ pub struct Controller {
     pub host: String,
     /// The port that goes with `host`.
     pub port: u16,
+    /// How that listener is reached: the inter-broker route or the controller route.
+    pub security: Arc<crate::security::peer::PeerSecurity>,
+}
+
+impl PartialEq for Controller {
+    fn eq(&self, other: &Self) -> bool {
+        (self.node_id, &self.host, self.port) == (other.node_id, &other.host, other.port)
+            && Arc::ptr_eq(&self.security, &other.security)
+    }
 }
 
 /// Why a forwarded request got no answer.
@@ -122,11 +133,52 @@ static AUTO_CREATING: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 /// node and the leader itself handle it here.
 #[must_use]
 pub fn route(ctx: &RequestContext) -> bool {
-    let from_a_node = matches!(
-        ctx.client_id.as_deref(),
-        Some(FORWARDED_CLIENT_ID | INTERNAL_CLIENT_ID)
-    );
+    let from_a_node = ctx
+        .client_id
+        .as_deref()
+        .is_some_and(|id| id == INTERNAL_CLIENT_ID || is_forwarded(id));
     !from_a_node && !leads(&ctx.broker)
+}
+
+/// Whether `client_id` marks a request a node forwarded.
+fn is_forwarded(client_id: &str) -> bool {
+    client_id == FORWARDED_CLIENT_ID
+        || client_id
+            .strip_prefix(FORWARDED_CLIENT_ID)
+            .is_some_and(|rest| rest.starts_with('|'))
+}
+
+/// The client id a request forwarded for the client of `ctx` carries, in place of Kafka's
+/// Envelope: the forwarded mark, the client's address and its principal,
+/// `strata-forwarded|<address>|<principal>` (the principal last, since it may hold any
+/// character).
+fn forwarded_client_id(ctx: &RequestContext) -> String {
+    let host = ctx.peer.map(|p| p.ip().to_string()).unwrap_or_default();
+    format!("{FORWARDED_CLIENT_ID}|{host}|{}", ctx.principal)
+}
+
+/// On the node a request was forwarded to: the request is authorized as the client it was
+/// forwarded for (its principal and address), as Kafka's controller does with an
+/// Envelope's, but only when the connection it came on may act as a node (CLUSTER_ACTION on
+/// the cluster, Kafka's check on Envelope). Anyone else's forwarded mark leaves the request
+/// as the connection's own.
+pub fn adopt_forwarded_identity(ctx: &mut RequestContext) {
+    let Some((host, principal)) = ctx
+        .client_id
+        .as_deref()
+        .and_then(|id| id.strip_prefix(FORWARDED_CLIENT_ID)?.strip_prefix('|'))
+        .and_then(|rest| rest.split_once('|'))
+    else {
+        return;
+    };
+    if !ctx.authorize_cluster(strata_kraft::acl::AclOperation::ClusterAction) {
+        tracing::info!(principal = %ctx.principal, "a forwarded mark from a connection that may not act as a node: served as its own");
+        return;
+    }
+    let (host, principal): (Option<std::net::IpAddr>, Arc<str>) =
+        (host.parse().ok(), Arc::from(principal));
+    ctx.peer = host.map(|ip| std::net::SocketAddr::new(ip, 0));
+    ctx.principal = principal;
 }
 
 /// Whether this node answers controller-bound requests itself: it leads the quorum.
@@ -147,16 +199,21 @@ fn controller_of(broker: &Broker) -> Option<Controller> {
     // A combined leader takes it on its inter-broker listener, as any client request; a
     // dedicated controller registers no broker endpoint and takes it on its controller
     // listener (its address in the quorum), as Kafka's controllers do.
-    let (host, port) =
-        crate::broker::inter_broker_endpoint(broker, &image, leader).or_else(|| {
-            // The quorum knows every voter's address: from `controller.quorum.voters`, or
-            // from the voter set in the metadata log (KIP-853).
-            broker.quorum()?.address_of(leader)
-        })?;
+    let ((host, port), security) =
+        match crate::broker::inter_broker_endpoint(broker, &image, leader) {
+            Some(a) => (a, broker.peers.inter_broker.clone()),
+            // The quorum knows every voter's address: from `controller.quorum.voters`, or from
+            // the voter set in the metadata log (KIP-853).
+            None => (
+                broker.quorum()?.address_of(leader)?,
+                broker.peers.controller.clone(),
+            ),
+        };
     Some(Controller {
         node_id: leader,
         host,
         port,
+        security,
     })
 }
 
@@ -298,7 +355,8 @@ async fn exchange(
         Some(conn) if conn.to == *to && conn.client.is_connected() => conn,
         _ => {
             let mut client = PeerClient::new(FORWARDED_CLIENT_ID, MAX_RESPONSE_BYTES)
-                .with_decoding(Decoding::Forwarded);
+                .with_decoding(Decoding::Forwarded)
+                .secured(to.security.clone());
             client
                 .connect((to.host.as_str(), to.port))
                 .await
@@ -339,7 +397,8 @@ where
     // An old version (`codec::legacy`) goes to the controller as the codec's oldest, which
     // means the same; the answer is encoded at the client's version as usual.
     let version = codec::legacy::codec_version(ctx.api_key, ctx.api_version);
-    match forward_to_leader(&ctx.broker, ctx.api_key, version, &body, wait).await {
+    let client_id = forwarded_client_id(ctx);
+    match forward_to_leader_as(&ctx.broker, &client_id, ctx.api_key, version, &body, wait).await {
         Ok(Some((_, answer))) => answer,
         Ok(None) => local(ctx.clone(), req).await,
         Err(e) => {
@@ -510,6 +569,7 @@ mod tests {
             node_id: 2,
             host: "127.0.0.1".to_owned(),
             port,
+            security: crate::security::peer::PeerSecurity::plaintext(),
         };
         let started = std::time::Instant::now();
         let body = RequestKind::CreateTopics(CreateTopicsRequest::default());
@@ -545,6 +605,7 @@ mod tests {
             node_id: 3,
             host: "127.0.0.1".to_owned(),
             port,
+            security: crate::security::peer::PeerSecurity::plaintext(),
         };
         let body = RequestKind::CreateTopics(CreateTopicsRequest::default());
         let got = forward(&to, ApiKey::CreateTopics, 7, &body, Duration::from_secs(5)).await;

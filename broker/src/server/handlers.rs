@@ -117,7 +117,7 @@ impl RequestContext {
             peer,
             listener,
             mute: None,
-            principal: Arc::from(crate::server::security::principal::ANONYMOUS),
+            principal: Arc::from(crate::security::principal::ANONYMOUS),
         }
     }
 
@@ -525,7 +525,7 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
             ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(&ctx, r))
         }
         // A connection of a SASL listener has these answered by its authenticator
-        // (`server::security::sasl`); anywhere else they are out of place, and Kafka's
+        // (`security::sasl`); anywhere else they are out of place, and Kafka's
         // `KafkaApis` answers ILLEGAL_SASL_STATE.
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
             strata_protocol::messages::SaslHandshakeResponse::default()

@@ -202,7 +202,8 @@ async fn send_to(
         format!("strata-txn-markers-{}", broker.config.node_id),
         MAX_RESPONSE_BYTES,
     )
-    .with_decoding(Decoding::Client);
+    .with_decoding(Decoding::Client)
+    .secured(broker.peers.inter_broker.clone());
     let body = RequestKind::WriteTxnMarkers(request);
     let exchange = async {
         client.connect((host.as_str(), port)).await?;

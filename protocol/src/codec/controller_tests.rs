@@ -241,6 +241,13 @@ fn request(key: ApiKey, v: i16, id: uuid::Uuid, n: i32) -> RequestKind {
                         .with_max_supported_version(1),
                 ),
         ),
+        ApiKey::SaslHandshake => {
+            RequestKind::SaslHandshake(SaslHandshakeRequest::default().with_mechanism(s("PLAIN")))
+        }
+        ApiKey::SaslAuthenticate => RequestKind::SaslAuthenticate(
+            SaslAuthenticateRequest::default()
+                .with_auth_bytes(Bytes::from(format!("\0node-{n}\0pw"))),
+        ),
         other => panic!("no controller sample for {other:?}"),
     }
 }
@@ -451,6 +458,16 @@ fn response(key: ApiKey, v: i16, id: uuid::Uuid, n: i32) -> ResponseKind {
             }
             ResponseKind::ApiVersions(r)
         }
+        ApiKey::SaslHandshake => ResponseKind::SaslHandshake(
+            SaslHandshakeResponse::default().with_mechanisms(vec![s("PLAIN"), s("SCRAM-SHA-512")]),
+        ),
+        ApiKey::SaslAuthenticate => ResponseKind::SaslAuthenticate(
+            SaslAuthenticateResponse::default()
+                .with_error_code(if n > 5 { 58 } else { 0 })
+                .with_error_message((n > 5).then(|| s("failed")))
+                .with_auth_bytes(Bytes::from_static(b"v=abc"))
+                .with_session_lifetime_ms(if v >= 1 { i64::from(n) * 1000 } else { 0 }),
+        ),
         other => panic!("no controller sample for {other:?}"),
     }
 }

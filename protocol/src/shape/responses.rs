@@ -580,10 +580,29 @@ const DELETE_ACLS: Schema = Schema {
     flexible_from: 2,
 };
 
+/// SaslHandshake v0-1: error_code, mechanisms.
+const SASL_HANDSHAKE: Schema = Schema {
+    fields: &[f(T::I16, 0, ALL), f(T::ArrayStr, 0, ALL)],
+    flexible_from: 2,
+};
+
+/// SaslAuthenticate v0-2: error_code, error_message, auth_bytes, session_lifetime_ms (v1+).
+const SASL_AUTHENTICATE: Schema = Schema {
+    fields: &[
+        f(T::I16, 0, ALL),
+        f(T::Str, 0, ALL),
+        f(T::Bytes, 0, ALL),
+        f(T::I64, 1, ALL),
+    ],
+    flexible_from: 2,
+};
+
 pub(super) fn response_schema(key: ApiKey) -> Option<&'static Schema> {
     Some(match key {
         ApiKey::Fetch => &FETCH,
         ApiKey::ApiVersions => &API_VERSIONS,
+        ApiKey::SaslHandshake => &SASL_HANDSHAKE,
+        ApiKey::SaslAuthenticate => &SASL_AUTHENTICATE,
         ApiKey::Vote => &VOTE,
         ApiKey::BeginQuorumEpoch => &BEGIN_QUORUM_EPOCH,
         ApiKey::EndQuorumEpoch => &END_QUORUM_EPOCH,

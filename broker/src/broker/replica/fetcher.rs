@@ -214,7 +214,8 @@ async fn run(broker: Arc<Broker>, leader: i32, src: Arc<Source>) {
     let mut client = PeerClient::new(
         format!("strata-replica-fetcher-{}", broker.config.node_id),
         MAX_RESPONSE_BYTES,
-    );
+    )
+    .secured(broker.peers.inter_broker.clone());
     while !src.stopped.load(Ordering::Relaxed) {
         let Some((request, asked)) = build_request(&broker, &src) else {
             tokio::time::sleep(Duration::from_millis(100)).await;

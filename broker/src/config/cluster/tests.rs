@@ -516,7 +516,7 @@ fn listeners_follow_kafkas_parse_rules() {
 }
 
 #[test]
-fn secured_listeners_are_for_clients_only() {
+fn every_listener_may_be_secured() {
     // Every protocol on a client listener.
     let c = cfg(&[
         (
@@ -548,25 +548,29 @@ fn secured_listeners_are_for_clients_only() {
         "inter.broker.listener.name",
         "must be a listener name defined in advertised.listeners",
     );
-    // Between the nodes of a cluster, PLAINTEXT only.
-    refused(
-        &with(
-            COMBINED_3,
-            &[
-                (
-                    "listeners",
-                    "CLIENT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
-                ),
-                ("advertised.listeners", "CLIENT://127.0.0.1:19092"),
-                (
-                    "listener.security.protocol.map",
-                    "CLIENT:SASL_SSL,CONTROLLER:PLAINTEXT",
-                ),
-                ("inter.broker.listener.name", "CLIENT"),
-            ],
-        ),
-        "listener.security.protocol.map",
-        "listener CLIENT uses security protocol SASL_SSL: Strata's controller and inter-broker listeners are PLAINTEXT only",
+    // Between the nodes of a cluster too, with the map kept for the routes to them.
+    let c = cfg(&with(
+        COMBINED_3,
+        &[
+            (
+                "listeners",
+                "CLIENT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+            ),
+            ("advertised.listeners", "CLIENT://127.0.0.1:19092"),
+            (
+                "listener.security.protocol.map",
+                "CLIENT:SASL_SSL,CONTROLLER:SSL",
+            ),
+            ("inter.broker.listener.name", "CLIENT"),
+        ],
+    ))
+    .unwrap();
+    assert_eq!(
+        c.listener_protocols,
+        [
+            ("CLIENT".to_owned(), SecurityProtocol::SaslSsl),
+            ("CONTROLLER".to_owned(), SecurityProtocol::Ssl)
+        ]
     );
     refused(
         &[("listener.security.protocol.map", "PLAINTEXT:TLS")],

@@ -72,7 +72,7 @@ pub fn ctx(broker: &Arc<Broker>, api_key: ApiKey, version: i16) -> RequestContex
         peer: None,
         listener: None,
         mute: None,
-        principal: Arc::from(crate::server::security::principal::ANONYMOUS),
+        principal: Arc::from(crate::security::principal::ANONYMOUS),
     }
 }
 

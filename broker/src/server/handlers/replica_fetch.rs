@@ -50,6 +50,9 @@ pub async fn answer(
 ) -> Fetched {
     let version = ctx.api_version;
     let me = ctx.broker.config.node_id;
+    // Kafka's handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster, and is
+    // answered TOPIC_AUTHORIZATION_FAILED for every partition without it.
+    let authorized = ctx.authorize_cluster(strata_kraft::acl::AclOperation::ClusterAction);
     let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
     let mut wanted = Vec::new();
     for t in &req.topics {
@@ -68,6 +71,7 @@ pub async fn answer(
         topics.push(resp);
         for p in &t.partitions {
             let partition = match &name {
+                _ if !authorized => Err(topic_refusal_code(TopicRefusal::Unauthorized)),
                 None => Err(topic_refusal_code(TopicRefusal::UnknownId)),
                 Some(n) => match image.topics.get(n) {
                     None => Err(topic_refusal_code(TopicRefusal::Unknown)),

@@ -262,7 +262,8 @@ async fn remote(
         format!("strata-txn-verify-{}", broker.config.node_id),
         MAX_RESPONSE_BYTES,
     )
-    .with_decoding(Decoding::Client);
+    .with_decoding(Decoding::Client)
+    .secured(broker.peers.inter_broker.clone());
     let body = RequestKind::AddPartitionsToTxn(request);
     let exchange = async {
         client.connect((host.as_str(), port)).await?;

@@ -10,8 +10,6 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256, Sha512};
 use strata_kraft::scram::ScramCredential;
 
 /// The two mechanisms, with Kafka's type ids (`strata_kraft::scram`).
@@ -41,25 +39,11 @@ impl ScramMechanism {
     }
 
     fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
-        match self {
-            ScramMechanism::Sha256 => {
-                let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("any key length");
-                m.update(data);
-                m.finalize().into_bytes().to_vec()
-            }
-            ScramMechanism::Sha512 => {
-                let mut m = <Hmac<Sha512> as Mac>::new_from_slice(key).expect("any key length");
-                m.update(data);
-                m.finalize().into_bytes().to_vec()
-            }
-        }
+        strata_kraft::scram::mac(self.type_id(), key, data)
     }
 
     fn hash(self, data: &[u8]) -> Vec<u8> {
-        match self {
-            ScramMechanism::Sha256 => Sha256::digest(data).to_vec(),
-            ScramMechanism::Sha512 => Sha512::digest(data).to_vec(),
-        }
+        strata_kraft::scram::digest(self.type_id(), data)
     }
 
     /// PBKDF2's `Hi` (RFC 5802 §2.2): the salted password (`strata_kraft::scram`).
@@ -328,6 +312,107 @@ fn decode_saslname(s: &str) -> Result<String, ScramFailure> {
     Ok(out)
 }
 
+/// The client side of one SCRAM exchange, for this node's connections to other nodes
+/// (`sasl.mechanism.inter.broker.protocol`, `sasl.mechanism.controller.protocol`), as
+/// Kafka's `ScramSaslClient` runs it: client-first, then client-final with the proof, then
+/// a check of the server's signature, so that a server that does not hold the credential
+/// is not believed.
+pub struct ScramClient {
+    mechanism: ScramMechanism,
+    password: String,
+    nonce: String,
+    client_first_bare: String,
+    /// The ServerSignature the server-final message must carry, once client-final is made.
+    server_signature: Option<Vec<u8>>,
+}
+
+impl ScramClient {
+    /// An exchange for `user` with `nonce` (printable, without commas).
+    #[must_use]
+    pub fn new(mechanism: ScramMechanism, user: &str, password: &str, nonce: String) -> Self {
+        let name = user.replace('=', "=3D").replace(',', "=2C");
+        let client_first_bare = format!("n={name},r={nonce}");
+        ScramClient {
+            mechanism,
+            password: password.to_owned(),
+            nonce,
+            client_first_bare,
+            server_signature: None,
+        }
+    }
+
+    /// The client-first message (no channel binding, no authorization id).
+    #[must_use]
+    pub fn first(&self) -> Vec<u8> {
+        format!("n,,{}", self.client_first_bare).into_bytes()
+    }
+
+    /// The client-final message for the server-first message `server_first`.
+    ///
+    /// # Errors
+    ///
+    /// The server-first message is malformed, its nonce does not extend this client's, or
+    /// its iteration count is below the mechanism's minimum or above Kafka's maximum.
+    pub fn respond(&mut self, server_first: &[u8]) -> Result<Vec<u8>, ScramFailure> {
+        let text =
+            std::str::from_utf8(server_first).map_err(|_| ScramFailure::Malformed("not UTF-8"))?;
+        let (mut nonce, mut salt, mut iterations) = (None, None, None);
+        for field in text.split(',') {
+            if let Some(v) = field.strip_prefix("r=") {
+                nonce = Some(v);
+            } else if let Some(v) = field.strip_prefix("s=") {
+                salt = B64.decode(v).ok();
+            } else if let Some(v) = field.strip_prefix("i=") {
+                iterations = v.parse::<u32>().ok();
+            }
+        }
+        let nonce = nonce.ok_or(ScramFailure::Malformed("no nonce"))?;
+        let salt = salt.ok_or(ScramFailure::Malformed("no salt"))?;
+        let iterations = iterations.ok_or(ScramFailure::Malformed("no iteration count"))?;
+        if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
+            return Err(ScramFailure::NonceMismatch);
+        }
+        let allowed = strata_kraft::scram::MIN_ITERATIONS.unsigned_abs()
+            ..=strata_kraft::scram::MAX_ITERATIONS.unsigned_abs();
+        if !allowed.contains(&iterations) {
+            return Err(ScramFailure::Malformed("iteration count out of range"));
+        }
+        let m = self.mechanism;
+        let salted = m.salted_password(self.password.as_bytes(), &salt, iterations);
+        let client_key = m.hmac(&salted, b"Client Key");
+        let stored_key = m.hash(&client_key);
+        let server_key = m.hmac(&salted, b"Server Key");
+        let without_proof = format!("c={},r={nonce}", B64.encode("n,,"));
+        let auth_message = format!("{},{text},{without_proof}", self.client_first_bare);
+        let signature = m.hmac(&stored_key, auth_message.as_bytes());
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(&signature)
+            .map(|(k, s)| k ^ s)
+            .collect();
+        self.server_signature = Some(m.hmac(&server_key, auth_message.as_bytes()));
+        Ok(format!("{without_proof},p={}", B64.encode(proof)).into_bytes())
+    }
+
+    /// Checks the server-final message.
+    ///
+    /// # Errors
+    ///
+    /// It is an error (`e=`), malformed, or its signature is not the one the password gives.
+    pub fn verify(&self, server_final: &[u8]) -> Result<(), ScramFailure> {
+        let text =
+            std::str::from_utf8(server_final).map_err(|_| ScramFailure::Malformed("not UTF-8"))?;
+        let got = text
+            .strip_prefix("v=")
+            .and_then(|v| B64.decode(v.split(',').next().unwrap_or("")).ok())
+            .ok_or(ScramFailure::Malformed("no server signature"))?;
+        match &self.server_signature {
+            Some(expected) if constant_time_eq(expected, &got) => Ok(()),
+            _ => Err(ScramFailure::BadProof),
+        }
+    }
+}
+
 /// Whether `a` and `b` are equal, in a time that depends on their length only (SCRAM's
 /// StoredKey check and PLAIN's password check).
 pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -517,5 +602,59 @@ mod tests {
             s.step(b"c=eSws,r=abcSRV,p=AAAA", "", |_, _| None),
             Err(ScramFailure::ChannelBinding)
         );
+    }
+
+    #[test]
+    fn the_client_authenticates_and_checks_the_server() {
+        for m in [ScramMechanism::Sha256, ScramMechanism::Sha512] {
+            let cred = stored(m, "s3cret");
+            let exchange = |user: &str, password: &str| {
+                let mut client = ScramClient::new(m, user, password, "cn0nce".into());
+                let mut server = ScramServer::new(m);
+                let lookup = |u: &str, _| (u == "al,i=ce").then(|| cred.clone());
+                let Step::Challenge(sf) = server.step(&client.first(), "SRV", lookup)? else {
+                    panic!("expected a challenge")
+                };
+                let cf = client.respond(&sf)?;
+                let Step::Done { reply, user } = server.step(&cf, "", |_, _| None)? else {
+                    panic!("expected the end")
+                };
+                client.verify(&reply)?;
+                Ok::<_, ScramFailure>((user, client, reply))
+            };
+            // A name with the two characters SCRAM escapes.
+            let (user, client, reply) = exchange("al,i=ce", "s3cret").unwrap();
+            assert_eq!(user, "al,i=ce");
+            // A server that does not hold the credential cannot sign.
+            let mut forged = reply.clone();
+            forged[4] ^= 1;
+            assert!(client.verify(&forged).is_err());
+            assert!(client.verify(b"e=other-error").is_err());
+            assert_eq!(
+                exchange("al,i=ce", "wrong").err(),
+                Some(ScramFailure::BadProof)
+            );
+        }
+        let mut c = ScramClient::new(ScramMechanism::Sha256, "u", "p", "abc".into());
+        // The server's nonce must extend the client's.
+        assert_eq!(
+            c.respond(b"r=xyzSRV,s=c2FsdA==,i=4096"),
+            Err(ScramFailure::NonceMismatch)
+        );
+        assert_eq!(
+            c.respond(b"r=abc,s=c2FsdA==,i=4096"),
+            Err(ScramFailure::NonceMismatch)
+        );
+        // An iteration count that would make the client spin, or is too weak.
+        for i in ["1", "100000000", "-1", "x"] {
+            assert!(
+                c.respond(format!("r=abcS,s=c2FsdA==,i={i}").as_bytes())
+                    .is_err(),
+                "{i}"
+            );
+        }
+        assert!(c.respond(b"garbage").is_err());
+        // The verification before a final message was made.
+        assert!(c.verify(b"v=AAAA").is_err());
     }
 }

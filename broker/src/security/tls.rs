@@ -106,6 +106,42 @@ impl TlsSettings {
     pub fn server_config(&self) -> anyhow::Result<ServerConfig> {
         let l = &self.listener;
         let (certs, key) = self.keystore()?;
+        let (provider, versions) = self.provider_and_versions()?;
+        let builder = ServerConfig::builder_with_provider(Arc::new(provider))
+            .with_protocol_versions(&versions)
+            .map_err(|e| anyhow::anyhow!("listener {l}: {e}"))?;
+        let builder = match self.client_auth {
+            ClientAuth::None => builder.with_no_client_auth(),
+            auth => {
+                let roots = Arc::new(self.truststore()?);
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(roots, Arc::new(ring_provider()));
+                let verifier = if auth == ClientAuth::Requested {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
+                builder.with_client_cert_verifier(
+                    verifier
+                        .build()
+                        .map_err(|e| anyhow::anyhow!("listener {l}: truststore: {e}"))?,
+                )
+            }
+        };
+        builder
+            .with_single_cert(certs, key)
+            .map_err(|e| anyhow::anyhow!("listener {l}: keystore: {e}"))
+    }
+
+    /// The ring provider narrowed to `ssl.cipher.suites`, and the versions of
+    /// `ssl.enabled.protocols`.
+    fn provider_and_versions(
+        &self,
+    ) -> anyhow::Result<(
+        rustls::crypto::CryptoProvider,
+        Vec<&'static rustls::SupportedProtocolVersion>,
+    )> {
+        let l = &self.listener;
         let mut provider = ring_provider();
         if !self.cipher_suites.is_empty() {
             provider.cipher_suites.retain(|s| {
@@ -133,30 +169,46 @@ impl TlsSettings {
         if versions.is_empty() {
             anyhow::bail!("listener {l}: ssl.enabled.protocols names neither TLSv1.2 nor TLSv1.3");
         }
-        let builder = ServerConfig::builder_with_provider(Arc::new(provider))
-            .with_protocol_versions(&versions)
-            .map_err(|e| anyhow::anyhow!("listener {l}: {e}"))?;
-        let builder = match self.client_auth {
-            ClientAuth::None => builder.with_no_client_auth(),
-            auth => {
-                let roots = Arc::new(self.truststore()?);
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(roots, Arc::new(ring_provider()));
-                let verifier = if auth == ClientAuth::Requested {
-                    verifier.allow_unauthenticated()
-                } else {
-                    verifier
-                };
-                builder.with_client_cert_verifier(
-                    verifier
-                        .build()
-                        .map_err(|e| anyhow::anyhow!("listener {l}: truststore: {e}"))?,
-                )
-            }
+        Ok((provider, versions))
+    }
+
+    /// The configuration this node connects to another node's `listener` with: the
+    /// listener's truststore verifies the peer (and, unless `ssl.endpoint.identification.algorithm`
+    /// is empty, that its certificate names the host connected to, Kafka's `https`), and
+    /// its keystore, when it has one, is presented for `ssl.client.auth`.
+    ///
+    /// # Errors
+    ///
+    /// As [`TlsSettings::server_config`]; and a listener with no truststore.
+    pub fn client_config(&self, verify_hostname: bool) -> anyhow::Result<rustls::ClientConfig> {
+        let l = &self.listener;
+        let (provider, versions) = self.provider_and_versions()?;
+        let provider = Arc::new(provider);
+        let roots = Arc::new(self.truststore()?);
+        let webpki =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+                .build()
+                .map_err(|e| anyhow::anyhow!("listener {l}: truststore: {e}"))?;
+        let verifier: Arc<dyn rustls::client::danger::ServerCertVerifier> = if verify_hostname {
+            webpki
+        } else {
+            Arc::new(AnyHostName(webpki))
         };
-        builder
-            .with_single_cert(certs, key)
-            .map_err(|e| anyhow::anyhow!("listener {l}: keystore: {e}"))
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&versions)
+            .map_err(|e| anyhow::anyhow!("listener {l}: {e}"))?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier);
+        let has_keystore = self.keystore_location.is_some()
+            || (self.keystore_key.is_some() && self.keystore_chain.is_some());
+        if has_keystore {
+            let (certs, key) = self.keystore()?;
+            builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| anyhow::anyhow!("listener {l}: keystore: {e}"))
+        } else {
+            Ok(builder.with_no_client_auth())
+        }
     }
 
     fn keystore(&self) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
@@ -266,6 +318,55 @@ impl TlsSettings {
 #[allow(deprecated)]
 fn ring_provider() -> rustls::crypto::CryptoProvider {
     rustls::crypto::ring::default_provider()
+}
+
+/// `ssl.endpoint.identification.algorithm=` (empty): the peer's chain and signatures are
+/// verified as usual, but not that its certificate names the host connected to.
+#[derive(Debug)]
+struct AnyHostName(Arc<rustls::client::WebPkiServerVerifier>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyHostName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &rustls_pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use rustls::CertificateError;
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }
 
 enum StoreFormat {

@@ -13,6 +13,7 @@
 //! ([`crate::config::BrokerConfig::listener_value`]).
 
 pub mod jaas;
+pub mod peer;
 pub mod principal;
 pub mod sasl;
 pub mod scram;

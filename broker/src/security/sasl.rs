@@ -98,6 +98,10 @@ pub enum TokenOutcome {
     },
     /// Refused: answer with this message, then close.
     Failed(String),
+    /// SaslAuthenticate on a connection that is not authenticating (it has authenticated and
+    /// has not begun a re-authentication): ILLEGAL_SASL_STATE with this message, and the
+    /// connection stays open, as Kafka's `KafkaApis` answers it.
+    OutOfPlace(String),
 }
 
 enum State {
@@ -167,7 +171,7 @@ impl Authenticator {
             (State::Authenticating { .. }, _) => {
                 Gate::Close("a request other than SaslAuthenticate during SASL authentication")
             }
-            (_, ApiKey::SaslAuthenticate) => Gate::Sasl, // answered ILLEGAL_SASL_STATE
+            (_, ApiKey::SaslAuthenticate) => Gate::Sasl, // TokenOutcome::OutOfPlace
             _ if self.expires_at_ms.is_some_and(|t| now_ms >= t) => {
                 Gate::Close("the SASL session expired and the client did not re-authenticate")
             }
@@ -231,7 +235,7 @@ impl Authenticator {
             exchange,
         } = &mut self.state
         else {
-            return TokenOutcome::Failed(
+            return TokenOutcome::OutOfPlace(
                 "SaslAuthenticate request received after successful authentication".into(),
             );
         };
@@ -344,12 +348,15 @@ mod tests {
         ));
         assert_eq!(a.principal(), Some("User:alice"));
         assert_eq!(a.gate(ApiKey::Metadata, 0), Gate::Serve);
-        // After authentication, SaslAuthenticate is ILLEGAL_SASL_STATE (answered, not served).
+        // After authentication, SaslAuthenticate is ILLEGAL_SASL_STATE, and the session
+        // goes on.
         assert_eq!(a.gate(ApiKey::SaslAuthenticate, 0), Gate::Sasl);
         assert!(matches!(
             a.token(b"x", 0, |_, _| None),
-            TokenOutcome::Failed(_)
+            TokenOutcome::OutOfPlace(_)
         ));
+        assert_eq!(a.principal(), Some("User:alice"));
+        assert_eq!(a.gate(ApiKey::Metadata, 0), Gate::Serve);
     }
 
     #[test]
