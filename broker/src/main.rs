@@ -14,6 +14,7 @@ use strata_broker::broker::Broker;
 use strata_broker::config::BrokerConfig;
 use strata_broker::quorum::QuorumHandle;
 use strata_broker::security::ListenerSecurity;
+use strata_broker::server::connection_limits::{ConnectionLimits, CreationPacer};
 use strata_broker::server::{connection, housekeeping, start};
 use strata_protocol::versions::ListenerType;
 use tokio::net::TcpListener;
@@ -141,13 +142,36 @@ async fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<Vec<BoundListen
 }
 
 /// Accepts connections on one listener until the process stops. Controller-listener
-/// connections hand the quorum RPCs to `quorum`, when this node runs one.
-async fn accept_loop(broker: Arc<Broker>, listener: BoundListener, quorum: Option<QuorumHandle>) {
+/// connections hand the quorum RPCs to `quorum`, when this node runs one. Kafka's connection
+/// quotas apply (`server::connection_limits`): the creation rate paces the accepts, a full
+/// `max.connections` holds them (not on the listeners between nodes), and an address over
+/// `max.connections.per.ip` has its new connection closed at once.
+async fn accept_loop(
+    broker: Arc<Broker>,
+    listener: BoundListener,
+    quorum: Option<QuorumHandle>,
+    limits: Arc<ConnectionLimits>,
+) {
     let name: Arc<str> = Arc::from(listener.name.as_str());
+    let between_nodes = listener.kind == ListenerType::Controller
+        || (listener.name == broker.config.inter_broker_listener_name
+            && !broker.config.is_sole_voter());
+    let mut pacer = CreationPacer::default();
     loop {
+        limits.wait_for_room(&broker, between_nodes).await;
+        pacer.pace(&broker).await;
         match listener.socket.accept().await {
             Ok((stream, peer)) => {
-                tokio::spawn(connection::serve_on(
+                let admitted = match limits.admit(&broker, peer.ip(), between_nodes) {
+                    Ok(a) => a,
+                    Err(max) => {
+                        strata_broker::metrics::connection_refused_per_ip();
+                        tracing::debug!(listener = %listener.name, %peer, max, "closing connection: max.connections.per.ip reached");
+                        drop(stream);
+                        continue;
+                    }
+                };
+                let serve = connection::serve_on(
                     broker.clone(),
                     stream,
                     peer,
@@ -155,7 +179,11 @@ async fn accept_loop(broker: Arc<Broker>, listener: BoundListener, quorum: Optio
                     Some(name.clone()),
                     quorum.clone(),
                     listener.security.clone(),
-                ));
+                );
+                tokio::spawn(async move {
+                    serve.await;
+                    drop(admitted);
+                });
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -187,20 +215,31 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     tokio::spawn(housekeeping::run(broker.clone()));
     strata_broker::server::observe::start(broker.clone()).await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let limits = Arc::new(ConnectionLimits::default());
     // The controller listeners first: the quorum (and so the wait below) needs them.
     let (controller, clients): (Vec<_>, Vec<_>) = listeners
         .into_iter()
         .partition(|l| l.kind == ListenerType::Controller);
     let mut accepting: Vec<_> = controller
         .into_iter()
-        .map(|l| tokio::spawn(accept_loop(broker.clone(), l, quorum.clone())))
+        .map(|l| {
+            tokio::spawn(accept_loop(
+                broker.clone(),
+                l,
+                quorum.clone(),
+                limits.clone(),
+            ))
+        })
         .collect();
     node.wait_for_clients().await;
-    accepting.extend(
-        clients
-            .into_iter()
-            .map(|l| tokio::spawn(accept_loop(broker.clone(), l, quorum.clone()))),
-    );
+    accepting.extend(clients.into_iter().map(|l| {
+        tokio::spawn(accept_loop(
+            broker.clone(),
+            l,
+            quorum.clone(),
+            limits.clone(),
+        ))
+    }));
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = sigterm.recv() => {}

@@ -72,6 +72,11 @@ pub fn frame_timed_out() {
     registry::FRAME_TIMEOUTS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A new connection was closed at once: its address held `max.connections.per.ip`.
+pub fn connection_refused_per_ip() {
+    registry::CONNECTIONS_REFUSED_PER_IP.fetch_add(1, Ordering::Relaxed);
+}
+
 /// `bytes` of fetched records went out through user-space TLS.
 pub fn record_tls_fetch(bytes: u64) {
     registry::FETCH_TLS_BYTES.fetch_add(bytes, Ordering::Relaxed);

@@ -773,13 +773,17 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
     // DynamicListenerConfig: connection limits and network threads (cluster-level,
     // Kafka's `ClusterLevelListenerConfigs`), and SocketServer's own.
     broker("max.connection.creation.rate", Int, Some(INT_MAX), AtLeast(0), ClusterWide,
-        "New connections accepted per second."),
+        "New connections accepted per second.")
+    .read(),
     broker("max.connections", Int, Some(INT_MAX), AtLeast(0), ClusterWide,
-        "Connections the broker accepts at once."),
+        "Connections the broker accepts at once.")
+    .read(),
     broker("max.connections.per.ip", Int, Some(INT_MAX), AtLeast(0), ClusterWide,
-        "Connections accepted at once from one address."),
+        "Connections accepted at once from one address.")
+    .read(),
     broker("max.connections.per.ip.overrides", Str, Some(""), Any, ClusterWide,
-        "Per-address connection limits, host:count,..."),
+        "Per-address connection limits, host:count,...")
+    .read(),
     broker("num.network.threads", Int, Some("3"), AtLeast(1), ClusterWide,
         "Threads that read requests and write responses."),
     // DynamicProducerStateManagerConfig.

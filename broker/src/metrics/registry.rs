@@ -173,6 +173,8 @@ pub static FAILED_AUTHENTICATIONS: AtomicU64 = AtomicU64::new(0);
 pub static SUCCESSFUL_AUTHENTICATIONS: AtomicU64 = AtomicU64::new(0);
 /// Connections closed because a frame's body did not arrive by its deadline.
 pub static FRAME_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
+/// New connections closed at once because their address held `max.connections.per.ip`.
+pub static CONNECTIONS_REFUSED_PER_IP: AtomicU64 = AtomicU64::new(0);
 /// Fetch record bytes sent through user-space TLS (read, encrypted and written).
 pub static FETCH_TLS_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Fetches parked waiting for `min_bytes` (Kafka's Fetch purgatory size).

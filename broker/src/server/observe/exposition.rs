@@ -12,9 +12,10 @@ use strata_protocol::messages::ApiKey;
 
 use crate::broker::Broker;
 use crate::metrics::registry::{
-    APIS, CONNECTIONS, FAILED_AUTHENTICATIONS, FETCH_CONSUMER, FETCH_FOLLOWER, FETCH_PURGATORY,
-    FETCH_TLS_BYTES, FOLLOWER_FETCH_BYTES, FRAME_TIMEOUTS, LATENCY_BOUNDS_US,
-    PREFERRED_READ_REPLICA_ANSWERS, PRODUCE_PURGATORY, SUCCESSFUL_AUTHENTICATIONS, traffic,
+    APIS, CONNECTIONS, CONNECTIONS_REFUSED_PER_IP, FAILED_AUTHENTICATIONS, FETCH_CONSUMER,
+    FETCH_FOLLOWER, FETCH_PURGATORY, FETCH_TLS_BYTES, FOLLOWER_FETCH_BYTES, FRAME_TIMEOUTS,
+    LATENCY_BOUNDS_US, PREFERRED_READ_REPLICA_ANSWERS, PRODUCE_PURGATORY,
+    SUCCESSFUL_AUTHENTICATIONS, traffic,
 };
 
 /// A per-partition metric: name, type, help, and how to read it from a sample.
@@ -149,7 +150,7 @@ pub fn render(broker: &Broker) -> String {
     super::lag::render(&mut out, broker);
     render_cleaner(&mut out, broker);
 
-    let gauges: [(&str, &str, &str, i64); 10] = [
+    let gauges: [(&str, &str, &str, i64); 11] = [
         (
             "kafka_server_socket_server_metrics_connection_count",
             "gauge",
@@ -173,6 +174,12 @@ pub fn render(broker: &Broker) -> String {
             "counter",
             "Connections closed because a request's body did not arrive by its deadline (5 s plus its size at 1 MiB/s).",
             i64::try_from(FRAME_TIMEOUTS.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_connections_refused_per_ip_total",
+            "counter",
+            "New connections closed at once because their address held max.connections.per.ip.",
+            i64::try_from(CONNECTIONS_REFUSED_PER_IP.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
         ),
         (
             "strata_fetch_tls_bytes_total",
