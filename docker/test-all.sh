@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every Docker test, as ./test.sh runs them: builds strata:local offline once, then
-# test-single.sh, test-compose.sh and test-faults.sh (which ends with a rolling restart),
-# each with --no-build. Stops at the first failure; each script cleans up after itself.
+# test-single.sh, test-compose.sh, test-compose-secured.sh and test-faults.sh (which ends
+# with a rolling restart), each with --no-build. Stops at the first failure; each script cleans up after itself.
 # Needs a running Docker engine and Compose (`docker compose` or docker-compose).
 #
 #     docker/test-all.sh
@@ -14,7 +14,7 @@ if ! docker info >/dev/null 2>&1; then
     exit 1
 fi
 "$root/docker/build-offline.sh" strata:local
-for t in test-single.sh test-compose.sh test-faults.sh; do
+for t in test-single.sh test-compose.sh test-compose-secured.sh test-faults.sh; do
     echo
     echo "==== docker/$t ===="
     "$root/docker/$t" --no-build
