@@ -13,6 +13,7 @@
 //! ([`crate::config::BrokerConfig::listener_value`]).
 
 pub mod jaas;
+pub mod oauth;
 pub mod peer;
 pub mod principal;
 pub mod sasl;
@@ -119,7 +120,7 @@ fn sasl_settings(config: &BrokerConfig, listener: &str) -> anyhow::Result<sasl::
     }
     if mechanisms.is_empty() {
         anyhow::bail!(
-            "listener {listener}: sasl.enabled.mechanisms ({enabled}) names no mechanism Strata serves (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+            "listener {listener}: sasl.enabled.mechanisms ({enabled}) names no mechanism Strata serves (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)"
         );
     }
     let mut plain_users = std::collections::BTreeMap::new();
@@ -150,9 +151,15 @@ fn sasl_settings(config: &BrokerConfig, listener: &str) -> anyhow::Result<sasl::
         .unwrap_or("0")
         .parse::<i64>()
         .map_err(|_| anyhow::anyhow!("connections.max.reauth.ms is not a number"))?;
+    let oauth = if mechanisms.contains(&sasl::Mechanism::OAuthBearer) {
+        Some(oauth::Validator::for_listener(config, listener)?)
+    } else {
+        None
+    };
     Ok(sasl::SaslSettings {
         mechanisms,
         plain_users,
         max_reauth_ms,
+        oauth,
     })
 }

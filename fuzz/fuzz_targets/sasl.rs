@@ -8,7 +8,7 @@ use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use strata_broker::security::sasl::{Authenticator, Mechanism, SaslSettings};
 use strata_broker::security::scram::ScramMechanism;
-use strata_broker::security::{jaas, principal};
+use strata_broker::security::{jaas, oauth, principal};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&choice, rest)) = data.split_first() else {
@@ -19,11 +19,17 @@ fuzz_target!(|data: &[u8]| {
             Mechanism::Plain,
             Mechanism::Scram(ScramMechanism::Sha256),
             Mechanism::Scram(ScramMechanism::Sha512),
+            Mechanism::OAuthBearer,
         ],
         plain_users: [("alice".to_owned(), "pw".to_owned())].into(),
         max_reauth_ms: 1000,
+        oauth: Some(oauth::Validator::Unsecured {
+            principal_claim: "sub".into(),
+            skew_ms: 0,
+        }),
     });
-    let mech = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI"][usize::from(choice % 4)];
+    let mech = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"]
+        [usize::from(choice % 5)];
     let m = ScramMechanism::Sha256;
     let cred = m.credential(&m.salted_password(b"pw", b"salt", 4096), b"salt", 4096);
     let mut a = Authenticator::new(settings);

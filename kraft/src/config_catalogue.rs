@@ -740,6 +740,19 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
         "The longest an authenticated SASL session lasts before it must re-authenticate."),
     broker("sasl.mechanism.controller.protocol", Str, Some("GSSAPI"), Any, ReadOnly,
         "The SASL mechanism used to reach the controllers."),
+    // KIP-768: OAUTHBEARER tokens validated against a JWKS (SaslConfigs, read-only).
+    broker("sasl.server.callback.handler.class", Class, None, Any, ReadOnly,
+        "The SASL server callback handler (OAUTHBEARER's validator)."),
+    broker("sasl.oauthbearer.jwks.endpoint.url", Str, None, Any, ReadOnly,
+        "Where the JSON Web Key Set that signs OAUTHBEARER tokens is read (file:// here)."),
+    broker("sasl.oauthbearer.expected.audience", List, None, Any, ReadOnly,
+        "Audiences an OAUTHBEARER token must name one of."),
+    broker("sasl.oauthbearer.expected.issuer", Str, None, Any, ReadOnly,
+        "The issuer an OAUTHBEARER token must name."),
+    broker("sasl.oauthbearer.sub.claim.name", Str, Some("sub"), Any, ReadOnly,
+        "The claim an OAUTHBEARER token's principal is read from."),
+    broker("sasl.oauthbearer.clock.skew.seconds", Int, Some("30"), Any, ReadOnly,
+        "The clock difference allowed when checking a token's times."),
     // DynamicListenerConfig: SASL.
     broker("sasl.enabled.mechanisms", List, Some("GSSAPI"), Any, PerBroker,
         "The SASL mechanisms the broker offers.")

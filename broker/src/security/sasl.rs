@@ -28,6 +28,8 @@ use super::scram::{self, ScramMechanism, ScramServer};
 pub enum Mechanism {
     Plain,
     Scram(ScramMechanism),
+    /// OAUTHBEARER (`security::oauth`).
+    OAuthBearer,
 }
 
 impl Mechanism {
@@ -38,6 +40,7 @@ impl Mechanism {
             "PLAIN" => Some(Mechanism::Plain),
             "SCRAM-SHA-256" => Some(Mechanism::Scram(ScramMechanism::Sha256)),
             "SCRAM-SHA-512" => Some(Mechanism::Scram(ScramMechanism::Sha512)),
+            "OAUTHBEARER" => Some(Mechanism::OAuthBearer),
             _ => None,
         }
     }
@@ -47,6 +50,7 @@ impl Mechanism {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.name(),
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
@@ -61,6 +65,8 @@ pub struct SaslSettings {
     pub plain_users: BTreeMap<String, String>,
     /// `connections.max.reauth.ms`; 0 means sessions never expire.
     pub max_reauth_ms: i64,
+    /// OAUTHBEARER's validator, when the listener offers it.
+    pub oauth: Option<super::oauth::Validator>,
 }
 
 /// A request's place in the exchange, as the connection sees it.
@@ -119,6 +125,7 @@ enum State {
 enum Exchange {
     Plain,
     Scram(ScramServer),
+    OAuthBearer,
 }
 
 /// The authentication state of one connection of a SASL listener.
@@ -213,6 +220,7 @@ impl Authenticator {
             exchange: match m {
                 Mechanism::Plain => Exchange::Plain,
                 Mechanism::Scram(s) => Exchange::Scram(ScramServer::new(s)),
+                Mechanism::OAuthBearer => Exchange::OAuthBearer,
             },
         };
         HandshakeOutcome {
@@ -246,7 +254,27 @@ impl Authenticator {
                 mechanism.name()
             ))
         };
+        // A token's expiry bounds the session (KIP-368), when sessions are bounded at all.
+        let mut token_expires_at_ms = None;
         let (reply, user) = match exchange {
+            Exchange::OAuthBearer => {
+                let validated = self
+                    .settings
+                    .oauth
+                    .as_ref()
+                    .ok_or_else(|| "the listener has no OAUTHBEARER validator".to_owned())
+                    .and_then(|v| v.validate(token, now_ms));
+                match validated {
+                    Ok(valid) => {
+                        token_expires_at_ms = Some(valid.expires_at_ms);
+                        (Vec::new(), valid.name)
+                    }
+                    Err(why) => {
+                        tracing::info!(mechanism = "OAUTHBEARER", reason = %why, "SASL authentication failed");
+                        return failed(": invalid token");
+                    }
+                }
+            }
             Exchange::Plain => match plain(token, &self.settings.plain_users) {
                 Ok(user) => (Vec::new(), user),
                 Err(why) => {
@@ -280,7 +308,12 @@ impl Authenticator {
         self.principal = Some(principal);
         self.state = State::Done;
         self.raw_tokens = false;
-        let lifetime = self.settings.max_reauth_ms;
+        let mut lifetime = self.settings.max_reauth_ms;
+        if lifetime > 0
+            && let Some(exp) = token_expires_at_ms
+        {
+            lifetime = lifetime.min(exp.saturating_sub(now_ms).max(1));
+        }
         self.expires_at_ms = (lifetime > 0).then(|| now_ms.saturating_add(lifetime));
         TokenOutcome::Authenticated {
             reply,
@@ -327,6 +360,7 @@ mod tests {
             mechanisms: vec![Mechanism::Plain, Mechanism::Scram(ScramMechanism::Sha512)],
             plain_users: [("alice".to_owned(), "pw".to_owned())].into(),
             max_reauth_ms: reauth,
+            oauth: None,
         })
     }
 
@@ -461,6 +495,7 @@ mod proptests {
                 mechanisms: vec![Mechanism::Plain, Mechanism::Scram(ScramMechanism::Sha256), Mechanism::Scram(m)],
                 plain_users: [("alice".to_owned(), "pw".to_owned())].into(),
                 max_reauth_ms: 0,
+            oauth: None,
             }));
             a.handshake(i16::from(!v0), ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OTHER"][mech]);
             for t in &tokens {
