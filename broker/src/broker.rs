@@ -44,18 +44,6 @@ pub enum StartupError {
         dir: PathBuf,
         source: std::io::Error,
     },
-    /// A route to other nodes cannot be secured as configured.
-    #[error("{0}")]
-    PeerSecurity(String),
-}
-
-/// How this node secures its connections to other nodes (`crate::security::peer`).
-#[derive(Debug, Clone)]
-pub struct PeerRoutes {
-    /// To the controllers: the broker's controller client and forwarding.
-    pub controller: Arc<crate::security::peer::PeerSecurity>,
-    /// To the other brokers: the replica fetcher, transaction markers and verification.
-    pub inter_broker: Arc<crate::security::peer::PeerSecurity>,
 }
 
 /// Everything one broker node shares between connections.
@@ -110,7 +98,7 @@ pub struct Broker {
     /// `cleanup.policy` includes `compact`.
     pub log_cleaner: log_cleaner::LogCleanerState,
     /// How connections to other nodes are secured.
-    pub peers: PeerRoutes,
+    pub peers: crate::security::peer::PeerRoutes,
 }
 
 impl Broker {
@@ -118,7 +106,7 @@ impl Broker {
     /// driver's, see `server::start`): the offset store and the group coordinators, and, on
     /// the only voter, whose image is whole when it opens, the partitions it leads. Other
     /// nodes open their partitions' logs as the images they follow place them
-    /// ([`Broker::apply_image`]).
+    /// ([`Broker::apply_image`]). `peers` secures its connections to other nodes.
     ///
     /// # Errors
     ///
@@ -127,6 +115,7 @@ impl Broker {
         config: BrokerConfig,
         images: tokio::sync::watch::Receiver<Arc<MetadataImage>>,
         now_ms: i64,
+        peers: crate::security::peer::PeerRoutes,
     ) -> Result<Arc<Self>, StartupError> {
         let dir = config.log_dir.clone();
         std::fs::create_dir_all(&dir).map_err(|source| StartupError::LogDir {
@@ -193,12 +182,6 @@ impl Broker {
             now_ms,
         );
         let config_values = config.values.clone();
-        let secured =
-            |r: anyhow::Result<_>| r.map_err(|e| StartupError::PeerSecurity(format!("{e:#}")));
-        let peers = PeerRoutes {
-            controller: secured(crate::security::peer::PeerSecurity::controller(&config))?,
-            inter_broker: secured(crate::security::peer::PeerSecurity::inter_broker(&config))?,
-        };
         let request_memory = RequestMemory::new(
             config.queued_max_request_bytes,
             config.socket_request_max_bytes,

@@ -106,9 +106,7 @@ pub enum QuorumError {
     /// The driver's thread could not be started.
     #[error("cannot start the metadata quorum's thread: {0}")]
     Thread(std::io::Error),
-    /// The route to the other voters cannot be secured as configured.
-    #[error("controller route: {0}")]
-    Security(String),
+
     /// A directory could not be created.
     #[error("cannot create {path}: {source}")]
     Io {
@@ -363,13 +361,13 @@ impl QuorumHandle {
 ///
 /// Every committed metadata entry is applied, in order, to the image this node publishes
 /// on `images` (its `controller_id` is the quorum's leader as this node knows it).
+/// `security` secures the connections to the other voters (the controller route).
 pub async fn start(
     config: &BrokerConfig,
     cluster_id: &str,
     images: tokio::sync::watch::Sender<Arc<MetadataImage>>,
+    security: Arc<crate::security::peer::PeerSecurity>,
 ) -> Result<QuorumHandle, QuorumError> {
-    let security = crate::security::peer::PeerSecurity::controller(config)
-        .map_err(|e| QuorumError::Security(format!("{e:#}")))?;
     let dir = config.log_dir.join(METADATA_LOG_DIR);
     std::fs::create_dir_all(&dir).map_err(|source| QuorumError::Io {
         path: dir.clone(),

@@ -60,20 +60,15 @@ impl ListenerSecurity {
     pub fn for_listener(config: &BrokerConfig, endpoint: &Endpoint) -> anyhow::Result<Self> {
         let name = endpoint.name.as_str();
         let protocol = endpoint.security_protocol;
-        let uses_tls = matches!(protocol, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl);
-        let uses_sasl = matches!(
-            protocol,
-            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-        );
         let mut client_auth = tls::ClientAuth::None;
-        let tls = if uses_tls {
+        let tls = if protocol.uses_tls() {
             let settings = tls::TlsSettings::from_config(config, name)?;
             client_auth = settings.client_auth;
             Some(tls::ReloadingConfig::new(settings)?)
         } else {
             None
         };
-        let sasl = if uses_sasl {
+        let sasl = if protocol.uses_sasl() {
             Some(Arc::new(sasl_settings(config, name)?))
         } else {
             None

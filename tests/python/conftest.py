@@ -32,6 +32,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def make_certs(directory: Path) -> Path:
+    """A throwaway authority and certificates in `directory` (tests/make-certs.sh)."""
+    subprocess.run(
+        [str(REPO / "tests" / "make-certs.sh"), str(directory)],
+        check=True,
+        capture_output=True,
+    )
+    return directory
+
+
 class Broker:
     """A `strata` child process on 127.0.0.1:<port> with data in <tmp>/data."""
 

@@ -9,7 +9,6 @@ with SIGKILL, and the node's return all run over it, with confluent-kafka as the
 import socket
 import ssl
 import struct
-import subprocess
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from conftest import REPO, Broker, free_port
+from conftest import Broker, free_port, make_certs
 from test_security import authenticate, closed, handshake, read_frame
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -81,12 +80,7 @@ def create_topic_raw(s, name: str) -> int:
 
 class SecuredCluster:
     def __init__(self, tmp: Path):
-        self.certs = tmp / "certs"
-        subprocess.run(
-            [str(REPO / "tests" / "make-certs.sh"), str(self.certs)],
-            check=True,
-            capture_output=True,
-        )
+        self.certs = make_certs(tmp / "certs")
         ports = [(free_port(), free_port()) for _ in range(3)]
         self.ports = {i + 1: p for i, (p, _) in enumerate(ports)}
         self.controller_ports = {i + 1: c for i, (_, c) in enumerate(ports)}

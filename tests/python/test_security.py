@@ -40,7 +40,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from conftest import REPO, Broker, free_port
+from conftest import Broker, free_port, make_certs
 
 TIMEOUT_S = 30
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -49,12 +49,7 @@ SCRAM_PASSWORD = "scram-Secret-1"
 
 class Secured:
     def __init__(self, tmp: Path):
-        self.certs = tmp / "certs"
-        subprocess.run(
-            [str(REPO / "tests" / "make-certs.sh"), str(self.certs)],
-            check=True,
-            capture_output=True,
-        )
+        self.certs = make_certs(tmp / "certs")
         self.ports = {n: free_port() for n in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
         self.metrics_port = free_port()
         listeners = ",".join(f"{n}://127.0.0.1:{p}" for n, p in self.ports.items())

@@ -51,6 +51,21 @@ pub enum SecurityProtocol {
 }
 
 impl SecurityProtocol {
+    /// Whether connections are encrypted: SSL and SASL_SSL.
+    #[must_use]
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Whether connections authenticate with SASL: SASL_PLAINTEXT and SASL_SSL.
+    #[must_use]
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+
     fn parse(name: &str) -> Option<Self> {
         Some(match name.to_ascii_uppercase().as_str() {
             "PLAINTEXT" => SecurityProtocol::Plaintext,

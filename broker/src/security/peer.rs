@@ -76,6 +76,31 @@ impl std::fmt::Debug for PeerSecurity {
     }
 }
 
+/// How this node secures its connections to other nodes, made once at start.
+#[derive(Debug, Clone)]
+pub struct PeerRoutes {
+    /// To the controllers: the quorum's voters, the broker's controller client, forwarding
+    /// to a dedicated controller.
+    pub controller: Arc<PeerSecurity>,
+    /// To the other brokers: the replica fetcher, transaction markers and verification,
+    /// forwarding to a combined controller.
+    pub inter_broker: Arc<PeerSecurity>,
+}
+
+impl PeerRoutes {
+    /// Both routes of `config`.
+    ///
+    /// # Errors
+    ///
+    /// See [`PeerSecurity::for_route`].
+    pub fn from_config(config: &BrokerConfig) -> anyhow::Result<PeerRoutes> {
+        Ok(PeerRoutes {
+            controller: PeerSecurity::controller(config)?,
+            inter_broker: PeerSecurity::inter_broker(config)?,
+        })
+    }
+}
+
 impl PeerSecurity {
     /// A PLAINTEXT route.
     #[must_use]
@@ -133,12 +158,7 @@ impl PeerSecurity {
             .iter()
             .find(|(n, _)| n == listener)
             .map_or(SecurityProtocol::Plaintext, |(_, p)| *p);
-        let uses_tls = matches!(protocol, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl);
-        let uses_sasl = matches!(
-            protocol,
-            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-        );
-        let tls = if uses_tls {
+        let tls = if protocol.uses_tls() {
             let settings = super::tls::TlsSettings::from_config(config, listener)?;
             // Kafka's default is `https`: the peer's certificate must name the host.
             let verify_hostname = config
@@ -150,7 +170,7 @@ impl PeerSecurity {
         } else {
             None
         };
-        let login = if uses_sasl {
+        let login = if protocol.uses_sasl() {
             Some(login(config, listener, mechanism_key)?)
         } else {
             None
@@ -168,12 +188,11 @@ fn login(config: &BrokerConfig, listener: &str, mechanism_key: &str) -> anyhow::
     let name = config
         .listener_value(listener, mechanism_key)
         .unwrap_or("GSSAPI");
-    let mechanism = match name {
-        "PLAIN" => LoginMechanism::Plain,
-        "SCRAM-SHA-256" => LoginMechanism::Scram(ScramMechanism::Sha256),
-        "SCRAM-SHA-512" => LoginMechanism::Scram(ScramMechanism::Sha512),
-        other => anyhow::bail!(
-            "{mechanism_key}={other}: listener {listener} uses SASL, and Strata's nodes log in to each other with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served)"
+    let mechanism = match super::sasl::Mechanism::from_name(name) {
+        Some(super::sasl::Mechanism::Plain) => LoginMechanism::Plain,
+        Some(super::sasl::Mechanism::Scram(m)) => LoginMechanism::Scram(m),
+        _ => anyhow::bail!(
+            "{mechanism_key}={name}: listener {listener} uses SASL, and Strata's nodes log in to each other with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served)"
         ),
     };
     let key = format!("{}.sasl.jaas.config", name.to_ascii_lowercase());

@@ -59,13 +59,18 @@ impl Drop for Admitted {
     }
 }
 
-/// A limit key's value: the dynamic value (this node's, else the cluster default), else
-/// `server.properties`, else none.
-fn limit(broker: &Broker, key: &str) -> u64 {
+/// A key's value as this node resolves it: its dynamic value (its own, else the cluster
+/// default), else `server.properties`.
+fn setting(broker: &Broker, key: &str) -> Option<String> {
     let image = broker.image();
     crate::config::dynamic::broker_value(&image, broker.config.node_id, key)
         .map(|(v, _)| v.to_owned())
         .or_else(|| broker.config.values.get(key).cloned())
+}
+
+/// A limit key's value; none when unset or unparsable.
+fn limit(broker: &Broker, key: &str) -> u64 {
+    setting(broker, key)
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(UNLIMITED)
 }
@@ -74,21 +79,7 @@ fn limit(broker: &Broker, key: &str) -> u64 {
 /// (`host:count,...`; the host as the address prints, or a name that resolves to it is not
 /// looked up).
 fn per_ip_limit(broker: &Broker, ip: IpAddr) -> u64 {
-    let image = broker.image();
-    let overrides = crate::config::dynamic::broker_value(
-        &image,
-        broker.config.node_id,
-        "max.connections.per.ip.overrides",
-    )
-    .map(|(v, _)| v.to_owned())
-    .or_else(|| {
-        broker
-            .config
-            .values
-            .get("max.connections.per.ip.overrides")
-            .cloned()
-    })
-    .unwrap_or_default();
+    let overrides = setting(broker, "max.connections.per.ip.overrides").unwrap_or_default();
     let me = ip.to_string();
     overrides
         .split(',')

@@ -47,6 +47,8 @@ pub async fn start(mut config: BrokerConfig) -> anyhow::Result<Node> {
     let resolve = config.clone();
     let cluster_id = tokio::task::spawn_blocking(move || resolve_cluster_id(&resolve)).await??;
     config.cluster_id = Some(cluster_id.clone());
+    // How this node reaches the others, read once for the quorum and the broker.
+    let peers = crate::security::peer::PeerRoutes::from_config(&config)?;
     let (images_tx, images_rx) = tokio::sync::watch::channel(Arc::new(
         strata_kraft::MetadataImage::new(cluster_id.clone(), -1),
     ));
@@ -55,7 +57,13 @@ pub async fn start(mut config: BrokerConfig) -> anyhow::Result<Node> {
     // groups load against the topics they name. Other nodes open first and follow the
     // quorum as it forms.
     let early_quorum = if config.is_sole_voter() {
-        let q = quorum::start(&config, &cluster_id, images_tx.clone()).await?;
+        let q = quorum::start(
+            &config,
+            &cluster_id,
+            images_tx.clone(),
+            peers.controller.clone(),
+        )
+        .await?;
         if !q.lead_with_log_applied(SOLE_VOTER_READY).await {
             anyhow::bail!(
                 "the metadata quorum of this node alone did not elect it and apply its log within {SOLE_VOTER_READY:?}"
@@ -67,12 +75,20 @@ pub async fn start(mut config: BrokerConfig) -> anyhow::Result<Node> {
     };
     let follow = images_rx.clone();
     let broker = tokio::task::spawn_blocking(move || {
-        Ok::<_, anyhow::Error>(Broker::open(config, follow, crate::now_ms())?)
+        Ok::<_, anyhow::Error>(Broker::open(config, follow, crate::now_ms(), peers)?)
     })
     .await??;
     let quorum = match early_quorum {
         Some(q) => q,
-        None => quorum::start(&broker.config, &cluster_id, images_tx).await?,
+        None => {
+            quorum::start(
+                &broker.config,
+                &cluster_id,
+                images_tx,
+                broker.peers.controller.clone(),
+            )
+            .await?
+        }
     };
     broker.attach_quorum(quorum.clone());
     tokio::spawn(crate::broker::follow_images(
