@@ -195,6 +195,12 @@ async fn accept_loop(
 }
 
 async fn run(config: BrokerConfig) -> anyhow::Result<()> {
+    // First of all, so that a SIGTERM that arrives while the node is still starting (its
+    // listeners already take connections into the backlog) is a clean stop after the start,
+    // not the default action of killing the process.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
     let listeners = bind_listeners(&config).await?;
     let bind = format!("{}:{}", config.listen_host, config.listen_port);
     let data_dir = config.log_dir.clone();
@@ -214,7 +220,6 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let lifecycle = Some(node.lifecycle.clone());
     tokio::spawn(housekeeping::run(broker.clone()));
     strata_broker::server::observe::start(broker.clone()).await?;
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let limits = Arc::new(ConnectionLimits::default());
     // The controller listeners first: the quorum (and so the wait below) needs them.
     let (controller, clients): (Vec<_>, Vec<_>) = listeners
@@ -241,7 +246,7 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         ))
     }));
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = sigint.recv() => {}
         _ = sigterm.recv() => {}
     }
     // No new connections from here on, as before: the listeners close with their tasks.
