@@ -12,7 +12,8 @@
 #    real binary, one test binary whose heavy tests take turns via strata_tests::serial()),
 #    then pytest tests/python (kafka-python, confluent-kafka against the real binary), then
 #    librdkafka's own test suite, tier 1 (compat-tests/run-librdkafka.sh --tier1), against one
-#    node and against a three-node cluster (--cluster 3), the two side by side, then the
+#    node, against one node over SASL_SSL (--sasl-ssl) and against a three-node cluster
+#    (--cluster 3), the three side by side, then the
 #    client-library scenarios (compat-tests/scenarios/run.sh), then the Docker tests
 #    (docker/test-all.sh: the offline image, one node, the Compose cluster, and the Compose
 #    cluster under faults and a rolling restart; needs a running Docker engine).
@@ -62,6 +63,8 @@ install_prerequisites() {
     # tests/make-certs.sh: the TLS tests' certificates, made offline.
     command -v openssl >/dev/null 2>&1 || pkgs+=(openssl)
     [[ -f /usr/include/zlib.h ]] || pkgs+=(zlib1g-dev)
+    # The rdkafka crate's `ssl` feature (tests/it/rdkafka_sasl_ssl.rs) links the system OpenSSL.
+    [[ -f /usr/include/openssl/ssl.h ]] || pkgs+=(libssl-dev)
     if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
         pkgs+=(python3-venv)
     fi
@@ -153,11 +156,19 @@ if [[ -x "$STRATA_BIN" ]]; then
     # when it ends. 0081 (the admin APIs, about 430 s) runs on one node only; it passes on
     # three nodes too (compat-tests/run-librdkafka.sh --tests 0081 --cluster 3). Full suite:
     # compat-tests/run-librdkafka.sh --all.
+    # A third run beside them: tier 1 on one node whose clients connect over SASL_SSL
+    # (SCRAM-SHA-256, sessions re-authenticating every 10 s), with librdkafka's SASL tests
+    # 0135 and 0142 (results in target/compat/results-sasl_ssl/); 0081 stays on the
+    # PLAINTEXT node, where it already takes seven minutes.
     run_step librdkafka-build timeout --kill-after=30s 20m compat-tests/run-librdkafka.sh --build-only
     timeout --kill-after=30s 35m compat-tests/run-librdkafka.sh --tier1 >"$LOGS/librdkafka-tier1.log" 2>&1 &
     tier1_pid=$!
+    timeout --kill-after=30s 35m compat-tests/run-librdkafka.sh --tier1 --sasl-ssl --except 0081 \
+        >"$LOGS/librdkafka-tier1-sasl-ssl.log" 2>&1 &
+    tier1_sasl_pid=$!
     run_step tier1-cluster timeout --kill-after=30s 35m compat-tests/run-librdkafka.sh --tier1 --cluster 3 --except 0081
     run_step librdkafka-tier1 wait_and_print "$tier1_pid" "$LOGS/librdkafka-tier1.log"
+    run_step tier1-sasl-ssl wait_and_print "$tier1_sasl_pid" "$LOGS/librdkafka-tier1-sasl-ssl.log"
     # Client-library scenarios, each against a fresh broker: confluent-kafka, kafka-python,
     # aiokafka and kcat, and the old clients still in service (Sarama 1.22 and
     # python3-confluent-kafka from Debian, kafka-python 2.0.2, kcat on librdkafka 1.9.2), whose
@@ -193,13 +204,16 @@ if [[ -f "$LOGS/pytest.log" ]]; then
 fi
 
 # A short digest of failed cargo tests, just above the summary, for a CI that keeps only the
-# end of the output: where each test panicked, and the Raft role changes and fencings in the
-# node logs a failing cluster test prints (prefixed with the node's id).
+# end of the output: where each test panicked and the first line of its message, and the
+# Raft role changes and fencings in the node logs a failing cluster test prints (prefixed
+# with the node's id).
 if [[ -f "$LOGS/cargo-test.log" ]] && grep -q ' panicked at ' "$LOGS/cargo-test.log"; then
     echo
     echo "==== cargo-test failures (full log: $LOGS/cargo-test.log) ===="
     awk '/^--- node [0-9]+ / { node = $3; next }
-         / panicked at |^ *timed out after|^Caused by:/ { node = ""; print; next }
+         msg { print; msg = 0; next }
+         / panicked at / { node = ""; print; msg = 1; next }
+         /^ *timed out after|^Caused by:/ { node = ""; print; next }
          node != "" && /role changed|fencing broker|resign/ { print "node " node ": " $0 }' \
         "$LOGS/cargo-test.log" | cut -c1-180 | tail -n 30
 fi
