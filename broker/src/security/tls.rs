@@ -113,7 +113,7 @@ impl TlsSettings {
         let builder = match self.client_auth {
             ClientAuth::None => builder.with_no_client_auth(),
             auth => {
-                let roots = Arc::new(self.truststore()?);
+                let roots = Arc::new(self.truststore("ssl.client.auth")?);
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(roots, Arc::new(ring_provider()));
                 let verifier = if auth == ClientAuth::Requested {
@@ -184,7 +184,7 @@ impl TlsSettings {
         let l = &self.listener;
         let (provider, versions) = self.provider_and_versions()?;
         let provider = Arc::new(provider);
-        let roots = Arc::new(self.truststore()?);
+        let roots = Arc::new(self.truststore("verifying the other nodes' certificates")?);
         let webpki =
             rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
                 .build()
@@ -266,7 +266,9 @@ impl TlsSettings {
         })
     }
 
-    fn truststore(&self) -> anyhow::Result<RootCertStore> {
+    /// The truststore's certificates; `purpose` names what needs them, for the error when
+    /// none is configured.
+    fn truststore(&self, purpose: &str) -> anyhow::Result<RootCertStore> {
         let l = &self.listener;
         let certs = if let Some(pem) = &self.truststore_certificates {
             pem_certs(pem.as_bytes())?
@@ -295,7 +297,7 @@ impl TlsSettings {
             }
         } else {
             anyhow::bail!(
-                "listener {l}: ssl.client.auth needs ssl.truststore.location or ssl.truststore.certificates"
+                "listener {l}: {purpose} needs ssl.truststore.location or ssl.truststore.certificates"
             );
         };
         let mut roots = RootCertStore::empty();
