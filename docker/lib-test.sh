@@ -1,4 +1,17 @@
-# Shared by test-single.sh and test-compose.sh (sourced, not run).
+# Shared by the docker/test-*.sh scripts (sourced, not run).
+
+# Sets the array `compose` to the Compose command this machine has (`docker compose`, else
+# docker-compose); exits if it has neither.
+find_compose() {
+    if docker compose version >/dev/null 2>&1; then
+        compose=(docker compose)
+    elif command -v docker-compose >/dev/null; then
+        compose=(docker-compose)
+    else
+        echo "neither \`docker compose\` nor docker-compose is installed"
+        exit 1
+    fi
+}
 
 # Three free ports on 127.0.0.1 (bound and released at once, as the Rust tests do).
 free_ports() {

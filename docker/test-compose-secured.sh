@@ -20,13 +20,7 @@ started=$SECONDS
 
 [[ ${1:-} == --no-build ]] || "$root/docker/build-offline.sh" strata:local
 
-if docker compose version >/dev/null 2>&1; then
-    compose=(docker compose)
-elif command -v docker-compose >/dev/null; then
-    compose=(docker-compose)
-else
-    echo "neither \`docker compose\` nor docker-compose is installed"; exit 1
-fi
+find_compose
 project=strata-test-secured-$$
 work=$(mktemp -d)
 export STRATA_CERTS=$work/certs

@@ -21,13 +21,7 @@ started=$SECONDS
 
 [[ ${1:-} == --no-build ]] || "$root/docker/build-offline.sh" strata:local
 
-if docker compose version >/dev/null 2>&1; then
-    compose=(docker compose)
-elif command -v docker-compose >/dev/null; then
-    compose=(docker-compose)
-else
-    echo "neither \`docker compose\` nor docker-compose is installed"; exit 1
-fi
+find_compose
 project=strata-test-compose-$$
 dc() { timeout 180 "${compose[@]}" -p "$project" -f "$root/docker/docker-compose.yml" "$@"; }
 cleanup() { dc down -v --remove-orphans >/dev/null 2>&1 || true; }

@@ -43,13 +43,7 @@ helper() { timeout 150 "$python" "$root/docker/faults_check.py" "$@"; }
 
 [[ ${1:-} == --no-build ]] || "$root/docker/build-offline.sh" strata:local
 
-if docker compose version >/dev/null 2>&1; then
-    compose=(docker compose)
-elif command -v docker-compose >/dev/null; then
-    compose=(docker-compose)
-else
-    echo "neither \`docker compose\` nor docker-compose is installed"; exit 1
-fi
+find_compose
 project=strata-test-faults-$$
 dc() { timeout 180 "${compose[@]}" -p "$project" -f "$root/docker/docker-compose.yml" "$@"; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-faults.XXXXXX")
