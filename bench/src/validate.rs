@@ -89,7 +89,7 @@ pub fn run(args: impl Iterator<Item = String>) -> anyhow::Result<()> {
         Compression::Lz4,
         Compression::Zstd,
     ] {
-        let batch = with_codec(&plain, codec)?;
+        let batch = record_batch::with_codec(&plain, codec)?;
         let section = &batch[BATCH_HEADER_LEN..];
         let check = median(rounds, || {
             let v = RecordBatchView::parse(&batch).expect("parses");
@@ -118,28 +118,6 @@ pub fn run(args: impl Iterator<Item = String>) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// `plain` (an uncompressed batch) with its records section compressed by `codec`.
-fn with_codec(plain: &[u8], codec: Compression) -> anyhow::Result<Vec<u8>> {
-    if codec == Compression::None {
-        return Ok(plain.to_vec());
-    }
-    let section = compression::compress(codec, &plain[BATCH_HEADER_LEN..])?;
-    let mut out = plain[..BATCH_HEADER_LEN].to_vec();
-    out.extend_from_slice(&section);
-    let len = i32::try_from(out.len() - 12)?;
-    out[8..12].copy_from_slice(&len.to_be_bytes());
-    let id: i16 = match codec {
-        Compression::Gzip => 1,
-        Compression::Snappy => 2,
-        Compression::Lz4 => 3,
-        Compression::Zstd => 4,
-        _ => 0,
-    };
-    out[21..23].copy_from_slice(&id.to_be_bytes());
-    record_batch::write_crc(&mut out);
-    Ok(out)
 }
 
 /// The median time of `rounds` runs of `f`, in seconds.

@@ -32,6 +32,20 @@ pub enum Compression {
     Unknown(u8),
 }
 
+impl Compression {
+    /// The codec's id in attribute bits 0-2.
+    pub fn id(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Gzip => 1,
+            Compression::Snappy => 2,
+            Compression::Lz4 => 3,
+            Compression::Zstd => 4,
+            Compression::Unknown(id) => id,
+        }
+    }
+}
+
 /// Why a records section could not be decompressed.
 #[derive(Debug, Error)]
 pub enum DecompressError {

@@ -1164,6 +1164,31 @@ pub fn write_crc(batch: &mut [u8]) {
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// `plain`, a whole uncompressed batch, with its records section compressed by `codec`, as a
+/// producer sends it: the codec's id in the attributes, and the length and CRC rewritten.
+/// For tests and the bench; the broker itself never recompresses.
+///
+/// # Errors
+/// When `codec` cannot compress (an unknown codec).
+///
+/// # Panics
+/// If `plain` is shorter than the header.
+pub fn with_codec(
+    plain: &[u8],
+    codec: crate::compression::Compression,
+) -> Result<Vec<u8>, crate::compression::DecompressError> {
+    let section = crate::compression::compress(codec, &plain[BATCH_HEADER_LEN..])?;
+    let mut out = Vec::with_capacity(BATCH_HEADER_LEN + section.len());
+    out.extend_from_slice(&plain[..BATCH_HEADER_LEN]);
+    out.extend_from_slice(&section);
+    let len = i32::try_from(out.len() - LOG_OVERHEAD).expect("a batch under 2 GiB");
+    out[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&len.to_be_bytes());
+    let attributes = (be_i16(&out, ATTRIBUTES_AT) & !COMPRESSION_MASK) | i16::from(codec.id());
+    out[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    write_crc(&mut out);
+    Ok(out)
+}
+
 /// Iterates the batches in a record set (the `records` field of a Produce partition or a
 /// stretch of a segment). Stops after the first error.
 pub fn batches(buf: &[u8]) -> impl Iterator<Item = Result<RecordBatchView<'_>, BatchError>> {

@@ -276,21 +276,7 @@ fn kafka_protocol_decodes_our_marker_as_a_control_batch() {
 /// `encode_batch`'s records at `base`, recompressed with `codec` (as a producer would send
 /// them), with producer fields set.
 fn batch_with(codec: Compression, base: i64, records: &[SimpleRecord]) -> Vec<u8> {
-    let plain = encode_batch(base, records).to_vec();
-    let section = crate::compression::compress(codec, &plain[BATCH_HEADER_LEN..]).unwrap();
-    let mut out = plain[..BATCH_HEADER_LEN].to_vec();
-    out.extend_from_slice(&section);
-    let len = i32::try_from(out.len() - LOG_OVERHEAD).unwrap();
-    out[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&len.to_be_bytes());
-    let codec_id: i16 = match codec {
-        Compression::None => 0,
-        Compression::Gzip => 1,
-        Compression::Snappy => 2,
-        Compression::Lz4 => 3,
-        Compression::Zstd => 4,
-        Compression::Unknown(_) => unreachable!(),
-    };
-    out[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&codec_id.to_be_bytes());
+    let mut out = with_codec(&encode_batch(base, records), codec).unwrap();
     set_producer(&mut out, 77, 3, 100);
     out
 }
