@@ -12,12 +12,18 @@
 //!   every message is acknowledged.
 //! - `a_frame_larger_than_the_budget_is_served_when_nothing_else_is_pending`: a 2 MiB
 //!   Produce against the 1 MiB budget succeeds, twice (the budget came back).
+//! - `one_client_s_stalled_frames_leave_half_the_pool_to_others`: four stalled frames from
+//!   one address hold at most half of the large share, so another client's large produces
+//!   go through at once.
+//! - `three_stalled_100_mb_frames_neither_block_others_nor_stay`: the reported attack at
+//!   the default budget; another client's large produces go through at once, and the
+//!   stalled connections are closed about 5 s after each got its memory.
 //! - `memory_stays_bounded_while_stalled_frames_are_pending`: 32 stalled 900 KiB frames grow
 //!   the broker's RSS by a few MiB; the same clients against an unbounded broker (-1) grow it
 //!   by the ~28 MiB they sent, which shows the measurement can tell the two apart.
 
 use std::io::{ErrorKind, Write};
-use std::net::TcpStream;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -36,8 +42,12 @@ const BUDGET: &str = "1048576";
 const STALLED_VALUE: usize = 900 * 1024;
 /// The line the broker logs when a connection must wait for memory.
 const PAUSED_LOG: &str = "reads paused: queued.max.request.bytes exhausted";
+/// The line the broker logs when a client's frame waits for that client's share.
+const SHARE_LOG: &str = "reads paused: a client at its share of queued.max.request.bytes";
 /// Upper bound for any single wait in these tests.
 const WAIT: Duration = Duration::from_secs(30);
+/// The source address of stalled clients that are not the test's own client.
+const OTHER_CLIENT: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 
 /// A whole Produce v3 frame (size prefix included) of one record with a `value_len`-byte value
 /// to `topic` partition 0.
@@ -94,11 +104,28 @@ impl Stalled {
     /// Opens `n` connections and writes (non-blocking) until every frame is in, short of its
     /// last byte, or no client has made progress for `settle`.
     fn open(b: &Broker, n: usize, frame: &[u8], settle: Duration) -> anyhow::Result<Stalled> {
+        Stalled::open_from(Ipv4Addr::LOCALHOST, b, n, frame, settle)
+    }
+
+    /// [`Stalled::open`] from source address `from` (any of 127.0.0.0/8 on loopback), so
+    /// that the broker counts them as another client than the test's own (127.0.0.1).
+    fn open_from(
+        from: Ipv4Addr,
+        b: &Broker,
+        n: usize,
+        frame: &[u8],
+        settle: Duration,
+    ) -> anyhow::Result<Stalled> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         let mut streams = Vec::with_capacity(n);
         for _ in 0..n {
-            let s = TcpStream::connect(("127.0.0.1", b.port()))?;
-            s.set_nonblocking(true)?;
-            streams.push(s);
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::from((from, 0)))?;
+            let s = rt.block_on(socket.connect(SocketAddr::from(([127, 0, 0, 1], b.port()))))?;
+            // Non-blocking, as tokio left it.
+            streams.push(s.into_std()?);
         }
         let target = frame.len() - 1;
         let mut sent = vec![0; n];
@@ -157,13 +184,16 @@ fn stalled_large_frames_hold_back_large_produces_only() {
     with_broker(&[("queued.max.request.bytes", BUDGET)], |b| {
         create_topic(b, "bp")?;
         let frame = produce_frame(1, "bp", STALLED_VALUE);
-        let stalled = Stalled::open(b, 4, &frame, Duration::from_millis(500))?;
-        // One stalled frame holds the large share; the next one waits for it, and says so.
+        // From another address than the producer below: one client's frames wait for its
+        // own share (see `one_client_s_stalled_frames_leave_half_the_pool_to_others`).
+        let stalled = Stalled::open_from(OTHER_CLIENT, b, 4, &frame, Duration::from_millis(500))?;
+        // One stalled frame holds the large share; the next ones wait for their client's
+        // share, and say so.
         wait_until(
-            "the broker logs that reads are paused",
+            "the broker logs that the stalled client is at its share",
             WAIT,
             Duration::from_millis(50),
-            || paused_logged(b),
+            || Ok(std::fs::read_to_string(b.stderr_path())?.contains(SHARE_LOG)),
         )?;
 
         // Small requests are served from their own share meanwhile.
@@ -208,6 +238,10 @@ fn stalled_large_frames_hold_back_large_produces_only() {
             early == 0,
             "{early} large messages were answered while the budget was held by stalled frames"
         );
+        ensure!(
+            paused_logged(b)?,
+            "the broker did not log that the producer's reads are paused"
+        );
 
         // The stalled clients leave: their memory comes back and the producer carries on.
         stalled.disconnect();
@@ -222,6 +256,141 @@ fn stalled_large_frames_hold_back_large_produces_only() {
         offsets.sort_unstable();
         ensure!(offsets == [1, 2, 3], "large messages at {offsets:?}");
         assert_answers_small_requests(b, Duration::from_secs(5))?;
+        Ok(())
+    });
+}
+
+/// One client (an address, for anonymous clients) may hold or wait for at most half of a
+/// pool: four stalled 300 KiB frames from 127.0.0.2 hold 300 KiB of the 896 KiB large share
+/// (the other three wait for their client's first), not all of it with one more queued in
+/// front of everyone. So a large produce from 127.0.0.1 is acknowledged at once, well
+/// before the frame deadline (5 s behind 1 MiB/s) would have freed anything.
+#[test]
+fn one_client_s_stalled_frames_leave_half_the_pool_to_others() {
+    let _serial = serial();
+    with_broker(&[("queued.max.request.bytes", BUDGET)], |b| {
+        create_topic(b, "share")?;
+        let frame = produce_frame(1, "share", 300 * 1024);
+        let stalled = Stalled::open_from(OTHER_CLIENT, b, 4, &frame, Duration::from_millis(500))?;
+        wait_until(
+            "the broker logs that the stalled client is at its share",
+            WAIT,
+            Duration::from_millis(50),
+            || Ok(std::fs::read_to_string(b.stderr_path())?.contains(SHARE_LOG)),
+        )?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let _in_runtime = rt.enter();
+        let producer: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", b.bootstrap())
+            .set("linger.ms", "0")
+            .create()
+            .context("create producer")?;
+        let large = vec![b'L'; 200 * 1024];
+        let started = Instant::now();
+        for i in 0..2 {
+            let delivery = producer
+                .send_result(
+                    FutureRecord::<(), _>::to("share")
+                        .payload(&large)
+                        .partition(0),
+                )
+                .map_err(|(e, _)| e)?;
+            let ack = rt
+                .block_on(tokio::time::timeout(WAIT, delivery))
+                .context("a large message was not acknowledged")??
+                .map_err(|(e, _)| e)?;
+            ensure!(ack.offset == i, "large message at {}", ack.offset);
+        }
+        let took = started.elapsed();
+        eprintln!("two 200 KiB produces beside four stalled frames: {took:?}");
+        ensure!(
+            took < Duration::from_secs(3),
+            "the produces waited {took:?}: the stalled client held more than its share"
+        );
+        let log = std::fs::read_to_string(b.stderr_path())?;
+        ensure!(
+            !log.contains("a frame's body did not arrive in time"),
+            "a stalled frame was already cut off, so the test showed nothing"
+        );
+        drop(stalled);
+        Ok(())
+    });
+}
+
+/// The attack as first reported, at the default budget (256 MiB: 224 MiB for large frames):
+/// three connections from one address send a 100,000,000-byte size prefix and a Produce
+/// header, then nothing. One of them holds 100 MB of the budget, the other two wait for
+/// their client's share (half a pool), so another client's large produces go through at
+/// once; and each stalled connection is closed about 5 s after its memory was taken, not
+/// after the 100 s its size would take at 1 MiB/s.
+#[test]
+fn three_stalled_100_mb_frames_neither_block_others_nor_stay() {
+    let _serial = serial();
+    with_broker(&[], |b| {
+        create_topic(b, "prefix")?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let mut attackers = Vec::new();
+        for corr in 0..3 {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::from((OTHER_CLIENT, 0)))?;
+            let s = rt.block_on(socket.connect(SocketAddr::from(([127, 0, 0, 1], b.port()))))?;
+            let mut s = s.into_std()?;
+            s.set_nonblocking(false)?;
+            let mut start = 100_000_000i32.to_be_bytes().to_vec();
+            start.extend_from_slice(&header(0, 9, corr));
+            s.write_all(&start)?;
+            attackers.push(s);
+        }
+        let stalled_at = Instant::now();
+        let _in_runtime = rt.enter();
+        let producer: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", b.bootstrap())
+            .set("linger.ms", "0")
+            .create()
+            .context("create producer")?;
+        let large = vec![b'L'; 200 * 1024];
+        let started = Instant::now();
+        for i in 0..3 {
+            let delivery = producer
+                .send_result(
+                    FutureRecord::<(), _>::to("prefix")
+                        .payload(&large)
+                        .partition(0),
+                )
+                .map_err(|(e, _)| e)?;
+            let ack = rt
+                .block_on(tokio::time::timeout(WAIT, delivery))
+                .context("a large message was not acknowledged")??
+                .map_err(|(e, _)| e)?;
+            ensure!(ack.offset == i, "large message at {}", ack.offset);
+        }
+        let took = started.elapsed();
+        eprintln!("three 200 KiB produces beside three stalled 100 MB frames: {took:?}");
+        ensure!(
+            took < Duration::from_secs(3),
+            "the produces waited {took:?} behind the stalled frames"
+        );
+        // Every stalled connection is closed by the broker: the first at its frame deadline,
+        // the others at theirs once they had memory (they follow one another).
+        for (i, s) in attackers.iter_mut().enumerate() {
+            s.set_read_timeout(Some(WAIT))?;
+            let mut byte = [0u8; 1];
+            let closed = matches!(std::io::Read::read(s, &mut byte), Ok(0) | Err(_));
+            ensure!(closed, "stalled connection {i} is still open");
+            eprintln!(
+                "stalled connection {i} closed after {:?}",
+                stalled_at.elapsed()
+            );
+        }
+        ensure!(
+            stalled_at.elapsed() < Duration::from_secs(25),
+            "the stalled connections stayed {:?}",
+            stalled_at.elapsed()
+        );
         Ok(())
     });
 }

@@ -56,7 +56,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
-use crate::broker::request_memory::{Lease, LeasedFrame};
+use crate::broker::request_memory::{Lease, LeasedFrame, Owner};
 use crate::quorum::QuorumHandle;
 use crate::security::ListenerSecurity;
 use crate::security::sasl::{Authenticator, Gate, TokenOutcome};
@@ -234,7 +234,8 @@ pub async fn serve_on(
             () = crate::server::drain::begun() => None,
             next = async {
                 mute.wait().await;
-                read_frame(&broker, &mut rd, &mut buf, peer).await
+                let owner = Owner::of(&principal, peer);
+                read_frame(&broker, &mut rd, &mut buf, peer, owner).await
             } => next,
         };
         let Some((body, lease)) = next else { break };
@@ -662,18 +663,23 @@ fn cluster_refusal(ctx: &RequestContext, api: ApiKey) -> Option<ResponseKind> {
     })
 }
 
-/// How long a frame's body may take to arrive once its size is known and its memory taken:
-/// this grace, plus the body's size at [`FRAME_MIN_RATE`]. A client that stalls mid-frame
-/// holds its share of `queued.max.request.bytes` for no longer (then its connection is
-/// closed and the memory comes back), whatever `connections.max.idle.ms` says.
+/// How far behind a pace of [`FRAME_MIN_RATE`] a frame's body may fall once its size is
+/// known and its memory taken: by `FRAME_GRACE + n / FRAME_MIN_RATE` after the memory was
+/// taken, more than the body's first `n` bytes must have arrived, at every `n`. So a client
+/// that stalls mid-frame, or trickles it, holds its share of `queued.max.request.bytes` for
+/// about this grace (then its connection is closed and the memory comes back), however
+/// large a size it announced and whatever `connections.max.idle.ms` says; a whole body
+/// takes at most the grace plus its size at the minimum rate.
 const FRAME_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The slowest a frame's body may arrive, in bytes per second, past [`FRAME_GRACE`].
+/// The slowest a frame's body may arrive on average, in bytes per second (see
+/// [`FRAME_GRACE`]).
 const FRAME_MIN_RATE: u64 = 1 << 20;
 
-/// The deadline for a body of `len` bytes (see [`FRAME_GRACE`]).
-fn frame_deadline(len: usize) -> std::time::Duration {
-    FRAME_GRACE + std::time::Duration::from_millis(len as u64 * 1000 / FRAME_MIN_RATE)
+/// When more than `have` bytes of a body whose memory was taken at `start` must be in (see
+/// [`FRAME_GRACE`]).
+fn frame_due(start: tokio::time::Instant, have: usize) -> tokio::time::Instant {
+    start + FRAME_GRACE + std::time::Duration::from_millis(have as u64 * 1000 / FRAME_MIN_RATE)
 }
 
 /// Reads the next frame: its body and its share of the request budget. `None` ends the
@@ -685,6 +691,7 @@ async fn read_frame(
     rd: &mut Reader,
     buf: &mut BytesMut,
     peer: SocketAddr,
+    owner: Owner,
 ) -> Option<(Bytes, Lease)> {
     let max = broker.config.socket_request_max_bytes;
     let idle = std::time::Duration::from_millis(broker.config.connections_max_idle_ms);
@@ -715,31 +722,28 @@ async fn read_frame(
 
     // Back-pressure: no memory is reserved for the body, and none of it read, until the
     // budget admits it. Meanwhile the socket is not read at all.
-    let lease = broker.request_memory.acquire(len, peer).await;
+    let lease = broker.request_memory.acquire(len, peer, owner).await;
 
     let mut body = BytesMut::with_capacity(len);
     let buffered = buf.len().min(len);
     body.extend_from_slice(&buf[..buffered]);
     buf.advance(buffered);
-    let rest = async {
-        while body.len() < len {
-            // Straight into the body, never past it: what follows belongs to the next
-            // frame, which must wait for its own share of the budget.
-            let have = body.len();
-            let pending = frame::SIZE_PREFIX_LEN + have;
-            if !read_some(rd, &mut (&mut body).limit(len - have), peer, pending).await {
-                return false; // dropping `lease` returns the bytes
+    let start = tokio::time::Instant::now();
+    while body.len() < len {
+        // Straight into the body, never past it: what follows belongs to the next frame,
+        // which must wait for its own share of the budget.
+        let have = body.len();
+        let pending = frame::SIZE_PREFIX_LEN + have;
+        let mut rest = (&mut body).limit(len - have);
+        let read = read_some(rd, &mut rest, peer, pending);
+        match tokio::time::timeout_at(frame_due(start, have), read).await {
+            Ok(true) => {}
+            Ok(false) => return None, // dropping `lease` returns the bytes
+            Err(_) => {
+                tracing::warn!(%peer, len, received = have, elapsed = ?start.elapsed(), "closing connection: a frame's body did not arrive in time (5 s behind 1 MiB/s)");
+                crate::metrics::frame_timed_out();
+                return None;
             }
-        }
-        true
-    };
-    match tokio::time::timeout(frame_deadline(len), rest).await {
-        Ok(true) => {}
-        Ok(false) => return None,
-        Err(_) => {
-            tracing::warn!(%peer, len, deadline = ?frame_deadline(len), "closing connection: a frame's body did not arrive in time");
-            crate::metrics::frame_timed_out();
-            return None;
         }
     }
     let body = Bytes::from_owner(LeasedFrame {

@@ -150,7 +150,7 @@ pub fn render(broker: &Broker) -> String {
     super::lag::render(&mut out, broker);
     render_cleaner(&mut out, broker);
 
-    let gauges: [(&str, &str, &str, i64); 11] = [
+    let gauges: [(&str, &str, &str, i64); 13] = [
         (
             "kafka_server_socket_server_metrics_connection_count",
             "gauge",
@@ -172,8 +172,27 @@ pub fn render(broker: &Broker) -> String {
         (
             "strata_connection_frame_timeouts_total",
             "counter",
-            "Connections closed because a request's body did not arrive by its deadline (5 s plus its size at 1 MiB/s).",
+            "Connections closed because a request's body fell more than 5 s behind 1 MiB/s.",
             i64::try_from(FRAME_TIMEOUTS.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_request_memory_pool_waits_total",
+            "counter",
+            "Frames that waited for queued.max.request.bytes before their body was read.",
+            i64::try_from(
+                broker
+                    .request_memory
+                    .throttled_reads
+                    .load(Ordering::Relaxed),
+            )
+            .unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_request_memory_share_waits_total",
+            "counter",
+            "Frames that waited because their client (principal, or address if anonymous) held half of a queued.max.request.bytes pool.",
+            i64::try_from(broker.request_memory.owner_waits.load(Ordering::Relaxed))
+                .unwrap_or(i64::MAX),
         ),
         (
             "strata_connections_refused_per_ip_total",
