@@ -89,6 +89,7 @@ mod rdkafka_kip848;
 mod rdkafka_offsets;
 mod rdkafka_produce_consume;
 mod rdkafka_retention;
+mod rdkafka_sasl_ssl;
 mod roll_recovery_point;
 mod transaction_acls;
 mod transactions;

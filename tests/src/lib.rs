@@ -126,6 +126,8 @@ pub struct Broker {
     bin: PathBuf,
     /// Extra environment variables for the broker process, re-applied on restart.
     env: Vec<(String, String)>,
+    /// Listeners beside PLAINTEXT (`NAME://127.0.0.1:PORT`), listened on and advertised.
+    extra_listeners: Vec<String>,
 }
 
 impl Broker {
@@ -149,6 +151,21 @@ impl Broker {
     ///
     /// As [`Broker::start`].
     pub fn start_with_env(
+        extra_overrides: &[(&str, &str)],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Broker> {
+        Broker::start_with_listeners(&[], extra_overrides, env)
+    }
+
+    /// [`Broker::start_with_env`] with more listeners (`NAME://127.0.0.1:PORT`, e.g. a
+    /// `SASL_SSL` one) after the PLAINTEXT listener, which stays the one the harness probes
+    /// and [`Broker::bootstrap`] names. They are advertised too.
+    ///
+    /// # Errors
+    ///
+    /// As [`Broker::start`].
+    pub fn start_with_listeners(
+        extra_listeners: &[&str],
         extra_overrides: &[(&str, &str)],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Broker> {
@@ -181,6 +198,7 @@ impl Broker {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            extra_listeners: extra_listeners.iter().map(|l| l.to_string()).collect(),
         };
         broker.spawn_and_wait()?;
         Ok(broker)
@@ -301,7 +319,10 @@ impl Broker {
     }
 
     fn args(&self) -> Vec<String> {
-        let listener = format!("PLAINTEXT://127.0.0.1:{}", self.port);
+        let listener = std::iter::once(format!("PLAINTEXT://127.0.0.1:{}", self.port))
+            .chain(self.extra_listeners.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(",");
         let mut overrides = vec![
             ("listeners".to_string(), listener.clone()),
             ("advertised.listeners".to_string(), listener),
