@@ -26,6 +26,15 @@
 #                      rewrite the committed table, and .../RESULTS-partial.md otherwise)
 #   --from NNNN        skip the selected tests numbered below NNNN (split a long run)
 #   --except LIST      leave these test numbers out of the selection (comma separated)
+#   --sasl-ssl         clients connect over SASL_SSL (the test authority of
+#                      tests/make-certs.sh, SCRAM-SHA-256 as user `testuser`, or the mechanism
+#                      in COMPAT_SASL_MECHANISM: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), with
+#                      connections.max.reauth.ms=10000 so that every session re-authenticates
+#                      (KIP-368) while the tests run; the tests in
+#                      compat-tests/librdkafka-tier1-sasl.txt (0135, 0142) join tier 1. Each
+#                      node keeps a PLAINTEXT listener, LOCAL, for the nodes' own traffic and
+#                      for `strata admin`, which adds the SCRAM user. Results and logs go to
+#                      target/compat/results-sasl_ssl/ (or results-cluster-sasl_ssl/)
 #   --keep             keep the broker's data directory
 #   --build-only       build librdkafka and its test runner into target/compat and stop (so
 #                      that two runs can then go side by side without racing to build it)
@@ -52,7 +61,7 @@ BUILD_CMD='./configure --no-download --disable-gssapi --disable-curl && make -j2
 STAMP="$SRC_DIR/.strata-compat-build-stamp"
 STAMP_WANT="$CRATE | $BUILD_CMD"
 
-FROM=0 MODE=tier1 TEST_LIST="" EXCEPT="" EXT_BROKER="" PER_TEST_TIMEOUT=300 BUDGET=0 RESULTS="" KEEP=0 CLUSTER=0
+FROM=0 MODE=tier1 TEST_LIST="" EXCEPT="" EXT_BROKER="" PER_TEST_TIMEOUT=300 BUDGET=0 RESULTS="" KEEP=0 CLUSTER=0 SASL_SSL=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --tier1) MODE=tier1 ;;
@@ -68,17 +77,21 @@ while [[ $# -gt 0 ]]; do
         --build-only) MODE=build ;;
         --cluster) CLUSTER="${2:?--cluster needs a node count}"; shift
             [[ "$CLUSTER" =~ ^[1-9]$ ]] || { echo "--cluster takes 1 to 9 nodes" >&2; exit 2; } ;;
-        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+        --sasl-ssl) SASL_SSL=1 ;;
+        -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
         *) echo "unknown option: $1" >&2; exit 2 ;;
     esac
     shift
 done
 
-# A cluster run keeps its logs and results apart from the single node's.
-if [[ $CLUSTER -gt 0 && -z "${COMPAT_RESULTS_DIR:-}" ]]; then
-    RES_DIR="$COMPAT_DIR/results-cluster"
+# A cluster run, and a SASL_SSL run, keep their logs and results apart from the single
+# PLAINTEXT node's.
+if [[ ($CLUSTER -gt 0 || $SASL_SSL -eq 1) && -z "${COMPAT_RESULTS_DIR:-}" ]]; then
+    RES_DIR="$COMPAT_DIR/results$([[ $CLUSTER -gt 0 ]] && echo -cluster)$([[ $SASL_SSL -eq 1 ]] && echo -sasl_ssl)"
     mkdir -p "$RES_DIR"
 fi
+SASL_MECHANISM="${COMPAT_SASL_MECHANISM:-SCRAM-SHA-256}"
+SASL_USER=testuser SASL_PASSWORD=testuser-secret
 
 log() { echo "[compat] $*"; }
 
@@ -95,6 +108,12 @@ CLUSTER_TIER1=""
 if [[ $CLUSTER -ge 3 && -f "$HERE/librdkafka-tier1-cluster.txt" ]]; then
     CLUSTER_TIER1="$(grep -v '^#' "$HERE/librdkafka-tier1-cluster.txt" | grep -oE '[0-9]{4}' | sort -u | tr '\n' ' ')"
     TIER1="$TIER1 $CLUSTER_TIER1"
+fi
+# The SASL tests (skipped by the runner over PLAINTEXT) join tier 1 over SASL_SSL.
+SASL_TIER1=""
+if [[ $SASL_SSL -eq 1 && -f "$HERE/librdkafka-tier1-sasl.txt" ]]; then
+    SASL_TIER1="$(grep -v '^#' "$HERE/librdkafka-tier1-sasl.txt" | grep -oE '[0-9]{4}' | sort -u | tr '\n' ' ')"
+    TIER1="$TIER1 $SASL_TIER1"
 fi
 [[ -n "$TIER1" ]] || { echo "no tier-1 list found ($(tier1_file))" >&2; exit 2; }
 is_tier1() { [[ " $TIER1 " == *" $1 "* ]]; }
@@ -124,7 +143,7 @@ if [[ -f "$HERE/librdkafka-skip.txt" ]]; then
         SKIP_REASON["${BASH_REMATCH[1]}"]="${BASH_REMATCH[2]}"
     done <"$HERE/librdkafka-skip.txt"
 fi
-for t in $CLUSTER_TIER1; do unset "SKIP_REASON[$t]"; done
+for t in $CLUSTER_TIER1 $SASL_TIER1; do unset "SKIP_REASON[$t]"; done
 
 # ---- librdkafka source and build (cached) -----------------------------------------------------
 
@@ -181,8 +200,11 @@ all_tests() {
 # One node, or CLUSTER combined nodes: node i (0-based) has BROKER_PIDS[i], PORTS[i] (client),
 # CPORTS[i] (controller), DATA_DIRS[i] and its log in LOGS[i]; BROKER_ADDR lists every client
 # address. Ports and data directories are kept across a restart of the node.
-declare -a BROKER_PIDS=() PORTS=() CPORTS=() DATA_DIRS=() LOGS=()
-BROKER_ADDR="" BROKER_LOG="$RES_DIR/broker.log" CRASHES=0
+# With --sasl-ssl, PORTS[i] is the SASL_SSL listener and APORTS[i] the PLAINTEXT one (LOCAL),
+# whose addresses ADMIN_ADDR lists (else ADMIN_ADDR is BROKER_ADDR).
+declare -a BROKER_PIDS=() PORTS=() CPORTS=() APORTS=() DATA_DIRS=() LOGS=()
+BROKER_ADDR="" ADMIN_ADDR="" BROKER_LOG="$RES_DIR/broker.log" CRASHES=0
+CERTS="$RES_DIR/certs"
 NODES=1
 [[ $CLUSTER -gt 0 ]] && NODES=$CLUSTER
 
@@ -222,6 +244,21 @@ start_node() { # start_node I
     [[ -n "${PORTS[$i]:-}" ]] || PORTS[i]="$(free_port)"
     [[ -n "${DATA_DIRS[$i]:-}" ]] || DATA_DIRS[i]="$(mktemp -d "$COMPAT_DIR/broker-data.XXXXXX")"
     local listeners="PLAINTEXT://127.0.0.1:${PORTS[$i]}"
+    local advertised="$listeners"
+    if [[ $SASL_SSL -eq 1 ]]; then
+        # Clients on SASL_SSL; the nodes replicate, and `strata admin` speaks, over LOCAL.
+        [[ -n "${APORTS[$i]:-}" ]] || APORTS[i]="$(free_port)"
+        listeners="SASL_SSL://127.0.0.1:${PORTS[$i]},LOCAL://127.0.0.1:${APORTS[$i]}"
+        advertised="$listeners"
+        local jaas="org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER=\"$SASL_PASSWORD\";"
+        extra+=(--override "listener.security.protocol.map=SASL_SSL:SASL_SSL,LOCAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
+            --override inter.broker.listener.name=LOCAL
+            --override ssl.keystore.type=PEM
+            --override "ssl.keystore.location=$CERTS/server-keystore.pem"
+            --override sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+            --override "listener.name.sasl_ssl.plain.sasl.jaas.config=$jaas"
+            --override connections.max.reauth.ms=10000)
+    fi
     if [[ $CLUSTER -gt 0 ]]; then
         # Combined nodes of one quorum, as config/cluster/ sets them up; replication factor 3
         # (or the node count, if smaller) as librdkafka's own clusters.
@@ -237,7 +274,7 @@ start_node() { # start_node I
     [[ $CLUSTER -gt 0 ]] && LOGS[i]="$RES_DIR/broker-$((i + 1)).log"
     echo "---- start $(date -u +%FT%TZ) port ${PORTS[$i]}" >>"${LOGS[$i]}"
     "$STRATA_BIN" --override "listeners=$listeners" \
-        --override "advertised.listeners=PLAINTEXT://127.0.0.1:${PORTS[$i]}" \
+        --override "advertised.listeners=$advertised" \
         --override "log.dirs=${DATA_DIRS[$i]}" "${extra[@]}" >>"${LOGS[$i]}" 2>&1 &
     BROKER_PIDS[i]=$!
     wait_port "${PORTS[$i]}" 30 "${BROKER_PIDS[$i]}" ||
@@ -249,7 +286,7 @@ start_node() { # start_node I
 wait_cluster() {
     local i
     for ((i = 0; i < 600; i++)); do
-        kcat -b "$BROKER_ADDR" -m 5 -L 2>/dev/null | grep -q "^ $NODES brokers:" && return 0
+        kcat -b "$ADMIN_ADDR" -m 5 -L 2>/dev/null | grep -q "^ $NODES brokers:" && return 0
         sleep 0.1
     done
     echo "the $NODES nodes did not all register within 60 s; see $RES_DIR/broker-*.log" >&2
@@ -261,12 +298,31 @@ start_broker() {
     if [[ $CLUSTER -gt 0 ]]; then
         for ((i = 0; i < NODES; i++)); do [[ -n "${CPORTS[$i]:-}" ]] || CPORTS[i]="$(free_port)"; done
     fi
-    BROKER_ADDR=""
+    if [[ $SASL_SSL -eq 1 && ! -f "$CERTS/server-keystore.pem" ]]; then
+        "$ROOT/tests/make-certs.sh" "$CERTS" >/dev/null || { echo "tests/make-certs.sh failed" >&2; return 1; }
+    fi
+    BROKER_ADDR="" ADMIN_ADDR=""
     for ((i = 0; i < NODES; i++)); do
         start_node "$i" || return 1
         BROKER_ADDR+="${BROKER_ADDR:+,}127.0.0.1:${PORTS[$i]}"
+        ADMIN_ADDR+="${ADMIN_ADDR:+,}127.0.0.1:${APORTS[$i]:-${PORTS[$i]}}"
     done
-    [[ $CLUSTER -eq 0 ]] || wait_cluster
+    [[ $CLUSTER -eq 0 ]] || wait_cluster || return 1
+    [[ $SASL_SSL -eq 0 ]] || add_scram_user
+}
+
+# The SASL_SSL run's SCRAM credentials (both hashes), through LOCAL; bounded retries while the
+# node finishes starting.
+add_scram_user() {
+    local m i
+    for m in SCRAM-SHA-256 SCRAM-SHA-512; do
+        for ((i = 0; i < 50; i++)); do
+            "$STRATA_BIN" admin --bootstrap-server "$ADMIN_ADDR" users add --user "$SASL_USER" \
+                --password "$SASL_PASSWORD" --mechanism "$m" >/dev/null 2>&1 && break
+            sleep 0.2
+        done
+        ((i < 50)) || { echo "could not add the SCRAM user ($m)" >&2; return 1; }
+    done
 }
 
 # Restarts every node that died; returns 1 (and sets DIED) when one had.
@@ -309,7 +365,7 @@ run_one() {
     if [[ -n "${TEST_TIMEOUT[$1]:-}" ]] && ((TEST_TIMEOUT[$1] > limit)); then limit="${TEST_TIMEOUT[$1]}"; fi
     rm -f "$json"
     start=$(date +%s%N)
-    (cd "$SRC_DIR/tests" && KAFKA_PATH="$KAFKA_STUB" BROKERS="$BROKER_ADDR" TESTS="$t" TEST_KAFKA_VERSION=3.9.0 TEST_REPORT="$json" \
+    (cd "$SRC_DIR/tests" && KAFKA_PATH="$KAFKA_STUB" BROKERS="$ADMIN_ADDR" TESTS="$t" TEST_KAFKA_VERSION=3.9.0 TEST_REPORT="$json" \
         RDKAFKA_TEST_CONF="$RES_DIR/test.conf" LD_LIBRARY_PATH="$SRC_DIR/src:$SRC_DIR/src-cpp" \
         timeout -k 10 "$limit" stdbuf -oL -eL ./test-runner -p1 </dev/null >"$out" 2>&1)
     rc=$?
@@ -393,7 +449,7 @@ if [[ -z "$RESULTS" ]]; then
 fi
 
 if [[ -n "$EXT_BROKER" ]]; then
-    BROKER_ADDR="$EXT_BROKER"
+    BROKER_ADDR="$EXT_BROKER" ADMIN_ADDR="$EXT_BROKER"
 else
     STRATA_BIN="${STRATA_BIN:-$ROOT/target/release/strata}"
     [[ "$STRATA_BIN" == /* ]] || STRATA_BIN="$PWD/$STRATA_BIN"
@@ -418,6 +474,15 @@ test.topic.random=true
 # A shared 2-core machine: give the runner's own timeouts some slack.
 test.timeout.multiplier=2
 EOF
+if [[ $SASL_SSL -eq 1 ]]; then
+    cat >>"$RES_DIR/test.conf" <<EOF
+security.protocol=SASL_SSL
+sasl.mechanism=$SASL_MECHANISM
+sasl.username=$SASL_USER
+sasl.password=$SASL_PASSWORD
+ssl.ca.location=$CERTS/ca.pem
+EOF
+fi
 
 # 0052 and 0077 run Kafka's bin/kafka-topics.sh through KAFKA_PATH: point it at our stand-in,
 # a wrapper around the broker binary's `strata admin kafka-topics` (the same binary, so
@@ -483,7 +548,8 @@ fi
 {
     echo "# librdkafka test suite against Strata"
     echo
-    echo "Generated by \`compat-tests/run-librdkafka.sh $( [[ $MODE == list ]] && echo "--tests $TEST_LIST" || echo "--$MODE")$( [[ $CLUSTER -gt 0 ]] && echo " --cluster $CLUSTER")\`"
+    echo "Generated by \`compat-tests/run-librdkafka.sh $( [[ $MODE == list ]] && echo "--tests $TEST_LIST" || echo "--$MODE")$( [[ $CLUSTER -gt 0 ]] && echo " --cluster $CLUSTER")$( [[ $SASL_SSL -eq 1 ]] && echo " --sasl-ssl")\`"
+    [[ $SASL_SSL -eq 0 ]] || echo "over SASL_SSL ($SASL_MECHANISM, connections.max.reauth.ms=10000)"
     [[ $CLUSTER -eq 0 ]] || echo "against $CLUSTER combined nodes (default.replication.factor=$((NODES < 3 ? NODES : 3)))"
     echo "on $(date -u +%F) against librdkafka 2.12.1 ($CRATE), full mode (not -Q),"
     echo "TEST_KAFKA_VERSION=3.9.0, per-test timeout ${PER_TEST_TIMEOUT}s (longer for the tests in \`compat-tests/librdkafka-timeouts.txt\`), runner timeout multiplier 2."
