@@ -103,8 +103,12 @@ pub fn call(port: u16, key: ApiKey, version: i16, body: RequestKind) -> Response
     let mut resp = vec![0u8; len];
     stream.read_exact(&mut resp).expect("answer");
     assert_eq!(i32::from_be_bytes(resp[..4].try_into().unwrap()), 11);
-    // Flexible versions (v2+) have a tagged-field byte after the correlation id.
-    let start = if version >= 2 { 5 } else { 4 };
+    // Response header v1 (flexible versions) has a tagged-field byte after the correlation id.
+    let start = if key.response_header_version(version) >= 1 {
+        5
+    } else {
+        4
+    };
     let mut body = Bytes::copy_from_slice(&resp[start..]);
     ResponseKind::decode(key, &mut body, version).expect("decode")
 }

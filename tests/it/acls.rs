@@ -10,6 +10,9 @@
 //!   TOPIC_AUTHORIZATION_FAILED and succeeds once an ALLOW exists; a DENY wins over the
 //!   ALLOW; a super user (`super.users`) is allowed regardless; a consumer without READ
 //!   gets TOPIC_AUTHORIZATION_FAILED; an unauthorized CreateTopics is refused.
+//! - OffsetDelete, DescribeLogDirs, DescribeProducers, OffsetForLeaderEpoch and the two
+//!   reassignment APIs answer as Kafka's checks do once a DENY covers the topic, the group
+//!   and the cluster, and answer normally before it.
 
 use std::time::{Duration, Instant};
 
@@ -289,4 +292,203 @@ fn producers_and_consumers_are_authorized_deny_wins_and_super_users_bypass() {
         create(port, &[acl(TOPIC, "x", LITERAL, READ, ALLOW)])[0].0,
         CLUSTER_AUTHORIZATION_FAILED
     );
+}
+
+/// The checks of the APIs Kafka authorizes beyond produce, fetch and groups: the same six
+/// requests answer normally while everything is allowed, and are refused once a DENY on
+/// the topic, the group and the cluster stands for `User:ANONYMOUS`.
+#[test]
+fn offset_delete_log_dirs_producers_epochs_and_reassignments_are_authorized() {
+    use strata_protocol::StrBytes;
+    use strata_protocol::messages::{
+        AlterPartitionReassignmentsRequest, ApiKey, BrokerId, DescribeLogDirsRequest,
+        DescribeProducersRequest, GroupId, ListPartitionReassignmentsRequest, OffsetDeleteRequest,
+        OffsetForLeaderEpochRequest, RequestKind, ResponseKind, TopicName,
+        alter_partition_reassignments_request as apr, describe_producers_request as dp,
+        offset_delete_request as od, offset_for_leader_epoch_request as ofle,
+    };
+
+    const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+    let b = Broker::start(&[
+        STANDARD_AUTHORIZER,
+        ("allow.everyone.if.no.acl.found", "true"),
+    ])
+    .unwrap();
+    let port = b.port();
+    assert_eq!(produce_one(&b, "audited"), Ok(()));
+    let topic = || TopicName(StrBytes::from_static_str("audited"));
+    // Each request, and the error codes its answer carries (top level, then per partition).
+    let ask = |key: ApiKey, version: i16, body: RequestKind| -> Vec<i16> {
+        match crate::acl_client::call(port, key, version, body) {
+            ResponseKind::OffsetDelete(r) => std::iter::once(r.error_code)
+                .chain(
+                    r.topics
+                        .iter()
+                        .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+                )
+                .collect(),
+            ResponseKind::DescribeLogDirs(r) => {
+                vec![r.error_code, i16::from(r.results.is_empty())]
+            }
+            ResponseKind::DescribeProducers(r) => r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect(),
+            ResponseKind::OffsetForLeaderEpoch(r) => r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect(),
+            ResponseKind::AlterPartitionReassignments(r) => std::iter::once(r.error_code)
+                .chain(
+                    r.responses
+                        .iter()
+                        .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+                )
+                .collect(),
+            ResponseKind::ListPartitionReassignments(r) => vec![r.error_code],
+            other => panic!("unexpected answer {other:?}"),
+        }
+    };
+    let requests = || {
+        vec![
+            (
+                ApiKey::OffsetDelete,
+                0,
+                RequestKind::OffsetDelete(
+                    OffsetDeleteRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("auditors")))
+                        .with_topics(vec![
+                            od::OffsetDeleteRequestTopic::default()
+                                .with_name(topic())
+                                .with_partitions(vec![
+                                    od::OffsetDeleteRequestPartition::default()
+                                        .with_partition_index(0),
+                                ]),
+                        ]),
+                ),
+            ),
+            (
+                ApiKey::DescribeLogDirs,
+                4,
+                RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(None)),
+            ),
+            (
+                ApiKey::DescribeProducers,
+                0,
+                RequestKind::DescribeProducers(DescribeProducersRequest::default().with_topics(
+                    vec![dp::TopicRequest::default()
+                        .with_name(topic())
+                        .with_partition_indexes(vec![0])],
+                )),
+            ),
+            (
+                ApiKey::OffsetForLeaderEpoch,
+                4,
+                RequestKind::OffsetForLeaderEpoch(
+                    OffsetForLeaderEpochRequest::default()
+                        .with_replica_id(BrokerId(-1))
+                        .with_topics(vec![
+                            ofle::OffsetForLeaderTopic::default()
+                                .with_topic(topic())
+                                .with_partitions(vec![
+                                    ofle::OffsetForLeaderPartition::default()
+                                        .with_partition(0)
+                                        .with_current_leader_epoch(-1)
+                                        .with_leader_epoch(0),
+                                ]),
+                        ]),
+                ),
+            ),
+            (
+                ApiKey::AlterPartitionReassignments,
+                0,
+                RequestKind::AlterPartitionReassignments(
+                    AlterPartitionReassignmentsRequest::default()
+                        .with_timeout_ms(10_000)
+                        .with_topics(vec![
+                            apr::ReassignableTopic::default()
+                                .with_name(topic())
+                                .with_partitions(vec![
+                                    apr::ReassignablePartition::default()
+                                        .with_partition_index(0)
+                                        .with_replicas(None),
+                                ]),
+                        ]),
+                ),
+            ),
+            (
+                ApiKey::ListPartitionReassignments,
+                0,
+                RequestKind::ListPartitionReassignments(
+                    ListPartitionReassignmentsRequest::default().with_timeout_ms(10_000),
+                ),
+            ),
+        ]
+    };
+    // Allowed: no authorization error anywhere (OffsetDelete's group has no offsets, which
+    // Kafka answers GROUP_ID_NOT_FOUND; cancelling a reassignment that is not there,
+    // NO_REASSIGNMENT_IN_PROGRESS).
+    let authz = [
+        CLUSTER_AUTHORIZATION_FAILED,
+        TOPIC_AUTHORIZATION_FAILED,
+        GROUP_AUTHORIZATION_FAILED,
+    ];
+    for (key, version, body) in requests() {
+        let codes = ask(key, version, body);
+        assert!(
+            codes.iter().all(|c| !authz.contains(c)),
+            "{key:?} while allowed: {codes:?}"
+        );
+        if key == ApiKey::DescribeLogDirs {
+            assert_eq!(codes, [0, 0], "the log directory is listed");
+        }
+    }
+    let denied = create(
+        port,
+        &[
+            acl(TOPIC, "audited", LITERAL, ALL, DENY),
+            acl(GROUP, "auditors", LITERAL, ALL, DENY),
+            acl(CLUSTER, "kafka-cluster", LITERAL, ALL, DENY),
+        ],
+    );
+    assert!(denied.iter().all(|r| r.0 == 0), "{denied:?}");
+    let expected: [(ApiKey, Vec<i16>); 6] = [
+        (ApiKey::OffsetDelete, vec![GROUP_AUTHORIZATION_FAILED]),
+        (
+            ApiKey::DescribeLogDirs,
+            vec![CLUSTER_AUTHORIZATION_FAILED, 1],
+        ),
+        (ApiKey::DescribeProducers, vec![TOPIC_AUTHORIZATION_FAILED]),
+        (
+            ApiKey::OffsetForLeaderEpoch,
+            vec![TOPIC_AUTHORIZATION_FAILED],
+        ),
+        (
+            ApiKey::AlterPartitionReassignments,
+            vec![CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED],
+        ),
+        (
+            ApiKey::ListPartitionReassignments,
+            vec![CLUSTER_AUTHORIZATION_FAILED],
+        ),
+    ];
+    for ((key, version, body), (want_key, want)) in requests().into_iter().zip(expected) {
+        assert_eq!(key, want_key);
+        // The bindings reach the authorizer through the metadata log: wait for them.
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let codes = ask(key, version, body.clone());
+            if codes == want {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{key:?} once denied: {codes:?}, not {want:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }

@@ -43,6 +43,15 @@ pub async fn handle(
     let allow = req.allow_replication_factor_change;
     let response =
         AlterPartitionReassignmentsResponse::default().with_allow_replication_factor_change(allow);
+    // Kafka: ALTER on the cluster; refused, the error is on the response and every partition.
+    if !ctx.authorize_cluster(strata_kraft::acl::AclOperation::Alter) {
+        return refused(
+            response,
+            targets,
+            strata_protocol::ResponseError::ClusterAuthorizationFailed.code(),
+            "Cluster authorization failed.".to_owned(),
+        );
+    }
     match ctx
         .broker
         .alter_partition_reassignments(allow, &targets)
@@ -53,20 +62,27 @@ pub async fn handle(
                 (reassignment_error_code(e), Some(e.to_string()))
             })
         })),
-        Err(e) => {
-            let code = metadata_error_code(&e);
-            let message = e.to_string();
-            let named = targets.into_iter().map(|t| ReassignmentResult {
-                topic: t.topic,
-                partition: t.partition,
-                error: None,
-            });
-            response
-                .with_error_code(code)
-                .with_error_message(Some(StrBytes::from_string(message.clone())))
-                .with_responses(by_topic(named.collect(), |_| (code, Some(message.clone()))))
-        }
+        Err(e) => refused(response, targets, metadata_error_code(&e), e.to_string()),
     }
+}
+
+/// The whole request refused: `code` and `message` on the response and on every partition
+/// it named, as Kafka's error response has them.
+fn refused(
+    response: AlterPartitionReassignmentsResponse,
+    targets: Vec<ReassignmentTarget>,
+    code: i16,
+    message: String,
+) -> AlterPartitionReassignmentsResponse {
+    let named = targets.into_iter().map(|t| ReassignmentResult {
+        topic: t.topic,
+        partition: t.partition,
+        error: None,
+    });
+    response
+        .with_error_code(code)
+        .with_error_message(Some(StrBytes::from_string(message.clone())))
+        .with_responses(by_topic(named.collect(), |_| (code, Some(message.clone()))))
 }
 
 /// [`handle`] with its answer as a [`ResponseKind`](strata_protocol::messages::ResponseKind),

@@ -27,6 +27,12 @@ use super::RequestContext;
 /// Describes the log directory and the (requested) partitions in it.
 #[must_use]
 pub fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+    // KafkaApis: DESCRIBE on the cluster; without it no directory is listed, and from v3
+    // (the version with a top-level error code) the answer says why.
+    if !ctx.authorize_cluster(strata_kraft::acl::AclOperation::Describe) {
+        return DescribeLogDirsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let wanted: Option<HashSet<(String, i32)>> = req.topics.map(|topics| {
         topics
             .into_iter()

@@ -17,11 +17,22 @@ pub fn handle(ctx: &RequestContext, req: DescribeProducersRequest) -> DescribePr
         .into_iter()
         .map(|t| {
             let name = t.name.0.to_string();
+            // KafkaApis: READ on the topic, else every partition is refused.
+            let readable = ctx.authorize(
+                strata_kraft::acl::AclOperation::Read,
+                strata_kraft::acl::ResourceType::Topic,
+                &name,
+            );
             let partitions = t
                 .partition_indexes
                 .into_iter()
                 .map(|index| {
                     let resp = PartitionResponse::default().with_partition_index(index);
+                    if !readable {
+                        return resp.with_error_code(
+                            strata_protocol::ResponseError::TopicAuthorizationFailed.code(),
+                        );
+                    }
                     let Some(p) = ctx.broker.partition(&name, index) else {
                         return resp.with_error_code(topic_refusal_code(TopicRefusal::Unknown));
                     };

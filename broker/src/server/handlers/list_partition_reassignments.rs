@@ -23,6 +23,14 @@ pub async fn handle(
     ctx: &RequestContext,
     req: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
+    // Kafka: DESCRIBE on the cluster.
+    if !ctx.authorize_cluster(strata_kraft::acl::AclOperation::Describe) {
+        return ListPartitionReassignmentsResponse::default()
+            .with_error_code(strata_protocol::ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+    }
     let named: Option<Vec<(String, Vec<i32>)>> = req.topics.as_ref().map(|topics| {
         topics
             .iter()

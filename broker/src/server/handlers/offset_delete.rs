@@ -28,6 +28,10 @@ pub fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteRes
     let broker = &ctx.broker;
     let group = req.group_id.0.to_string();
     let fail = |code: i16| OffsetDeleteResponse::default().with_error_code(code);
+    // KafkaApis: DELETE on the group before anything else; then READ on each topic.
+    if !ctx.authorize_group(strata_kraft::acl::AclOperation::Delete, &group) {
+        return fail(strata_protocol::ResponseError::GroupAuthorizationFailed.code());
+    }
     if !valid_group_id(&group) {
         return fail(group_refusal_code(GroupRefusal::InvalidId));
     }
@@ -43,7 +47,13 @@ pub fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteRes
     let mut topics = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.0.to_string();
-        let code = if subscribed.as_ref().is_some_and(|s| s.contains(&name)) {
+        let code = if !ctx.authorize(
+            strata_kraft::acl::AclOperation::Read,
+            strata_kraft::acl::ResourceType::Topic,
+            &name,
+        ) {
+            strata_protocol::ResponseError::TopicAuthorizationFailed.code()
+        } else if subscribed.as_ref().is_some_and(|s| s.contains(&name)) {
             offset_delete_refusal_code(OffsetDeleteRefusal::SubscribedTopic)
         } else if !image.topics.contains_key(&name) {
             topic_refusal_code(TopicRefusal::Unknown)

@@ -33,11 +33,20 @@ fn answer(
     image: &MetadataImage,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    // KafkaApis: a node may ask about every topic (CLUSTER_ACTION); a consumer checking for
+    // truncation (KIP-320) needs DESCRIBE on each topic it names.
+    let node = ctx.authorize_cluster(strata_kraft::acl::AclOperation::ClusterAction);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
             let name = t.topic.0.to_string();
+            let described = node
+                || ctx.authorize(
+                    strata_kraft::acl::AclOperation::Describe,
+                    strata_kraft::acl::ResourceType::Topic,
+                    &name,
+                );
             let partitions = t
                 .partitions
                 .into_iter()
@@ -46,6 +55,11 @@ fn answer(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
+                    if !described {
+                        return resp.with_error_code(
+                            strata_protocol::ResponseError::TopicAuthorizationFailed.code(),
+                        );
+                    }
                     match leadership::leader_partition(
                         &ctx.broker,
                         image,
