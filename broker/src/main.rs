@@ -158,11 +158,11 @@ async fn accept_loop(
             && !broker.config.is_sole_voter());
     let mut pacer = CreationPacer::default();
     loop {
-        limits.wait_for_room(&broker, between_nodes).await;
-        pacer.pace(&broker).await;
+        limits.wait_for_room(&broker, &name, between_nodes).await;
+        pacer.pace(&broker, &name).await;
         match listener.socket.accept().await {
             Ok((stream, peer)) => {
-                let admitted = match limits.admit(&broker, peer.ip(), between_nodes) {
+                let admitted = match limits.admit(&broker, peer.ip(), &name, between_nodes) {
                     Ok(a) => a,
                     Err(max) => {
                         strata_broker::metrics::connection_refused_per_ip();

@@ -228,3 +228,63 @@ def test_a_connection_flood_stalls_and_non_readers_do_not_stop_other_clients(tmp
         f"under attack p50 {p(attacked, .5):.2f} p99 {p(attacked, .99):.2f}; attack {attacks}"
     )
     assert attacks["flood"] > 100 and attacks["stalled"] > 0 and attacks["pipelined"] > 0
+
+
+def test_a_listener_s_max_connections_holds_that_listener_only_and_changes_live(tmp_path):
+    """`listener.name.<l>.max.connections`: at the limit that listener stops accepting (the
+    kernel queues the connection; the broker answers it once a connection of that listener
+    closes), while the other listener accepts as before; raised with
+    IncrementalAlterConfigs, it applies without a restart."""
+    port, extra = free_port(), free_port()
+    listeners = f"PLAINTEXT://127.0.0.1:{port},EXTRA://127.0.0.1:{extra}"
+    b = Broker(
+        tmp_path,
+        {
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT",
+            "listener.name.extra.max.connections": "2",
+        },
+        port=port,
+    )
+    try:
+        held = [connect(extra) for _ in range(2)]
+        assert all(api_versions(s) for s in held)
+        waiting = connect(extra)
+        waiting.settimeout(1.5)
+        assert not api_versions(waiting), "a third connection was served on a full listener"
+        # The other listener is not held.
+        plain = connect(b.port)
+        assert api_versions(plain)
+        plain.close()
+        # One of the listener's connections closes: the waiting one is accepted and served.
+        held.pop().close()
+        waiting.settimeout(5)
+        got = waiting.recv(4)
+        assert len(got) == 4, "the queued connection was not served after one closed"
+        waiting.close()
+        # Live: raised to 4 on this broker (node 1).
+        res = ConfigResource(ConfigResource.Type.BROKER, "1")
+        res.add_incremental_config(
+            ConfigEntry("listener.name.extra.max.connections", "4",
+                        incremental_operation=AlterConfigOpType.SET)
+        )
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        for f in admin.incremental_alter_configs([res]).values():
+            f.result()
+        deadline = time.monotonic() + 10
+        while True:
+            more = [connect(extra) for _ in range(3)]
+            for s in more:
+                s.settimeout(1.5)
+            ok = [api_versions(s) for s in more]
+            for s in more:
+                s.close()
+            if ok == [True, True, True]:
+                break
+            assert time.monotonic() < deadline, f"the raised limit did not apply: {ok}"
+            time.sleep(0.3)
+        for s in held:
+            s.close()
+    finally:
+        b.kill()

@@ -6,6 +6,8 @@
 //! | `max.connections.per.ip`, `max.connections.per.ip.overrides` | a connection over its address's limit is closed as soon as it is accepted |
 //! | `max.connections` | at the limit, client listeners stop accepting until a connection closes; the inter-broker and controller listeners are exempt, so a flood of clients cannot cut the nodes off from one another (Kafka protects its inter-broker listener the same way) |
 //! | `max.connection.creation.rate` | each listener accepts at most this many connections a second; the rest wait in the kernel's backlog |
+//! | `listener.name.<l>.max.connections` | at the limit, listener `<l>` stops accepting until one of its connections closes; this applies to the listeners between nodes too, as in Kafka |
+//! | `listener.name.<l>.max.connection.creation.rate` | listener `<l>` accepts at most this many connections a second (and no more than `max.connection.creation.rate`) |
 //!
 //! Every limit defaults to 2^31-1, that is, none.
 
@@ -32,13 +34,25 @@ pub struct ConnectionLimits {
 struct Open {
     total: u64,
     per_ip: HashMap<IpAddr, u64>,
+    per_listener: HashMap<Arc<str>, u64>,
 }
 
 /// One admitted connection: it counts until dropped.
 pub struct Admitted {
     limits: Arc<ConnectionLimits>,
     ip: IpAddr,
+    listener: Arc<str>,
     counted_in_total: bool,
+}
+
+/// Takes one from `key`'s count in `map`, dropping the entry at zero.
+fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u64>, key: &K) {
+    if let Some(n) = map.get_mut(key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
 }
 
 impl Drop for Admitted {
@@ -48,12 +62,8 @@ impl Drop for Admitted {
             if self.counted_in_total {
                 open.total = open.total.saturating_sub(1);
             }
-            if let Some(n) = open.per_ip.get_mut(&self.ip) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    open.per_ip.remove(&self.ip);
-                }
-            }
+            decrement(&mut open.per_ip, &self.ip);
+            decrement(&mut open.per_listener, &self.listener);
         }
         self.limits.closed.notify_waiters();
     }
@@ -66,6 +76,8 @@ fn setting(broker: &Broker, key: &str) -> Option<String> {
     crate::config::dynamic::broker_value(&image, broker.config.node_id, key)
         .map(|(v, _)| v.to_owned())
         .or_else(|| broker.config.values.get(key).cloned())
+        // `listener.name.<l>.<key>` from `server.properties`.
+        .or_else(|| broker.config.listener_overrides.get(key).cloned())
 }
 
 /// A limit key's value; none when unset or unparsable.
@@ -90,17 +102,30 @@ fn per_ip_limit(broker: &Broker, ip: IpAddr) -> u64 {
 }
 
 impl ConnectionLimits {
-    /// Waits until the node holds fewer than `max.connections` counted connections (at
-    /// once for an exempt listener).
-    pub async fn wait_for_room(&self, broker: &Broker, exempt: bool) {
-        if exempt {
-            return;
-        }
+    /// Waits until the node holds fewer than `max.connections` counted connections (any
+    /// number for an exempt listener), and `listener` fewer than its
+    /// `listener.name.<l>.max.connections`.
+    pub async fn wait_for_room(&self, broker: &Broker, listener: &str, exempt: bool) {
         loop {
             let closed = self.closed.notified();
-            let max = limit(broker, "max.connections");
-            if self.open.lock().unwrap_or_else(|e| e.into_inner()).total < max {
+            let max = if exempt {
+                UNLIMITED
+            } else {
+                limit(broker, "max.connections")
+            };
+            let listener_max = limit(
+                broker,
+                &crate::config::listener_key(listener, "max.connections"),
+            );
+            if max >= UNLIMITED && listener_max >= UNLIMITED {
                 return;
+            }
+            {
+                let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+                let on_listener = open.per_listener.get(listener).copied().unwrap_or(0);
+                if open.total < max && on_listener < listener_max {
+                    return;
+                }
             }
             // A connection closing, or a raised limit (checked again every second).
             let _ = tokio::time::timeout(Duration::from_secs(1), closed).await;
@@ -113,6 +138,7 @@ impl ConnectionLimits {
         self: &Arc<Self>,
         broker: &Broker,
         ip: IpAddr,
+        listener: &Arc<str>,
         exempt: bool,
     ) -> Result<Admitted, u64> {
         let per_ip = per_ip_limit(broker, ip);
@@ -125,9 +151,11 @@ impl ConnectionLimits {
         if !exempt {
             open.total += 1;
         }
+        *open.per_listener.entry(listener.clone()).or_insert(0) += 1;
         Ok(Admitted {
             limits: self.clone(),
             ip,
+            listener: listener.clone(),
             counted_in_total: !exempt,
         })
     }
@@ -140,9 +168,13 @@ pub struct CreationPacer {
 }
 
 impl CreationPacer {
-    /// Waits, if need be, so that accepts run no faster than the rate.
-    pub async fn pace(&mut self, broker: &Broker) {
-        let rate = limit(broker, "max.connection.creation.rate");
+    /// Waits, if need be, so that `listener`'s accepts run no faster than its rate: the lower
+    /// of `max.connection.creation.rate` and `listener.name.<l>.max.connection.creation.rate`.
+    pub async fn pace(&mut self, broker: &Broker, listener: &str) {
+        let rate = limit(broker, "max.connection.creation.rate").min(limit(
+            broker,
+            &crate::config::listener_key(listener, "max.connection.creation.rate"),
+        ));
         if rate >= UNLIMITED || rate == 0 {
             self.next = None;
             return;
@@ -165,18 +197,22 @@ mod tests {
     fn an_admitted_connection_counts_until_dropped() {
         let limits = Arc::new(ConnectionLimits::default());
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let listener: Arc<str> = Arc::from("EXTERNAL");
         let mut open = limits.open.lock().unwrap();
         open.per_ip.insert(ip, 1);
+        open.per_listener.insert(listener.clone(), 1);
         open.total = 1;
         drop(open);
         let a = Admitted {
             limits: limits.clone(),
             ip,
+            listener,
             counted_in_total: true,
         };
         drop(a);
         let open = limits.open.lock().unwrap();
         assert_eq!(open.total, 0);
         assert!(open.per_ip.is_empty());
+        assert!(open.per_listener.is_empty());
     }
 }
