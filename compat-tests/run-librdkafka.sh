@@ -58,7 +58,7 @@ RES_DIR="${COMPAT_RESULTS_DIR:-$COMPAT_DIR/results}"
 mkdir -p "$RES_DIR" && RES_DIR="$(cd "$RES_DIR" && pwd)"
 mkdir -p "$COMPAT_DIR" && COMPAT_DIR="$(cd "$COMPAT_DIR" && pwd)" && SRC_DIR="$COMPAT_DIR/librdkafka"
 CRATE="rdkafka-sys-4.10.0+2.12.1"
-BUILD_CMD='./configure --no-download --disable-gssapi --disable-curl && make -j2 libs && make -j2 -C tests build'
+BUILD_CMD='./configure --no-download --enable-ssl --disable-gssapi --disable-curl && make -j2 libs && make -j2 -C tests build'
 STAMP="$SRC_DIR/.strata-compat-build-stamp"
 STAMP_WANT="$CRATE | $BUILD_CMD"
 
