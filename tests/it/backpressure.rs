@@ -260,6 +260,37 @@ fn stalled_large_frames_hold_back_large_produces_only() {
     });
 }
 
+/// Produces `n` 200 KiB messages to partition 0 of `topic` (empty before), one at a time,
+/// each acknowledged at the next offset; returns how long they took.
+fn produce_large_in_turn(b: &Broker, topic: &str, n: i64) -> anyhow::Result<Duration> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let _in_runtime = rt.enter();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", b.bootstrap())
+        .set("linger.ms", "0")
+        .create()
+        .context("create producer")?;
+    let large = vec![b'L'; 200 * 1024];
+    let started = Instant::now();
+    for i in 0..n {
+        let delivery = producer
+            .send_result(
+                FutureRecord::<(), _>::to(topic)
+                    .payload(&large)
+                    .partition(0),
+            )
+            .map_err(|(e, _)| e)?;
+        let ack = rt
+            .block_on(tokio::time::timeout(WAIT, delivery))
+            .context("a large message was not acknowledged")??
+            .map_err(|(e, _)| e)?;
+        ensure!(ack.offset == i, "large message at {}", ack.offset);
+    }
+    Ok(started.elapsed())
+}
+
 /// One client (an address, for anonymous clients) may hold or wait for at most half of a
 /// pool: four stalled 300 KiB frames from 127.0.0.2 hold 300 KiB of the 896 KiB large share
 /// (the other three wait for their client's first), not all of it with one more queued in
@@ -278,32 +309,7 @@ fn one_client_s_stalled_frames_leave_half_the_pool_to_others() {
             Duration::from_millis(50),
             || Ok(std::fs::read_to_string(b.stderr_path())?.contains(SHARE_LOG)),
         )?;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let _in_runtime = rt.enter();
-        let producer: FutureProducer = ClientConfig::new()
-            .set("bootstrap.servers", b.bootstrap())
-            .set("linger.ms", "0")
-            .create()
-            .context("create producer")?;
-        let large = vec![b'L'; 200 * 1024];
-        let started = Instant::now();
-        for i in 0..2 {
-            let delivery = producer
-                .send_result(
-                    FutureRecord::<(), _>::to("share")
-                        .payload(&large)
-                        .partition(0),
-                )
-                .map_err(|(e, _)| e)?;
-            let ack = rt
-                .block_on(tokio::time::timeout(WAIT, delivery))
-                .context("a large message was not acknowledged")??
-                .map_err(|(e, _)| e)?;
-            ensure!(ack.offset == i, "large message at {}", ack.offset);
-        }
-        let took = started.elapsed();
+        let took = produce_large_in_turn(b, "share", 2)?;
         eprintln!("two 200 KiB produces beside four stalled frames: {took:?}");
         ensure!(
             took < Duration::from_secs(3),
@@ -346,29 +352,7 @@ fn three_stalled_100_mb_frames_neither_block_others_nor_stay() {
             attackers.push(s);
         }
         let stalled_at = Instant::now();
-        let _in_runtime = rt.enter();
-        let producer: FutureProducer = ClientConfig::new()
-            .set("bootstrap.servers", b.bootstrap())
-            .set("linger.ms", "0")
-            .create()
-            .context("create producer")?;
-        let large = vec![b'L'; 200 * 1024];
-        let started = Instant::now();
-        for i in 0..3 {
-            let delivery = producer
-                .send_result(
-                    FutureRecord::<(), _>::to("prefix")
-                        .payload(&large)
-                        .partition(0),
-                )
-                .map_err(|(e, _)| e)?;
-            let ack = rt
-                .block_on(tokio::time::timeout(WAIT, delivery))
-                .context("a large message was not acknowledged")??
-                .map_err(|(e, _)| e)?;
-            ensure!(ack.offset == i, "large message at {}", ack.offset);
-        }
-        let took = started.elapsed();
+        let took = produce_large_in_turn(b, "prefix", 3)?;
         eprintln!("three 200 KiB produces beside three stalled 100 MB frames: {took:?}");
         ensure!(
             took < Duration::from_secs(3),

@@ -62,6 +62,17 @@ def metric(port: int, name: str) -> float:
     raise AssertionError(f"{name} not in the metrics")
 
 
+def set_broker_config(bootstrap: str, key: str, value: str) -> None:
+    """Sets `key` on broker 1 (the test's node) with IncrementalAlterConfigs."""
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+    res.add_incremental_config(
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+    )
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result()
+
+
 def test_per_ip_limit_and_its_live_override(tmp_path):
     metrics = free_port()
     b = Broker(
@@ -98,14 +109,7 @@ def test_per_ip_limit_and_its_live_override(tmp_path):
         # The admin client's connections come from 127.0.0.1: make room for them first.
         for s in held:
             s.close()
-        res = ConfigResource(ConfigResource.Type.BROKER, "1")
-        res.add_incremental_config(
-            ConfigEntry("max.connections.per.ip.overrides", f"{ATTACKER}:1",
-                        incremental_operation=AlterConfigOpType.SET)
-        )
-        admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        for f in admin.incremental_alter_configs([res]).values():
-            f.result()
+        set_broker_config(b.bootstrap, "max.connections.per.ip.overrides", f"{ATTACKER}:1")
         deadline = time.monotonic() + 10
         while True:
             first = connect(b.port, ATTACKER)
@@ -264,14 +268,7 @@ def test_a_listener_s_max_connections_holds_that_listener_only_and_changes_live(
         assert len(got) == 4, "the queued connection was not served after one closed"
         waiting.close()
         # Live: raised to 4 on this broker (node 1).
-        res = ConfigResource(ConfigResource.Type.BROKER, "1")
-        res.add_incremental_config(
-            ConfigEntry("listener.name.extra.max.connections", "4",
-                        incremental_operation=AlterConfigOpType.SET)
-        )
-        admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        for f in admin.incremental_alter_configs([res]).values():
-            f.result()
+        set_broker_config(b.bootstrap, "listener.name.extra.max.connections", "4")
         deadline = time.monotonic() + 10
         while True:
             more = [connect(extra) for _ in range(3)]
