@@ -521,7 +521,8 @@ for t in $SELECTED; do
     # librdkafka-known-failures.txt). A pass on retry is reported as flaky, never hidden.
     if [[ $R_STATE != pass && $R_STATE != skip && -z "$crash" && "${COMPAT_RETRY:-1}" == 1 ]] && is_tier1 "$t"; then
         first_reason="$R_REASON"
-        log "$t failed ($first_reason); running it once more"
+        log "$t failed ($first_reason); running it once more (first run's log: $t.first-run.log)"
+        cp -f "$RES_DIR/$t.log" "$RES_DIR/$t.first-run.log" 2>/dev/null
         run_one "$t"
         if [[ $R_STATE == pass ]]; then
             R_REASON="flaky: passed on retry; first run: $first_reason"
