@@ -222,6 +222,7 @@ def test_a_connection_flood_stalls_and_non_readers_do_not_stop_other_clients(tmp
         stop.set()
         for t in threads:
             t.join(timeout=70)
+        b.kill()
 
     def p(xs, q):
         xs = sorted(xs)
