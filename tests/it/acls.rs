@@ -492,3 +492,109 @@ fn offset_delete_log_dirs_producers_epochs_and_reassignments_are_authorized() {
         }
     }
 }
+
+/// OffsetFetch's named topics, ConsumerGroupDescribe and a KIP-848 member's subscription
+/// are checked against DESCRIBE on their topics, as Kafka's KafkaApis checks them: a
+/// client refused a topic learns neither its offsets nor who consumes it.
+#[test]
+fn offset_fetch_group_descriptions_and_subscriptions_check_their_topics() {
+    use strata_protocol::StrBytes;
+    use strata_protocol::messages::{
+        ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, GroupId,
+        OffsetFetchRequest, RequestKind, ResponseKind, TopicName, offset_fetch_request as of,
+    };
+
+    const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    let b = Broker::start(&[
+        STANDARD_AUTHORIZER,
+        ("allow.everyone.if.no.acl.found", "true"),
+    ])
+    .unwrap();
+    let port = b.port();
+    assert_eq!(produce_one(&b, "hidden"), Ok(()));
+    assert_eq!(produce_one(&b, "seen"), Ok(()));
+    let name = |s: &'static str| TopicName(StrBytes::from_static_str(s));
+    // A member's heartbeat: its error code and message.
+    let join = |group: &'static str, topic: &'static str| -> (i16, Option<String>) {
+        let req = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str(group)))
+            .with_member_id(StrBytes::from_string(format!("{group}-{topic}-member")))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![name(topic)]))
+            .with_topic_partitions(Some(vec![]));
+        match crate::acl_client::call(
+            port,
+            ApiKey::ConsumerGroupHeartbeat,
+            1,
+            RequestKind::ConsumerGroupHeartbeat(req),
+        ) {
+            ResponseKind::ConsumerGroupHeartbeat(r) => {
+                (r.error_code, r.error_message.map(|m| m.to_string()))
+            }
+            other => panic!("unexpected answer {other:?}"),
+        }
+    };
+    // OffsetFetch v8 naming `hidden`: the group's error and the partition's.
+    let fetch = || -> (i16, Vec<i16>) {
+        let req = OffsetFetchRequest::default().with_groups(vec![
+            of::OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("watchers")))
+                .with_topics(Some(vec![
+                    of::OffsetFetchRequestTopics::default()
+                        .with_name(name("hidden"))
+                        .with_partition_indexes(vec![0]),
+                ])),
+        ]);
+        match crate::acl_client::call(port, ApiKey::OffsetFetch, 8, RequestKind::OffsetFetch(req)) {
+            ResponseKind::OffsetFetch(r) => (
+                r.groups[0].error_code,
+                r.groups[0]
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                    .collect(),
+            ),
+            other => panic!("unexpected answer {other:?}"),
+        }
+    };
+    // ConsumerGroupDescribe of `watchers`: its error and how many members it shows.
+    let describe = || -> (i16, usize) {
+        let req = ConsumerGroupDescribeRequest::default()
+            .with_group_ids(vec![GroupId(StrBytes::from_static_str("watchers"))])
+            .with_include_authorized_operations(true);
+        match crate::acl_client::call(
+            port,
+            ApiKey::ConsumerGroupDescribe,
+            0,
+            RequestKind::ConsumerGroupDescribe(req),
+        ) {
+            ResponseKind::ConsumerGroupDescribe(r) => {
+                (r.groups[0].error_code, r.groups[0].members.len())
+            }
+            other => panic!("unexpected answer {other:?}"),
+        }
+    };
+
+    assert_eq!(join("watchers", "hidden"), (0, None));
+    assert_eq!(fetch(), (0, vec![0]));
+    assert_eq!(describe(), (0, 1));
+
+    let denied = create(port, &[acl(TOPIC, "hidden", LITERAL, DESCRIBE, DENY)]);
+    assert!(denied.iter().all(|r| r.0 == 0), "{denied:?}");
+    let deadline = Instant::now() + TIMEOUT;
+    while fetch() != (0, vec![TOPIC_AUTHORIZATION_FAILED]) {
+        assert!(
+            Instant::now() < deadline,
+            "OffsetFetch once denied: {:?}",
+            fetch()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(describe(), (TOPIC_AUTHORIZATION_FAILED, 0));
+    let (code, message) = join("others", "hidden");
+    assert_eq!(code, TOPIC_AUTHORIZATION_FAILED, "{message:?}");
+    assert!(message.is_some_and(|m| m.contains("hidden")));
+    // A subscription to a topic the client may describe still joins.
+    assert_eq!(join("others", "seen"), (0, None));
+}

@@ -1,8 +1,14 @@
 //! ConsumerGroupDescribe (key 69, v0–v1): a consumer group's epochs, assignor, and each
 //! member's current and target assignment. An unknown id, or a classic group's, gets
 //! GROUP_ID_NOT_FOUND.
+//!
+//! Authorization, as Kafka's `handleConsumerGroupDescribe`: DESCRIBE on the group
+//! (GROUP_AUTHORIZATION_FAILED), and DESCRIBE on every topic its members are assigned or
+//! subscribed to, else the group answers TOPIC_AUTHORIZATION_FAILED and no members, so a
+//! description cannot show topics the client may not see.
 
 use strata_kraft::MetadataImage;
+use strata_kraft::acl::{AclOperation, ResourceType};
 use strata_protocol::StrBytes;
 use strata_protocol::messages::consumer_group_describe_response::{
     Assignment, DescribedGroup, Member, TopicPartitions,
@@ -34,6 +40,9 @@ pub fn handle(
             let out = DescribedGroup::default()
                 .with_group_id(id.clone())
                 .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            if !ctx.authorize_group(AclOperation::Describe, &id.0) {
+                return out.with_error_code(group_refusal_code(GroupRefusal::Unauthorized));
+            }
             if let Err(e) = crate::server::placement::check(&ctx.broker, &id.0) {
                 // Kafka's `groupError`: the state is unknown, an empty string.
                 return out.with_error_code(coordinator_unavailable_code(e));
@@ -49,6 +58,30 @@ pub fn handle(
                     .with_error_code(group_refusal_code(GroupRefusal::NotFound))
                     .with_error_message(Some(StrBytes::from_string(msg)))
                     .with_group_state(StrBytes::from_static_str("Dead"));
+            };
+            let hidden = g.members.iter().any(|(m, target)| {
+                m.subscribed_topic_names
+                    .iter()
+                    .cloned()
+                    .chain(
+                        [&m.assigned, target]
+                            .into_iter()
+                            .flat_map(|a| a.keys())
+                            .filter_map(|id| image.topic_names_by_id.get(id).cloned()),
+                    )
+                    .any(|t| !ctx.authorize(AclOperation::Describe, ResourceType::Topic, &t))
+            });
+            if hidden {
+                return out
+                    .with_error_code(strata_protocol::ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "The group has described topic(s) that the client is not authorized to describe.",
+                    )));
+            }
+            let ops = if req.include_authorized_operations {
+                ctx.authorized_operations(ResourceType::Group, &id.0)
+            } else {
+                AUTHORIZED_OPERATIONS_OMITTED
             };
             let members = g
                 .members
@@ -79,7 +112,8 @@ pub fn handle(
                     }
                 })
                 .collect();
-            out.with_group_state(StrBytes::from_static_str(g.state))
+            out.with_authorized_operations(ops)
+                .with_group_state(StrBytes::from_static_str(g.state))
                 .with_group_epoch(g.group_epoch)
                 .with_assignment_epoch(g.assignment_epoch)
                 .with_assignor_name(StrBytes::from_string(g.assignor_name))

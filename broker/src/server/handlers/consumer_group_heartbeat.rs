@@ -28,6 +28,30 @@ pub fn handle(
             .with_error_code(group_refusal_code(GroupRefusal::Unauthorized))
             .with_member_epoch(-1);
     }
+    // Kafka's handleConsumerGroupHeartbeat: a member may subscribe only to topics it may
+    // DESCRIBE, or it would learn of the others from its assignment.
+    if let Some(names) = &req.subscribed_topic_names {
+        let refused: Vec<&str> = names
+            .iter()
+            .map(|t| &*t.0)
+            .filter(|t| {
+                !ctx.authorize(
+                    strata_kraft::acl::AclOperation::Describe,
+                    strata_kraft::acl::ResourceType::Topic,
+                    t,
+                )
+            })
+            .collect();
+        if !refused.is_empty() {
+            return ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(strata_protocol::ResponseError::TopicAuthorizationFailed.code())
+                .with_error_message(Some(StrBytes::from_string(format!(
+                    "Not authorized to describe the subscribed topics {}.",
+                    refused.join(", ")
+                ))))
+                .with_member_epoch(-1);
+        }
+    }
     if let Err(e) = crate::server::placement::check(&ctx.broker, &group_id) {
         return ConsumerGroupHeartbeatResponse::default()
             .with_error_code(coordinator_unavailable_code(e))

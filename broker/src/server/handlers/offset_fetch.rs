@@ -21,8 +21,8 @@ use crate::server::error::{GroupRefusal, coordinator_unavailable_code, group_ref
 /// The committed offset Kafka reports for a partition that has none.
 const NO_OFFSET: i64 = -1;
 
-/// One partition's answer: (partition, offset, leader epoch, metadata).
-type Answer = (i32, i64, i32, String);
+/// One partition's answer: (partition, offset, leader epoch, metadata, error code).
+type Answer = (i32, i64, i32, String, i16);
 
 /// Answers each group.
 #[must_use]
@@ -55,19 +55,22 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchRespo
                             .with_partitions(
                                 parts
                                     .into_iter()
-                                    .map(|(p, offset, epoch, metadata)| {
+                                    .map(|(p, offset, epoch, metadata, refused)| {
                                         OffsetFetchResponsePartitions::default()
                                             .with_partition_index(p)
                                             .with_committed_offset(offset)
                                             .with_committed_leader_epoch(epoch)
                                             .with_metadata(Some(StrBytes::from_string(metadata)))
-                                            .with_error_code(unstable(
-                                                ctx,
-                                                req.require_stable,
-                                                &group,
-                                                &name,
-                                                p,
-                                            ))
+                                            .with_error_code(match refused {
+                                                0 => unstable(
+                                                    ctx,
+                                                    req.require_stable,
+                                                    &group,
+                                                    &name,
+                                                    p,
+                                                ),
+                                                e => e,
+                                            })
                                     })
                                     .collect(),
                             )
@@ -99,10 +102,10 @@ pub fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchRespo
                 .with_partitions(
                     parts
                         .into_iter()
-                        .map(|(p, offset, epoch, metadata)| {
-                            let code = match partition_error {
-                                0 => unstable(ctx, require_stable, &group, &name, p),
-                                e => e,
+                        .map(|(p, offset, epoch, metadata, refused)| {
+                            let code = match (partition_error, refused) {
+                                (0, 0) => unstable(ctx, require_stable, &group, &name, p),
+                                (0, e) | (e, _) => e,
                             };
                             OffsetFetchResponsePartition::default()
                                 .with_partition_index(p)
@@ -215,8 +218,9 @@ fn lookup(
     wanted: Option<Vec<(TopicName, Vec<i32>)>>,
 ) -> (i16, Vec<(TopicName, Vec<Answer>)>) {
     let store = &ctx.broker.offsets;
-    // Kafka's handleOffsetFetchRequest: DESCRIBE on the group; with every topic asked
-    // for, the topics the client may not DESCRIBE are left out.
+    // Kafka's handleOffsetFetchRequest: DESCRIBE on the group; the partitions of a named
+    // topic the client may not DESCRIBE answer TOPIC_AUTHORIZATION_FAILED, and with every
+    // topic asked for, such topics are left out.
     let error = if !ctx.authorize_group(strata_kraft::acl::AclOperation::Describe, group) {
         group_refusal_code(GroupRefusal::Unauthorized)
     } else if valid_group_id(group) {
@@ -232,14 +236,25 @@ fn lookup(
             let answers = topics
                 .into_iter()
                 .map(|(name, partitions)| {
+                    let refused = !invalid
+                        && !ctx.authorize(
+                            strata_kraft::acl::AclOperation::Describe,
+                            strata_kraft::acl::ResourceType::Topic,
+                            &name.0,
+                        );
                     let parts = partitions
                         .into_iter()
-                        .map(
-                            |p| match store.fetch(group, &name.0, p).filter(|_| !invalid) {
-                                Some(v) => (p, v.offset, v.leader_epoch, v.metadata),
-                                None => (p, NO_OFFSET, -1, String::new()),
-                            },
-                        )
+                        .map(|p| {
+                            if refused {
+                                let code =
+                                    strata_protocol::ResponseError::TopicAuthorizationFailed.code();
+                                return (p, NO_OFFSET, -1, String::new(), code);
+                            }
+                            match store.fetch(group, &name.0, p).filter(|_| !invalid) {
+                                Some(v) => (p, v.offset, v.leader_epoch, v.metadata, 0),
+                                None => (p, NO_OFFSET, -1, String::new(), 0),
+                            }
+                        })
                         .collect();
                     (name, parts)
                 })
@@ -256,7 +271,7 @@ fn lookup(
                     t,
                 )
             }) {
-                let answer = (p, v.offset, v.leader_epoch, v.metadata);
+                let answer = (p, v.offset, v.leader_epoch, v.metadata, 0);
                 match out.last_mut() {
                     Some((name, parts)) if *name.0 == *topic => parts.push(answer),
                     _ => out.push((TopicName(StrBytes::from_string(topic)), vec![answer])),
