@@ -125,7 +125,11 @@ enum State {
 enum Exchange {
     Plain,
     Scram(ScramServer),
-    OAuthBearer,
+    /// The error challenge sent for a refused token (RFC 7628 §3.2.2), awaiting the
+    /// client's `%x01`.
+    OAuthBearer {
+        refused: Option<String>,
+    },
 }
 
 /// The authentication state of one connection of a SASL listener.
@@ -220,7 +224,7 @@ impl Authenticator {
             exchange: match m {
                 Mechanism::Plain => Exchange::Plain,
                 Mechanism::Scram(s) => Exchange::Scram(ScramServer::new(s)),
-                Mechanism::OAuthBearer => Exchange::OAuthBearer,
+                Mechanism::OAuthBearer => Exchange::OAuthBearer { refused: None },
             },
         };
         HandshakeOutcome {
@@ -257,7 +261,15 @@ impl Authenticator {
         // A token's expiry bounds the session (KIP-368), when sessions are bounded at all.
         let mut token_expires_at_ms = None;
         let (reply, user) = match exchange {
-            Exchange::OAuthBearer => {
+            Exchange::OAuthBearer { refused } => {
+                // RFC 7628 §3.2.2, as Kafka's OAuthBearerSaslServer: a refused token is
+                // answered with a JSON error as a challenge; the client's `%x01` then ends
+                // the exchange with that error. Anything else is a new attempt.
+                if let Some(error) = refused.take()
+                    && token == [0x01]
+                {
+                    return TokenOutcome::Failed(error);
+                }
                 let validated = self
                     .settings
                     .oauth
@@ -271,7 +283,9 @@ impl Authenticator {
                     }
                     Err(why) => {
                         tracing::info!(mechanism = "OAUTHBEARER", reason = %why, "SASL authentication failed");
-                        return failed(": invalid token");
+                        let error = r#"{"status":"invalid_token"}"#;
+                        *refused = Some(error.to_owned());
+                        return TokenOutcome::Challenge(error.as_bytes().to_vec());
                     }
                 }
             }

@@ -273,28 +273,12 @@ impl TlsSettings {
         let certs = if let Some(pem) = &self.truststore_certificates {
             pem_certs(pem.as_bytes())?
         } else if let Some(path) = &self.truststore_location {
-            let data = std::fs::read(path).map_err(|e| {
-                anyhow::anyhow!("listener {l}: cannot read {}: {e}", path.display())
-            })?;
-            match store_format(self.truststore_type.as_deref(), &data) {
-                StoreFormat::Pem => pem_certs(&data)?,
-                StoreFormat::Pkcs12 => {
-                    let store = p12(&data, &self.truststore_password, path)?;
-                    store
-                        .entries()
-                        .filter_map(|(_, e)| match e {
-                            p12_keystore::KeyStoreEntry::Certificate(c) => {
-                                Some(CertificateDer::from(c.as_der().to_vec()))
-                            }
-                            _ => None,
-                        })
-                        .collect()
-                }
-                StoreFormat::Jks => anyhow::bail!(
-                    "listener {l}: {}: JKS truststores are not supported; use PKCS12 or PEM",
-                    path.display()
-                ),
-            }
+            trusted_certificates(
+                path,
+                self.truststore_type.as_deref(),
+                &self.truststore_password,
+            )
+            .map_err(|e| anyhow::anyhow!("listener {l}: {e}"))?
         } else {
             anyhow::bail!(
                 "listener {l}: {purpose} needs ssl.truststore.location or ssl.truststore.certificates"
@@ -404,6 +388,36 @@ fn p12(
                 path.display()
             )
         })
+}
+
+/// The certificates of a truststore file (`ssl.truststore.location`, `.type`, `.password`).
+///
+/// # Errors
+///
+/// The file cannot be read, is JKS, or holds no certificate this password opens.
+pub fn trusted_certificates(
+    path: &std::path::Path,
+    store_type: Option<&str>,
+    password: &str,
+) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let data =
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    match store_format(store_type, &data) {
+        StoreFormat::Pem => pem_certs(&data),
+        StoreFormat::Pkcs12 => Ok(p12(&data, password, path)?
+            .entries()
+            .filter_map(|(_, e)| match e {
+                p12_keystore::KeyStoreEntry::Certificate(c) => {
+                    Some(CertificateDer::from(c.as_der().to_vec()))
+                }
+                _ => None,
+            })
+            .collect()),
+        StoreFormat::Jks => anyhow::bail!(
+            "{}: JKS truststores are not supported; use PKCS12 or PEM",
+            path.display()
+        ),
+    }
 }
 
 fn pem_certs(data: &[u8]) -> anyhow::Result<Vec<CertificateDer<'static>>> {
