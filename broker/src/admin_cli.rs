@@ -49,10 +49,13 @@ use std::time::Duration;
 use client::Client;
 
 const USAGE: &str = "\
-usage: strata admin [--bootstrap-server HOST:PORT] [--bootstrap-controller HOST:PORT] [--timeout-ms N] COMMAND ...
+usage: strata admin [--bootstrap-server HOST:PORT] [--bootstrap-controller HOST:PORT] [--command-config FILE] [--timeout-ms N] COMMAND ...
 
   --bootstrap-server      brokers of the cluster, HOST:PORT[,HOST:PORT...], the first that answers (default localhost:9092)
   --bootstrap-controller  a controller listener instead (KIP-919), for `cluster quorum`
+  --command-config        Kafka client properties: security.protocol, sasl.mechanism (PLAIN, SCRAM-SHA-256/512),
+                          sasl.jaas.config (username, password), ssl.truststore.*, ssl.keystore.* (mutual TLS),
+                          ssl.endpoint.identification.algorithm
   --timeout-ms            the bound on each request (default 30000)
 
 commands:";
@@ -101,6 +104,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     // The connection options may come anywhere (Kafka's tools take them among the others).
     let mut bootstrap = None;
     let mut controller = None;
+    let mut command_config = None;
     let mut timeout = DEFAULT_TIMEOUT;
     let mut rest = Vec::new();
     let mut iter = args.iter();
@@ -118,6 +122,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         match name {
             "--bootstrap-server" => bootstrap = Some(value()?),
             "--bootstrap-controller" => controller = Some(value()?),
+            "--command-config" => command_config = Some(value()?),
             "--timeout-ms" => {
                 let v = value()?;
                 let ms: u64 = v.parse().ok().filter(|ms| *ms > 0).ok_or_else(|| {
@@ -145,6 +150,9 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         (_, Some(c)) => Client::new_controller(c, timeout),
         (b, None) => Client::new(b.as_deref().unwrap_or(DEFAULT_BOOTSTRAP), timeout),
     };
+    if let Some(path) = &command_config {
+        client = client.with_security(client_security(std::path::Path::new(path))?);
+    }
     if client.is_controller_listener() && command != "cluster" {
         return Err(
             UsageError("--bootstrap-controller serves only `cluster quorum`".to_owned()).into(),
@@ -161,4 +169,15 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "acls" => acls::run(&mut client, rest),
         other => Err(UsageError(format!("unknown command {other:?}\n{}", usage())).into()),
     }
+}
+
+/// The security `--command-config`'s file asks for.
+fn client_security(
+    path: &std::path::Path,
+) -> anyhow::Result<std::sync::Arc<strata_broker::security::peer::PeerSecurity>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("--command-config {}: {e}", path.display())))?;
+    let properties = strata_broker::config::parse_properties(&text, path)?;
+    strata_broker::security::peer::PeerSecurity::for_client(&properties)
+        .map_err(|e| UsageError(format!("--command-config {}: {e:#}", path.display())).into())
 }

@@ -830,7 +830,11 @@ fn is_kafka_uuid(s: &str) -> bool {
 /// and Java's line continuations (a line ending in an odd number of backslashes goes on
 /// with the next line, whose leading white space is dropped), which Kafka's documented
 /// `sasl.jaas.config` examples use.
-fn parse_properties(
+///
+/// # Errors
+///
+/// [`ConfigError::Syntax`] for a line that is neither.
+pub fn parse_properties(
     text: &str,
     path: &std::path::Path,
 ) -> Result<Vec<(String, String)>, ConfigError> {
@@ -980,7 +984,7 @@ mod tests {
     #[test]
     fn the_keys_read_and_their_defaults_come_from_the_catalogue() {
         let c = BrokerConfig::from_args(&[], &[]).unwrap();
-        assert_eq!(c.values.len(), 122);
+        assert_eq!(c.values.len(), 125);
         assert_eq!(
             c.values["listener.security.protocol.map"],
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"

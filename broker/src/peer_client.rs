@@ -36,8 +36,7 @@ use strata_protocol::messages::{
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 
-use crate::security::peer::{Login, LoginMechanism, PeerSecurity};
-use crate::security::scram::ScramClient;
+use crate::security::peer::{Login, PeerSecurity};
 
 /// Why an exchange with a peer failed.
 #[derive(Debug, thiserror::Error)]
@@ -338,95 +337,41 @@ impl PeerClient {
     /// SaslHandshake v1 and the mechanism's SaslAuthenticate v2 exchange.
     async fn log_in(&mut self, login: &Login) -> Result<(), PeerError> {
         let client_id = self.client_id.clone();
-        let handshake = RequestKind::SaslHandshake(SaslHandshakeRequest::default().with_mechanism(
-            strata_protocol::StrBytes::from_static_str(login.mechanism.name()),
-        ));
-        match self
+        let answer = self
             .request_with(
                 &client_id,
                 Decoding::Client,
                 ApiKey::SaslHandshake,
-                1,
-                &handshake,
+                SASL_HANDSHAKE_VERSION,
+                &handshake_request(login),
             )
-            .await?
+            .await?;
+        handshake_accepted(answer, login)?;
+        let mut exchange = login.exchange();
+        let mut answer: Option<Bytes> = None;
+        let mut lifetime_ms = 0;
+        while let Some(token) = exchange
+            .next(answer.as_deref())
+            .map_err(PeerError::Authentication)?
         {
-            ResponseKind::SaslHandshake(r) if r.error_code == 0 => {}
-            ResponseKind::SaslHandshake(r) => {
-                let offered: Vec<&str> = r.mechanisms.iter().map(|m| m.as_str()).collect();
-                return Err(PeerError::Authentication(format!(
-                    "SaslHandshake {} refused with error code {} (the server offers {offered:?})",
-                    login.mechanism.name(),
-                    r.error_code
-                )));
-            }
-            _ => {
-                return Err(PeerError::Authentication(
-                    "not a SaslHandshake answer".into(),
-                ));
-            }
+            let reply = self
+                .request_with(
+                    &client_id,
+                    Decoding::Client,
+                    ApiKey::SaslAuthenticate,
+                    SASL_AUTHENTICATE_VERSION,
+                    &authenticate_request(token),
+                )
+                .await?;
+            let (reply, lifetime) = authenticated(reply)?;
+            answer = Some(reply);
+            lifetime_ms = lifetime;
         }
-        let lifetime_ms = match login.mechanism {
-            LoginMechanism::Plain => {
-                let token = format!("\0{}\0{}", login.username, login.password);
-                self.authenticate_step(&client_id, token.into_bytes())
-                    .await?
-                    .1
-            }
-            LoginMechanism::Scram(m) => {
-                let nonce = crate::security::scram::server_nonce();
-                let mut scram = ScramClient::new(m, &login.username, &login.password, nonce);
-                let (server_first, _) = self.authenticate_step(&client_id, scram.first()).await?;
-                let last = scram
-                    .respond(&server_first)
-                    .map_err(|e| PeerError::Authentication(format!("SCRAM: {e}")))?;
-                let (server_final, lifetime_ms) = self.authenticate_step(&client_id, last).await?;
-                scram
-                    .verify(&server_final)
-                    .map_err(|e| PeerError::Authentication(format!("SCRAM server: {e}")))?;
-                lifetime_ms
-            }
-        };
         if lifetime_ms > 0 {
             let renew = Duration::from_millis(lifetime_ms.unsigned_abs() / 10 * 9);
             self.renew_at = Some(Instant::now() + renew);
         }
         Ok(())
-    }
-
-    /// One SaslAuthenticate v2: the server's token and the session lifetime it gave.
-    async fn authenticate_step(
-        &mut self,
-        client_id: &str,
-        token: Vec<u8>,
-    ) -> Result<(Bytes, i64), PeerError> {
-        let body = RequestKind::SaslAuthenticate(
-            SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)),
-        );
-        match self
-            .request_with(
-                client_id,
-                Decoding::Client,
-                ApiKey::SaslAuthenticate,
-                2,
-                &body,
-            )
-            .await?
-        {
-            ResponseKind::SaslAuthenticate(r) if r.error_code == 0 => {
-                Ok((r.auth_bytes, r.session_lifetime_ms))
-            }
-            ResponseKind::SaslAuthenticate(r) => Err(PeerError::Authentication(format!(
-                "SaslAuthenticate refused with error code {}{}",
-                r.error_code,
-                r.error_message
-                    .map(|m| format!(": {}", m.as_str()))
-                    .unwrap_or_default()
-            ))),
-            _ => Err(PeerError::Authentication(
-                "not a SaslAuthenticate answer".into(),
-            )),
-        }
     }
 
     /// Sends one request on the open connection and returns the answer's body, decoded as
@@ -488,6 +433,62 @@ async fn read_frame(
     let mut body = BytesMut::zeroed(len);
     stream.read_exact(&mut body).await?;
     Ok(body.freeze())
+}
+
+/// The SASL versions a login uses: SaslHandshake v1 (tokens in SaslAuthenticate), and
+/// SaslAuthenticate v2 (KIP-368's session lifetime).
+const SASL_HANDSHAKE_VERSION: i16 = 1;
+const SASL_AUTHENTICATE_VERSION: i16 = 2;
+
+/// SaslHandshake for `login`'s mechanism.
+fn handshake_request(login: &Login) -> RequestKind {
+    RequestKind::SaslHandshake(SaslHandshakeRequest::default().with_mechanism(
+        strata_protocol::StrBytes::from_static_str(login.mechanism.name()),
+    ))
+}
+
+/// Whether the SaslHandshake answer takes `login`'s mechanism.
+fn handshake_accepted(answer: ResponseKind, login: &Login) -> Result<(), PeerError> {
+    match answer {
+        ResponseKind::SaslHandshake(r) if r.error_code == 0 => Ok(()),
+        ResponseKind::SaslHandshake(r) => {
+            let offered: Vec<&str> = r.mechanisms.iter().map(|m| m.as_str()).collect();
+            Err(PeerError::Authentication(format!(
+                "SaslHandshake {} refused with error code {} (the server offers {offered:?})",
+                login.mechanism.name(),
+                r.error_code
+            )))
+        }
+        _ => Err(PeerError::Authentication(
+            "not a SaslHandshake answer".into(),
+        )),
+    }
+}
+
+/// SaslAuthenticate carrying `token`.
+fn authenticate_request(token: Vec<u8>) -> RequestKind {
+    RequestKind::SaslAuthenticate(
+        SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)),
+    )
+}
+
+/// The server's token and the session lifetime it gave, or its refusal.
+fn authenticated(answer: ResponseKind) -> Result<(Bytes, i64), PeerError> {
+    match answer {
+        ResponseKind::SaslAuthenticate(r) if r.error_code == 0 => {
+            Ok((r.auth_bytes, r.session_lifetime_ms))
+        }
+        ResponseKind::SaslAuthenticate(r) => Err(PeerError::Authentication(format!(
+            "SaslAuthenticate refused with error code {}{}",
+            r.error_code,
+            r.error_message
+                .map(|m| format!(": {}", m.as_str()))
+                .unwrap_or_default()
+        ))),
+        _ => Err(PeerError::Authentication(
+            "not a SaslAuthenticate answer".into(),
+        )),
+    }
 }
 
 #[cfg(test)]

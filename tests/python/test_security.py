@@ -613,3 +613,59 @@ def test_admin_cli_users_and_acls(tmp_path):
         assert b"Authentication failed" in produce(b"x\n").stderr
     finally:
         b.kill()
+
+
+def test_admin_cli_with_a_command_config_over_sasl_ssl_and_mutual_tls(sec, tmp_path):
+    """`strata admin --command-config` reads Kafka's client properties, as kafka-acls.sh and
+    kafka-topics.sh do: over SASL_SSL the super user (PLAIN) creates and lists topics and
+    lists the ACLs; a SCRAM-SHA-512 user is who the broker then sees (refused the ACL list);
+    a wrong password is an authentication error; and over SSL the client certificate is
+    the login (User:client, who may not see the topics)."""
+    from conftest import strata_bin
+
+    trust = {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(sec.certs / "ca.pem")}
+
+    def jaas(module: str, user: str, password: str) -> str:
+        return (f"org.apache.kafka.common.security.{module} required "
+                f'username="{user}" password="{password}";')
+
+    def admin(listener: str, props: dict, *args: str) -> subprocess.CompletedProcess:
+        path = tmp_path / f"{uuid.uuid4().hex}.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        return subprocess.run(
+            [str(strata_bin()), "admin", "--bootstrap-server", sec.bootstrap(listener),
+             "--command-config", str(path), "--timeout-ms", "10000", *args],
+            capture_output=True, text=True, timeout=TIMEOUT_S,
+        )
+
+    su = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+          "sasl.jaas.config": jaas("plain.PlainLoginModule", "admin", "admin-secret"), **trust}
+    r = admin("SASL_SSL", su, "topics", "create", "--topic", "cli-secured", "--partitions", "2")
+    assert r.returncode == 0, r.stderr
+    r = admin("SASL_SSL", su, "topics", "list")
+    assert r.returncode == 0 and "cli-secured" in r.stdout, (r.stdout, r.stderr)
+    r = admin("SASL_SSL", su, "acls", "list")
+    assert r.returncode == 0, r.stderr
+
+    carol = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+             "sasl.jaas.config": jaas("scram.ScramLoginModule", "carol", SCRAM_PASSWORD), **trust}
+    r = admin("SASL_SSL", carol, "acls", "list")
+    assert r.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in r.stderr, r.stderr
+    wrong = {**carol, "sasl.jaas.config": jaas("scram.ScramLoginModule", "carol", "wrong")}
+    r = admin("SASL_SSL", wrong, "topics", "list")
+    assert r.returncode == 1 and "SaslAuthenticate refused" in r.stderr, r.stderr
+    # GSSAPI, Kafka's default mechanism, is a configuration error (exit 2).
+    r = admin("SASL_SSL", {k: v for k, v in carol.items() if k != "sasl.mechanism"}, "topics", "list")
+    assert r.returncode == 2 and "GSSAPI" in r.stderr, r.stderr
+
+    keystore = tmp_path / "client-keystore.pem"
+    keystore.write_text((sec.certs / "client.key").read_text() + (sec.certs / "client.pem").read_text())
+    mtls = {"security.protocol": "SSL", "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore), **trust}
+    r = admin("SSL", mtls, "topics", "list")
+    assert r.returncode == 0 and "cli-secured" not in r.stdout, (r.stdout, r.stderr)
+    r = admin("SSL", mtls, "acls", "list")
+    assert r.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in r.stderr, r.stderr
+    # Without the client certificate, the SSL listener (ssl.client.auth=required) refuses.
+    r = admin("SSL", trust | {"security.protocol": "SSL"}, "topics", "list")
+    assert r.returncode == 1, (r.stdout, r.stderr)

@@ -8,10 +8,12 @@
 //! is allocated for it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use strata_broker::peer_client::{Decoding, PeerError, blocking};
+use strata_broker::security::peer::PeerSecurity;
 use strata_protocol::messages::{
     ApiKey, ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest, MetadataResponse,
     RequestKind, ResponseKind, TopicName, metadata_request::MetadataRequestTopic,
@@ -121,6 +123,8 @@ pub struct Client {
     connections: HashMap<Option<i32>, Connection>,
     /// Whether the bootstrap address is a controller listener (`--bootstrap-controller`).
     controller_listener: bool,
+    /// TLS and SASL, from `--command-config` (PLAINTEXT without it).
+    security: Arc<PeerSecurity>,
 }
 
 impl Client {
@@ -132,6 +136,7 @@ impl Client {
             brokers: BTreeMap::new(),
             connections: HashMap::new(),
             controller_listener: false,
+            security: PeerSecurity::plaintext(),
         }
     }
 
@@ -141,6 +146,13 @@ impl Client {
         let mut c = Client::new(bootstrap, timeout);
         c.controller_listener = true;
         c
+    }
+
+    /// The same client, securing its connections as `security` says.
+    #[must_use]
+    pub fn with_security(mut self, security: Arc<PeerSecurity>) -> Client {
+        self.security = security;
+        self
     }
 
     /// Points the client at another address in place of the bootstrap one (the quorum's
@@ -262,6 +274,17 @@ impl Client {
                 .map_err(timed_out)
                 .with_context(|| format!("connect {addr}"))?
                 .with_decoding(Decoding::Client);
+        if self.security.tls.is_some() || self.security.login.is_some() {
+            let host = addr
+                .rsplit_once(':')
+                .map_or(addr, |(h, _)| h)
+                .trim_start_matches('[')
+                .trim_end_matches(']');
+            stream = stream
+                .secure(&self.security, host, deadline)
+                .map_err(timed_out)
+                .with_context(|| format!("{} with {addr}", self.security.protocol.name()))?;
+        }
         let body = RequestKind::ApiVersions(
             ApiVersionsRequest::default()
                 .with_client_software_name(StrBytes::from_static_str(CLIENT_ID))

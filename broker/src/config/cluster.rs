@@ -66,7 +66,9 @@ impl SecurityProtocol {
         )
     }
 
-    fn parse(name: &str) -> Option<Self> {
+    /// The protocol Kafka names `name` (any case).
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
         Some(match name.to_ascii_uppercase().as_str() {
             "PLAINTEXT" => SecurityProtocol::Plaintext,
             "SSL" => SecurityProtocol::Ssl,

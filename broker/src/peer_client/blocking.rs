@@ -1,23 +1,71 @@
 //! The same exchange as [`super::PeerClient`] on a blocking socket, for the command-line
 //! clients (`strata admin`, `strata healthcheck`), which run no runtime: every step
 //! (connecting, writing, each read) is bounded by the time left before the call's
-//! deadline.
+//! deadline. [`Connection::secure`] adds TLS and the SASL login of a [`PeerSecurity`], as
+//! the async client does.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use strata_protocol::codec;
 use strata_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
-use super::{Decoding, PeerError, check_answer, frame_len};
+use super::{
+    Decoding, PeerError, SASL_AUTHENTICATE_VERSION, SASL_HANDSHAKE_VERSION, authenticate_request,
+    authenticated, check_answer, frame_len, handshake_accepted, handshake_request,
+};
+use crate::security::peer::PeerSecurity;
+
+/// The socket, in the clear or under TLS.
+#[derive(Debug)]
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    /// The TCP socket beneath, for its timeouts.
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(t) => &t.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(t) => t.flush(),
+        }
+    }
+}
 
 /// One open connection, its correlation ids, and the cap on its answers.
 #[derive(Debug)]
 pub struct Connection {
     /// The socket.
-    stream: TcpStream,
+    stream: Stream,
     /// Sent in every request header.
     client_id: String,
     /// The largest answer accepted.
@@ -48,7 +96,7 @@ impl Connection {
                 Ok(stream) => {
                     stream.set_nodelay(true)?;
                     return Ok(Connection {
-                        stream,
+                        stream: Stream::Plain(stream),
                         client_id: client_id.into(),
                         max_response_bytes,
                         decoding: Decoding::default(),
@@ -66,6 +114,66 @@ impl Connection {
                 )
             })
             .into())
+    }
+
+    /// The same connection secured as `security` says: the TLS handshake with `host` (the
+    /// name the server's certificate must carry, unless host names are not verified), then
+    /// the SASL login. Before `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// [`PeerError::Authentication`] when the handshake or the login fails; I/O errors.
+    pub fn secure(
+        mut self,
+        security: &PeerSecurity,
+        host: &str,
+        deadline: Instant,
+    ) -> Result<Connection, PeerError> {
+        if let Some(config) = &security.tls {
+            let Stream::Plain(tcp) = self.stream else {
+                return Err(PeerError::Authentication("already secured".into()));
+            };
+            let name = rustls_pki_types::ServerName::try_from(host.to_owned()).map_err(|_| {
+                PeerError::Authentication(format!("{host:?} is not a TLS server name"))
+            })?;
+            let conn = rustls::ClientConnection::new(Arc::clone(config), name)
+                .map_err(|e| PeerError::Authentication(format!("TLS: {e}")))?;
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            while tls.conn.is_handshaking() {
+                tls.sock.set_read_timeout(Some(remaining(deadline)?))?;
+                tls.sock.set_write_timeout(Some(remaining(deadline)?))?;
+                tls.conn.complete_io(&mut tls.sock).map_err(|e| {
+                    PeerError::Authentication(format!("TLS handshake with {host}: {e}"))
+                })?;
+            }
+            self.stream = Stream::Tls(Box::new(tls));
+        }
+        if let Some(login) = &security.login {
+            let decoding = std::mem::replace(&mut self.decoding, Decoding::Client);
+            let answer = self.request(
+                ApiKey::SaslHandshake,
+                SASL_HANDSHAKE_VERSION,
+                &handshake_request(login),
+                deadline,
+            )?;
+            handshake_accepted(answer, login)?;
+            let mut exchange = login.exchange();
+            let mut answer: Option<Bytes> = None;
+            while let Some(token) = exchange
+                .next(answer.as_deref())
+                .map_err(PeerError::Authentication)?
+            {
+                let reply = self.request(
+                    ApiKey::SaslAuthenticate,
+                    SASL_AUTHENTICATE_VERSION,
+                    &authenticate_request(token),
+                    deadline,
+                )?;
+                answer = Some(authenticated(reply)?.0);
+            }
+            self.decoding = decoding;
+        }
+        Ok(self)
     }
 
     /// The same connection, decoding answers as `decoding` says.
@@ -91,8 +199,12 @@ impl Connection {
         self.correlation_id = self.correlation_id.wrapping_add(1);
         let expected = self.correlation_id;
         let frame = codec::encode_request(api, version, expected, &self.client_id, body)?;
-        self.stream.set_write_timeout(Some(remaining(deadline)?))?;
+        self.stream
+            .tcp()
+            .set_write_timeout(Some(remaining(deadline)?))?;
         self.stream.write_all(&frame)?;
+        // Under TLS, what `write_all` left in rustls's buffer goes out now.
+        self.stream.flush()?;
         let mut prefix = [0u8; 4];
         read_exact_by(&mut self.stream, &mut prefix, deadline)?;
         let len = frame_len(i32::from_be_bytes(prefix), self.max_response_bytes)?;
@@ -113,12 +225,12 @@ fn remaining(deadline: Instant) -> Result<Duration, PeerError> {
 
 /// `read_exact` that gives up at `deadline`.
 fn read_exact_by(
-    stream: &mut TcpStream,
+    stream: &mut Stream,
     mut buf: &mut [u8],
     deadline: Instant,
 ) -> Result<(), PeerError> {
     while !buf.is_empty() {
-        stream.set_read_timeout(Some(remaining(deadline)?))?;
+        stream.tcp().set_read_timeout(Some(remaining(deadline)?))?;
         match stream.read(buf) {
             Ok(0) => return Err(PeerError::Closed),
             Ok(n) => buf = &mut buf[n..],

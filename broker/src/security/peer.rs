@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::config::{BrokerConfig, SecurityProtocol};
 use crate::security::jaas;
-use crate::security::scram::ScramMechanism;
+use crate::security::scram::{ScramClient, ScramMechanism};
 
 /// A SASL mechanism this node can log in to another node with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,71 @@ impl std::fmt::Debug for Login {
             .field("mechanism", &self.mechanism)
             .field("username", &self.username)
             .finish_non_exhaustive()
+    }
+}
+
+impl Login {
+    /// The exchange of SaslAuthenticate tokens that logs in (sans-IO: the async peer client
+    /// and the blocking one both drive it).
+    #[must_use]
+    pub fn exchange(&self) -> LoginExchange {
+        LoginExchange {
+            step: match self.mechanism {
+                LoginMechanism::Plain => {
+                    LoginStep::Plain(format!("\0{}\0{}", self.username, self.password).into_bytes())
+                }
+                LoginMechanism::Scram(m) => LoginStep::ScramFirst(ScramClient::new(
+                    m,
+                    &self.username,
+                    &self.password,
+                    crate::security::scram::server_nonce(),
+                )),
+            },
+        }
+    }
+}
+
+/// The client side of a login, token by token.
+pub struct LoginExchange {
+    step: LoginStep,
+}
+
+enum LoginStep {
+    Plain(Vec<u8>),
+    ScramFirst(ScramClient),
+    ScramFinal(ScramClient),
+    ScramVerify(ScramClient),
+    Done,
+}
+
+impl LoginExchange {
+    /// The next token to send, given the server's answer to the last one (`None` before the
+    /// first); `None` once the login is complete.
+    ///
+    /// # Errors
+    ///
+    /// The server's SCRAM messages are malformed or its signature is wrong.
+    pub fn next(&mut self, answer: Option<&[u8]>) -> Result<Option<Vec<u8>>, String> {
+        match (std::mem::replace(&mut self.step, LoginStep::Done), answer) {
+            (LoginStep::Plain(token), None) => Ok(Some(token)),
+            (LoginStep::ScramFirst(client), None) => {
+                let first = client.first();
+                self.step = LoginStep::ScramFinal(client);
+                Ok(Some(first))
+            }
+            (LoginStep::ScramFinal(mut client), Some(server_first)) => {
+                let last = client
+                    .respond(server_first)
+                    .map_err(|e| format!("SCRAM: {e}"))?;
+                self.step = LoginStep::ScramVerify(client);
+                Ok(Some(last))
+            }
+            (LoginStep::ScramVerify(client), Some(server_final)) => client
+                .verify(server_final)
+                .map(|()| None)
+                .map_err(|e| format!("SCRAM server: {e}")),
+            (_, _) => Ok(None),
+        }
     }
 }
 
@@ -181,6 +246,67 @@ impl PeerSecurity {
             tls,
             login,
         }))
+    }
+}
+
+impl PeerSecurity {
+    /// A command-line client's security, from Kafka's client properties (the tools'
+    /// `--command-config` file): `security.protocol`, `sasl.mechanism`, `sasl.jaas.config`
+    /// (its `username` and `password`), and the `ssl.*` keys (the truststore, a keystore
+    /// for mutual TLS, `ssl.endpoint.identification.algorithm`). They are read by the same
+    /// code as a node's route: the client is a route whose listener is `CLIENT`.
+    ///
+    /// # Errors
+    ///
+    /// An unknown protocol, a mechanism other than PLAIN and SCRAM, and what
+    /// [`PeerSecurity::for_route`] refuses.
+    pub fn for_client(properties: &[(String, String)]) -> anyhow::Result<Arc<PeerSecurity>> {
+        let get = |key: &str| {
+            properties
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        let protocol = get("security.protocol").unwrap_or("PLAINTEXT");
+        let protocol = SecurityProtocol::parse(protocol).ok_or_else(|| {
+            anyhow::anyhow!(
+                "security.protocol={protocol}: not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+            )
+        })?;
+        let mechanism = get("sasl.mechanism").unwrap_or("GSSAPI");
+        if protocol.uses_sasl()
+            && !matches!(
+                super::sasl::Mechanism::from_name(mechanism),
+                Some(super::sasl::Mechanism::Plain | super::sasl::Mechanism::Scram(_))
+            )
+        {
+            anyhow::bail!(
+                "sasl.mechanism={mechanism}: strata admin logs in with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served)"
+            );
+        }
+        let mut pairs: Vec<(String, String)> = properties
+            .iter()
+            .filter(|(k, _)| k.starts_with("ssl.") || k == "sasl.jaas.config")
+            .cloned()
+            .collect();
+        for (k, v) in [
+            ("process.roles", "broker"),
+            ("node.id", "1"),
+            ("listeners", "CLIENT://127.0.0.1:0"),
+            ("controller.listener.names", "CONTROLLER"),
+            ("controller.quorum.voters", "2@127.0.0.1:1"),
+            ("inter.broker.listener.name", "CLIENT"),
+            ("sasl.mechanism.inter.broker.protocol", mechanism),
+        ] {
+            pairs.push((k.to_owned(), v.to_owned()));
+        }
+        pairs.push((
+            "listener.security.protocol.map".to_owned(),
+            format!("CLIENT:{},CONTROLLER:PLAINTEXT", protocol.name()),
+        ));
+        let config = BrokerConfig::from_pairs(pairs)?;
+        Self::for_route(&config, "CLIENT", "sasl.mechanism.inter.broker.protocol")
     }
 }
 
