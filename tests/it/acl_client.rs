@@ -1,6 +1,8 @@
-//! CreateAcls, DescribeAcls and DeleteAcls as raw requests encoded by the protocol crate
-//! (the rdkafka crate does not expose librdkafka's ACL admin API; confluent-kafka's is
-//! driven in tests/python/test_acls.py and by the kafka-acls.sh stand-in).
+//! Raw requests encoded by the protocol crate ([`call`], [`try_call`]), shared by the test
+//! modules for APIs the Kafka clients do not expose; and CreateAcls, DescribeAcls and
+//! DeleteAcls on top of them (the rdkafka crate does not expose librdkafka's ACL admin API;
+//! confluent-kafka's is driven in tests/python/test_acls.py and by the kafka-acls.sh
+//! stand-in).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -89,28 +91,55 @@ fn s(v: &str) -> StrBytes {
 ///
 /// If the node does not answer in 30 s or the answer does not decode.
 pub fn call(port: u16, key: ApiKey, version: i16, body: RequestKind) -> ResponseKind {
-    let frame = encode_request(key, version, 11, "acls-test", &body).expect("encode");
+    try_call(port, key, version, &body, Duration::from_secs(30)).expect("call")
+}
+
+/// One request at `version` to 127.0.0.1:`port` on a new connection, encoded by the
+/// protocol crate, its answer read within `timeout` and decoded: the raw client that the
+/// test modules share for APIs the Kafka clients do not expose.
+///
+/// # Errors
+///
+/// The connection fails or closes, the answer is late, too large (16 MiB), carries another
+/// correlation id, or does not decode.
+pub fn try_call(
+    port: u16,
+    key: ApiKey,
+    version: i16,
+    body: &RequestKind,
+    timeout: Duration,
+) -> anyhow::Result<ResponseKind> {
+    const CORR: i32 = 0x5711;
+    let frame = encode_request(key, version, CORR, "strata-tests", body)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    stream.write_all(&frame).expect("send");
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    stream.write_all(&frame)?;
     let mut len = [0u8; 4];
-    stream.read_exact(&mut len).expect("answer size");
-    let len = usize::try_from(i32::from_be_bytes(len)).unwrap();
-    assert!(len < 16 << 20, "answer of {len} bytes");
+    stream.read_exact(&mut len).map_err(|e| {
+        anyhow::anyhow!("the broker closed the connection instead of answering: {e}")
+    })?;
+    let len = usize::try_from(i32::from_be_bytes(len))?;
+    anyhow::ensure!((4..16 << 20).contains(&len), "answer of {len} bytes");
     let mut resp = vec![0u8; len];
-    stream.read_exact(&mut resp).expect("answer");
-    assert_eq!(i32::from_be_bytes(resp[..4].try_into().unwrap()), 11);
+    stream.read_exact(&mut resp)?;
+    anyhow::ensure!(
+        i32::from_be_bytes(resp[..4].try_into()?) == CORR,
+        "correlation id"
+    );
     // Response header v1 (flexible versions) has a tagged-field byte after the correlation id.
     let start = if key.response_header_version(version) >= 1 {
+        anyhow::ensure!(
+            resp.get(4) == Some(&0),
+            "tagged fields in the response header"
+        );
         5
     } else {
         4
     };
     let mut body = Bytes::copy_from_slice(&resp[start..]);
-    ResponseKind::decode(key, &mut body, version).expect("decode")
+    ResponseKind::decode(key, &mut body, version)
 }
 
 /// CreateAcls v3: each binding's (error code, message).

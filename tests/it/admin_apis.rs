@@ -14,7 +14,6 @@ use rdkafka::admin::{
 use rdkafka::client::DefaultClientContext;
 use rdkafka::types::RDKafkaErrorCode;
 use strata_protocol::StrBytes;
-use strata_protocol::codec::encode_request;
 use strata_protocol::messages::{
     AlterConfigsRequest, ApiKey, DescribeClusterRequest, DescribeClusterResponse,
     DescribeLogDirsRequest, DescribeLogDirsResponse, RequestKind, ResponseKind, TopicName,
@@ -232,14 +231,7 @@ fn alter_configs_replaces_a_topics_overrides() {
 /// Sends `body` at `version` and decodes the answer (flexible header: correlation id and an
 /// empty tagged-field section).
 fn call(b: &Broker, key: ApiKey, version: i16, body: RequestKind) -> ResponseKind {
-    let frame = encode_request(key, version, 7, "admin-apis-test", &body).expect("encode");
-    let mut s = wire::connect(b.port());
-    send(&mut s, &frame[4..]);
-    let resp = recv(&mut s).expect("response");
-    assert_eq!(wire::correlation_id(&resp), 7);
-    assert_eq!(resp[4], 0, "no tagged fields in the response header");
-    let mut body = Bytes::copy_from_slice(&resp[5..]);
-    ResponseKind::decode(key, &mut body, version).expect("decode")
+    crate::acl_client::call(b.port(), key, version, body)
 }
 
 fn describe_log_dirs(b: &Broker, topics: Option<Vec<(&str, Vec<i32>)>>) -> DescribeLogDirsResponse {

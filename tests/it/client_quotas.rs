@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use rdkafka::ClientConfig;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
@@ -30,13 +29,12 @@ use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use strata_protocol::StrBytes;
-use strata_protocol::codec;
 use strata_protocol::messages::{
     AlterClientQuotasRequest, AlterClientQuotasResponse, ApiKey, DescribeClientQuotasRequest,
     DescribeClientQuotasResponse, RequestKind, ResponseKind, alter_client_quotas_request,
     describe_client_quotas_request,
 };
-use strata_tests::cluster::{self, Cluster, POLL, round_trip};
+use strata_tests::cluster::{self, Cluster, POLL};
 use strata_tests::{Broker, serial, wait_until};
 
 /// Kafka's INVALID_REQUEST.
@@ -50,13 +48,7 @@ const WAIT: Duration = Duration::from_secs(60);
 /// Sends `body` at v1 (flexible: the response header carries a tagged-field section) to
 /// 127.0.0.1:`port` and decodes the answer.
 fn call(port: u16, key: ApiKey, body: RequestKind) -> anyhow::Result<ResponseKind> {
-    let frame = codec::encode_request(key, 1, 9, "quota-test", &body)?;
-    let resp = round_trip(port, &frame[4..])?;
-    anyhow::ensure!(resp.len() >= 5, "short answer");
-    anyhow::ensure!(resp[..4] == 9i32.to_be_bytes(), "correlation id");
-    anyhow::ensure!(resp[4] == 0, "no tagged fields in the response header");
-    let mut body = Bytes::copy_from_slice(&resp[5..]);
-    ResponseKind::decode(key, &mut body, 1)
+    crate::acl_client::try_call(port, key, 1, &body, std::time::Duration::from_secs(15))
 }
 
 /// An entity as (type, name) pairs, `None` for the default.

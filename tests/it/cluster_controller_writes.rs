@@ -18,15 +18,11 @@
 //!   every topic whose creation succeeded is on every node once the storm is over.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use strata_protocol::StrBytes;
-use strata_protocol::codec::encode_request;
 use strata_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use strata_protocol::messages::{
     ApiKey, CreateAclsRequest, DescribeQuorumRequest, RequestKind, ResponseKind, TopicName,
@@ -61,35 +57,6 @@ const RETRIABLE: &[i16] = &[
     41, // NOT_CONTROLLER
 ];
 
-/// One raw request to 127.0.0.1:`port`, bounded by `timeout`; the decoded answer.
-fn try_call(
-    port: u16,
-    key: ApiKey,
-    version: i16,
-    body: &RequestKind,
-    timeout: Duration,
-) -> anyhow::Result<ResponseKind> {
-    const CORR: i32 = 0x5710;
-    let frame = encode_request(key, version, CORR, "controller-writes-test", body)?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.write_all(&frame)?;
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len)?;
-    let len = usize::try_from(i32::from_be_bytes(len))?;
-    anyhow::ensure!(len < 16 << 20, "answer of {len} bytes");
-    let mut resp = vec![0u8; len];
-    stream.read_exact(&mut resp)?;
-    anyhow::ensure!(
-        i32::from_be_bytes(resp[..4].try_into()?) == CORR,
-        "correlation id"
-    );
-    // Flexible response headers (these versions) have a tagged-field byte.
-    let mut body = Bytes::copy_from_slice(&resp[5..]);
-    ResponseKind::decode(key, &mut body, version)
-}
-
 /// CreateAcls v3 of one ALLOW READ binding on group `name`: its error code.
 fn create_acl(port: u16, name: &str) -> anyhow::Result<i16> {
     let s = |v: &str| StrBytes::from_string(v.to_owned());
@@ -103,7 +70,7 @@ fn create_acl(port: u16, name: &str) -> anyhow::Result<i16> {
         .with_operation(3) // READ
         .with_permission_type(3); // ALLOW
     let req = RequestKind::CreateAcls(CreateAclsRequest::default().with_creations(vec![creation]));
-    match try_call(port, ApiKey::CreateAcls, 3, &req, Duration::from_secs(30))? {
+    match crate::acl_client::try_call(port, ApiKey::CreateAcls, 3, &req, Duration::from_secs(30))? {
         ResponseKind::CreateAcls(r) => Ok(r.results.first().map_or(-1, |r| r.error_code)),
         other => anyhow::bail!("unexpected {other:?}"),
     }
@@ -120,7 +87,7 @@ fn describe_quorum(port: u16) -> anyhow::Result<QuorumView> {
             .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
             .with_partitions(vec![PartitionData::default().with_partition_index(0)]),
     ]));
-    let ResponseKind::DescribeQuorum(r) = try_call(
+    let ResponseKind::DescribeQuorum(r) = crate::acl_client::try_call(
         port,
         ApiKey::DescribeQuorum,
         1,

@@ -17,7 +17,6 @@ use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::message::Message;
 use strata_protocol::StrBytes;
-use strata_protocol::codec::encode_request;
 use strata_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use strata_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use strata_protocol::messages::offset_for_leader_epoch_request::{
@@ -35,19 +34,7 @@ use crate::rdkafka_clients;
 
 /// Sends `body` at `version` and decodes the answer, whichever response header it has.
 fn call(b: &Broker, key: ApiKey, version: i16, body: RequestKind) -> ResponseKind {
-    let frame = encode_request(key, version, 9, "leader-epochs-test", &body).expect("encode");
-    let mut s = wire::connect(b.port());
-    send(&mut s, &frame[4..]);
-    let resp = recv(&mut s).expect("response");
-    assert_eq!(wire::correlation_id(&resp), 9);
-    let body_at = if key.response_header_version(version) >= 1 {
-        assert_eq!(resp[4], 0, "no tagged fields in the response header");
-        5
-    } else {
-        4
-    };
-    let mut body = Bytes::copy_from_slice(&resp[body_at..]);
-    ResponseKind::decode(key, &mut body, version).expect("decode")
+    crate::acl_client::call(b.port(), key, version, body)
 }
 
 fn topic_name(topic: &str) -> TopicName {

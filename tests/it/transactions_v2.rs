@@ -23,11 +23,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
-use bytes::Bytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, TopicPartitionList};
-use strata_protocol::codec::encode_request;
 use strata_protocol::messages::describe_transactions_request::DescribeTransactionsRequest;
 use strata_protocol::messages::describe_transactions_response::TransactionState;
 use strata_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -39,7 +37,7 @@ use strata_protocol::messages::{
     ProducerId, RequestKind, ResponseKind, TopicName, TransactionalId, TxnOffsetCommitRequest,
 };
 use strata_tests::cluster::{self, Cluster};
-use strata_tests::wire::{self, recv, send};
+use strata_tests::wire::{self};
 use strata_tests::{Broker, serial, wait_until, with_broker};
 
 use crate::transactions::{
@@ -53,15 +51,13 @@ const TRANSACTION_ABORTABLE: i16 = 120;
 
 /// Sends `body` at `version` to the node at `port` and decodes the answer.
 fn call(port: u16, key: ApiKey, version: i16, body: RequestKind) -> anyhow::Result<ResponseKind> {
-    let frame = encode_request(key, version, 41, "txn-v2-test", &body)?;
-    let mut s = wire::connect(port);
-    send(&mut s, &frame[4..]);
-    let resp = recv(&mut s).context("the broker closed the connection instead of answering")?;
-    // ApiVersions answers with header v0 always; the other APIs here are flexible (header
-    // v1: one empty tagged-field section).
-    let at = if key == ApiKey::ApiVersions { 4 } else { 5 };
-    let mut body = Bytes::copy_from_slice(resp.get(at..).context("truncated answer")?);
-    ResponseKind::decode(key, &mut body, version)
+    crate::acl_client::try_call(
+        port,
+        key,
+        version,
+        &body,
+        std::time::Duration::from_secs(10),
+    )
 }
 
 fn api_versions(b: &Broker, version: i16) -> anyhow::Result<ApiVersionsResponse> {
