@@ -33,8 +33,9 @@
 #                      (KIP-368) while the tests run; the tests in
 #                      compat-tests/librdkafka-tier1-sasl.txt join tier 1 (0135; 0142 with
 #                      --cluster 3, as it needs replication factor 3). Each
-#                      node keeps a PLAINTEXT listener, LOCAL, for the nodes' own traffic and
-#                      for `strata admin`, which adds the SCRAM user. Results and logs go to
+#                      node keeps a PLAINTEXT listener, LOCAL, for `strata admin`, which adds
+#                      the SCRAM user; a --cluster's nodes replicate over SASL_SSL (PLAIN, as
+#                      User:broker), and its quorum over PLAINTEXT. Results and logs go to
 #                      target/compat/results-sasl_ssl/ (or results-cluster-sasl_ssl/)
 #   --keep             keep the broker's data directory
 #   --build-only       build librdkafka and its test runner into target/compat and stop (so
@@ -248,13 +249,24 @@ start_node() { # start_node I
     local listeners="PLAINTEXT://127.0.0.1:${PORTS[$i]}"
     local advertised="$listeners"
     if [[ $SASL_SSL -eq 1 ]]; then
-        # Clients on SASL_SSL; the nodes replicate, and `strata admin` speaks, over LOCAL.
+        # Clients on SASL_SSL, and `strata admin` over LOCAL (PLAINTEXT). The nodes of a
+        # cluster replicate over SASL_SSL too, logging in with PLAIN as User:broker and
+        # verifying each other's certificates; the quorum keeps its PLAINTEXT listener.
         [[ -n "${APORTS[$i]:-}" ]] || APORTS[i]="$(free_port)"
         listeners="SASL_SSL://127.0.0.1:${PORTS[$i]},LOCAL://127.0.0.1:${APORTS[$i]}"
         advertised="$listeners"
         local jaas="org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER=\"$SASL_PASSWORD\";"
+        local inter_broker=LOCAL
+        if [[ $CLUSTER -gt 0 ]]; then
+            inter_broker=SASL_SSL
+            jaas="org.apache.kafka.common.security.plain.PlainLoginModule required username=\"broker\" password=\"broker-secret\" user_broker=\"broker-secret\" user_$SASL_USER=\"$SASL_PASSWORD\";"
+            extra+=(--override sasl.mechanism.inter.broker.protocol=PLAIN
+                --override ssl.truststore.type=PEM
+                --override "ssl.truststore.location=$CERTS/ca.pem"
+                --override super.users=User:broker)
+        fi
         extra+=(--override "listener.security.protocol.map=SASL_SSL:SASL_SSL,LOCAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
-            --override inter.broker.listener.name=LOCAL
+            --override "inter.broker.listener.name=$inter_broker"
             --override ssl.keystore.type=PEM
             --override "ssl.keystore.location=$CERTS/server-keystore.pem"
             --override sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
