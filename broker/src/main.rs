@@ -120,17 +120,6 @@ async fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<Vec<BoundListen
             .flat_map(|s| s.mechanisms.iter().map(|m| m.name()))
             .collect();
         tracing::info!(listener = %endpoint.name, address = %socket.local_addr().map_or(addr, |a| a.to_string()), ?kind, protocol = endpoint.security_protocol.name(), tls, sasl = ?mechanisms, "listening");
-        if let Some(tls) = security.tls.clone() {
-            // A changed keystore or truststore file is loaded for the next connections.
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
-                loop {
-                    tick.tick().await;
-                    let t = tls.clone();
-                    let _ = tokio::task::spawn_blocking(move || t.reload_if_changed()).await;
-                }
-            });
-        }
         bound.push(BoundListener {
             name: endpoint.name.clone(),
             kind,
@@ -139,6 +128,52 @@ async fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<Vec<BoundListen
         });
     }
     Ok(bound)
+}
+
+/// Every 5 s, loads a listener's TLS keys again for its next connections if a keystore or
+/// truststore file changed, or if AlterConfigs set this node's
+/// `listener.name.<l>.ssl.*` keys (Kafka's dynamic keystore update), which take
+/// precedence over `server.properties`.
+async fn reload_tls(
+    broker: Arc<Broker>,
+    listener: String,
+    tls: Arc<strata_broker::security::tls::ReloadingConfig>,
+) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+    let mut refused = None;
+    loop {
+        tick.tick().await;
+        let image = broker.image();
+        let config = &broker.config;
+        let dynamic = |k: &str| {
+            strata_broker::config::dynamic::broker_value(
+                &image,
+                config.node_id,
+                &strata_broker::config::listener_key(&listener, k),
+            )
+            .map(|(v, _)| v.to_owned())
+            .filter(|v| !v.is_empty())
+        };
+        let settings = strata_broker::security::tls::TlsSettings::from_lookup(
+            &listener,
+            |k| dynamic(k).or_else(|| config.listener_value(&listener, k).map(str::to_owned)),
+            |k| dynamic(k).is_some() || config.listener_value_is_explicit(&listener, k),
+        );
+        match settings {
+            Ok(settings) => {
+                refused = None;
+                let t = tls.clone();
+                let _ = tokio::task::spawn_blocking(move || t.reload(settings)).await;
+            }
+            Err(e) => {
+                let why = e.to_string();
+                if refused.as_ref() != Some(&why) {
+                    tracing::warn!(%listener, error = %why, "dynamic TLS settings refused; keeping the previous ones");
+                    refused = Some(why);
+                }
+            }
+        }
+    }
 }
 
 /// Accepts connections on one listener until the process stops. Controller-listener
@@ -156,6 +191,9 @@ async fn accept_loop(
     let between_nodes = listener.kind == ListenerType::Controller
         || (listener.name == broker.config.inter_broker_listener_name
             && !broker.config.is_sole_voter());
+    if let Some(tls) = listener.security.tls.clone() {
+        tokio::spawn(reload_tls(broker.clone(), listener.name.clone(), tls));
+    }
     let mut pacer = CreationPacer::default();
     loop {
         limits.wait_for_room(&broker, &name, between_nodes).await;

@@ -669,3 +669,75 @@ def test_admin_cli_with_a_command_config_over_sasl_ssl_and_mutual_tls(sec, tmp_p
     # Without the client certificate, the SSL listener (ssl.client.auth=required) refuses.
     r = admin("SSL", trust | {"security.protocol": "SSL"}, "topics", "list")
     assert r.returncode == 1, (r.stdout, r.stderr)
+
+
+def test_keystores_reload_from_a_changed_file_and_from_alter_configs(tmp_path):
+    """A listener's TLS keys are loaded again for new connections, without a restart, when
+    the keystore file changes in place, and when IncrementalAlterConfigs sets this node's
+    `listener.name.<l>.ssl.keystore.location` (Kafka's dynamic keystore update): a client
+    that trusts only the new authority connects once the change is applied, and one that
+    trusts only the old one no longer does. A keystore that does not load leaves the one in
+    use in place."""
+    import shutil
+
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    first, second, third = (make_certs(tmp_path / n) for n in ("first", "second", "third"))
+    live = tmp_path / "keystore.pem"
+    shutil.copy(first / "server-keystore.pem", live)
+    plain, tls = free_port(), free_port()
+    listeners = f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}"
+    (tmp_path / "b").mkdir()
+    b = Broker(
+        tmp_path / "b",
+        {
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(live),
+        },
+        port=plain,
+    )
+
+    def connects(ca: Path) -> bool:
+        ctx = ssl.create_default_context(cafile=str(ca))
+        try:
+            with socket.create_connection(("127.0.0.1", tls), timeout=5) as s:
+                with ctx.wrap_socket(s, server_hostname="127.0.0.1"):
+                    return True
+        except ssl.SSLError:
+            return False
+
+    def becomes_trusted(ca: Path, within: float = 20) -> bool:
+        deadline = time.monotonic() + within
+        while not connects(ca):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
+        return True
+
+    def set_keystore(path: Path) -> None:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"})
+        res = ConfigResource(
+            ConfigResource.Type.BROKER, "1",
+            incremental_configs=[ConfigEntry("listener.name.ssl.ssl.keystore.location", str(path),
+                                             incremental_operation=AlterConfigOpType.SET)],
+        )
+        admin.incremental_alter_configs([res])[res].result(timeout=TIMEOUT_S)
+
+    try:
+        assert connects(first / "ca.pem") and not connects(second / "ca.pem")
+        shutil.copy(second / "server-keystore.pem", live)  # the file changes in place
+        assert becomes_trusted(second / "ca.pem")
+        assert not connects(first / "ca.pem")
+        set_keystore(third / "server-keystore.pem")  # the dynamic update
+        assert becomes_trusted(third / "ca.pem")
+        assert not connects(second / "ca.pem")
+        bad = tmp_path / "bad.pem"
+        bad.write_text("not a keystore\n")
+        set_keystore(bad)
+        time.sleep(7)  # a reload pass (every 5 s) has seen it
+        assert connects(third / "ca.pem")
+        assert "do not load" in b.stderr_path.read_text()
+    finally:
+        b.kill()

@@ -28,7 +28,7 @@ pub enum ClientAuth {
 }
 
 /// A listener's TLS keys, as configured.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsSettings {
     pub listener: String,
     keystore_type: Option<String>,
@@ -53,8 +53,25 @@ impl TlsSettings {
     ///
     /// `ssl.client.auth` is not one of Kafka's values.
     pub fn from_config(config: &BrokerConfig, listener: &str) -> anyhow::Result<Self> {
-        let v = |k: &str| config.listener_value(listener, k).map(str::to_owned);
-        let explicit = |k: &str| config.listener_value_is_explicit(listener, k);
+        Self::from_lookup(
+            listener,
+            |k| config.listener_value(listener, k).map(str::to_owned),
+            |k| config.listener_value_is_explicit(listener, k),
+        )
+    }
+
+    /// The `ssl.*` keys of `listener` as `value` gives them (`None`: unset), `explicit`
+    /// telling which were set rather than left at their defaults: the static configuration,
+    /// or that with the listener's dynamic `listener.name.<l>.ssl.*` values over it.
+    ///
+    /// # Errors
+    ///
+    /// `ssl.client.auth` is not one of Kafka's values.
+    pub fn from_lookup(
+        listener: &str,
+        v: impl Fn(&str) -> Option<String>,
+        explicit: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<Self> {
         let client_auth = match v("ssl.client.auth").as_deref().unwrap_or("none") {
             "none" => ClientAuth::None,
             "requested" => ClientAuth::Requested,
@@ -430,11 +447,18 @@ fn pem_certs(data: &[u8]) -> anyhow::Result<Vec<CertificateDer<'static>>> {
     Ok(certs)
 }
 
-/// A listener's TLS configuration, replaced when its files change (Kafka reloads a
-/// keystore through a dynamic `ssl.keystore.*` update; here a changed file is the update).
+/// A listener's TLS configuration, replaced when its files change, or when its settings do
+/// (Kafka's dynamic `listener.name.<l>.ssl.keystore.*` and `ssl.truststore.*` updates,
+/// which AlterConfigs stores and `reload` is handed).
 pub struct ReloadingConfig {
-    settings: TlsSettings,
-    current: RwLock<(Arc<ServerConfig>, Vec<Option<SystemTime>>)>,
+    current: RwLock<Loaded>,
+}
+
+/// The configuration in use, the settings and file times it was built from, and the last
+/// settings and times tried (equal unless the last change did not load).
+struct Loaded {
+    config: Arc<ServerConfig>,
+    tried: (TlsSettings, Vec<Option<SystemTime>>),
 }
 
 impl ReloadingConfig {
@@ -447,8 +471,10 @@ impl ReloadingConfig {
         let config = Arc::new(settings.server_config()?);
         let stamps = mtimes(&settings.files());
         Ok(Arc::new(ReloadingConfig {
-            settings,
-            current: RwLock::new((config, stamps)),
+            current: RwLock::new(Loaded {
+                config,
+                tried: (settings, stamps),
+            }),
         }))
     }
 
@@ -458,39 +484,57 @@ impl ReloadingConfig {
         self.current
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .config
+            .clone()
+    }
+
+    /// The settings last tried.
+    #[must_use]
+    pub fn settings(&self) -> TlsSettings {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .tried
             .0
             .clone()
     }
 
-    /// Rebuilds the configuration if a file it came from changed. A store that no longer
-    /// reads keeps the previous configuration (logged), as Kafka keeps its old keystore
-    /// when a dynamic update fails validation. True when it was replaced.
+    /// Rebuilds the configuration if a file it came from changed, with the same settings.
     pub fn reload_if_changed(&self) -> bool {
-        let stamps = mtimes(&self.settings.files());
-        {
+        self.reload(self.settings())
+    }
+
+    /// Rebuilds the configuration from `settings` if they, or a file they name, changed
+    /// since the last try. Settings or files that no longer load keep the previous
+    /// configuration (logged once), as Kafka refuses a dynamic keystore update that fails
+    /// validation. True when it was replaced.
+    pub fn reload(&self, settings: TlsSettings) -> bool {
+        let stamps = mtimes(&settings.files());
+        let listener = settings.listener.clone();
+        let settings_changed = {
             let cur = self
                 .current
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if cur.1 == stamps {
+            if cur.tried.0 == settings && cur.tried.1 == stamps {
                 return false;
             }
-        }
-        match self.settings.server_config() {
+            cur.tried.0 != settings
+        };
+        let built = settings.server_config();
+        let mut cur = self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cur.tried = (settings, stamps);
+        match built {
             Ok(c) => {
-                *self
-                    .current
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = (Arc::new(c), stamps);
-                tracing::info!(listener = %self.settings.listener, "TLS keystore and truststore reloaded");
+                cur.config = Arc::new(c);
+                tracing::info!(%listener, settings_changed, "TLS keystore and truststore reloaded");
                 true
             }
             Err(e) => {
-                tracing::warn!(listener = %self.settings.listener, error = %e, "TLS files changed but do not load; keeping the previous ones");
-                self.current
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .1 = stamps;
+                tracing::warn!(%listener, error = %e, settings_changed, "TLS settings or files changed but do not load; keeping the previous ones");
                 false
             }
         }
