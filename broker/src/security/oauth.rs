@@ -27,7 +27,7 @@
 //! `connections.max.reauth.ms` is set (KIP-368), so a client re-authenticates with a fresh
 //! token before its token runs out.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -199,7 +199,7 @@ struct Fetcher {
 const JWKS_MAX_BYTES: u64 = 1 << 20;
 
 impl Fetcher {
-    fn new(url: &str, jaas: &HashMap<String, String>) -> anyhow::Result<Fetcher> {
+    fn new(url: &str, jaas: &BTreeMap<String, String>) -> anyhow::Result<Fetcher> {
         let roots = match jaas.get("ssl.truststore.location") {
             Some(path) => {
                 let certs = super::tls::trusted_certificates(
@@ -327,15 +327,7 @@ impl Validator {
             );
         }
         if !secured {
-            let jaas = v("oauthbearer.sasl.jaas.config").or_else(|| v("sasl.jaas.config"));
-            let options = match jaas {
-                Some(text) => {
-                    super::jaas::parse(&text)
-                        .map_err(|e| anyhow::anyhow!("listener {listener}: OAUTHBEARER JAAS: {e}"))?
-                        .options
-                }
-                None => Default::default(),
-            };
+            let options = jaas_options(config, listener)?;
             return Ok(Validator::Unsecured {
                 principal_claim: options
                     .get("unsecuredValidatorPrincipalClaimName")
@@ -585,6 +577,19 @@ fn parse_jwks(text: &str) -> Result<Vec<Jwk>, String> {
     Ok(keys)
 }
 
+/// The options of the listener's OAUTHBEARER JAAS entry (none without one).
+fn jaas_options(config: &BrokerConfig, listener: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    let entry = config
+        .listener_value(listener, "oauthbearer.sasl.jaas.config")
+        .or_else(|| config.listener_value(listener, "sasl.jaas.config"));
+    match entry {
+        Some(text) => Ok(super::jaas::parse(text)
+            .map_err(|e| anyhow::anyhow!("listener {listener}: OAUTHBEARER JAAS: {e}"))?
+            .options),
+        None => Ok(BTreeMap::new()),
+    }
+}
+
 /// An `https://` or `http://` key set: fetched once now (a failure is logged, and the
 /// refresher keeps trying), then kept fresh by a task of the runtime.
 fn http_key_set(config: &BrokerConfig, listener: &str, url: &str) -> anyhow::Result<Arc<KeySet>> {
@@ -609,18 +614,11 @@ fn http_key_set(config: &BrokerConfig, listener: &str, url: &str) -> anyhow::Res
             10_000,
         )?,
     };
-    let jaas = match v("oauthbearer.sasl.jaas.config").or_else(|| v("sasl.jaas.config")) {
-        Some(text) => {
-            super::jaas::parse(&text)
-                .map_err(|e| anyhow::anyhow!("listener {listener}: OAUTHBEARER JAAS: {e}"))?
-                .options
-        }
-        None => Default::default(),
-    };
+    let jaas = jaas_options(config, listener)?;
     if url.starts_with("http://") {
         tracing::warn!(listener, url, "OAUTHBEARER key set is fetched without TLS");
     }
-    let fetcher = Arc::new(Fetcher::new(url, &jaas.into_iter().collect())?);
+    let fetcher = Arc::new(Fetcher::new(url, &jaas)?);
     let keys = match fetcher.fetch() {
         Ok(keys) => {
             tracing::info!(

@@ -252,12 +252,6 @@ impl Authenticator {
             );
         };
         let mechanism = *mechanism;
-        let failed = |why: &str| {
-            TokenOutcome::Failed(format!(
-                "Authentication failed during authentication due to invalid credentials with SASL mechanism {}{why}",
-                mechanism.name()
-            ))
-        };
         // A token's expiry bounds the session (KIP-368), when sessions are bounded at all.
         let mut token_expires_at_ms = None;
         let (reply, user) = match exchange {
@@ -297,7 +291,10 @@ impl Authenticator {
                         reason = why,
                         "SASL authentication failed"
                     );
-                    return failed("");
+                    return TokenOutcome::Failed(format!(
+                        "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
+                        mechanism.name()
+                    ));
                 }
             },
             Exchange::Scram(server) => {

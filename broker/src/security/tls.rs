@@ -488,22 +488,6 @@ impl ReloadingConfig {
             .clone()
     }
 
-    /// The settings last tried.
-    #[must_use]
-    pub fn settings(&self) -> TlsSettings {
-        self.current
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .tried
-            .0
-            .clone()
-    }
-
-    /// Rebuilds the configuration if a file it came from changed, with the same settings.
-    pub fn reload_if_changed(&self) -> bool {
-        self.reload(self.settings())
-    }
-
     /// Rebuilds the configuration from `settings` if they, or a file they name, changed
     /// since the last try. Settings or files that no longer load keep the previous
     /// configuration (logged once), as Kafka refuses a dynamic keystore update that fails
