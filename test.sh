@@ -149,6 +149,11 @@ run_step build-after-quickstart cargo build --release --workspace --all-targets
 
 export STRATA_BIN="${STRATA_BIN:-$ROOT/target/release/strata}"
 if [[ -x "$STRATA_BIN" ]]; then
+    # librdkafka's build (C, both cores for about 2.5 minutes) goes on beside the Rust and
+    # Python tests, at the lowest priority, so that it takes only the CPU they leave idle.
+    timeout --kill-after=30s 30m nice -n 19 compat-tests/run-librdkafka.sh --build-only \
+        >"$LOGS/librdkafka-build.log" 2>&1 &
+    rdkafka_build_pid=$!
     run_step cargo-test cargo_tests
     if [[ -x "$ROOT/target/venv/bin/pytest" ]]; then
         run_step pytest python_tests
@@ -170,12 +175,18 @@ if [[ -x "$STRATA_BIN" ]]; then
     # three such nodes, since it creates topics with replication factor 3
     # (results-cluster-sasl_ssl/); 0081 stays on the PLAINTEXT node, where it already takes
     # seven minutes. About 14 minutes, less than the cluster's tier 1.
-    run_step librdkafka-build timeout --kill-after=30s 20m compat-tests/run-librdkafka.sh --build-only
+    # The three-node run is the longest: the single node's and the SASL_SSL run's output is
+    # printed when each ends, and the client scenarios, the Docker tests and the kernel TLS
+    # guest then run beside the three-node run, so that no more than three suites share the
+    # two cores at a time.
+    run_step librdkafka-build wait_and_print "$rdkafka_build_pid" "$LOGS/librdkafka-build.log"
     timeout --kill-after=30s 35m compat-tests/run-librdkafka.sh --tier1 >"$LOGS/librdkafka-tier1.log" 2>&1 &
     tier1_pid=$!
     tier1_over_sasl_ssl >"$LOGS/librdkafka-tier1-sasl-ssl.log" 2>&1 &
     tier1_sasl_pid=$!
-    run_step tier1-cluster timeout --kill-after=30s 35m compat-tests/run-librdkafka.sh --tier1 --cluster 3 --except 0081
+    timeout --kill-after=30s 35m compat-tests/run-librdkafka.sh --tier1 --cluster 3 --except 0081 \
+        >"$LOGS/librdkafka-tier1-cluster.log" 2>&1 &
+    tier1_cluster_pid=$!
     run_step librdkafka-tier1 wait_and_print "$tier1_pid" "$LOGS/librdkafka-tier1.log"
     run_step tier1-sasl-ssl wait_and_print "$tier1_sasl_pid" "$LOGS/librdkafka-tier1-sasl-ssl.log"
     # Client-library scenarios, each against a fresh broker: confluent-kafka, kafka-python,
@@ -189,6 +200,9 @@ if [[ -x "$STRATA_BIN" ]]; then
     if [[ -z "${SKIP_DOCKER:-}" ]]; then
         run_step docker timeout --kill-after=30s 15m docker/test-all.sh
     fi
+    # Kernel TLS in a virtual machine whose kernel has the tls module (tests/ktls/).
+    run_step ktls-guest timeout --kill-after=30s 15m tests/ktls/guest-test.sh
+    run_step tier1-cluster wait_and_print "$tier1_cluster_pid" "$LOGS/librdkafka-tier1-cluster.log"
 else
     STEP_NAMES+=("tests"); STEP_RESULTS+=("FAILED (no binary at $STRATA_BIN)"); STEP_TIMES+=("0s")
     FAILED=1

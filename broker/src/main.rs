@@ -109,17 +109,24 @@ async fn bind_listeners(config: &BrokerConfig) -> anyhow::Result<Vec<BoundListen
             ListenerType::Broker
         };
         let security = Arc::new(ListenerSecurity::for_listener(config, endpoint)?);
+        let ktls = strata_broker::security::ktls::support();
         let tls = match &security.tls {
-            // Kernel TLS (kTLS) would keep fetches on sendfile; without it, user space.
-            Some(_) => "user-space TLS (rustls); fetches are read and written",
-            None => "none",
+            None => "none".to_owned(),
+            Some(_) if ktls.any() => format!(
+                "kernel TLS (kTLS) after the rustls handshake, fetches keep sendfile ({}); other ciphers in user space",
+                ktls.describe()
+            ),
+            Some(_) => format!(
+                "user-space TLS (rustls), fetches are read and written: no kernel TLS ({})",
+                ktls.unavailable.unwrap_or("unknown")
+            ),
         };
         let mechanisms: Vec<&str> = security
             .sasl
             .iter()
             .flat_map(|s| s.mechanisms.iter().map(|m| m.name()))
             .collect();
-        tracing::info!(listener = %endpoint.name, address = %socket.local_addr().map_or(addr, |a| a.to_string()), ?kind, protocol = endpoint.security_protocol.name(), tls, sasl = ?mechanisms, "listening");
+        tracing::info!(listener = %endpoint.name, address = %socket.local_addr().map_or(addr, |a| a.to_string()), ?kind, protocol = endpoint.security_protocol.name(), tls = %tls, sasl = ?mechanisms, "listening");
         bound.push(BoundListener {
             name: endpoint.name.clone(),
             kind,

@@ -82,6 +82,11 @@ pub fn record_tls_fetch(bytes: u64) {
     registry::FETCH_TLS_BYTES.fetch_add(bytes, Ordering::Relaxed);
 }
 
+/// `bytes` of fetched records went out with `sendfile` through kernel TLS.
+pub fn record_ktls_fetch(bytes: u64) {
+    registry::FETCH_KTLS_BYTES.fetch_add(bytes, Ordering::Relaxed);
+}
+
 /// Counts an open client connection until the guard drops.
 #[must_use]
 pub fn connection_opened() -> GaugeGuard {

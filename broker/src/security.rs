@@ -13,6 +13,7 @@
 //! ([`crate::config::BrokerConfig::listener_value`]).
 
 pub mod jaas;
+pub mod ktls;
 pub mod oauth;
 pub mod peer;
 pub mod principal;

@@ -145,9 +145,12 @@ impl TlsSettings {
                 )
             }
         };
-        builder
+        let mut config = builder
             .with_single_cert(certs, key)
-            .map_err(|e| anyhow::anyhow!("listener {l}: keystore: {e}"))
+            .map_err(|e| anyhow::anyhow!("listener {l}: keystore: {e}"))?;
+        // A session's keys may be handed to the kernel after the handshake (kTLS).
+        config.enable_secret_extraction = super::ktls::support().any();
+        Ok(config)
     }
 
     /// The ring provider narrowed to `ssl.cipher.suites`, and the versions of

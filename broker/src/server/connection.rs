@@ -59,6 +59,7 @@ use crate::broker::Broker;
 use crate::broker::request_memory::{Lease, LeasedFrame, Owner};
 use crate::quorum::QuorumHandle;
 use crate::security::ListenerSecurity;
+use crate::security::ktls::{self, RecordReader};
 use crate::security::sasl::{Authenticator, Gate, TokenOutcome};
 use crate::server::handlers::{self, RequestContext};
 
@@ -106,26 +107,27 @@ const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// The connection's read side: the socket's, or the TLS session's.
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
 
-/// The connection's write side. Plain sockets send file regions with `sendfile`; a TLS
-/// session encrypts in user space, so its regions are read and written (ARCHITECTURE.md
-/// decision 4). The kernel's TLS (kTLS), which would keep `sendfile`, needs the `tls`
-/// upper-layer protocol in the kernel, which machines without it do not offer.
+/// The connection's write side. Plain sockets send file regions with `sendfile`, and so do
+/// TLS sessions whose keys the kernel holds (kTLS, `crate::security::ktls`); a session
+/// that stays in rustls encrypts in user space, so its regions are read and written
+/// (ARCHITECTURE.md decision 4).
 pub enum Writer {
     Plain(OwnedWriteHalf),
-    Tls(tokio::io::WriteHalf<tokio_rustls::server::TlsStream<TcpStream>>),
+    Ktls(OwnedWriteHalf),
+    Tls(tokio::io::WriteHalf<tokio_rustls::server::TlsStream<RecordReader>>),
 }
 
 impl Writer {
     async fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
         match self {
-            Writer::Plain(w) => w.write_all(b).await,
+            Writer::Plain(w) | Writer::Ktls(w) => w.write_all(b).await,
             Writer::Tls(w) => w.write_all(b).await,
         }
     }
 
     async fn shutdown(&mut self) -> io::Result<()> {
         match self {
-            Writer::Plain(w) => w.shutdown().await,
+            Writer::Plain(w) | Writer::Ktls(w) => w.shutdown().await,
             Writer::Tls(w) => w.shutdown().await,
         }
     }
@@ -139,7 +141,10 @@ async fn tls_accept(
     security: &ListenerSecurity,
     stream: TcpStream,
     peer: SocketAddr,
-) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, Option<String>)> {
+) -> Option<(
+    tokio_rustls::server::TlsStream<RecordReader>,
+    Option<String>,
+)> {
     let config = security.tls.as_ref()?.current();
     // A TLS client opens with a handshake record (content type 22). Anything else, most
     // often a plaintext Kafka client whose first bytes are a size prefix, is closed at once
@@ -158,6 +163,8 @@ async fn tls_accept(
         }
     }
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    // Read record by record, so that the session can be handed to the kernel afterwards.
+    let stream = RecordReader::new(stream);
     let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
@@ -213,8 +220,25 @@ pub async fn serve_on(
         if let Some(p) = cert_principal {
             principal = Arc::from(p);
         }
-        let (r, w) = tokio::io::split(tls);
-        (Box::new(r), Writer::Tls(w))
+        let cipher = tls.get_ref().1.negotiated_cipher_suite().map(|s| s.suite());
+        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, ktls::offload(tls))
+            .await
+            .unwrap_or_else(|_| Err(io::Error::other("the client stopped inside a TLS record")))
+        {
+            Ok(ktls::Offload::Kernel(stream, early)) => {
+                tracing::debug!(%peer, ?cipher, "kernel TLS session: fetches keep sendfile");
+                let (r, w) = stream.into_split();
+                (Box::new(ktls::KtlsReader::new(r, early)), Writer::Ktls(w))
+            }
+            Ok(ktls::Offload::UserSpace(tls)) => {
+                let (r, w) = tokio::io::split(*tls);
+                (Box::new(r), Writer::Tls(w))
+            }
+            Err(e) => {
+                tracing::warn!(%peer, ?cipher, error = %e, "closing connection: its TLS session could not be handed to the kernel");
+                return;
+            }
+        }
     } else {
         let (r, w) = stream.into_split();
         (Box::new(r), Writer::Plain(w))
@@ -855,10 +879,18 @@ async fn write_plan(
             Piece::Bytes(b) => wr.write_all(&b).await?,
             Piece::Region(r) => {
                 let sent = match wr {
-                    Writer::Plain(w) if zero_copy_enabled() => send_region(w, &r).await?,
+                    Writer::Plain(w) if zero_copy_enabled() => {
+                        let sent = send_region(w, &r).await?;
+                        broker.zero_copy_bytes.fetch_add(sent, Ordering::Relaxed);
+                        sent
+                    }
+                    Writer::Ktls(w) if zero_copy_enabled() => {
+                        let sent = send_region(w, &r).await?;
+                        crate::metrics::record_ktls_fetch(sent);
+                        sent
+                    }
                     _ => 0,
                 };
-                broker.zero_copy_bytes.fetch_add(sent, Ordering::Relaxed);
                 if sent < u64::from(r.len) {
                     let copied = copy_region(wr, &r, sent).await?;
                     if matches!(wr, Writer::Tls(_)) {

@@ -13,8 +13,8 @@ use strata_protocol::messages::ApiKey;
 use crate::broker::Broker;
 use crate::metrics::registry::{
     APIS, CONNECTIONS, CONNECTIONS_REFUSED_PER_IP, FAILED_AUTHENTICATIONS, FETCH_CONSUMER,
-    FETCH_FOLLOWER, FETCH_PURGATORY, FETCH_TLS_BYTES, FOLLOWER_FETCH_BYTES, FRAME_TIMEOUTS,
-    LATENCY_BOUNDS_US, PREFERRED_READ_REPLICA_ANSWERS, PRODUCE_PURGATORY,
+    FETCH_FOLLOWER, FETCH_KTLS_BYTES, FETCH_PURGATORY, FETCH_TLS_BYTES, FOLLOWER_FETCH_BYTES,
+    FRAME_TIMEOUTS, LATENCY_BOUNDS_US, PREFERRED_READ_REPLICA_ANSWERS, PRODUCE_PURGATORY,
     SUCCESSFUL_AUTHENTICATIONS, traffic,
 };
 
@@ -150,7 +150,7 @@ pub fn render(broker: &Broker) -> String {
     super::lag::render(&mut out, broker);
     render_cleaner(&mut out, broker);
 
-    let gauges: [(&str, &str, &str, i64); 13] = [
+    let gauges: [(&str, &str, &str, i64); 14] = [
         (
             "kafka_server_socket_server_metrics_connection_count",
             "gauge",
@@ -205,6 +205,12 @@ pub fn render(broker: &Broker) -> String {
             "counter",
             "Fetch record bytes read, encrypted in user space and written, on TLS connections.",
             i64::try_from(FETCH_TLS_BYTES.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_fetch_ktls_bytes_total",
+            "counter",
+            "Fetch record bytes sent with sendfile on TLS connections whose keys the kernel holds (kTLS).",
+            i64::try_from(FETCH_KTLS_BYTES.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
         ),
         (
             "kafka_server_socket_server_metrics_failed_authentication_total",
