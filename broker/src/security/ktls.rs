@@ -155,7 +155,8 @@ fn probe_one(cipher: Cipher, tls13: bool) -> io::Result<()> {
     let client = std::net::TcpStream::connect(listener.local_addr()?)?;
     let (_server, _) = listener.accept()?;
     setsockopt(&client, TcpUlp::default(), b"tls")?;
-    let info = crypto_info(cipher, tls13, &[0; 32], &[0; 12], 0)?;
+    let key_len = if cipher == Cipher::Aes128Gcm { 16 } else { 32 };
+    let info = crypto_info(cipher, tls13, &[0; 32][..key_len], &[0; 12], 0)?;
     setsockopt(&client, TcpTlsTx, &info)?;
     setsockopt(&client, TcpTlsRx, &info)?;
     Ok(())
@@ -176,66 +177,52 @@ fn crypto_info(
     } else {
         libc::TLS_1_2_VERSION
     };
-    let bad = || io::Error::new(io::ErrorKind::InvalidInput, "key or IV of the wrong length");
     let rec_seq = seq.to_be_bytes();
+    macro_rules! gcm {
+        ($variant:ident, $info:ident, $cipher:ident) => {
+            TlsCryptoInfo::$variant(libc::$info {
+                info: libc::tls_crypto_info {
+                    version,
+                    cipher_type: libc::$cipher,
+                },
+                iv: exactly(iv.get(4..))?,
+                key: exactly(Some(key))?,
+                salt: exactly(iv.get(..4))?,
+                rec_seq,
+            })
+        };
+    }
     Ok(match cipher {
-        Cipher::Aes128Gcm => TlsCryptoInfo::Aes128Gcm(libc::tls12_crypto_info_aes_gcm_128 {
-            info: libc::tls_crypto_info {
-                version,
-                cipher_type: libc::TLS_CIPHER_AES_GCM_128,
-            },
-            iv: iv
-                .get(4..12)
-                .and_then(|s| s.try_into().ok())
-                .ok_or_else(bad)?,
-            key: key
-                .get(..16)
-                .and_then(|s| s.try_into().ok())
-                .ok_or_else(bad)?,
-            salt: iv
-                .get(..4)
-                .and_then(|s| s.try_into().ok())
-                .ok_or_else(bad)?,
-            rec_seq,
-        }),
-        Cipher::Aes256Gcm => TlsCryptoInfo::Aes256Gcm(libc::tls12_crypto_info_aes_gcm_256 {
-            info: libc::tls_crypto_info {
-                version,
-                cipher_type: libc::TLS_CIPHER_AES_GCM_256,
-            },
-            iv: iv
-                .get(4..12)
-                .and_then(|s| s.try_into().ok())
-                .ok_or_else(bad)?,
-            key: key
-                .get(..32)
-                .and_then(|s| s.try_into().ok())
-                .ok_or_else(bad)?,
-            salt: iv
-                .get(..4)
-                .and_then(|s| s.try_into().ok())
-                .ok_or_else(bad)?,
-            rec_seq,
-        }),
+        Cipher::Aes128Gcm => gcm!(
+            Aes128Gcm,
+            tls12_crypto_info_aes_gcm_128,
+            TLS_CIPHER_AES_GCM_128
+        ),
+        Cipher::Aes256Gcm => gcm!(
+            Aes256Gcm,
+            tls12_crypto_info_aes_gcm_256,
+            TLS_CIPHER_AES_GCM_256
+        ),
         Cipher::Chacha20Poly1305 => {
             TlsCryptoInfo::Chacha20Poly1305(libc::tls12_crypto_info_chacha20_poly1305 {
                 info: libc::tls_crypto_info {
                     version,
                     cipher_type: libc::TLS_CIPHER_CHACHA20_POLY1305,
                 },
-                iv: iv
-                    .get(..12)
-                    .and_then(|s| s.try_into().ok())
-                    .ok_or_else(bad)?,
-                key: key
-                    .get(..32)
-                    .and_then(|s| s.try_into().ok())
-                    .ok_or_else(bad)?,
+                iv: exactly(Some(iv))?,
+                key: exactly(Some(key))?,
                 salt: [],
                 rec_seq,
             })
         }
     })
+}
+
+/// `bytes` as an array of exactly `N`.
+fn exactly<const N: usize>(bytes: Option<&[u8]>) -> io::Result<[u8; N]> {
+    bytes
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "key or IV of the wrong length"))
 }
 
 fn cipher_of(secrets: &ConnectionTrafficSecrets) -> Option<(Cipher, &[u8], &[u8])> {
