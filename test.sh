@@ -175,10 +175,10 @@ if [[ -x "$STRATA_BIN" ]]; then
     # three such nodes, since it creates topics with replication factor 3
     # (results-cluster-sasl_ssl/); 0081 stays on the PLAINTEXT node, where it already takes
     # seven minutes. About 14 minutes, less than the cluster's tier 1.
-    # The three-node run is the longest: the single node's and the SASL_SSL run's output is
-    # printed when each ends, and the client scenarios, the Docker tests and the kernel TLS
-    # guest then run beside the three-node run, so that no more than three suites share the
-    # two cores at a time.
+    # The single node's run is the longest (0081 alone takes seven minutes): the SASL_SSL and
+    # three-node runs' output is printed when each ends, and the client scenarios, the Docker
+    # tests and the kernel TLS guest then run beside the single node's, so that no more than
+    # three suites share the two cores at a time.
     run_step librdkafka-build wait_and_print "$rdkafka_build_pid" "$LOGS/librdkafka-build.log"
     timeout --kill-after=30s 35m compat-tests/run-librdkafka.sh --tier1 >"$LOGS/librdkafka-tier1.log" 2>&1 &
     tier1_pid=$!
@@ -187,8 +187,8 @@ if [[ -x "$STRATA_BIN" ]]; then
     timeout --kill-after=30s 35m compat-tests/run-librdkafka.sh --tier1 --cluster 3 --except 0081 \
         >"$LOGS/librdkafka-tier1-cluster.log" 2>&1 &
     tier1_cluster_pid=$!
-    run_step librdkafka-tier1 wait_and_print "$tier1_pid" "$LOGS/librdkafka-tier1.log"
     run_step tier1-sasl-ssl wait_and_print "$tier1_sasl_pid" "$LOGS/librdkafka-tier1-sasl-ssl.log"
+    run_step tier1-cluster wait_and_print "$tier1_cluster_pid" "$LOGS/librdkafka-tier1-cluster.log"
     # Client-library scenarios, each against a fresh broker: confluent-kafka, kafka-python,
     # aiokafka and kcat, and the old clients still in service (Sarama 1.22 and
     # python3-confluent-kafka from Debian, kafka-python 2.0.2, kcat on librdkafka 1.9.2), whose
@@ -202,7 +202,7 @@ if [[ -x "$STRATA_BIN" ]]; then
     fi
     # Kernel TLS in a virtual machine whose kernel has the tls module (tests/ktls/).
     run_step ktls-guest timeout --kill-after=30s 15m tests/ktls/guest-test.sh
-    run_step tier1-cluster wait_and_print "$tier1_cluster_pid" "$LOGS/librdkafka-tier1-cluster.log"
+    run_step librdkafka-tier1 wait_and_print "$tier1_pid" "$LOGS/librdkafka-tier1.log"
 else
     STEP_NAMES+=("tests"); STEP_RESULTS+=("FAILED (no binary at $STRATA_BIN)"); STEP_TIMES+=("0s")
     FAILED=1
