@@ -425,9 +425,12 @@ pub async fn offload(
     let stream = io.into_inner();
     let (tx_seq, tx) = &secrets.tx;
     let (rx_seq, rx) = &secrets.rx;
-    let (Some((_, tx_key, tx_iv)), Some((_, rx_key, rx_iv))) = (cipher_of(tx), cipher_of(rx))
+    let negotiated = |s| cipher_of(s).filter(|(c, ..)| *c == cipher);
+    let (Some((_, tx_key, tx_iv)), Some((_, rx_key, rx_iv))) = (negotiated(tx), negotiated(rx))
     else {
-        return Err(io::Error::other("rustls gave keys of another cipher"));
+        return Err(io::Error::other(
+            "rustls gave keys of another cipher than the one it negotiated",
+        ));
     };
     let tx = crypto_info(cipher, tls13, tx_key, tx_iv, *tx_seq)?;
     let rx = crypto_info(cipher, tls13, rx_key, rx_iv, *rx_seq)?;
@@ -456,7 +459,9 @@ impl KtlsReader {
         }
     }
 
-    /// Receives the record the kernel would not return from `read`: its type decides.
+    /// Receives the record the kernel would not return from `read`. `Ok` when it is an
+    /// alert, which ends the stream; any other record is an error that closes the
+    /// connection.
     fn control_record(&self) -> io::Result<()> {
         let stream: &TcpStream = self.inner.as_ref();
         let fd = stream.as_fd().as_raw_fd();
@@ -469,10 +474,7 @@ impl KtlsReader {
             _ => None,
         });
         match record {
-            Some(TlsGetRecordType::Alert) => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the client sent a TLS alert",
-            )),
+            Some(TlsGetRecordType::Alert) => Ok(()),
             Some(TlsGetRecordType::Handshake) => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "the client sent a TLS handshake message after the handshake (a key update), which kernel TLS does not follow here",
@@ -501,15 +503,12 @@ impl AsyncRead for KtlsReader {
             return Poll::Ready(Ok(()));
         }
         match ready!(Pin::new(&mut this.inner).poll_read(cx, buf)) {
-            Err(e) if e.raw_os_error() == Some(libc::EIO) => match this.control_record() {
+            Err(e) if e.raw_os_error() == Some(libc::EIO) => {
+                this.control_record()?;
                 // An alert ends the stream as a close does: nothing more is read.
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                    this.closed = true;
-                    Poll::Ready(Ok(()))
-                }
-                Err(e) => Poll::Ready(Err(e)),
-                Ok(()) => Poll::Ready(Ok(())),
-            },
+                this.closed = true;
+                Poll::Ready(Ok(()))
+            }
             other => Poll::Ready(other),
         }
     }
