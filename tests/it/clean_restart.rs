@@ -107,14 +107,14 @@ fn a_clean_restart_skips_recovery_and_a_crash_does_not() {
         ensure!(marker.exists(), "no marker after a clean shutdown");
         b.restart()?;
         // The listener is bound (and `restart` returns) before the data directory is
-        // opened, which is when the marker goes: wait for it, boundedly.
+        // opened, which is when the marker goes and, just after, the start logs that it
+        // used it: wait for both, boundedly.
         strata_tests::wait_until(
-            "the marker is removed at start",
+            "the start uses and removes the marker",
             Duration::from_secs(10),
             Duration::from_millis(20),
-            || Ok(!marker.exists()),
+            || Ok(!marker.exists() && clean_starts(b) == 1),
         )?;
-        ensure!(clean_starts(b) == 1, "the start did not use the marker");
         let all = read_all(b, 500)?;
         ensure!(
             all == (0..500).map(|i| (i, i)).collect::<Vec<_>>(),
@@ -126,8 +126,9 @@ fn a_clean_restart_skips_recovery_and_a_crash_does_not() {
         b.kill9()?;
         ensure!(!marker.exists(), "a marker after kill -9");
         b.restart()?;
-        ensure!(clean_starts(b) == 1, "a crash start used a marker");
+        // Read first: by then the logs are open, so the marker check has been made.
         let all = read_all(b, 510)?;
+        ensure!(clean_starts(b) == 1, "a crash start used a marker");
         ensure!(
             all == (0..510).map(|i| (i, i)).collect::<Vec<_>>(),
             "records moved after a crash restart"
