@@ -99,6 +99,8 @@ pub struct Broker {
     pub log_cleaner: log_cleaner::LogCleanerState,
     /// How connections to other nodes are secured.
     pub peers: crate::security::peer::PeerRoutes,
+    /// Incremental fetch sessions (KIP-227), of consumers and followers.
+    pub fetch_sessions: crate::fetch_session::FetchSessionCache,
 }
 
 impl Broker {
@@ -186,6 +188,8 @@ impl Broker {
             config.queued_max_request_bytes,
             config.socket_request_max_bytes,
         );
+        let fetch_sessions =
+            crate::fetch_session::FetchSessionCache::new(config.fetch_session_cache_slots);
         let broker = Arc::new(Broker {
             config,
             metadata,
@@ -205,6 +209,7 @@ impl Broker {
             features_epoch: now_ms,
             log_cleaner: log_cleaner_state(&config_values),
             peers,
+            fetch_sessions,
         });
         // The only voter opens on the image its whole log gives (`server::start` waits for
         // it), so it opens what it leads now, as a node that replays its own log; other

@@ -166,6 +166,9 @@ pub struct BrokerConfig {
     /// `replica.selector.class` (KIP-392): whether a leader sends consumers to a follower
     /// in their rack.
     pub replica_selector: ReplicaSelector,
+    /// `max.incremental.fetch.session.cache.slots` (KIP-227): how many fetch sessions the
+    /// node keeps; 0 serves every fetch in full.
+    pub fetch_session_cache_slots: usize,
     /// `authorizer.class.name` set to Kafka's `StandardAuthorizer` (KIP-801), with its
     /// `super.users` and `allow.everyone.if.no.acl.found`; `None` authorizes everything.
     pub authorizer: Option<strata_kraft::acl::AuthorizerConfig>,
@@ -569,6 +572,12 @@ impl BrokerConfig {
                     "not org.apache.kafka.common.replica.LeaderSelector or RackAwareReplicaSelector",
                 )
             })?,
+            fetch_session_cache_slots: usize::try_from(at_least(
+                "max.incremental.fetch.session.cache.slots",
+                get("max.incremental.fetch.session.cache.slots"),
+                0,
+            )?)
+            .unwrap_or(usize::MAX),
             group_initial_rebalance_delay_ms: at_least(
                 "group.initial.rebalance.delay.ms",
                 get("group.initial.rebalance.delay.ms"),
@@ -984,7 +993,7 @@ mod tests {
     #[test]
     fn the_keys_read_and_their_defaults_come_from_the_catalogue() {
         let c = BrokerConfig::from_args(&[], &[]).unwrap();
-        assert_eq!(c.values.len(), 125);
+        assert_eq!(c.values.len(), 126);
         assert_eq!(
             c.values["listener.security.protocol.map"],
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"

@@ -46,6 +46,7 @@
 pub mod broker;
 pub mod config;
 pub mod coordinator;
+pub mod fetch_session;
 pub mod metrics;
 pub mod partition;
 pub mod peer_client;

@@ -635,6 +635,9 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
     // KIP-392: unset sends every consumer to the leader, as in Kafka.
     broker("replica.selector.class", Class, None, Any, ReadOnly,
         "Which replica a consumer fetches from (KIP-392)."),
+    // KIP-227: 0 answers every fetch in full.
+    broker("max.incremental.fetch.session.cache.slots", Int, Some("1000"), AtLeast(0), ReadOnly,
+        "The most incremental fetch sessions this node keeps (KIP-227)."),
     // KIP-801: empty runs without an authorizer (the ACL APIs answer SECURITY_DISABLED).
     broker("authorizer.class.name", Str, None, Any, ReadOnly,
         "The authorizer; empty runs without one."),

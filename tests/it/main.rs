@@ -63,6 +63,7 @@ mod compaction;
 mod controller_listener;
 mod controller_quorum;
 mod env_config;
+mod fetch_sessions;
 mod file_descriptors;
 mod graceful_shutdown;
 mod group_commit;

@@ -281,10 +281,9 @@ async fn dispatch_api(ctx: RequestContext, body: RequestKind) -> Slot {
             let consumer = r.replica_id.0 < 0 && r.replica_state.replica_id.0 < 0;
             return Slot::PendingPlan(tokio::spawn(async move {
                 let mut fetched = fetch::handle(&ctx, r).await;
-                if consumer {
-                    fetch::apply_quota(&ctx, &mut fetched);
-                }
-                fetch::encode(&ctx, fetched)
+                let throttled = consumer && fetch::apply_quota(&ctx, &mut fetched);
+                let (response, records) = fetch::settle(&ctx, fetched, throttled);
+                fetch::encode(&ctx, response, records)
             }));
         }
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(

@@ -5,9 +5,11 @@
 //! to it only and lists the aborted transactions whose records the answer may hold, from
 //! the segments' `.txnindex` (Kafka's `collectAbortedTransactions`).
 //!
-//! Fetch sessions (KIP-227) are answered sessionless: a request that asks for a new session
-//! (id 0, epoch 0) gets session id 0, which tells the client to keep sending full requests;
-//! a request naming a session we never created gets FETCH_SESSION_ID_NOT_FOUND.
+//! Fetch sessions (KIP-227, [`crate::fetch_session`]), for consumers and followers alike: a
+//! full fetch at epoch 0 is answered whole and gets a session id; an incremental fetch names
+//! only what changed, reads every partition of its session, and is answered only the
+//! partitions with news ([`settle`], once the quota has said whether the answer is
+//! throttled).
 //!
 //! The partition's leader in the metadata image serves a consumer's fetch, and the
 //! fetch's `current_leader_epoch` (v9+, KIP-320) must match the image's leader epoch; a
@@ -28,7 +30,7 @@
 //! file regions `Log::read` returns, and [`encode`] turns the response into a plan of encoded
 //! bytes around those regions, which the connection writer sends with `sendfile`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,13 +43,17 @@ use strata_protocol::fetch_plan::{self, ResponsePlan};
 use strata_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
-use strata_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
+use strata_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use strata_storage::{FileRegion, ReadResult};
 use tokio::time::Instant;
 
 use super::RequestContext;
 use crate::broker::leadership::{self, LeaderEndpoint, ReadRole};
 use crate::config::ReplicaSelector;
+use crate::fetch_session::{
+    self, Answered, Context, NO_SESSION, PartitionKey, PartitionParams, SessionError,
+    SessionRequest, TopicKey,
+};
 use crate::partition::Partition;
 use crate::partition::read_replica::live_rack;
 use crate::server::error::{
@@ -60,7 +66,7 @@ const READ_COMMITTED: i8 = 1;
 
 /// One requested partition, resolved.
 struct Wanted {
-    topic_slot: usize,
+    topic: TopicKey,
     index: i32,
     fetch_offset: i64,
     partition_max_bytes: i32,
@@ -81,13 +87,183 @@ struct RackAware<'a> {
     local: (i32, Option<&'a str>),
 }
 
-/// A fetch's answer: the response with its records fields left out, and each partition's
-/// records as file regions, in response order (topics in order, then their partitions).
+/// A fetch's answer before it is settled: each partition's answer (records as file regions)
+/// in fetch order, and what its fetch session still has to do with it.
 pub struct Fetched {
-    /// Everything but the records.
-    pub response: FetchResponse,
-    /// One list of regions per partition in `response`.
-    pub records: Vec<Vec<FileRegion>>,
+    /// The top-level fields (error, session id, node endpoints); [`settle`] fills in the
+    /// partitions.
+    response: FetchResponse,
+    /// Each partition's topic, answer and records, in fetch order.
+    parts: Vec<(TopicKey, PartitionData, Vec<FileRegion>)>,
+    /// What the session does once the answer is known to be sent or throttled.
+    session: PendingSession,
+}
+
+/// A fetch session's part in one answer (KIP-227).
+enum PendingSession {
+    /// Sessionless, or refused: the answer is as built.
+    None,
+    /// A full fetch that asked for a session: one is made from the answer unless throttled.
+    Create {
+        privileged: bool,
+        uses_topic_ids: bool,
+        asked: Vec<(PartitionKey, PartitionParams)>,
+    },
+    /// An incremental fetch: only the partitions with news are answered.
+    Incremental { id: i32, next_epoch: i32 },
+}
+
+impl Fetched {
+    /// An answer of only a top-level error, with session id 0.
+    fn refused(code: i16) -> Self {
+        Self {
+            response: FetchResponse::default()
+                .with_error_code(code)
+                .with_session_id(NO_SESSION),
+            parts: Vec::new(),
+            session: PendingSession::None,
+        }
+    }
+
+    /// Partition answers, read in `context`'s order, completed under its session.
+    pub(super) fn answered(
+        context: &Context,
+        privileged: bool,
+        uses_topic_ids: bool,
+        response: FetchResponse,
+        parts: Vec<(TopicKey, PartitionData, Vec<FileRegion>)>,
+    ) -> Self {
+        let session = match context {
+            Context::Sessionless(_) => PendingSession::None,
+            Context::Full(asked) => PendingSession::Create {
+                privileged,
+                uses_topic_ids,
+                asked: asked.clone(),
+            },
+            Context::Incremental { id, next_epoch, .. } => PendingSession::Incremental {
+                id: *id,
+                next_epoch: *next_epoch,
+            },
+        };
+        Self {
+            response,
+            parts,
+            session,
+        }
+    }
+
+    /// Record bytes in the answer.
+    fn record_bytes(&self) -> u64 {
+        self.parts
+            .iter()
+            .flat_map(|(_, _, regions)| regions)
+            .map(|r| u64::from(r.len))
+            .sum()
+    }
+}
+
+/// The session fields and partitions of a fetch (KIP-227): topics by id from v13, by name
+/// before; sessions from v7 (earlier versions are sessionless).
+pub(super) fn session_request(
+    version: i16,
+    req: &FetchRequest,
+    privileged: bool,
+) -> SessionRequest {
+    let uses_topic_ids = version >= 13;
+    let topic_key = |id: uuid::Uuid, name: &TopicName| {
+        if uses_topic_ids {
+            TopicKey::Id(id)
+        } else {
+            TopicKey::Name(name.0.to_string())
+        }
+    };
+    let partitions = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let topic = topic_key(t.topic_id, &t.topic);
+            t.partitions.iter().map(move |p| {
+                (
+                    (topic.clone(), p.partition),
+                    PartitionParams {
+                        fetch_offset: p.fetch_offset,
+                        partition_max_bytes: p.partition_max_bytes,
+                        current_leader_epoch: if version >= 9 {
+                            p.current_leader_epoch
+                        } else {
+                            -1
+                        },
+                        last_fetched_epoch: if version >= 12 {
+                            p.last_fetched_epoch
+                        } else {
+                            -1
+                        },
+                        log_start_offset: if version >= 5 { p.log_start_offset } else { -1 },
+                    },
+                )
+            })
+        })
+        .collect();
+    let sessions = version >= 7;
+    let forgotten = if sessions {
+        req.forgotten_topics_data
+            .iter()
+            .flat_map(|f| {
+                let topic = topic_key(f.topic_id, &f.topic);
+                f.partitions.iter().map(move |&p| (topic.clone(), p))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    SessionRequest {
+        id: if sessions { req.session_id } else { NO_SESSION },
+        epoch: if sessions {
+            req.session_epoch
+        } else {
+            fetch_session::FINAL_EPOCH
+        },
+        uses_topic_ids,
+        privileged,
+        partitions,
+        forgotten,
+    }
+}
+
+/// The partitions a session context fetches, in order.
+pub(super) fn fetched_partitions(context: &Context) -> &[(PartitionKey, PartitionParams)] {
+    match context {
+        Context::Sessionless(p) | Context::Full(p) => p,
+        Context::Incremental { partitions, .. } => partitions,
+    }
+}
+
+/// A topic's name and whether the fetcher may read it, once per topic of a fetch.
+pub(super) struct TopicNames<'a> {
+    image: &'a MetadataImage,
+    seen: HashMap<TopicKey, Option<String>>,
+}
+
+impl<'a> TopicNames<'a> {
+    pub(super) fn new(image: &'a MetadataImage) -> Self {
+        Self {
+            image,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// The name of `topic`, or `None` for an id the image does not know.
+    pub(super) fn name(&mut self, topic: &TopicKey) -> Option<String> {
+        if let Some(known) = self.seen.get(topic) {
+            return known.clone();
+        }
+        let name = match topic {
+            TopicKey::Id(id) => self.image.topic_by_id(*id).map(|t| t.name.clone()),
+            TopicKey::Name(n) => Some(n.clone()),
+        };
+        self.seen.insert(topic.clone(), name.clone());
+        name
+    }
 }
 
 /// Answers a fetch, parking until enough bytes arrive.
@@ -107,16 +283,15 @@ async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) 
     } else {
         (req.replica_id.0, -1)
     };
+    let session = session_request(version, &req, replica_id >= 0);
+    let uses_topic_ids = session.uses_topic_ids;
+    let context = match ctx.broker.fetch_sessions.begin(session, crate::now_ms()) {
+        Ok(c) => c,
+        Err(e) => return Fetched::refused(fetch_session_error_code(e)),
+    };
     if replica_id >= 0 {
-        return super::replica_fetch::answer(ctx, image, req, replica_id, replica_epoch).await;
-    }
-    if version >= 7 && (req.session_id != 0 || req.session_epoch > 0) {
-        return Fetched {
-            response: FetchResponse::default()
-                .with_error_code(ResponseError::FetchSessionIdNotFound.code())
-                .with_session_id(0),
-            records: Vec::new(),
-        };
+        return super::replica_fetch::answer(ctx, image, &req, context, replica_id, replica_epoch)
+            .await;
     }
     // KIP-392: Kafka gives a fetch client metadata from v11 on (`rack_id` may be empty);
     // only then may a follower serve it or the leader name a preferred read replica.
@@ -129,71 +304,60 @@ async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) 
         image,
         local: (ctx.broker.config.node_id, ctx.broker.config.rack.as_deref()),
     });
-    let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
     let mut wanted = Vec::new();
     // KIP-951: the endpoints of the leaders named in `current_leader`, by node id.
     let mut node_endpoints: BTreeMap<i32, LeaderEndpoint> = BTreeMap::new();
-    for t in &req.topics {
-        let name = if version >= 13 {
-            image.topic_by_id(t.topic_id).map(|ti| ti.name.clone())
-        } else {
-            Some(t.topic.0.to_string())
-        };
-        let mut resp = FetchableTopicResponse::default();
-        if version >= 13 {
-            resp = resp.with_topic_id(t.topic_id);
-        } else {
-            resp = resp.with_topic(t.topic.clone());
-        }
-        let slot = topics.len();
-        topics.push(resp);
-        // Kafka's handleFetchRequest: READ on the topic, once the topic is known.
-        let authorized = name
-            .as_deref()
-            .is_none_or(|n| ctx.authorize(AclOperation::Read, ResourceType::Topic, n));
-        for p in &t.partitions {
-            let mut current_leader = None;
-            let mut follower = false;
-            let partition = match &name {
-                None => Err(topic_refusal_code(TopicRefusal::UnknownId)),
-                Some(_) if !authorized => Err(topic_refusal_code(TopicRefusal::Unauthorized)),
-                Some(n) => leadership::readable_partition(
-                    &ctx.broker,
-                    image,
-                    n,
-                    p.partition,
-                    p.current_leader_epoch,
-                    client_metadata,
-                )
-                .map(|readable| {
-                    follower = readable.role == ReadRole::Follower;
-                    readable.partition
-                })
-                .map_err(|e| {
-                    if version >= 16 && leadership::redirects(e, true) {
-                        let leader = leadership::current_leader(image, n, p.partition);
-                        current_leader = Some(
-                            LeaderIdAndEpoch::default()
-                                .with_leader_id(BrokerId(leader.leader_id))
-                                .with_leader_epoch(leader.leader_epoch),
-                        );
-                        if let Some(endpoint) = leader.endpoint {
-                            node_endpoints.insert(endpoint.node_id, endpoint);
-                        }
+    let mut names = TopicNames::new(image);
+    // Kafka's handleFetchRequest: READ on the topic, once the topic is known.
+    let mut authorized: HashMap<String, bool> = HashMap::new();
+    for ((topic, index), params) in fetched_partitions(&context) {
+        let name = names.name(topic);
+        let allowed = name.as_deref().is_none_or(|n| {
+            *authorized
+                .entry(n.to_owned())
+                .or_insert_with(|| ctx.authorize(AclOperation::Read, ResourceType::Topic, n))
+        });
+        let mut current_leader = None;
+        let mut follower = false;
+        let partition = match &name {
+            None => Err(topic_refusal_code(TopicRefusal::UnknownId)),
+            Some(_) if !allowed => Err(topic_refusal_code(TopicRefusal::Unauthorized)),
+            Some(n) => leadership::readable_partition(
+                &ctx.broker,
+                image,
+                n,
+                *index,
+                params.current_leader_epoch,
+                client_metadata,
+            )
+            .map(|readable| {
+                follower = readable.role == ReadRole::Follower;
+                readable.partition
+            })
+            .map_err(|e| {
+                if version >= 16 && leadership::redirects(e, true) {
+                    let leader = leadership::current_leader(image, n, *index);
+                    current_leader = Some(
+                        LeaderIdAndEpoch::default()
+                            .with_leader_id(BrokerId(leader.leader_id))
+                            .with_leader_epoch(leader.leader_epoch),
+                    );
+                    if let Some(endpoint) = leader.endpoint {
+                        node_endpoints.insert(endpoint.node_id, endpoint);
                     }
-                    leadership_error_code(e)
-                }),
-            };
-            wanted.push(Wanted {
-                topic_slot: slot,
-                index: p.partition,
-                fetch_offset: p.fetch_offset,
-                partition_max_bytes: p.partition_max_bytes,
-                partition,
-                follower,
-                current_leader,
-            });
-        }
+                }
+                leadership_error_code(e)
+            }),
+        };
+        wanted.push(Wanted {
+            topic: topic.clone(),
+            index: *index,
+            fetch_offset: params.fetch_offset,
+            partition_max_bytes: params.partition_max_bytes,
+            partition,
+            follower,
+            current_leader,
+        });
     }
     let deadline =
         Instant::now() + Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
@@ -219,25 +383,24 @@ async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) 
         let (parts, bytes, at_once) =
             read_all(&wanted, max_bytes, req.isolation_level, rack_aware.as_ref());
         if bytes >= min_bytes || at_once || Instant::now() >= deadline {
-            let mut topics = topics;
-            let mut records = Vec::with_capacity(parts.len());
-            // `wanted` runs topic by topic in slot order, so pushing in its order keeps the
-            // region lists in response order.
-            for (w, (pd, regions)) in wanted.iter().zip(parts) {
-                if let Ok(p) = &w.partition {
-                    crate::metrics::record_fetch(&p.topic, p.index, &regions);
-                }
-                note_kip392(w, &pd, &regions);
-                topics[w.topic_slot].partitions.push(pd);
-                records.push(regions);
-            }
-            return Fetched {
-                response: FetchResponse::default()
-                    .with_session_id(0)
-                    .with_responses(topics)
-                    .with_node_endpoints(node_endpoints),
-                records,
-            };
+            let parts = wanted
+                .iter()
+                .zip(parts)
+                .map(|(w, (pd, regions))| {
+                    if let Ok(p) = &w.partition {
+                        crate::metrics::record_fetch(&p.topic, p.index, &regions);
+                    }
+                    note_kip392(w, &pd, &regions);
+                    (w.topic.clone(), pd, regions)
+                })
+                .collect();
+            return Fetched::answered(
+                &context,
+                false,
+                uses_topic_ids,
+                FetchResponse::default().with_node_endpoints(node_endpoints),
+                parts,
+            );
         }
         let _parked = crate::metrics::fetch_parked();
         let changed = watchers
@@ -255,19 +418,26 @@ async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) 
     }
 }
 
+/// The top-level code of a refused session request.
+fn fetch_session_error_code(e: SessionError) -> i16 {
+    match e {
+        SessionError::IdNotFound => ResponseError::FetchSessionIdNotFound,
+        SessionError::InvalidEpoch => ResponseError::InvalidFetchSessionEpoch,
+        SessionError::TopicIdMismatch => ResponseError::FetchSessionTopicIdError,
+    }
+    .code()
+}
+
 /// A consumer fetch's quota (KIP-13): its record bytes are recorded against the client's
 /// `consumer_byte_rate`, and a fetch that takes the rate over it answers its throttle time
 /// and no partitions, its bytes taken back out of the rate (Kafka's
 /// `getThrottledResponse` and `unrecordQuotaSensor`); the connection is muted meanwhile.
-pub fn apply_quota(ctx: &RequestContext, fetched: &mut Fetched) {
+/// Returns whether it was throttled.
+pub fn apply_quota(ctx: &RequestContext, fetched: &mut Fetched) -> bool {
     use crate::server::client_quotas::{QuotaType, unrecord};
-    let bytes: u64 = fetched
-        .records
-        .iter()
-        .flatten()
-        .map(|r| u64::from(r.len))
-        .sum();
+    let bytes = fetched.record_bytes();
     let throttle = ctx.throttle(QuotaType::Fetch, bytes);
+    fetched.response.throttle_time_ms = throttle;
     if throttle > 0 {
         unrecord(
             &ctx.broker.image(),
@@ -277,21 +447,119 @@ pub fn apply_quota(ctx: &RequestContext, fetched: &mut Fetched) {
             bytes,
             crate::now_ms(),
         );
-        fetched.response.responses.clear();
-        fetched.records.clear();
+        fetched.parts.clear();
+        return true;
     }
-    fetched.response.throttle_time_ms = throttle;
+    false
 }
 
-/// Encodes a fetch's answer as a response plan. An encoding failure is a broker bug: it is
-/// logged and the connection closes, since the client would otherwise wait forever.
-pub fn encode(ctx: &RequestContext, fetched: Fetched) -> Option<ResponsePlan<FileRegion>> {
-    match fetch_plan::encode_fetch_plan(
-        ctx.api_version,
-        ctx.correlation_id,
-        fetched.response,
-        fetched.records,
-    ) {
+/// Completes an answer under its fetch session (KIP-227) and returns the response with
+/// its partitions, and each partition's records in response order. A full fetch that asked
+/// for a session gets one unless `throttled` (Kafka answers a throttled full fetch with
+/// session id 0); an incremental fetch answers only the partitions with news, and a
+/// throttled one none, committing nothing to the session.
+pub fn settle(
+    ctx: &RequestContext,
+    fetched: Fetched,
+    throttled: bool,
+) -> (FetchResponse, Vec<Vec<FileRegion>>) {
+    let Fetched {
+        mut response,
+        parts,
+        session,
+    } = fetched;
+    let summary = |pd: &PartitionData, regions: &[FileRegion]| Answered {
+        records: !regions.is_empty(),
+        high_watermark: pd.high_watermark,
+        log_start_offset: pd.log_start_offset,
+        must_send: pd.error_code != 0
+            || pd.preferred_read_replica.0 >= 0
+            || pd.diverging_epoch.epoch >= 0,
+    };
+    let parts = match session {
+        PendingSession::None => parts,
+        PendingSession::Create {
+            privileged,
+            uses_topic_ids,
+            asked,
+        } => {
+            if !throttled {
+                let cached = asked
+                    .into_iter()
+                    .zip(&parts)
+                    .map(|((key, params), (_, pd, regions))| (key, params, summary(pd, regions)))
+                    .collect();
+                response.session_id = ctx.broker.fetch_sessions.create(
+                    privileged,
+                    uses_topic_ids,
+                    cached,
+                    crate::now_ms(),
+                );
+            }
+            parts
+        }
+        PendingSession::Incremental { id, next_epoch } => {
+            let sessions = &ctx.broker.fetch_sessions;
+            let included = if throttled {
+                // No partitions, and nothing committed: the next fetch sees the same news.
+                sessions.check(id, next_epoch).map(|()| Vec::new())
+            } else {
+                let answered: Vec<Answered> =
+                    parts.iter().map(|(_, pd, r)| summary(pd, r)).collect();
+                sessions.finish(id, next_epoch, &answered, true)
+            };
+            match included {
+                Ok(include) => {
+                    response.session_id = id;
+                    parts
+                        .into_iter()
+                        .zip(include)
+                        .filter_map(|(part, keep)| keep.then_some(part))
+                        .collect()
+                }
+                Err(e) => {
+                    let refused = Fetched::refused(fetch_session_error_code(e));
+                    return (
+                        refused
+                            .response
+                            .with_throttle_time_ms(response.throttle_time_ms),
+                        Vec::new(),
+                    );
+                }
+            }
+        }
+    };
+    // Partitions of one topic that follow one another share its entry, as in Kafka's
+    // `FetchResponse.of`; a session's order may visit a topic more than once.
+    let mut records = Vec::with_capacity(parts.len());
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    let mut last: Option<TopicKey> = None;
+    for (topic, pd, regions) in parts {
+        if last.as_ref() != Some(&topic) {
+            topics.push(match &topic {
+                TopicKey::Id(id) => FetchableTopicResponse::default().with_topic_id(*id),
+                TopicKey::Name(n) => FetchableTopicResponse::default()
+                    .with_topic(TopicName(StrBytes::from_string(n.clone()))),
+            });
+            last = Some(topic);
+        }
+        if let Some(t) = topics.last_mut() {
+            t.partitions.push(pd);
+        }
+        records.push(regions);
+    }
+    (response.with_responses(topics), records)
+}
+
+/// Encodes a fetch's settled answer as a response plan. An encoding failure is a broker
+/// bug: it is logged and the connection closes, since the client would otherwise wait
+/// forever.
+pub fn encode(
+    ctx: &RequestContext,
+    response: FetchResponse,
+    records: Vec<Vec<FileRegion>>,
+) -> Option<ResponsePlan<FileRegion>> {
+    match fetch_plan::encode_fetch_plan(ctx.api_version, ctx.correlation_id, response, records) {
         Ok(plan) => Some(plan),
         Err(e) => {
             tracing::error!(error = %e, "fetch response encoding failed");
@@ -452,6 +720,19 @@ mod tests {
 
     use super::*;
     use crate::server::handlers::fixture::{self, OTHER};
+
+    /// A settled answer, not throttled.
+    struct Settled {
+        response: FetchResponse,
+        records: Vec<Vec<FileRegion>>,
+    }
+
+    /// The fetch's answer as the client receives it.
+    async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) -> Settled {
+        let fetched = super::answer(ctx, image, req).await;
+        let (response, records) = settle(ctx, fetched, false);
+        Settled { response, records }
+    }
 
     fn request(image: &MetadataImage, version: i16, current_leader_epoch: i32) -> FetchRequest {
         let topic = &image.topics["t"];
@@ -771,7 +1052,7 @@ mod tests {
         let elsewhere = not_a_replica(fixture::led_by(&broker, "t", OTHER, 5));
         let ctx = fixture::ctx(&broker, ApiKey::Fetch, 16);
         let fetched = answer(&ctx, &elsewhere, request(&elsewhere, 16, 5)).await;
-        let plan = encode(&ctx, fetched).expect("encodes");
+        let plan = encode(&ctx, fetched.response, fetched.records).expect("encodes");
         let mut wire = Vec::new();
         for piece in plan.pieces {
             match piece {

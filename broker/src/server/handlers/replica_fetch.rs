@@ -16,16 +16,15 @@ use std::sync::Arc;
 use futures_util::future::select_all;
 use strata_kraft::MetadataImage;
 use strata_protocol::messages::FetchRequest;
-use strata_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchResponse, FetchableTopicResponse, PartitionData,
-};
+use strata_protocol::messages::fetch_response::{EpochEndOffset, FetchResponse, PartitionData};
 use strata_replication::fetch::FetchPartition;
 use strata_storage::FileRegion;
 use tokio::time::{Duration, Instant};
 
 use super::RequestContext;
-use super::fetch::Fetched;
+use super::fetch::{Fetched, TopicNames, fetched_partitions};
 use crate::broker::leadership::LeadershipError;
+use crate::fetch_session::{Context, TopicKey};
 use crate::partition::Partition;
 use crate::server::error::{
     TopicRefusal, leadership_error_code, log_error_code, topic_refusal_code,
@@ -33,18 +32,20 @@ use crate::server::error::{
 
 /// One requested partition.
 struct Wanted {
-    topic_slot: usize,
+    topic: TopicKey,
     index: i32,
     request: FetchPartition,
     partition_max_bytes: i32,
     partition: Result<Arc<Partition>, i16>,
 }
 
-/// Answers a follower's fetch.
+/// Answers a follower's fetch, of the partitions its session `context` names (KIP-227; a
+/// follower's session is privileged in the cache).
 pub async fn answer(
     ctx: &RequestContext,
     image: &MetadataImage,
-    req: FetchRequest,
+    req: &FetchRequest,
+    context: Context,
     replica_id: i32,
     replica_epoch: i64,
 ) -> Fetched {
@@ -53,53 +54,34 @@ pub async fn answer(
     // Kafka's handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster, and is
     // answered TOPIC_AUTHORIZATION_FAILED for every partition without it.
     let authorized = ctx.authorize_cluster(strata_kraft::acl::AclOperation::ClusterAction);
-    let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
+    let mut names = TopicNames::new(image);
     let mut wanted = Vec::new();
-    for t in &req.topics {
-        let name = if version >= 13 {
-            image.topic_by_id(t.topic_id).map(|ti| ti.name.clone())
-        } else {
-            Some(t.topic.0.to_string())
+    for ((topic, index), params) in fetched_partitions(&context) {
+        let partition = match names.name(topic) {
+            _ if !authorized => Err(topic_refusal_code(TopicRefusal::Unauthorized)),
+            None => Err(topic_refusal_code(TopicRefusal::UnknownId)),
+            Some(n) => match image.topics.get(&n) {
+                None => Err(topic_refusal_code(TopicRefusal::Unknown)),
+                Some(_) => ctx
+                    .broker
+                    .partition(&n, *index)
+                    .ok_or(leadership_error_code(LeadershipError::NotLeaderOrFollower)),
+            },
         };
-        let mut resp = FetchableTopicResponse::default();
-        resp = if version >= 13 {
-            resp.with_topic_id(t.topic_id)
-        } else {
-            resp.with_topic(t.topic.clone())
-        };
-        let slot = topics.len();
-        topics.push(resp);
-        for p in &t.partitions {
-            let partition = match &name {
-                _ if !authorized => Err(topic_refusal_code(TopicRefusal::Unauthorized)),
-                None => Err(topic_refusal_code(TopicRefusal::UnknownId)),
-                Some(n) => match image.topics.get(n) {
-                    None => Err(topic_refusal_code(TopicRefusal::Unknown)),
-                    Some(_) => ctx
-                        .broker
-                        .partition(n, p.partition)
-                        .ok_or(leadership_error_code(LeadershipError::NotLeaderOrFollower)),
-                },
-            };
-            wanted.push(Wanted {
-                topic_slot: slot,
-                index: p.partition,
-                request: FetchPartition {
-                    replica_id,
-                    fetch_offset: p.fetch_offset,
-                    current_leader_epoch: p.current_leader_epoch,
-                    last_fetched_epoch: if version >= 12 {
-                        p.last_fetched_epoch
-                    } else {
-                        -1
-                    },
-                    replica_epoch,
-                    log_start_offset: p.log_start_offset,
-                },
-                partition_max_bytes: p.partition_max_bytes,
-                partition,
-            });
-        }
+        wanted.push(Wanted {
+            topic: topic.clone(),
+            index: *index,
+            request: FetchPartition {
+                replica_id,
+                fetch_offset: params.fetch_offset,
+                current_leader_epoch: params.current_leader_epoch,
+                last_fetched_epoch: params.last_fetched_epoch,
+                replica_epoch,
+                log_start_offset: params.log_start_offset,
+            },
+            partition_max_bytes: params.partition_max_bytes,
+            partition,
+        });
     }
     let deadline =
         Instant::now() + Duration::from_millis(u64::try_from(req.max_wait_ms.max(0)).unwrap_or(0));
@@ -114,18 +96,18 @@ pub async fn answer(
             .collect();
         let (parts, bytes, errors) = read_all(&wanted, max_bytes, me);
         if bytes >= min_bytes || errors || Instant::now() >= deadline {
-            let mut topics = topics;
-            let mut records = Vec::with_capacity(parts.len());
-            for (w, (pd, regions)) in wanted.iter().zip(parts) {
-                topics[w.topic_slot].partitions.push(pd);
-                records.push(regions);
-            }
-            return Fetched {
-                response: FetchResponse::default()
-                    .with_session_id(0)
-                    .with_responses(topics),
-                records,
-            };
+            let parts = wanted
+                .iter()
+                .zip(parts)
+                .map(|(w, (pd, regions))| (w.topic.clone(), pd, regions))
+                .collect();
+            return Fetched::answered(
+                &context,
+                true,
+                version >= 13,
+                FetchResponse::default(),
+                parts,
+            );
         }
         let changed = watchers
             .iter_mut()

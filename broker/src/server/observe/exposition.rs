@@ -53,6 +53,7 @@ struct PartitionSample {
 /// Renders every metric. Takes each partition's log lock once, briefly.
 #[must_use]
 pub fn render(broker: &Broker) -> String {
+    let sessions = broker.fetch_sessions.stats();
     let mut partitions: Vec<PartitionSample> = broker
         .all_partitions()
         .iter()
@@ -150,7 +151,7 @@ pub fn render(broker: &Broker) -> String {
     super::lag::render(&mut out, broker);
     render_cleaner(&mut out, broker);
 
-    let gauges: [(&str, &str, &str, i64); 14] = [
+    let gauges: [(&str, &str, &str, i64); 17] = [
         (
             "kafka_server_socket_server_metrics_connection_count",
             "gauge",
@@ -236,6 +237,24 @@ pub fn render(broker: &Broker) -> String {
             "Partition answers in which this leader sent a consumer to a preferred read replica (KIP-392).",
             i64::try_from(PREFERRED_READ_REPLICA_ANSWERS.load(Ordering::Relaxed))
                 .unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_fetch_sessions",
+            "gauge",
+            "Incremental fetch sessions cached (KIP-227; Kafka's NumIncrementalFetchSessions).",
+            i64::try_from(sessions.sessions).unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_fetch_session_partitions",
+            "gauge",
+            "Partitions over all cached fetch sessions (Kafka's NumIncrementalFetchPartitionsCached).",
+            i64::try_from(sessions.partitions).unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_fetch_session_evictions_total",
+            "counter",
+            "Fetch sessions evicted to make room for others.",
+            i64::try_from(sessions.evictions).unwrap_or(i64::MAX),
         ),
         (
             "process_open_fds",
