@@ -48,6 +48,7 @@ mod cluster_derived_id;
 mod cluster_dynamic_quorum;
 mod cluster_failover;
 mod cluster_faults;
+mod cluster_fetch_sessions;
 mod cluster_follower_fetch;
 mod cluster_forwarding;
 mod cluster_groups;

@@ -2,8 +2,10 @@
 //! follows from that leader (Kafka's `ReplicaFetcherThread`, one per source broker with
 //! `num.replica.fetchers=1`).
 //!
-//! Each round sends one Fetch (v12, topics by name) for every partition followed from that
-//! leader, on the leader's client listener as the image registers it, with this node's id
+//! Each round sends one Fetch (v12, topics by name) for the partitions followed from that
+//! leader, in an incremental fetch session (KIP-227, [`Session`]: after the first, full fetch,
+//! only partitions whose request changed are sent and only those with news are answered),
+//! on the leader's client listener as the image registers it, with this node's id
 //! as `replica_id`, the partition's current leader epoch, its log end offset as the fetch
 //! offset and its newest epoch as `last_fetched_epoch` (KIP-595's truncation on fetch). The
 //! per-partition logic is the replication crate's `FollowerState`: a diverging epoch in the
@@ -21,7 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use strata_protocol::messages::fetch_request::{FetchPartition as WirePartition, FetchTopic};
+use strata_protocol::messages::fetch_request::{
+    FetchPartition as WirePartition, FetchTopic, ForgottenTopic,
+};
 use strata_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, RequestKind, ResponseKind, TopicName,
 };
@@ -53,6 +57,133 @@ const MAX_RESPONSE_BYTES: usize = FETCH_RESPONSE_MAX_BYTES as usize + (1 << 20);
 
 /// The fetch offset asked for each partition of one request.
 type Asked = HashMap<(String, i32), i64>;
+
+/// What each partition of a request asks, by (topic, partition).
+type Asks = HashMap<(String, i32), WirePartition>;
+
+/// This follower's side of its fetch session with one leader (KIP-227, Kafka's
+/// `FetchSessionHandler`): the session the leader gave, the epoch to send next, and what the
+/// leader's session holds of each partition. The first fetch (epoch 0) is full and asks for a
+/// session; each later one sends only the partitions whose request changed (a fetch offset
+/// moved, a new leader epoch) and forgets those no longer fetched, and the leader answers
+/// only the partitions with news. A refused or failed exchange, or an answer this node
+/// could not apply whole, makes the next fetch full again (epoch 0 closes the old session
+/// and opens a new one), so that the leader tells everything afresh.
+#[derive(Default)]
+struct Session {
+    /// The leader's session id; 0 for none.
+    id: i32,
+    /// The epoch of the next request; 0 asks for a full fetch.
+    epoch: i32,
+    /// What the leader's session was told of each partition.
+    sent: Asks,
+}
+
+/// One request and what it leaves the session holding if it is answered.
+struct Built {
+    request: RequestKind,
+    asked: Asked,
+    full: bool,
+    asks: Asks,
+}
+
+impl Session {
+    /// Kafka's `FetchSessionHandler.build`: the request for `asks`, every partition to fetch.
+    fn build(&self, broker: &Broker, asks: Asks) -> Built {
+        let asked = asks
+            .iter()
+            .map(|(k, p)| (k.clone(), p.fetch_offset))
+            .collect();
+        // A new leader epoch on a partition the session holds starts the session over: its
+        // new state hears everything from the leader, not only what changed.
+        let epoch_moved = asks.iter().any(|(k, p)| {
+            self.sent
+                .get(k)
+                .is_some_and(|s| s.current_leader_epoch != p.current_leader_epoch)
+        });
+        let full = self.id == 0 || self.epoch == 0 || epoch_moved;
+        let mut topics: HashMap<String, Vec<WirePartition>> = HashMap::new();
+        let mut forgotten: HashMap<String, Vec<i32>> = HashMap::new();
+        for (key, p) in &asks {
+            if full || self.sent.get(key) != Some(p) {
+                topics.entry(key.0.clone()).or_default().push(p.clone());
+            }
+        }
+        if !full {
+            for key in self.sent.keys().filter(|k| !asks.contains_key(*k)) {
+                forgotten.entry(key.0.clone()).or_default().push(key.1);
+            }
+        }
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(broker.config.node_id))
+            .with_max_wait_ms(FETCH_WAIT_MAX_MS)
+            .with_min_bytes(1)
+            .with_max_bytes(FETCH_RESPONSE_MAX_BYTES)
+            .with_session_id(self.id)
+            .with_session_epoch(if full { 0 } else { self.epoch })
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(name, partitions)| {
+                        FetchTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(name)))
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
+            )
+            .with_forgotten_topics_data(
+                forgotten
+                    .into_iter()
+                    .map(|(name, partitions)| {
+                        ForgottenTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(name)))
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
+            );
+        Built {
+            request: RequestKind::Fetch(request),
+            asked,
+            full,
+            asks,
+        }
+    }
+
+    /// Kafka's `FetchSessionHandler.handleResponse`. Returns whether the answer is one to
+    /// apply (a refused session is not: its answer holds no partitions).
+    fn answered(&mut self, full: bool, asks: Asks, error_code: i16, session_id: i32) -> bool {
+        if error_code != 0 {
+            tracing::debug!(
+                session = self.id,
+                error_code,
+                "replica fetch session refused"
+            );
+            if error_code == ResponseError::FetchSessionIdNotFound.code() {
+                self.id = 0;
+            }
+            self.epoch = 0;
+            return false;
+        }
+        if full {
+            self.id = session_id;
+            self.epoch = if session_id == 0 { 0 } else { 1 };
+        } else {
+            self.epoch = next_session_epoch(self.epoch);
+        }
+        self.sent = asks;
+        true
+    }
+
+    /// After a failed exchange or an answer not applied whole: the next fetch is full.
+    fn restart(&mut self) {
+        self.epoch = 0;
+    }
+}
+
+/// Kafka's `FetchMetadata.nextEpoch` for a session this node holds (never below 1).
+fn next_session_epoch(epoch: i32) -> i32 {
+    crate::fetch_session::next_epoch(epoch).max(1)
+}
 
 /// One partition followed from a leader.
 struct Followed {
@@ -216,45 +347,93 @@ async fn run(broker: Arc<Broker>, leader: i32, src: Arc<Source>) {
         MAX_RESPONSE_BYTES,
     )
     .secured(broker.peers.inter_broker.clone());
+    let mut session = Session::default();
     while !src.stopped.load(Ordering::Relaxed) {
-        let Some((request, asked)) = build_request(&broker, &src) else {
+        let Some(asks) = next_asks(&src) else {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let exchange = exchange(&broker, leader, &mut client, &request);
+        let built = session.build(&broker, asks);
+        let exchange = exchange(&broker, leader, &mut client, &built.request);
         let response = match peer_client::within(EXCHANGE_TIMEOUT, exchange).await {
             Ok(r) => r,
             Err(FetchError::Peer(PeerError::Timeout)) => {
                 tracing::debug!(leader, "replica fetch timed out");
                 client.disconnect();
+                session.restart();
                 tokio::time::sleep(BACKOFF).await;
                 continue;
             }
             Err(why) => {
                 tracing::debug!(leader, why = %why, "replica fetch failed");
                 client.disconnect();
+                session.restart();
                 tokio::time::sleep(BACKOFF).await;
                 continue;
             }
         };
+        if !session.answered(
+            built.full,
+            built.asks,
+            response.error_code,
+            response.session_id,
+        ) {
+            // A session error is answered by a full fetch at once; anything else waits.
+            let code = ResponseError::try_from_code(response.error_code);
+            if !matches!(
+                code,
+                Some(
+                    ResponseError::FetchSessionIdNotFound
+                        | ResponseError::InvalidFetchSessionEpoch
+                        | ResponseError::FetchSessionTopicIdError
+                )
+            ) {
+                tokio::time::sleep(BACKOFF).await;
+            }
+            continue;
+        }
         let s = src.clone();
+        let asked = built.asked;
         let handled =
             tokio::task::spawn_blocking(move || handle_response(&s, response, &asked)).await;
-        if let Ok(true) = handled {
-            // Every partition failed: wait for metadata rather than spin.
-            tokio::time::sleep(BACKOFF).await;
+        match handled {
+            Ok(Handled {
+                all_failed,
+                applied_whole,
+            }) => {
+                if !applied_whole {
+                    session.restart();
+                }
+                if all_failed {
+                    // Every partition failed: wait for metadata rather than spin.
+                    tokio::time::sleep(BACKOFF).await;
+                }
+            }
+            Err(_) => session.restart(),
         }
+    }
+    // Kafka's fetcher leaves its session to be evicted; closing it (epoch -1, nothing to
+    // fetch, no wait) frees the leader's slot at once. Best effort, and only on a live
+    // connection: a leader that is gone took its sessions with it.
+    if session.id != 0 && client.is_connected() {
+        let close = FetchRequest::default()
+            .with_replica_id(BrokerId(broker.config.node_id))
+            .with_max_wait_ms(0)
+            .with_session_id(session.id)
+            .with_session_epoch(crate::fetch_session::FINAL_EPOCH);
+        let request = RequestKind::Fetch(close);
+        let closing = exchange(&broker, leader, &mut client, &request);
+        let _ = peer_client::within(Duration::from_secs(2), closing).await;
     }
 }
 
-/// The Fetch for every partition whose state asks to fetch, and the offsets asked.
-fn build_request(broker: &Broker, src: &Source) -> Option<(RequestKind, Asked)> {
+/// What each partition whose state asks to fetch asks, or `None` if none does.
+fn next_asks(src: &Source) -> Option<Asks> {
     let parts = src
         .partitions
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut topics: HashMap<String, Vec<WirePartition>> = HashMap::new();
-    let mut asked = HashMap::new();
+    let mut asks = HashMap::new();
     for (key, f) in parts.iter() {
         let Some(state) = &f.state else { continue };
         let log = f.partition.log();
@@ -266,8 +445,8 @@ fn build_request(broker: &Broker, src: &Source) -> Option<(RequestKind, Asked)> 
         let FollowerRequest::Fetch(fp) = state.next_request(local) else {
             continue;
         };
-        asked.insert(key.clone(), fp.fetch_offset);
-        topics.entry(key.0.clone()).or_default().push(
+        asks.insert(
+            key.clone(),
             WirePartition::default()
                 .with_partition(key.1)
                 .with_current_leader_epoch(fp.current_leader_epoch)
@@ -277,26 +456,7 @@ fn build_request(broker: &Broker, src: &Source) -> Option<(RequestKind, Asked)> 
                 .with_partition_max_bytes(FETCH_MAX_BYTES_PER_PARTITION),
         );
     }
-    if asked.is_empty() {
-        return None;
-    }
-    let request = FetchRequest::default()
-        .with_replica_id(BrokerId(broker.config.node_id))
-        .with_max_wait_ms(FETCH_WAIT_MAX_MS)
-        .with_min_bytes(1)
-        .with_max_bytes(FETCH_RESPONSE_MAX_BYTES)
-        .with_session_epoch(-1)
-        .with_topics(
-            topics
-                .into_iter()
-                .map(|(name, partitions)| {
-                    FetchTopic::default()
-                        .with_topic(TopicName(StrBytes::from_string(name)))
-                        .with_partitions(partitions)
-                })
-                .collect(),
-        );
-    Some((RequestKind::Fetch(request), asked))
+    (!asks.is_empty()).then_some(asks)
 }
 
 /// Why one replica fetch got no answer.
@@ -334,18 +494,31 @@ async fn exchange(
     }
 }
 
-/// Applies one Fetch answer. Returns whether every partition failed.
+/// What applying one Fetch answer came to.
+struct Handled {
+    /// The answer held partitions, and each had an error.
+    all_failed: bool,
+    /// Every partition's answer was applied: none was dropped because the log moved under
+    /// it or its records could not be appended. Otherwise the leader's session believes this
+    /// node knows what it does not, and the next fetch must be full.
+    applied_whole: bool,
+}
+
+/// Applies one Fetch answer; a partition the answer leaves out (an incremental session's
+/// answer holds only those with news) is as it was.
 fn handle_response(
     src: &Source,
     response: strata_protocol::messages::FetchResponse,
     asked: &Asked,
-) -> bool {
+) -> Handled {
     let now_ms = crate::now_ms();
     let mut parts = src
         .partitions
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut all_failed = response.error_code != 0;
+    let mut answered = false;
+    let mut any_ok = false;
+    let mut applied_whole = true;
     for topic in response.responses {
         let name = topic.topic.0.to_string();
         for p in topic.partitions {
@@ -359,6 +532,7 @@ fn handle_response(
             let Some(state) = f.state.as_mut() else {
                 continue;
             };
+            answered = true;
             if p.error_code != 0 {
                 tracing::debug!(topic = %name, partition = p.partition_index, code = p.error_code, "replica fetch partition error");
                 let error = ResponseError::try_from_code(p.error_code);
@@ -391,7 +565,7 @@ fn handle_response(
                 }
                 continue;
             }
-            all_failed = false;
+            any_ok = true;
             let diverging = (p.diverging_epoch.epoch >= 0).then_some(EpochEndOffset {
                 epoch: p.diverging_epoch.epoch,
                 end_offset: p.diverging_epoch.end_offset,
@@ -399,6 +573,7 @@ fn handle_response(
             let mut log = f.partition.log();
             if log.log_end_offset() != fetch_offset {
                 // The log moved under this answer (a truncation on a new epoch).
+                applied_whole = false;
                 continue;
             }
             let answer = FetchAnswer {
@@ -422,6 +597,7 @@ fn handle_response(
                 let mut buf = records.to_vec();
                 if let Err(e) = log.append_as_follower(&mut buf, now_ms) {
                     tracing::warn!(topic = %name, partition = p.partition_index, error = %e, "cannot append replicated records");
+                    applied_whole = false;
                 }
             }
             let end = log.log_end_offset();
@@ -431,5 +607,8 @@ fn handle_response(
             f.partition.set_high_watermark(hw);
         }
     }
-    all_failed
+    Handled {
+        all_failed: answered && !any_ok,
+        applied_whole,
+    }
 }

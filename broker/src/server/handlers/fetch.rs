@@ -484,7 +484,7 @@ pub fn settle(
             asked,
         } => {
             if !throttled {
-                let cached = asked
+                let cached: Vec<_> = asked
                     .into_iter()
                     .zip(&parts)
                     .map(|((key, params), (_, pd, regions))| (key, params, summary(pd, regions)))
