@@ -36,6 +36,9 @@
 //!
 //! - `strata-bench compaction` ([`compaction`]): the log cleaner in process: disk use
 //!   against live data, the cleaner's MB/s, and append latency with and without it.
+//! - `strata-bench omb` ([`omb`]): the OpenMessaging Benchmark's workload
+//!   `1-topic-100-partitions-1kb`: its maximum sustained rate, then latency and broker CPU
+//!   per GB at half of it.
 //!
 //! [`probe`] holds what these read from outside the broker (`/proc`, readiness requests).
 //!
@@ -66,6 +69,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 mod compaction;
 mod diag;
+mod omb;
 mod probe;
 mod restart;
 mod scale;
@@ -130,6 +134,7 @@ fn main() -> anyhow::Result<()> {
         Some("txn") => return txn::run(std::env::args().skip(2)),
         Some("compaction") => return compaction::run(std::env::args().skip(2)),
         Some("validate") => return validate::run(std::env::args().skip(2)),
+        Some("omb") => return omb::run(std::env::args().skip(2)),
         _ => {}
     }
     let args = parse_args()?;
