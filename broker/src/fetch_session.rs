@@ -118,8 +118,16 @@ pub struct SessionRequest {
 pub enum Context {
     /// Every requested partition, session id 0 (epoch -1, or a session emptied).
     Sessionless(Vec<(PartitionKey, PartitionParams)>),
-    /// Every requested partition; a session is created from the answer ([`FetchSessionCache::create`]).
-    Full(Vec<(PartitionKey, PartitionParams)>),
+    /// Every requested partition; a session is created from the answer
+    /// ([`FetchSessionCache::create`]), with the request's kind of fetcher and topic naming.
+    Full {
+        /// The requested partitions, in order.
+        partitions: Vec<(PartitionKey, PartitionParams)>,
+        /// From a follower replica.
+        privileged: bool,
+        /// Topics by id (Fetch v13+).
+        uses_topic_ids: bool,
+    },
     /// Every partition of session `id`, in its order; only those with news are answered
     /// ([`FetchSessionCache::finish`]).
     Incremental {
@@ -264,7 +272,11 @@ impl FetchSessionCache {
             return Ok(if req.epoch == FINAL_EPOCH || self.slots == 0 {
                 Context::Sessionless(req.partitions)
             } else {
-                Context::Full(req.partitions)
+                Context::Full {
+                    partitions: req.partitions,
+                    privileged: req.privileged,
+                    uses_topic_ids: req.uses_topic_ids,
+                }
             });
         }
         let Some(session) = inner.sessions.get_mut(&req.id) else {
@@ -373,9 +385,9 @@ impl FetchSessionCache {
     }
 
     /// After an incremental fetch's answer (in the order [`Context::Incremental`] gave):
-    /// which partitions the answer includes. With `commit`, the session keeps what they were
-    /// told, and the partitions that returned records go to the end of its order. A
-    /// throttled answer, which includes none, commits nothing, so nothing is lost to it.
+    /// which partitions the answer includes. The session keeps what they were told, and the
+    /// partitions that returned records go to the end of its order. (A throttled answer,
+    /// which includes none, commits nothing: it is only [`FetchSessionCache::check`]ed.)
     ///
     /// # Errors
     ///
@@ -385,7 +397,6 @@ impl FetchSessionCache {
         id: i32,
         next_epoch: i32,
         answered: &[Answered],
-        commit: bool,
     ) -> Result<Vec<bool>, SessionError> {
         let mut inner = self.lock();
         let Some(session) = inner.sessions.get_mut(&id) else {
@@ -399,23 +410,19 @@ impl FetchSessionCache {
             let mut send = a.records || a.must_send;
             if c.high_watermark != a.high_watermark {
                 send = true;
-                if commit {
-                    c.high_watermark = a.high_watermark;
-                }
+                c.high_watermark = a.high_watermark;
             }
             if c.log_start_offset != a.log_start_offset {
                 send = true;
-                if commit {
-                    c.log_start_offset = a.log_start_offset;
-                }
+                c.log_start_offset = a.log_start_offset;
             }
-            if a.must_send && commit {
+            if a.must_send {
                 // Sent again once the error is gone.
                 c.high_watermark = -1;
             }
             include.push(send);
         }
-        if commit && answered.iter().any(|a| a.records) {
+        if answered.iter().any(|a| a.records) {
             let (rest, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut session.partitions)
                 .into_iter()
                 .zip(answered)
@@ -521,7 +528,11 @@ mod tests {
         let cache = FetchSessionCache::new(10);
         assert_eq!(
             cache.begin(req(0, 0, &[(0, 0)], &[]), 0).unwrap(),
-            Context::Full(vec![(key(0), params(0))])
+            Context::Full {
+                partitions: vec![(key(0), params(0))],
+                privileged: false,
+                uses_topic_ids: false,
+            }
         );
         let id = session(&cache, 2, false, 0);
         assert!(id > 0);
@@ -606,7 +617,7 @@ mod tests {
         answered[2].high_watermark = 11;
         answered[3].must_send = true;
         assert_eq!(
-            cache.finish(id, next_epoch, &answered, true).unwrap(),
+            cache.finish(id, next_epoch, &answered).unwrap(),
             vec![false, true, true, true]
         );
         let ctx = cache.begin(req(id, 2, &[], &[]), 0).unwrap();
@@ -619,7 +630,7 @@ mod tests {
         let mut answered = vec![quiet(10); 4];
         answered[1].high_watermark = 11;
         assert_eq!(
-            cache.finish(id, next_epoch, &answered, true).unwrap(),
+            cache.finish(id, next_epoch, &answered).unwrap(),
             vec![false, false, true, false]
         );
     }
@@ -634,19 +645,14 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(
-            cache.finish(id, next_epoch, &[a], false).unwrap(),
-            vec![true]
-        );
+        // Throttled: the session is only checked.
+        assert_eq!(cache.check(id, next_epoch), Ok(()));
         let Context::Incremental { next_epoch, .. } = cache.begin(req(id, 2, &[], &[]), 0).unwrap()
         else {
             panic!()
         };
         a.records = false;
-        assert_eq!(
-            cache.finish(id, next_epoch, &[a], true).unwrap(),
-            vec![true]
-        );
+        assert_eq!(cache.finish(id, next_epoch, &[a]).unwrap(), vec![true]);
     }
 
     #[test]
@@ -659,7 +665,7 @@ mod tests {
         };
         cache.begin(req(id, 2, &[], &[]), 0).unwrap();
         assert_eq!(
-            cache.finish(id, next_epoch, &[quiet(10)], true),
+            cache.finish(id, next_epoch, &[quiet(10)]),
             Err(SessionError::InvalidEpoch)
         );
     }

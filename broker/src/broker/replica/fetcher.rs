@@ -82,18 +82,24 @@ struct Session {
 /// One request and what it leaves the session holding if it is answered.
 struct Built {
     request: RequestKind,
-    asked: Asked,
     full: bool,
     asks: Asks,
+}
+
+/// What a leader's answer means for the session.
+enum Outcome {
+    /// Answered: apply its partitions.
+    Apply,
+    /// The session was refused (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+    /// FETCH_SESSION_TOPIC_ID_ERROR): fetch in full at once.
+    Refused,
+    /// Another top-level error: fetch in full after the backoff.
+    Failed,
 }
 
 impl Session {
     /// Kafka's `FetchSessionHandler.build`: the request for `asks`, every partition to fetch.
     fn build(&self, broker: &Broker, asks: Asks) -> Built {
-        let asked = asks
-            .iter()
-            .map(|(k, p)| (k.clone(), p.fetch_offset))
-            .collect();
         // A new leader epoch on a partition the session holds starts the session over: its
         // new state hears everything from the leader, not only what changed.
         let epoch_moved = asks.iter().any(|(k, p)| {
@@ -143,26 +149,32 @@ impl Session {
             );
         Built {
             request: RequestKind::Fetch(request),
-            asked,
             full,
             asks,
         }
     }
 
-    /// Kafka's `FetchSessionHandler.handleResponse`. Returns whether the answer is one to
-    /// apply (a refused session is not: its answer holds no partitions).
-    fn answered(&mut self, full: bool, asks: Asks, error_code: i16, session_id: i32) -> bool {
+    /// Kafka's `FetchSessionHandler.handleResponse`: what the answer means (a top-level
+    /// error's answer holds no partitions, and the next fetch is full).
+    fn answered(&mut self, full: bool, asks: Asks, error_code: i16, session_id: i32) -> Outcome {
         if error_code != 0 {
             tracing::debug!(
                 session = self.id,
                 error_code,
                 "replica fetch session refused"
             );
-            if error_code == ResponseError::FetchSessionIdNotFound.code() {
-                self.id = 0;
-            }
             self.epoch = 0;
-            return false;
+            return match ResponseError::try_from_code(error_code) {
+                Some(ResponseError::FetchSessionIdNotFound) => {
+                    self.id = 0;
+                    Outcome::Refused
+                }
+                Some(
+                    ResponseError::InvalidFetchSessionEpoch
+                    | ResponseError::FetchSessionTopicIdError,
+                ) => Outcome::Refused,
+                _ => Outcome::Failed,
+            };
         }
         if full {
             self.id = session_id;
@@ -171,7 +183,7 @@ impl Session {
             self.epoch = next_session_epoch(self.epoch);
         }
         self.sent = asks;
-        true
+        Outcome::Apply
     }
 
     /// After a failed exchange or an answer not applied whole: the next fetch is full.
@@ -372,28 +384,26 @@ async fn run(broker: Arc<Broker>, leader: i32, src: Arc<Source>) {
                 continue;
             }
         };
-        if !session.answered(
+        match session.answered(
             built.full,
             built.asks,
             response.error_code,
             response.session_id,
         ) {
-            // A session error is answered by a full fetch at once; anything else waits.
-            let code = ResponseError::try_from_code(response.error_code);
-            if !matches!(
-                code,
-                Some(
-                    ResponseError::FetchSessionIdNotFound
-                        | ResponseError::InvalidFetchSessionEpoch
-                        | ResponseError::FetchSessionTopicIdError
-                )
-            ) {
+            Outcome::Apply => {}
+            Outcome::Refused => continue,
+            Outcome::Failed => {
                 tokio::time::sleep(BACKOFF).await;
+                continue;
             }
-            continue;
         }
+        // The fetch offsets the leader read from: every partition the session now holds.
+        let asked: Asked = session
+            .sent
+            .iter()
+            .map(|(k, p)| (k.clone(), p.fetch_offset))
+            .collect();
         let s = src.clone();
-        let asked = built.asked;
         let handled =
             tokio::task::spawn_blocking(move || handle_response(&s, response, &asked)).await;
         match handled {

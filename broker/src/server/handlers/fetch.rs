@@ -127,23 +127,24 @@ impl Fetched {
 
     /// Partition answers, read in `context`'s order, completed under its session.
     pub(super) fn answered(
-        context: &Context,
-        privileged: bool,
-        uses_topic_ids: bool,
+        context: Context,
         response: FetchResponse,
         parts: Vec<(TopicKey, PartitionData, Vec<FileRegion>)>,
     ) -> Self {
         let session = match context {
             Context::Sessionless(_) => PendingSession::None,
-            Context::Full(asked) => PendingSession::Create {
+            Context::Full {
+                partitions,
                 privileged,
                 uses_topic_ids,
-                asked: asked.clone(),
+            } => PendingSession::Create {
+                privileged,
+                uses_topic_ids,
+                asked: partitions,
             },
-            Context::Incremental { id, next_epoch, .. } => PendingSession::Incremental {
-                id: *id,
-                next_epoch: *next_epoch,
-            },
+            Context::Incremental { id, next_epoch, .. } => {
+                PendingSession::Incremental { id, next_epoch }
+            }
         };
         Self {
             response,
@@ -233,12 +234,12 @@ pub(super) fn session_request(
 /// The partitions a session context fetches, in order.
 pub(super) fn fetched_partitions(context: &Context) -> &[(PartitionKey, PartitionParams)] {
     match context {
-        Context::Sessionless(p) | Context::Full(p) => p,
+        Context::Sessionless(p) | Context::Full { partitions: p, .. } => p,
         Context::Incremental { partitions, .. } => partitions,
     }
 }
 
-/// A topic's name and whether the fetcher may read it, once per topic of a fetch.
+/// Each topic's name, looked up once per fetch.
 pub(super) struct TopicNames<'a> {
     image: &'a MetadataImage,
     seen: HashMap<TopicKey, Option<String>>,
@@ -284,7 +285,6 @@ async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) 
         (req.replica_id.0, -1)
     };
     let session = session_request(version, &req, replica_id >= 0);
-    let uses_topic_ids = session.uses_topic_ids;
     let context = match ctx.broker.fetch_sessions.begin(session, crate::now_ms()) {
         Ok(c) => c,
         Err(e) => return Fetched::refused(fetch_session_error_code(e)),
@@ -395,9 +395,7 @@ async fn answer(ctx: &RequestContext, image: &MetadataImage, req: FetchRequest) 
                 })
                 .collect();
             return Fetched::answered(
-                &context,
-                false,
-                uses_topic_ids,
+                context,
                 FetchResponse::default().with_node_endpoints(node_endpoints),
                 parts,
             );
@@ -506,7 +504,7 @@ pub fn settle(
             } else {
                 let answered: Vec<Answered> =
                     parts.iter().map(|(_, pd, r)| summary(pd, r)).collect();
-                sessions.finish(id, next_epoch, &answered, true)
+                sessions.finish(id, next_epoch, &answered)
             };
             match included {
                 Ok(include) => {

@@ -49,7 +49,6 @@ pub async fn answer(
     replica_id: i32,
     replica_epoch: i64,
 ) -> Fetched {
-    let version = ctx.api_version;
     let me = ctx.broker.config.node_id;
     // Kafka's handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster, and is
     // answered TOPIC_AUTHORIZATION_FAILED for every partition without it.
@@ -101,13 +100,7 @@ pub async fn answer(
                 .zip(parts)
                 .map(|(w, (pd, regions))| (w.topic.clone(), pd, regions))
                 .collect();
-            return Fetched::answered(
-                &context,
-                true,
-                version >= 13,
-                FetchResponse::default(),
-                parts,
-            );
+            return Fetched::answered(context, FetchResponse::default(), parts);
         }
         let changed = watchers
             .iter_mut()
