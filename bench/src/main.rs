@@ -30,6 +30,8 @@
 //!   directory (10 GB by default) and times it to ready after SIGTERM and after `kill -9`.
 //!
 //! - `strata-bench wait-ready`: seconds until a broker started beside it answers.
+//! - `strata-bench ceiling DIR`: the raw append ceiling of DIR's file system (1 GiB of
+//!   sequential 1 MiB writes into a new file), for runs that report against it.
 //! - `strata-bench latency` and `strata-bench consume` ([`diag`]): one latency sweep over
 //!   chosen rates, or one consumer run, with client settings overridable, for finding where
 //!   time goes.
@@ -135,6 +137,17 @@ fn main() -> anyhow::Result<()> {
         Some("compaction") => return compaction::run(std::env::args().skip(2)),
         Some("validate") => return validate::run(std::env::args().skip(2)),
         Some("omb") => return omb::run(std::env::args().skip(2)),
+        Some("ceiling") => {
+            let dir = std::env::args()
+                .nth(2)
+                .context("usage: strata-bench ceiling DIR")?;
+            let (cached, synced) = disk_write_mb_s(Path::new(&dir), 1 << 30)?;
+            println!(
+                "[baseline] sequential write to {dir}: {cached:.0} MB/s to page cache ({:.0} records of 1 KB/s), {synced:.0} MB/s including fdatasync",
+                cached * 1e6 / 1024.0
+            );
+            return Ok(());
+        }
         _ => {}
     }
     let args = parse_args()?;

@@ -186,6 +186,89 @@ pub fn detect() -> String {
     }
 }
 
+/// Bytes of the active segment after which the kernel is asked to start writing them back
+/// (`STRATA_WRITEBACK_KB`, read once; 0, the default, asks nothing). Each append that crosses
+/// a multiple of this many bytes starts writeback of the whole chunks behind it, so dirty
+/// data of a growing segment stays bounded instead of waiting for the flusher threads, the
+/// 30 s dirty expiry or the roll's fsync. Measured in docs/BENCHMARKS.md ("Early writeback").
+#[must_use]
+pub fn writeback_bytes() -> u64 {
+    static BYTES: OnceLock<u64> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let v = std::env::var("STRATA_WRITEBACK_KB").ok();
+        match v.as_deref().map(str::trim) {
+            None | Some("") => 0,
+            Some(s) => s.parse::<u64>().map_or_else(
+                |_| {
+                    tracing::warn!("STRATA_WRITEBACK_KB is not a number of KiB; writeback is off");
+                    0
+                },
+                |kb| kb.saturating_mul(1024),
+            ),
+        }
+    })
+}
+
+/// The whole `chunk`-byte chunks an append from `start` to `end` completed: the range to
+/// start writing back, or `None` if the append crossed no chunk boundary.
+#[must_use]
+pub fn completed_chunks(start: u64, end: u64, chunk: u64) -> Option<(u64, u64)> {
+    if chunk == 0 {
+        return None;
+    }
+    let (from, to) = (start / chunk * chunk, end / chunk * chunk);
+    (to > from).then_some((from, to - from))
+}
+
+/// Starts writeback of `len` bytes at `offset` (`sync_file_range` with
+/// `SYNC_FILE_RANGE_WRITE`): the kernel queues the dirty pages for writing and returns without
+/// waiting for them, so nothing here is made durable.
+///
+/// # Errors
+/// What the kernel returned.
+pub fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return Ok(());
+    };
+    // SAFETY: a plain system call on a descriptor `file` keeps open for the call; no memory
+    // is passed.
+    let r = unsafe {
+        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether a new segment's `.log` reserves its blocks up to `segment.bytes` when it is
+/// created (`STRATA_PREALLOCATE=1`, read once; off by default). The reservation keeps the
+/// file's size (`FALLOC_FL_KEEP_SIZE`), so recovery and readers see only appended bytes;
+/// sealing gives back what the segment did not use. Measured in docs/BENCHMARKS.md.
+#[must_use]
+pub fn preallocate() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        matches!(
+            std::env::var("STRATA_PREALLOCATE")
+                .ok()
+                .as_deref()
+                .map(str::trim),
+            Some("1" | "true" | "on")
+        )
+    })
+}
+
+/// Reserves `len` bytes of blocks for `file` from its start without changing its size.
+///
+/// # Errors
+/// What the kernel returned (`EOPNOTSUPP` on a file system without `fallocate`).
+pub fn reserve(file: &File, len: u64) -> io::Result<()> {
+    rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len)?;
+    Ok(())
+}
+
 fn give_up(e: &io::Error) {
     if STATE.swap(UNUSABLE, Ordering::Relaxed) != UNUSABLE {
         tracing::warn!(error = %e, "io_uring unavailable; using pwrite/fdatasync");
@@ -431,6 +514,63 @@ mod tests {
     use std::io::Read;
 
     use super::*;
+
+    #[test]
+    fn writeback_covers_each_completed_chunk_once() {
+        let mb = 1 << 20;
+        assert_eq!(completed_chunks(0, 100, 0), None, "0 turns it off");
+        assert_eq!(completed_chunks(0, mb - 1, mb), None);
+        assert_eq!(completed_chunks(0, mb, mb), Some((0, mb)));
+        assert_eq!(
+            completed_chunks(mb, mb + 10, mb),
+            None,
+            "the chunk was started already"
+        );
+        assert_eq!(completed_chunks(mb - 10, 3 * mb + 5, mb), Some((0, 3 * mb)));
+        // Appends of any sizes start every chunk exactly once, in order.
+        let mut started = 0;
+        let mut at = 0;
+        for len in [1, 700_000, 400_000, 5, 3 * mb, 17, mb] {
+            if let Some((from, n)) = completed_chunks(at, at + len, mb) {
+                assert_eq!(from, started);
+                started = from + n;
+            }
+            at += len;
+        }
+        assert_eq!(started, at / mb * mb);
+    }
+
+    #[test]
+    fn a_reservation_keeps_the_size_and_truncation_gives_it_back() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        if let Err(e) = reserve(&f, 16 << 20) {
+            assert!(unsupported(&e), "{e}");
+            return;
+        }
+        f.write_all_at(&[1u8; 4096], 0).unwrap();
+        assert_eq!(f.metadata().unwrap().len(), 4096);
+        assert!(f.metadata().unwrap().blocks() * 512 >= 16 << 20);
+        f.set_len(4096).unwrap();
+        assert!(f.metadata().unwrap().blocks() * 512 < 1 << 20);
+    }
+
+    #[test]
+    fn start_writeback_accepts_a_written_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = File::create(dir.path().join("f")).unwrap();
+        f.write_all_at(&[7u8; 8192], 0).unwrap();
+        start_writeback(&f, 0, 8192).unwrap();
+        // Past the end is not an error either: there is nothing dirty to write.
+        start_writeback(&f, 1 << 30, 4096).unwrap();
+    }
 
     fn roundtrip(backend: Backend) {
         set_thread_backend(Some(backend));

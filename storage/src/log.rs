@@ -240,7 +240,11 @@ impl Log {
             seg.release_log();
         }
         if segments.is_empty() {
-            segments.push(LogSegment::create(dir, 0)?);
+            let mut seg = LogSegment::create(dir, 0)?;
+            if crate::io::preallocate() {
+                seg.preallocate(config.effective_segment_bytes());
+            }
+            segments.push(seg);
             sync_dir(dir)?;
         }
         let log_start_offset = segments[0].base_offset;
@@ -792,7 +796,10 @@ impl Log {
         let next = self.log_end_offset();
         let sealed_base = self.active().base_offset;
         let mut files = self.active_mut().seal()?;
-        let seg = LogSegment::create(&self.dir, next)?;
+        let mut seg = LogSegment::create(&self.dir, next)?;
+        if crate::io::preallocate() {
+            seg.preallocate(self.config.effective_segment_bytes());
+        }
         // Kafka snapshots producer state on roll and keeps the latest two snapshots; the
         // snapshot's fsync goes with the segment's.
         if let Some(snapshot) = self.producer_state.take_snapshot_unsynced()? {

@@ -531,7 +531,17 @@ impl LogSegment {
         now_ms: i64,
     ) -> Result<(), LogError> {
         let start = self.size;
-        crate::io::write_all_at(&*self.log.writable()?, bytes, start).at(&self.log_path)?;
+        let file = self.log.writable()?;
+        crate::io::write_all_at(&file, bytes, start).at(&self.log_path)?;
+        if let Some((from, len)) = crate::io::completed_chunks(
+            start,
+            start + bytes.len() as u64,
+            crate::io::writeback_bytes(),
+        ) && let Err(e) = crate::io::start_writeback(&file, from, len)
+        {
+            // Only a hint to the kernel: the data is written either way.
+            tracing::debug!(path = %self.log_path.display(), error = %e, "early writeback refused");
+        }
         if self.roll_base_ms.is_none() {
             self.roll_base_ms = Some(now_ms);
         }
@@ -770,6 +780,18 @@ impl LogSegment {
         Ok(true)
     }
 
+    /// Reserves the `.log`'s blocks up to `bytes` (see [`crate::io::preallocate`]). Only a
+    /// hint: a file system that refuses keeps allocating as it writes.
+    pub fn preallocate(&mut self, bytes: u64) {
+        let reserved = self
+            .log
+            .writable()
+            .and_then(|f| crate::io::reserve(&f, bytes).at(&self.log_path));
+        if let Err(e) = reserved {
+            tracing::debug!(error = %e, "segment preallocation refused");
+        }
+    }
+
     /// Called when the segment stops being the active one: records its final largest
     /// timestamp in `.timeindex` (so reopening can trust the last entry) and writes both
     /// indexes, without fsyncing anything. Returns the `.log` and index handles for the fsync
@@ -780,6 +802,10 @@ impl LogSegment {
         let times = self.time_index.write_out()?;
         let txns = self.txn_index.write_out()?;
         let log = self.log.writable()?;
+        if crate::io::preallocate() {
+            // Gives back the blocks reserved past the last batch.
+            log.set_len(self.size).at(&self.log_path)?;
+        }
         self.log.release();
         let mut files = vec![log, Arc::new(offsets), Arc::new(times)];
         files.extend(txns.map(Arc::new));

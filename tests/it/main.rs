@@ -93,6 +93,7 @@ mod rdkafka_produce_consume;
 mod rdkafka_retention;
 mod rdkafka_sasl_ssl;
 mod roll_recovery_point;
+mod storage_experiments;
 mod transaction_acls;
 mod transactions;
 mod transactions_v2;

@@ -63,6 +63,8 @@ pub const NOT_PROPERTIES: &[&str] = &[
     "KAFKA_JMX_HOSTNAME",
     // Strata's switches, read where they apply (`storage::io`, `connection`).
     "STRATA_IO_URING",
+    "STRATA_PREALLOCATE",
+    "STRATA_WRITEBACK_KB",
     "STRATA_ZERO_COPY",
     // The test harnesses' variables, which reach the broker through the inherited
     // environment.
