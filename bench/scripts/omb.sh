@@ -14,22 +14,8 @@ BENCH="$ROOT/target/release/strata-bench"
 SEARCH="${1:-60}"
 SECS="${2:-60}"
 WORK="$(mktemp -d /tmp/strata-omb.XXXXXX)"
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-wait_port() {
-    for _ in $(seq 1 300); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "port $1 did not open" >&2
-    return 1
-}
+# shellcheck source=bench/scripts/common.sh
+. "$ROOT/bench/scripts/common.sh"
 
 echo "## three nodes, RF 3"
 cd "$WORK"

@@ -15,22 +15,8 @@ STRATA="$ROOT/target/release/strata"
 BENCH="$ROOT/target/release/strata-bench"
 RATES="$1"; SECS="$2"; ROUNDS="$3"; shift 3
 WORK="$(mktemp -d "${DATA:-/tmp}/strata-tail.XXXXXX")"
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill "$PID" 2>/dev/null || true
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-wait_port() {
-    for _ in $(seq 1 300); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "port $1 did not open" >&2
-    return 1
-}
+# shellcheck source=bench/scripts/common.sh
+. "$ROOT/bench/scripts/common.sh"
 
 "$BENCH" ceiling "$WORK"
 for round in $(seq 1 "$ROUNDS"); do
@@ -43,6 +29,7 @@ for round in $(seq 1 "$ROUNDS"); do
             --override advertised.listeners=PLAINTEXT://127.0.0.1:39481 \
             --override "log.dirs=$WORK/data" > "$WORK/broker.log" 2>&1 &
         PID=$!
+        PIDS=("$PID")
         wait_port 39481
         sleep 1
         for rate in ${RATES//,/ }; do
@@ -60,7 +47,7 @@ for round in $(seq 1 "$ROUNDS"); do
             }'
         done
         kill "$PID"; wait "$PID" 2>/dev/null || true
-        PID=""
+        PIDS=()
         sync
     done
 done
