@@ -89,7 +89,11 @@ fn read_all(b: &Broker, n: usize) -> anyhow::Result<()> {
     while next < n {
         if let Some(m) = c.poll(Duration::from_millis(100)) {
             let m = m?;
-            ensure!(m.offset() == next as i64, "offset {} after {next}", m.offset());
+            ensure!(
+                m.offset() == next as i64,
+                "offset {} after {next}",
+                m.offset()
+            );
             ensure!(
                 m.payload() == Some(payload(next).as_slice()),
                 "record {next} changed"
