@@ -240,11 +240,7 @@ impl Log {
             seg.release_log();
         }
         if segments.is_empty() {
-            let mut seg = LogSegment::create(dir, 0)?;
-            if crate::io::preallocate() {
-                seg.preallocate(config.effective_segment_bytes());
-            }
-            segments.push(seg);
+            segments.push(new_active_segment(dir, 0, &config)?);
             sync_dir(dir)?;
         }
         let log_start_offset = segments[0].base_offset;
@@ -796,10 +792,7 @@ impl Log {
         let next = self.log_end_offset();
         let sealed_base = self.active().base_offset;
         let mut files = self.active_mut().seal()?;
-        let mut seg = LogSegment::create(&self.dir, next)?;
-        if crate::io::preallocate() {
-            seg.preallocate(self.config.effective_segment_bytes());
-        }
+        let seg = new_active_segment(&self.dir, next, &self.config)?;
         // Kafka snapshots producer state on roll and keeps the latest two snapshots; the
         // snapshot's fsync goes with the segment's.
         if let Some(snapshot) = self.producer_state.take_snapshot_unsynced()? {
@@ -1279,7 +1272,8 @@ impl Log {
         for seg in self.segments.drain(..) {
             seg.delete_files()?;
         }
-        self.segments.push(LogSegment::create(&self.dir, offset)?);
+        self.segments
+            .push(new_active_segment(&self.dir, offset, &self.config)?);
         sync_dir(&self.dir)?;
         self.log_start_offset = offset;
         self.unflushed_messages = 0;
@@ -1449,6 +1443,20 @@ pub struct PendingFlush {
 }
 
 /// fsyncs a directory so a newly created or removed file name survives a crash.
+/// A new, empty segment that appends go to next, its blocks reserved when
+/// [`crate::io::preallocate`] asks for it.
+fn new_active_segment(
+    dir: &Path,
+    base_offset: i64,
+    config: &LogConfig,
+) -> Result<LogSegment, LogError> {
+    let mut seg = LogSegment::create(dir, base_offset)?;
+    if crate::io::preallocate() {
+        seg.preallocate(config.effective_segment_bytes());
+    }
+    Ok(seg)
+}
+
 fn sync_dir(dir: &Path) -> Result<(), LogError> {
     fs::File::open(dir).and_then(|d| d.sync_all()).at(dir)
 }
