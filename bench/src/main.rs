@@ -32,6 +32,8 @@
 //! - `strata-bench wait-ready`: seconds until a broker started beside it answers.
 //! - `strata-bench ceiling DIR`: the raw append ceiling of DIR's file system (1 GiB of
 //!   sequential 1 MiB writes into a new file), for runs that report against it.
+//! - `strata-bench append-ab DIR` ([`append`]): the append primitive, buffered against
+//!   direct I/O, flat out and paced, in alternation.
 //! - `strata-bench latency` and `strata-bench consume` ([`diag`]): one latency sweep over
 //!   chosen rates, or one consumer run, with client settings overridable, for finding where
 //!   time goes.
@@ -69,6 +71,7 @@ use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
+mod append;
 mod compaction;
 mod diag;
 mod omb;
@@ -137,6 +140,7 @@ fn main() -> anyhow::Result<()> {
         Some("compaction") => return compaction::run(std::env::args().skip(2)),
         Some("validate") => return validate::run(std::env::args().skip(2)),
         Some("omb") => return omb::run(std::env::args().skip(2)),
+        Some("append-ab") => return append::run(std::env::args().skip(2)),
         Some("ceiling") => {
             let dir = std::env::args()
                 .nth(2)

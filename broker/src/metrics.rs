@@ -87,6 +87,11 @@ pub fn record_ktls_fetch(bytes: u64) {
     registry::FETCH_KTLS_BYTES.fetch_add(bytes, Ordering::Relaxed);
 }
 
+/// `bytes` of fetched records went out from a segment's tail cache (direct I/O).
+pub fn record_tail_cache_fetch(bytes: u64) {
+    registry::FETCH_TAIL_CACHE_BYTES.fetch_add(bytes, Ordering::Relaxed);
+}
+
 /// Counts an open client connection until the guard drops.
 #[must_use]
 pub fn connection_opened() -> GaugeGuard {

@@ -72,6 +72,7 @@
 pub mod checkpoint;
 pub mod cleaner;
 pub mod config;
+pub mod direct;
 pub mod error;
 mod index;
 pub mod io;

@@ -11,7 +11,7 @@ use crate::leader_epoch::{self, LeaderEpochCache, LeaderEpochCheckpointError};
 use crate::producer_state::{
     AppendOrigin, AppendPlan, DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerState,
 };
-use crate::region::{AppendInfo, FileRegion, ReadResult, TimestampOffset};
+use crate::region::{AppendInfo, ReadResult, TimestampOffset};
 use crate::segment::LogSegment;
 use crate::txn_index::{AbortedTxn, collect_aborted};
 use crate::{LogConfig, segment};
@@ -865,12 +865,7 @@ impl Log {
             }
             if pos > start {
                 let len = pos - start;
-                result.regions.push(FileRegion {
-                    file: seg.file()?,
-                    position: start,
-                    // A segment is at most i32::MAX bytes (segment.bytes cap).
-                    len: u32::try_from(len).unwrap_or(u32::MAX),
-                });
+                seg.push_regions(start, len, &mut result.regions)?;
                 result.bytes += len;
             }
             if stop {

@@ -5,6 +5,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 /// A run of whole record batches in one segment file, ready for `sendfile` (ARCHITECTURE.md
 /// decision 4). Holding the `Arc<File>` keeps the bytes readable even if retention unlinks
 /// the segment meanwhile. A region is only invalidated by [`crate::Log::truncate_to`] cutting
@@ -16,6 +18,9 @@ pub struct FileRegion {
     pub position: u64,
     /// Length in bytes; always a whole number of batches.
     pub len: u32,
+    /// The same bytes in memory, when the segment's tail cache held them (direct I/O, see
+    /// [`crate::direct`]): the writer sends these instead of reading the file.
+    pub cached: Option<Bytes>,
 }
 
 impl FileRegion {
@@ -25,6 +30,10 @@ impl FileRegion {
     /// # Errors
     /// Any read error; `out` is left as it was.
     pub fn read_into(&self, out: &mut Vec<u8>) -> io::Result<()> {
+        if let Some(b) = &self.cached {
+            out.extend_from_slice(b);
+            return Ok(());
+        }
         let start = out.len();
         out.resize(start + self.len as usize, 0);
         let res = self.file.read_exact_at(&mut out[start..], self.position);
@@ -44,7 +53,8 @@ impl strata_protocol::fetch_plan::RegionLen for FileRegion {
 /// The answer to [`crate::Log::read`].
 #[derive(Debug, Clone, Default)]
 pub struct ReadResult {
-    /// Contiguous, in offset order; consecutive regions are in consecutive segments.
+    /// Contiguous, in offset order; consecutive regions are in consecutive segments, or in
+    /// one segment whose tail cache served them (one region per cached append).
     pub regions: Vec<FileRegion>,
     /// Sum of the regions' lengths.
     pub bytes: u64,

@@ -13,10 +13,11 @@ use strata_protocol::record_batch::{
 use strata_protocol::compression::decompress;
 use strata_protocol::record_batch::BATCH_HEADER_LEN;
 
-use crate::TimestampOffset;
+use crate::direct::{DirectAppender, TailCache};
 use crate::error::{IoContext, LogError};
 use crate::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex};
 use crate::txn_index::{self, TxnIndex};
+use crate::{FileRegion, TimestampOffset};
 
 /// The prefix of a batch header that offset lookups read: up to and including
 /// `lastOffsetDelta` (@23..27). See `strata_protocol::record_batch` for the layout.
@@ -77,6 +78,13 @@ struct LogFile {
     path: PathBuf,
     writable: Option<Arc<File>>,
     reader: Mutex<Weak<File>>,
+    /// Under `STRATA_DIRECT_IO`, the active segment's appender ([`crate::direct`]): made at
+    /// the first append, and dropped, which cuts its padding, when the writable handle is let
+    /// go or before the file is shortened.
+    direct: Option<DirectAppender>,
+    /// The latest appends made through `direct`, for reads at the tail (see
+    /// [`crate::direct`]); emptied whenever `direct` goes.
+    tail: TailCache,
 }
 
 impl LogFile {
@@ -85,6 +93,8 @@ impl LogFile {
             path: path.to_path_buf(),
             writable: Some(Arc::new(file)),
             reader: Mutex::new(Weak::new()),
+            direct: None,
+            tail: TailCache::default(),
         }
     }
 
@@ -129,7 +139,42 @@ impl LogFile {
 
     /// Lets the writable handle go (readers keep theirs).
     fn release(&mut self) {
+        self.end_direct();
         self.writable = None;
+    }
+
+    /// Drops the direct appender (cutting its padding) and the tail cache, before the file
+    /// is shortened or let go.
+    fn end_direct(&mut self) {
+        self.direct = None;
+        self.tail.clear();
+    }
+
+    /// Writes `bytes` at `at`, the logical end: through the direct appender under
+    /// `STRATA_DIRECT_IO`, through `pwrite` otherwise (and when the file system refuses direct
+    /// I/O). Returns the writable handle.
+    fn append(&mut self, bytes: &[u8], at: u64) -> Result<Arc<File>, LogError> {
+        let file = self.writable()?;
+        if crate::direct::enabled() {
+            if self.direct.as_ref().is_some_and(|d| d.end() != at) {
+                // Nothing else moves the end while an appender is held; if something did,
+                // start again from the end as the segment knows it.
+                self.end_direct();
+            }
+            if self.direct.is_none() {
+                match DirectAppender::open(&self.path, &file, at) {
+                    Ok(d) => self.direct = Some(d),
+                    Err(e) => crate::direct::refuse(&self.path, &e),
+                }
+            }
+            if let Some(d) = &mut self.direct {
+                d.append(bytes).at(&self.path)?;
+                self.tail.push(at, bytes);
+                return Ok(file);
+            }
+        }
+        crate::io::write_all_at(&file, bytes, at).at(&self.path)?;
+        Ok(file)
     }
 }
 
@@ -408,6 +453,7 @@ impl LogSegment {
     /// the previous batch's. The file is truncated before the first batch that does not, and
     /// both indexes are rebuilt. Returns the bytes cut off.
     pub fn recover(&mut self, index_interval: u64, now_ms: i64) -> Result<u64, LogError> {
+        self.log.end_direct();
         let file = self.log.writable()?;
         let file_len = file.metadata().at(&self.log_path)?.len();
         self.offset_index.truncate_entries(0)?;
@@ -531,8 +577,7 @@ impl LogSegment {
         now_ms: i64,
     ) -> Result<(), LogError> {
         let start = self.size;
-        let file = self.log.writable()?;
-        crate::io::write_all_at(&file, bytes, start).at(&self.log_path)?;
+        let file = self.log.append(bytes, start)?;
         if let Some((from, len)) = crate::io::completed_chunks(
             start,
             start + bytes.len() as u64,
@@ -580,10 +625,47 @@ impl LogSegment {
                 },
             ));
         }
+        if self.log.tail.read(position, b) {
+            return Ok(());
+        }
         self.log
             .get()?
             .read_exact_at(b, position)
             .at(&self.log_path)
+    }
+
+    /// The region of this segment's `.log` from `position` for `len` bytes (whole batches),
+    /// pushed onto `out`: as slices of the tail cache when it holds them all, one region per
+    /// cached append, else one file region.
+    pub fn push_regions(
+        &self,
+        position: u64,
+        len: u64,
+        out: &mut Vec<FileRegion>,
+    ) -> Result<(), LogError> {
+        let file = self.file()?;
+        if let Some(parts) = self.log.tail.slices(position, len) {
+            let mut at = position;
+            for b in parts {
+                let n = b.len() as u64;
+                out.push(FileRegion {
+                    file: file.clone(),
+                    position: at,
+                    len: u32::try_from(n).unwrap_or(u32::MAX),
+                    cached: Some(b),
+                });
+                at += n;
+            }
+            return Ok(());
+        }
+        out.push(FileRegion {
+            file,
+            position,
+            // A segment is at most i32::MAX bytes (segment.bytes cap).
+            len: u32::try_from(len).unwrap_or(u32::MAX),
+            cached: None,
+        });
+        Ok(())
     }
 
     fn header_from(&self, position: u64, b: &[u8]) -> Result<BatchHeader, LogError> {
@@ -738,6 +820,7 @@ impl LogSegment {
             .partition_point(|e| i64::from(e.relative_offset) < new_end_rel);
         self.time_index.truncate_entries(keep_times)?;
         self.txn_index.truncate_to(h.base_offset)?;
+        self.log.end_direct();
         self.log.writable()?.set_len(cut_at).at(&self.log_path)?;
         self.size = cut_at;
         self.next_offset = h.base_offset.max(self.base_offset);

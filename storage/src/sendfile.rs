@@ -75,6 +75,7 @@ mod tests {
             file,
             position: 1000,
             len: 90_000,
+            cached: None,
         };
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -103,6 +104,7 @@ mod tests {
             file: Arc::new(std::fs::File::open(&path).unwrap()),
             position: 0,
             len: 20,
+            cached: None,
         };
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let out = TcpStream::connect(listener.local_addr().unwrap()).unwrap();

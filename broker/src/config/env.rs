@@ -62,8 +62,10 @@ pub const NOT_PROPERTIES: &[&str] = &[
     "KAFKA_JMX_PORT",
     "KAFKA_JMX_HOSTNAME",
     // Strata's switches, read where they apply (`storage::io`, `connection`).
+    "STRATA_DIRECT_IO",
     "STRATA_IO_URING",
     "STRATA_PREALLOCATE",
+    "STRATA_TAIL_CACHE_KB",
     "STRATA_WRITEBACK_KB",
     "STRATA_ZERO_COPY",
     // The test harnesses' variables, which reach the broker through the inherited
@@ -227,6 +229,7 @@ mod tests {
             "KAFKA_HEAP_OPTS",
             "KAFKA_LOG4J_OPTS",
             "KAFKA_HOME",
+            "STRATA_DIRECT_IO",
             "STRATA_IO_URING",
             "STRATA_ZERO_COPY",
             "STRATA_BIN",

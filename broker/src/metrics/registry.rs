@@ -179,6 +179,8 @@ pub static CONNECTIONS_REFUSED_PER_IP: AtomicU64 = AtomicU64::new(0);
 pub static FETCH_TLS_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Fetch record bytes sent with `sendfile` on kernel TLS connections.
 pub static FETCH_KTLS_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Fetch record bytes sent from a segment's tail cache (direct I/O), not from the file.
+pub static FETCH_TAIL_CACHE_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Fetches parked waiting for `min_bytes` (Kafka's Fetch purgatory size).
 pub static FETCH_PURGATORY: AtomicI64 = AtomicI64::new(0);
 /// KIP-392: record bytes this node answered to consumer fetches as a follower replica.

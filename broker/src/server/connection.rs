@@ -877,6 +877,13 @@ async fn write_plan(
     for piece in plan.pieces {
         match piece {
             Piece::Bytes(b) => wr.write_all(&b).await?,
+            // The segment's tail cache held the bytes (direct I/O): no file to read.
+            Piece::Region(FileRegion {
+                cached: Some(b), ..
+            }) => {
+                wr.write_all(&b).await?;
+                crate::metrics::record_tail_cache_fetch(b.len() as u64);
+            }
             Piece::Region(r) => {
                 let sent = match wr {
                     Writer::Plain(w) if zero_copy_enabled() => {
@@ -944,6 +951,7 @@ async fn copy_region(wr: &mut Writer, r: &FileRegion, from: u64) -> io::Result<u
             file: r.file.clone(),
             position: r.position + done,
             len: n,
+            cached: None,
         };
         buf.clear();
         part.read_into(&mut buf)?;

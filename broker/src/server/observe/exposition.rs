@@ -13,9 +13,9 @@ use strata_protocol::messages::ApiKey;
 use crate::broker::Broker;
 use crate::metrics::registry::{
     APIS, CONNECTIONS, CONNECTIONS_REFUSED_PER_IP, FAILED_AUTHENTICATIONS, FETCH_CONSUMER,
-    FETCH_FOLLOWER, FETCH_KTLS_BYTES, FETCH_PURGATORY, FETCH_TLS_BYTES, FOLLOWER_FETCH_BYTES,
-    FRAME_TIMEOUTS, LATENCY_BOUNDS_US, PREFERRED_READ_REPLICA_ANSWERS, PRODUCE_PURGATORY,
-    SUCCESSFUL_AUTHENTICATIONS, traffic,
+    FETCH_FOLLOWER, FETCH_KTLS_BYTES, FETCH_PURGATORY, FETCH_TAIL_CACHE_BYTES, FETCH_TLS_BYTES,
+    FOLLOWER_FETCH_BYTES, FRAME_TIMEOUTS, LATENCY_BOUNDS_US, PREFERRED_READ_REPLICA_ANSWERS,
+    PRODUCE_PURGATORY, SUCCESSFUL_AUTHENTICATIONS, traffic,
 };
 
 /// A per-partition metric: name, type, help, and how to read it from a sample.
@@ -151,7 +151,7 @@ pub fn render(broker: &Broker) -> String {
     super::lag::render(&mut out, broker);
     render_cleaner(&mut out, broker);
 
-    let gauges: [(&str, &str, &str, i64); 17] = [
+    let gauges: [(&str, &str, &str, i64); 19] = [
         (
             "kafka_server_socket_server_metrics_connection_count",
             "gauge",
@@ -212,6 +212,18 @@ pub fn render(broker: &Broker) -> String {
             "counter",
             "Fetch record bytes sent with sendfile on TLS connections whose keys the kernel holds (kTLS).",
             i64::try_from(FETCH_KTLS_BYTES.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_fetch_tail_cache_bytes_total",
+            "counter",
+            "Fetch record bytes sent from a segment's in-memory tail cache (STRATA_DIRECT_IO) instead of the file.",
+            i64::try_from(FETCH_TAIL_CACHE_BYTES.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        ),
+        (
+            "strata_tail_cache_bytes",
+            "gauge",
+            "Bytes of recent appends the active segments hold in memory for fetches at the tail (STRATA_DIRECT_IO).",
+            i64::try_from(strata_storage::direct::tail_cached_bytes()).unwrap_or(i64::MAX),
         ),
         (
             "kafka_server_socket_server_metrics_failed_authentication_total",
