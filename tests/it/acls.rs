@@ -10,9 +10,9 @@
 //!   TOPIC_AUTHORIZATION_FAILED and succeeds once an ALLOW exists; a DENY wins over the
 //!   ALLOW; a super user (`super.users`) is allowed regardless; a consumer without READ
 //!   gets TOPIC_AUTHORIZATION_FAILED; an unauthorized CreateTopics is refused.
-//! - OffsetDelete, DescribeLogDirs, DescribeProducers, OffsetForLeaderEpoch and the two
-//!   reassignment APIs answer as Kafka's checks do once a DENY covers the topic, the group
-//!   and the cluster, and answer normally before it.
+//! - OffsetDelete, DescribeLogDirs, DescribeProducers, OffsetForLeaderEpoch, the two
+//!   reassignment APIs and the two client-quota APIs answer as Kafka's checks do once a DENY
+//!   covers the topic, the group and the cluster, and answer normally before it.
 
 use std::time::{Duration, Instant};
 
@@ -301,9 +301,10 @@ fn producers_and_consumers_are_authorized_deny_wins_and_super_users_bypass() {
 fn offset_delete_log_dirs_producers_epochs_and_reassignments_are_authorized() {
     use strata_protocol::StrBytes;
     use strata_protocol::messages::{
-        AlterPartitionReassignmentsRequest, ApiKey, BrokerId, DescribeLogDirsRequest,
-        DescribeProducersRequest, GroupId, ListPartitionReassignmentsRequest, OffsetDeleteRequest,
-        OffsetForLeaderEpochRequest, RequestKind, ResponseKind, TopicName,
+        AlterClientQuotasRequest, AlterPartitionReassignmentsRequest, ApiKey, BrokerId,
+        DescribeClientQuotasRequest, DescribeLogDirsRequest, DescribeProducersRequest, GroupId,
+        ListPartitionReassignmentsRequest, OffsetDeleteRequest, OffsetForLeaderEpochRequest,
+        RequestKind, ResponseKind, TopicName, alter_client_quotas_request as acq,
         alter_partition_reassignments_request as apr, describe_producers_request as dp,
         offset_delete_request as od, offset_for_leader_epoch_request as ofle,
     };
@@ -349,6 +350,8 @@ fn offset_delete_log_dirs_producers_epochs_and_reassignments_are_authorized() {
                 )
                 .collect(),
             ResponseKind::ListPartitionReassignments(r) => vec![r.error_code],
+            ResponseKind::DescribeClientQuotas(r) => vec![r.error_code],
+            ResponseKind::AlterClientQuotas(r) => r.entries.iter().map(|e| e.error_code).collect(),
             other => panic!("unexpected answer {other:?}"),
         }
     };
@@ -426,6 +429,38 @@ fn offset_delete_log_dirs_producers_epochs_and_reassignments_are_authorized() {
                     ListPartitionReassignmentsRequest::default().with_timeout_ms(10_000),
                 ),
             ),
+            (
+                ApiKey::DescribeClientQuotas,
+                1,
+                RequestKind::DescribeClientQuotas(
+                    DescribeClientQuotasRequest::default()
+                        .with_components(vec![])
+                        .with_strict(false),
+                ),
+            ),
+            (
+                ApiKey::AlterClientQuotas,
+                1,
+                RequestKind::AlterClientQuotas(
+                    AlterClientQuotasRequest::default()
+                        .with_validate_only(true)
+                        .with_entries(vec![
+                            acq::EntryData::default()
+                                .with_entity(vec![
+                                    acq::EntityData::default()
+                                        .with_entity_type(StrBytes::from_static_str("user"))
+                                        .with_entity_name(Some(StrBytes::from_static_str(
+                                            "auditor",
+                                        ))),
+                                ])
+                                .with_ops(vec![
+                                    acq::OpData::default()
+                                        .with_key(StrBytes::from_static_str("producer_byte_rate"))
+                                        .with_value(1_048_576.0),
+                                ]),
+                        ]),
+                ),
+            ),
         ]
     };
     // Allowed: no authorization error anywhere (OffsetDelete's group has no offsets, which
@@ -445,6 +480,12 @@ fn offset_delete_log_dirs_producers_epochs_and_reassignments_are_authorized() {
         if key == ApiKey::DescribeLogDirs {
             assert_eq!(codes, [0, 0], "the log directory is listed");
         }
+        if matches!(
+            key,
+            ApiKey::DescribeClientQuotas | ApiKey::AlterClientQuotas
+        ) {
+            assert_eq!(codes, [0], "{key:?} while allowed");
+        }
     }
     let denied = create(
         port,
@@ -455,7 +496,9 @@ fn offset_delete_log_dirs_producers_epochs_and_reassignments_are_authorized() {
         ],
     );
     assert!(denied.iter().all(|r| r.0 == 0), "{denied:?}");
-    let expected: [(ApiKey, Vec<i16>); 6] = [
+    // The quota APIs: DESCRIBE_CONFIGS and ALTER_CONFIGS on the cluster, as Kafka checks
+    // them (the whole answer, and every entry).
+    let expected: [(ApiKey, Vec<i16>); 8] = [
         (ApiKey::OffsetDelete, vec![GROUP_AUTHORIZATION_FAILED]),
         (
             ApiKey::DescribeLogDirs,
@@ -472,6 +515,14 @@ fn offset_delete_log_dirs_producers_epochs_and_reassignments_are_authorized() {
         ),
         (
             ApiKey::ListPartitionReassignments,
+            vec![CLUSTER_AUTHORIZATION_FAILED],
+        ),
+        (
+            ApiKey::DescribeClientQuotas,
+            vec![CLUSTER_AUTHORIZATION_FAILED],
+        ),
+        (
+            ApiKey::AlterClientQuotas,
             vec![CLUSTER_AUTHORIZATION_FAILED],
         ),
     ];

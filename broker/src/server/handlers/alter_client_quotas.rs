@@ -9,7 +9,9 @@
 //! entry, and nothing of it is written. The entries that pass are written as one batch;
 //! with `validate_only` nothing is.
 
+use strata_kraft::acl::AclOperation;
 use strata_kraft::client_quotas::QuotaAlteration;
+use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
 use strata_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
@@ -44,21 +46,30 @@ pub async fn handle(
             )
         })
         .collect();
-    let outcomes: Vec<(i16, Option<String>)> = match ctx
-        .broker
-        .alter_client_quotas(&alterations, req.validate_only)
-        .await
+    // Kafka's check (`ControllerApis.handleAlterClientQuotas`): ALTER_CONFIGS on the cluster,
+    // else every entry is CLUSTER_AUTHORIZATION_FAILED and nothing is applied. A forwarded
+    // request is checked here, on the quorum's leader, as its original principal.
+    let outcomes: Vec<(i16, Option<String>)> = if !ctx.authorize_cluster(AclOperation::AlterConfigs)
     {
-        Ok(results) => results
-            .into_iter()
-            .map(|r| match r {
-                Ok(()) => (0, None),
-                Err(e) => (client_quota_error_code(&e), Some(e.to_string())),
-            })
-            .collect(),
-        Err(e) => {
-            let answer = (metadata_error_code(&e), Some(e.to_string()));
-            vec![answer; alterations.len()]
+        let e = ResponseError::ClusterAuthorizationFailed;
+        vec![(e.code(), Some(e.to_string())); alterations.len()]
+    } else {
+        match ctx
+            .broker
+            .alter_client_quotas(&alterations, req.validate_only)
+            .await
+        {
+            Ok(results) => results
+                .into_iter()
+                .map(|r| match r {
+                    Ok(()) => (0, None),
+                    Err(e) => (client_quota_error_code(&e), Some(e.to_string())),
+                })
+                .collect(),
+            Err(e) => {
+                let answer = (metadata_error_code(&e), Some(e.to_string()));
+                vec![answer; alterations.len()]
+            }
         }
     };
     let entries = req

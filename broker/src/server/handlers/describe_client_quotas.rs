@@ -3,7 +3,9 @@
 //! (`ClientQuotasImage.describe`). A filter Kafka refuses gets its top-level error code and
 //! message and no entries.
 
+use strata_kraft::acl::AclOperation;
 use strata_kraft::client_quotas::{FilterComponent, describe_client_quotas};
+use strata_protocol::ResponseError;
 use strata_protocol::StrBytes;
 use strata_protocol::messages::describe_client_quotas_response::{
     EntityData, EntryData, ValueData,
@@ -19,6 +21,15 @@ pub fn handle(
     ctx: &RequestContext,
     req: DescribeClientQuotasRequest,
 ) -> DescribeClientQuotasResponse {
+    // Kafka's check (`KafkaApis.handleDescribeClientQuotasRequest`): DESCRIBE_CONFIGS on the
+    // cluster, else the whole answer is CLUSTER_AUTHORIZATION_FAILED.
+    if !ctx.authorize_cluster(AclOperation::DescribeConfigs) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        return DescribeClientQuotasResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(StrBytes::from_string(e.to_string())))
+            .with_entries(None);
+    }
     let image = ctx.broker.image();
     let components: Vec<FilterComponent> = req
         .components
