@@ -13,18 +13,18 @@
 //! cuts the padding off. A crash leaves at most one block of zeros after the last whole batch,
 //! which recovery cuts off like any torn tail (a zero batch length is not a batch).
 //!
-//! # Choosing
-//!
-//! `STRATA_DIRECT_IO=1` ([`enabled`], off by default) makes each active segment append through
-//! a [`DirectAppender`]. A file system without direct I/O (tmpfs) refuses the first open; the
-//! process then says so once and appends through `pwrite` for good.
-//!
 //! Rewriting the partial block is safe against a crash in the middle of it: the bytes already
 //! acknowledged are written again with the same values, so whichever of the old and the new
 //! block the device holds, they are intact.
 //!
 //! The staging buffer is per thread and grows to the largest append (a request's batches), so
 //! a log of thousands of partitions holds one block per active segment, not a buffer each.
+//!
+//! # Choosing
+//!
+//! `STRATA_DIRECT_IO=1` ([`enabled`], off by default) makes each active segment append through
+//! a [`DirectAppender`]. A file system without direct I/O (tmpfs) refuses the first open; the
+//! process then says so once and appends through `pwrite` for good.
 //!
 //! # Reads
 //!
@@ -38,7 +38,7 @@
 #![allow(unsafe_code)]
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -85,15 +85,12 @@ impl Drop for Aligned {
     }
 }
 
-thread_local! {
-    static STAGING: RefCell<Option<Aligned>> = const { RefCell::new(None) };
-}
-
 static REFUSED: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
-    static FORCED: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
-    static FORCED_TAIL: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    static STAGING: RefCell<Option<Aligned>> = const { RefCell::new(None) };
+    static FORCED: Cell<Option<bool>> = const { Cell::new(None) };
+    static FORCED_TAIL: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
 /// Forces direct appends on or off for the calling thread (`None`: back to
@@ -103,7 +100,7 @@ pub fn set_thread_forced(on: Option<bool>) {
 }
 
 /// Forces the tail cache's size for segments appended to by the calling thread (`None`: back
-/// to [`tail_cache_bytes`]), so tests reach reads behind the cache without writing 32 MiB.
+/// to [`tail_cache_bytes`]), so tests reach reads behind the cache without writing megabytes.
 pub fn set_thread_tail_cache_bytes(bytes: Option<usize>) {
     FORCED_TAIL.with(|f| f.set(bytes));
 }
@@ -113,16 +110,8 @@ pub fn set_thread_tail_cache_bytes(bytes: Option<usize>) {
 #[must_use]
 pub fn enabled() -> bool {
     static ASKED: OnceLock<bool> = OnceLock::new();
-    let asked = *ASKED.get_or_init(|| {
-        matches!(
-            std::env::var("STRATA_DIRECT_IO")
-                .ok()
-                .as_deref()
-                .map(str::trim),
-            Some("1" | "on" | "true")
-        )
-    });
-    FORCED.with(std::cell::Cell::get).unwrap_or(asked) && !REFUSED.load(Ordering::Relaxed)
+    let asked = *ASKED.get_or_init(|| crate::io::env_switch("STRATA_DIRECT_IO"));
+    FORCED.with(Cell::get).unwrap_or(asked) && !REFUSED.load(Ordering::Relaxed)
 }
 
 /// Records that the file system refused direct I/O (`e`, at `path`): appends go through
@@ -233,6 +222,137 @@ impl Drop for DirectAppender {
     }
 }
 
+/// How many bytes of its latest appends the active segment keeps in memory under direct I/O
+/// by default: at 300 MB/s into one partition, a consumer more than about 13 ms behind reads
+/// from the device (docs/BENCHMARKS.md, "Direct I/O", measures 4, 32 and 256 MiB).
+pub const TAIL_CACHE_BYTES: usize = 4 << 20;
+
+/// How many bytes of its latest appends the active segment keeps in memory under direct I/O:
+/// `STRATA_TAIL_CACHE_KB` (read once), else [`TAIL_CACHE_BYTES`].
+#[must_use]
+pub fn tail_cache_bytes() -> usize {
+    static BYTES: OnceLock<usize> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let bytes = crate::io::env_kib("STRATA_TAIL_CACHE_KB", TAIL_CACHE_BYTES as u64);
+        usize::try_from(bytes).unwrap_or(usize::MAX)
+    })
+}
+
+/// The most all tail caches together hold beyond each one's latest append: past it, a segment
+/// that appends keeps only its latest append. Unlike the page cache, the kernel cannot take
+/// this memory back, so it is bounded for the process, not only per partition.
+pub const TAIL_CACHE_TOTAL_BYTES: usize = 512 << 20;
+
+static TAIL_CACHED: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes held by every tail cache of the process (`strata_tail_cache_bytes`).
+#[must_use]
+pub fn tail_cached_bytes() -> usize {
+    TAIL_CACHED.load(Ordering::Relaxed)
+}
+
+/// The latest appends of an active segment, whole and contiguous, up to [`tail_cache_bytes`],
+/// or only the last one while all caches together hold more than [`TAIL_CACHE_TOTAL_BYTES`].
+/// Each append is one chunk of whole batches, so a read that starts at a batch inside the
+/// cache is served with slices of chunks, not copies.
+#[derive(Debug, Default)]
+pub struct TailCache {
+    /// (file position, bytes), in position order, each starting where the one before ends.
+    chunks: VecDeque<(u64, Bytes)>,
+    bytes: usize,
+}
+
+impl TailCache {
+    /// Adds the bytes just appended at `position`; a gap (something else moved the end)
+    /// empties the cache first.
+    pub fn push(&mut self, position: u64, data: &[u8]) {
+        if self.end() != Some(position) {
+            self.clear();
+        }
+        self.chunks
+            .push_back((position, Bytes::copy_from_slice(data)));
+        self.bytes += data.len();
+        let total = TAIL_CACHED.fetch_add(data.len(), Ordering::Relaxed) + data.len();
+        let cap = if total > TAIL_CACHE_TOTAL_BYTES {
+            0
+        } else {
+            FORCED_TAIL.with(Cell::get).unwrap_or_else(tail_cache_bytes)
+        };
+        while self.bytes > cap && self.chunks.len() > 1 {
+            if let Some((_, b)) = self.chunks.pop_front() {
+                self.bytes -= b.len();
+                TAIL_CACHED.fetch_sub(b.len(), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Forgets everything (truncation, recovery, seal).
+    pub fn clear(&mut self) {
+        self.chunks.clear();
+        TAIL_CACHED.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.bytes = 0;
+    }
+
+    fn end(&self) -> Option<u64> {
+        self.chunks.back().map(|(p, b)| p + b.len() as u64)
+    }
+
+    /// The chunks holding the bytes from `position` for `len`, each with the range of it that
+    /// they take, if the cache holds all of them.
+    fn span(
+        &self,
+        position: u64,
+        len: u64,
+    ) -> Option<impl Iterator<Item = (&Bytes, std::ops::Range<usize>)>> {
+        let first = self.chunks.front()?.0;
+        let stop = position + len;
+        if position < first || stop > self.end()? {
+            return None;
+        }
+        let i = self.chunks.partition_point(|(p, _)| *p <= position) - 1;
+        Some(
+            self.chunks
+                .iter()
+                .skip(i)
+                .take_while(move |(p, _)| *p < stop)
+                .map(move |(p, b)| {
+                    // Within the chunk: both ends are inside it, so they fit a usize.
+                    let from = usize::try_from(position.saturating_sub(*p)).unwrap_or(0);
+                    let to = usize::try_from((stop - p).min(b.len() as u64)).unwrap_or(b.len());
+                    (b, from..to)
+                })
+                .filter(|(_, range)| !range.is_empty()),
+        )
+    }
+
+    /// The bytes from `position` for `len`, as slices of the chunks, if the cache holds all
+    /// of them.
+    #[must_use]
+    pub fn slices(&self, position: u64, len: u64) -> Option<Vec<Bytes>> {
+        Some(
+            self.span(position, len)?
+                .map(|(b, range)| b.slice(range))
+                .collect(),
+        )
+    }
+
+    /// Copies the bytes at `position` into `out` if the cache holds all of them (a header
+    /// read while a fetch is planned: no allocation).
+    #[must_use]
+    pub fn read(&self, position: u64, out: &mut [u8]) -> bool {
+        let Some(parts) = self.span(position, out.len() as u64) else {
+            return false;
+        };
+        let mut at = 0;
+        for (b, range) in parts {
+            let n = range.len();
+            out[at..at + n].copy_from_slice(&b[range]);
+            at += n;
+        }
+        true
+    }
+}
+
 impl Drop for TailCache {
     fn drop(&mut self) {
         self.clear();
@@ -329,133 +449,5 @@ mod tests {
             back == expect,
             "the finished file is exactly the appended bytes"
         );
-    }
-}
-
-/// How many bytes of its latest appends the active segment keeps in memory under direct I/O
-/// by default: at 300 MB/s into one partition, a consumer more than about 13 ms behind reads
-/// from the device (docs/BENCHMARKS.md, "Direct I/O", measures 4, 32 and 256 MiB).
-pub const TAIL_CACHE_BYTES: usize = 4 << 20;
-
-/// How many bytes of its latest appends the active segment keeps in memory under direct I/O:
-/// `STRATA_TAIL_CACHE_KB` (read once), else [`TAIL_CACHE_BYTES`].
-#[must_use]
-pub fn tail_cache_bytes() -> usize {
-    static BYTES: OnceLock<usize> = OnceLock::new();
-    *BYTES.get_or_init(|| {
-        match std::env::var("STRATA_TAIL_CACHE_KB")
-            .ok()
-            .as_deref()
-            .map(str::trim)
-        {
-            None | Some("") => TAIL_CACHE_BYTES,
-            Some(v) => v.parse::<usize>().map_or_else(
-                |_| {
-                    tracing::warn!(
-                        "STRATA_TAIL_CACHE_KB is not a number of KiB; using the default"
-                    );
-                    TAIL_CACHE_BYTES
-                },
-                |kb| kb.saturating_mul(1024),
-            ),
-        }
-    })
-}
-
-/// The most all tail caches together hold beyond each one's latest append: past it, a segment
-/// that appends keeps only its latest append. Unlike the page cache, the kernel cannot take
-/// this memory back, so it is bounded for the process, not only per partition.
-pub const TAIL_CACHE_TOTAL_BYTES: usize = 512 << 20;
-
-static TAIL_CACHED: AtomicUsize = AtomicUsize::new(0);
-
-/// Bytes held by every tail cache of the process (`strata_tail_cache_bytes`).
-#[must_use]
-pub fn tail_cached_bytes() -> usize {
-    TAIL_CACHED.load(Ordering::Relaxed)
-}
-
-/// The latest appends of an active segment, whole and contiguous, up to [`tail_cache_bytes`],
-/// or only the last one while all caches together hold more than [`TAIL_CACHE_TOTAL_BYTES`]. Each append is one chunk of whole batches, so a read
-/// that starts at a batch inside the cache is served with slices of chunks, not copies.
-#[derive(Debug, Default)]
-pub struct TailCache {
-    /// (file position, bytes), in position order, each starting where the one before ends.
-    chunks: VecDeque<(u64, Bytes)>,
-    bytes: usize,
-}
-
-impl TailCache {
-    /// Adds the bytes just appended at `position`; a gap (something else moved the end)
-    /// empties the cache first.
-    pub fn push(&mut self, position: u64, data: &[u8]) {
-        if self.end() != Some(position) {
-            self.clear();
-        }
-        self.chunks
-            .push_back((position, Bytes::copy_from_slice(data)));
-        self.bytes += data.len();
-        let total = TAIL_CACHED.fetch_add(data.len(), Ordering::Relaxed) + data.len();
-        let cap = if total > TAIL_CACHE_TOTAL_BYTES {
-            0
-        } else {
-            FORCED_TAIL
-                .with(std::cell::Cell::get)
-                .unwrap_or_else(tail_cache_bytes)
-        };
-        while self.bytes > cap && self.chunks.len() > 1 {
-            if let Some((_, b)) = self.chunks.pop_front() {
-                self.bytes -= b.len();
-                TAIL_CACHED.fetch_sub(b.len(), Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Forgets everything (truncation, recovery, seal).
-    pub fn clear(&mut self) {
-        self.chunks.clear();
-        TAIL_CACHED.fetch_sub(self.bytes, Ordering::Relaxed);
-        self.bytes = 0;
-    }
-
-    fn end(&self) -> Option<u64> {
-        self.chunks.back().map(|(p, b)| p + b.len() as u64)
-    }
-
-    /// The bytes from `position` for `len`, as slices of the chunks, if the cache holds all
-    /// of them.
-    #[must_use]
-    pub fn slices(&self, position: u64, len: u64) -> Option<Vec<Bytes>> {
-        let first = self.chunks.front()?.0;
-        if position < first || position + len > self.end()? {
-            return None;
-        }
-        let mut out = Vec::new();
-        let (mut at, stop) = (position, position + len);
-        let i = self.chunks.partition_point(|(p, _)| *p <= position) - 1;
-        for (p, b) in self.chunks.iter().skip(i) {
-            if at >= stop {
-                break;
-            }
-            let from = usize::try_from(at - p).ok()?;
-            let to = usize::try_from((stop - p).min(b.len() as u64)).ok()?;
-            out.push(b.slice(from..to));
-            at = p + to as u64;
-        }
-        Some(out)
-    }
-
-    /// Copies the bytes at `position` into `out` if the cache holds all of them.
-    #[must_use]
-    pub fn read(&self, position: u64, out: &mut [u8]) -> bool {
-        let Some(parts) = self.slices(position, out.len() as u64) else {
-            return false;
-        };
-        let mut at = 0;
-        for p in parts {
-            out[at..at + p.len()].copy_from_slice(&p);
-            at += p.len();
-        }
-        true
     }
 }

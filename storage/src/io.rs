@@ -194,19 +194,31 @@ pub fn detect() -> String {
 #[must_use]
 pub fn writeback_bytes() -> u64 {
     static BYTES: OnceLock<u64> = OnceLock::new();
-    *BYTES.get_or_init(|| {
-        let v = std::env::var("STRATA_WRITEBACK_KB").ok();
-        match v.as_deref().map(str::trim) {
-            None | Some("") => 0,
-            Some(s) => s.parse::<u64>().map_or_else(
-                |_| {
-                    tracing::warn!("STRATA_WRITEBACK_KB is not a number of KiB; writeback is off");
-                    0
-                },
-                |kb| kb.saturating_mul(1024),
-            ),
-        }
-    })
+    *BYTES.get_or_init(|| env_kib("STRATA_WRITEBACK_KB", 0))
+}
+
+/// The storage switches' reading of a variable that is on or off: `1`, `true` or `on` is on,
+/// anything else (or nothing) off.
+pub(crate) fn env_switch(name: &str) -> bool {
+    matches!(
+        std::env::var(name).ok().as_deref().map(str::trim),
+        Some("1" | "true" | "on")
+    )
+}
+
+/// The storage switches' reading of a size in KiB, as bytes: `default` (bytes) when unset or
+/// empty, and with a warning when it is not a number.
+pub(crate) fn env_kib(name: &str, default: u64) -> u64 {
+    match std::env::var(name).ok().as_deref().map(str::trim) {
+        None | Some("") => default,
+        Some(s) => s.parse::<u64>().map_or_else(
+            |_| {
+                tracing::warn!("{name} is not a number of KiB; using {default} bytes");
+                default
+            },
+            |kb| kb.saturating_mul(1024),
+        ),
+    }
 }
 
 /// The whole `chunk`-byte chunks an append from `start` to `end` completed: the range to
@@ -249,15 +261,7 @@ pub fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<()> {
 #[must_use]
 pub fn preallocate() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| {
-        matches!(
-            std::env::var("STRATA_PREALLOCATE")
-                .ok()
-                .as_deref()
-                .map(str::trim),
-            Some("1" | "true" | "on")
-        )
-    })
+    *ON.get_or_init(|| env_switch("STRATA_PREALLOCATE"))
 }
 
 /// Reserves `len` bytes of blocks for `file` from its start without changing its size.
