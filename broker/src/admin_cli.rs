@@ -15,12 +15,14 @@
 //!
 //! # Layout
 //!
+//! The client (connections, ApiVersions, routing, error names), the partition reads
+//! (offsets and sizes from each leader) and the hot-partition ranking are the library's
+//! [`strata_broker::admin`], which the web console shares.
+//!
 //! | file | what |
 //! |---|---|
-//! | `client.rs` | the blocking client: connections, ApiVersions, routing, error names |
 //! | `args.rs` | the small option parser the subcommands share |
 //! | `table.rs` | aligned tables |
-//! | `logs.rs` | offsets (ListOffsets) and sizes (DescribeLogDirs) from partition leaders |
 //! | `topics.rs` | `topics create/list/describe/alter-config/add-partitions/delete` |
 //! | `groups.rs` | `groups list/describe/reset-offsets/delete` |
 //! | `transactions.rs` | `transactions list/describe` |
@@ -32,12 +34,10 @@
 
 mod acls;
 mod args;
-mod client;
 mod cluster;
 mod groups;
 mod hot;
 mod kafka_topics;
-mod logs;
 mod table;
 mod topics;
 mod transactions;
@@ -45,6 +45,8 @@ mod users;
 
 use std::process::ExitCode;
 use std::time::Duration;
+
+use strata_broker::admin::{client, logs};
 
 use client::Client;
 

@@ -4,6 +4,8 @@
 //!
 //! # Layout
 //!
+//! - [`admin`]: the blocking admin client `strata admin` and the console share, and the
+//!   partition reads and hot-partition ranking built on it.
 //! - [`client_quotas`]: produce and fetch byte-rate quotas (KIP-13): Kafka's rate
 //!   sensors, the quota that applies to a client, and the connection mute of KIP-219.
 //! - [`config`]: `server.properties` with Kafka's key names, environment and `--override`s.
@@ -43,6 +45,7 @@
 //! - Nothing on the request path panics on client input; a frame that cannot be answered
 //!   closes only its own connection.
 
+pub mod admin;
 pub mod broker;
 pub mod config;
 pub mod coordinator;

@@ -11,9 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::peer_client::{Decoding, PeerError, blocking};
+use crate::security::peer::PeerSecurity;
 use anyhow::{Context, bail};
-use strata_broker::peer_client::{Decoding, PeerError, blocking};
-use strata_broker::security::peer::PeerSecurity;
 use strata_protocol::messages::{
     ApiKey, ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest, MetadataResponse,
     RequestKind, ResponseKind, TopicName, metadata_request::MetadataRequestTopic,
@@ -58,6 +58,10 @@ pub fn version_of(api: ApiKey) -> i16 {
         ApiKey::ListTransactions => 1,
         ApiKey::WriteTxnMarkers => 1,
         ApiKey::DescribeAcls | ApiKey::CreateAcls | ApiKey::DeleteAcls => 1,
+        // The console's reads: Fetch by topic name (v13 on addresses topics by id).
+        ApiKey::Fetch => 12,
+        ApiKey::DeleteRecords => 2,
+        ApiKey::DescribeClientQuotas => 1,
         _ => 0,
     }
 }
@@ -125,6 +129,11 @@ pub struct Client {
     controller_listener: bool,
     /// TLS and SASL, from `--command-config` (PLAINTEXT without it).
     security: Arc<PeerSecurity>,
+    /// The client id every request carries ([`CLIENT_ID`] unless set).
+    client_id: String,
+    /// Where each broker is reached, in place of the address Metadata advertises (the
+    /// console reaches every node on its inter-broker listener).
+    routes: Option<BTreeMap<i32, String>>,
 }
 
 impl Client {
@@ -137,7 +146,24 @@ impl Client {
             connections: HashMap::new(),
             controller_listener: false,
             security: PeerSecurity::plaintext(),
+            client_id: CLIENT_ID.to_owned(),
+            routes: None,
         }
+    }
+
+    /// The same client, with `client_id` in every request's header.
+    #[must_use]
+    pub fn with_client_id(mut self, client_id: String) -> Client {
+        self.client_id = client_id;
+        self
+    }
+
+    /// The same client, reaching broker `id` at `routes[id]` (`host:port`) instead of the
+    /// address Metadata and FindCoordinator advertise; a broker not in it is unreachable.
+    #[must_use]
+    pub fn with_routes(mut self, routes: BTreeMap<i32, String>) -> Client {
+        self.routes = Some(routes);
+        self
     }
 
     /// A client of a controller listener (KIP-919's `--bootstrap-controller`), which serves
@@ -224,11 +250,18 @@ impl Client {
             let conn = match node {
                 None => self.open_bootstrap(deadline)?,
                 Some(id) => {
-                    let b = self
-                        .brokers
-                        .get(&id)
-                        .with_context(|| format!("broker {id} is not in the cluster's metadata"))?;
-                    let addr = format!("{}:{}", b.host, b.port);
+                    let addr = match &self.routes {
+                        Some(routes) => routes
+                            .get(&id)
+                            .with_context(|| format!("broker {id} has no inter-broker endpoint"))?
+                            .clone(),
+                        None => {
+                            let b = self.brokers.get(&id).with_context(|| {
+                                format!("broker {id} is not in the cluster's metadata")
+                            })?;
+                            format!("{}:{}", b.host, b.port)
+                        }
+                    };
                     self.open(&addr, deadline)?
                 }
             };
@@ -270,7 +303,7 @@ impl Client {
 
     fn open(&mut self, addr: &str, deadline: Instant) -> anyhow::Result<Connection> {
         let mut stream =
-            blocking::Connection::connect(addr, CLIENT_ID, MAX_RESPONSE_BYTES, deadline)
+            blocking::Connection::connect(addr, &self.client_id, MAX_RESPONSE_BYTES, deadline)
                 .map_err(timed_out)
                 .with_context(|| format!("connect {addr}"))?
                 .with_decoding(Decoding::Client);

@@ -116,7 +116,7 @@ pub fn log_sizes(
 
 /// Each partition's size in bytes on its leader, and, for a compacted one, its dirty ratio
 /// at the leader's last cleaner round (a Strata tagged field of DescribeLogDirs,
-/// [`strata_broker::broker::log_cleaner::DIRTY_RATIO_TAG`]).
+/// [`crate::broker::log_cleaner::DIRTY_RATIO_TAG`]).
 ///
 /// # Errors
 ///
@@ -160,9 +160,7 @@ pub fn log_dirs(
                 for p in t.partitions.iter().filter(|p| !p.is_future_key) {
                     let tp = (t.name.to_string(), p.partition_index);
                     if topics.get(&tp.0).is_some_and(|ps| ps.contains(&tp.1)) {
-                        use strata_broker::broker::log_cleaner::{
-                            DIRTY_RATIO_TAG, decode_dirty_ratio,
-                        };
+                        use crate::broker::log_cleaner::{DIRTY_RATIO_TAG, decode_dirty_ratio};
                         if let Some(r) = p
                             .unknown_tagged_fields
                             .get(&DIRTY_RATIO_TAG)
