@@ -227,6 +227,11 @@ pub struct BrokerConfig {
     /// `metrics.listener`: where the Prometheus endpoint listens; `None` (the default)
     /// serves none.
     pub metrics_listener: Option<MetricsListener>,
+    /// `console.listener`: where the web console listens (`http://host:port`, served at
+    /// `/`); `None` (the default) serves none.
+    pub console_listener: Option<MetricsListener>,
+    /// `console.read.only`: the console shows the cluster and refuses every action.
+    pub console_read_only: bool,
     /// Listener-scoped keys, `listener.name.<listener>.<key>` (Kafka's per-listener
     /// overrides of the `ssl.*` and `sasl.*` keys, and the `<mechanism>.sasl.jaas.config`
     /// of each SASL mechanism), keyed by the full name with the listener name lower-cased.
@@ -678,6 +683,9 @@ impl BrokerConfig {
             },
             metrics_listener: MetricsListener::parse(get("metrics.listener"))
                 .map_err(|reason| invalid("metrics.listener", get("metrics.listener"), reason))?,
+            console_listener: MetricsListener::parse_root(get("console.listener"))
+                .map_err(|reason| invalid("console.listener", get("console.listener"), reason))?,
+            console_read_only: boolean("console.read.only", get("console.read.only"))?,
             listener_overrides,
             values,
             explicit,

@@ -265,6 +265,7 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let lifecycle = Some(node.lifecycle.clone());
     tokio::spawn(housekeeping::run(broker.clone()));
     strata_broker::server::observe::start(broker.clone()).await?;
+    strata_broker::server::console::start(broker.clone()).await?;
     let limits = Arc::new(ConnectionLimits::default());
     // The controller listeners first: the quorum (and so the wait below) needs them.
     let (controller, clients): (Vec<_>, Vec<_>) = listeners

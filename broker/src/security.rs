@@ -98,6 +98,19 @@ impl ListenerSecurity {
     }
 }
 
+/// The PLAIN users and passwords of SASL listener `listener` (none when it does not offer
+/// PLAIN): the console checks HTTP basic credentials against them.
+///
+/// # Errors
+///
+/// As the listener's own settings fail.
+pub fn plain_users(
+    config: &BrokerConfig,
+    listener: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    Ok(sasl_settings(config, listener)?.plain_users)
+}
+
 /// A SASL listener's mechanisms and users.
 fn sasl_settings(config: &BrokerConfig, listener: &str) -> anyhow::Result<sasl::SaslSettings> {
     let enabled = config

@@ -21,6 +21,7 @@ pub mod authorization;
 pub mod client_quotas;
 pub mod connection;
 pub mod connection_limits;
+pub mod console;
 pub mod drain;
 pub mod error;
 pub mod forward;

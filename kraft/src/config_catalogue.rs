@@ -649,6 +649,11 @@ pub static CONFIG_KEYS: &[ConfigKey] = &[
     // Strata's own: the Prometheus endpoint, `http://host:port/path`; empty serves none.
     broker("metrics.listener", Str, None, Any, ReadOnly,
         "Strata's Prometheus endpoint, http://host:port/path."),
+    // Strata's own: the web console, `http://host:port`; empty serves none.
+    broker("console.listener", Str, None, Any, ReadOnly,
+        "Strata's web console, http://host:port."),
+    broker("console.read.only", Boolean, Some("false"), Any, ReadOnly,
+        "Whether the web console refuses every action."),
     // The rest of Kafka's dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs).
     // Strata validates, stores and describes them; most have nothing to act on yet.
     // DynamicThreadPool.

@@ -61,6 +61,7 @@ mod cluster_reassignment;
 mod cluster_snapshots;
 mod cluster_transactions;
 mod compaction;
+mod console;
 mod controller_listener;
 mod controller_quorum;
 mod env_config;

@@ -51,6 +51,35 @@ impl MetricsListener {
         }))
     }
 
+    /// Parses a listener served at the root (`console.listener`): `http://host:port`, with
+    /// no path or `/`; an empty value is `None`.
+    ///
+    /// # Errors
+    ///
+    /// The reason, for the configuration error naming the key.
+    pub fn parse_root(value: &str) -> Result<Option<Self>, &'static str> {
+        let value = value.trim();
+        let with_root = if value
+            .strip_prefix("http://")
+            .is_some_and(|r| !r.contains('/'))
+        {
+            format!("{value}/")
+        } else {
+            value.to_owned()
+        };
+        let parsed = Self::parse(&with_root).map_err(|e| {
+            if e.starts_with("must be http") {
+                "must be http://host:port (only plain HTTP is served)"
+            } else {
+                e
+            }
+        })?;
+        match parsed {
+            Some(l) if l.path != "/" => Err("must be http://host:port, with no path"),
+            other => Ok(other),
+        }
+    }
+
     /// `host:port` for binding.
     pub fn address(&self) -> String {
         if self.host.contains(':') {

@@ -415,7 +415,7 @@ impl ScramClient {
 
 /// Whether `a` and `b` are equal, in a time that depends on their length only (SCRAM's
 /// StoredKey check and PLAIN's password check).
-pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
