@@ -2,7 +2,8 @@
 # The single test command: ./test.sh
 #
 # 1. Installs what is missing (Debian packages: kcat, a C toolchain for rdkafka-sys's bundled
-#    librdkafka build, python3-venv) and a Python venv at target/venv with tests/python's clients.
+#    librdkafka build, python3-venv, chromium and chromium-driver for the console's browser
+#    test) and a Python venv at target/venv with tests/python's clients and selenium.
 # 2. cargo fmt --check, a release build of everything (the `strata` binary and all test
 #    executables, so the test step only runs them), clippy (release profile, so it shares the
 #    build-script outputs, e.g. the compiled librdkafka, with the release build), then the
@@ -65,6 +66,9 @@ install_prerequisites() {
     [[ -f /usr/include/zlib.h ]] || pkgs+=(zlib1g-dev)
     # The rdkafka crate's `ssl` feature (tests/it/rdkafka_sasl_ssl.rs) links the system OpenSSL.
     [[ -f /usr/include/openssl/ssl.h ]] || pkgs+=(libssl-dev)
+    # tests/python/test_console_browser.py: the web console in headless Chromium (selenium).
+    command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
+    command -v chromedriver >/dev/null 2>&1 || pkgs+=(chromium-driver)
     if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
         pkgs+=(python3-venv)
     fi

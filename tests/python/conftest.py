@@ -149,7 +149,15 @@ class Cluster:
 
     CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 
-    def __init__(self, tmp: Path, n: int = 3, settings: dict[str, str] | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        n: int = 3,
+        settings: dict[str, str] | None = None,
+        node_settings=None,
+    ):
+        """`node_settings(node_id)`, when given, adds settings of one node's own (a port of
+        its own for `console.listener`)."""
         ports = [(free_port(), free_port()) for _ in range(n)]
         voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
         self.nodes: dict[int, Broker] = {}
@@ -170,6 +178,7 @@ class Cluster:
                         "controller.listener.names": "CONTROLLER",
                         "controller.quorum.voters": voters,
                         **(settings or {}),
+                        **(node_settings(node_id) if node_settings else {}),
                     },
                     port=port,
                 )

@@ -56,7 +56,8 @@ struct LagPoint {
 }
 
 impl LagHistory {
-    /// Remembers `point` (at most one every [`LAG_EVERY`]) and answers the trend.
+    /// Remembers `point` (one every [`LAG_EVERY`] at most; within that, a newer one
+    /// replaces the last, but never the first) and answers the trend.
     fn record(&self, group: &str, point: LagPoint) -> Vec<LagPoint> {
         let mut all = self
             .groups
@@ -66,14 +67,19 @@ impl LagHistory {
             all.clear();
         }
         let points = all.entry(group.to_owned()).or_default();
-        if points
+        let recent = points
             .back()
-            .is_none_or(|last| point.at.duration_since(last.at) >= LAG_EVERY)
-        {
+            .is_some_and(|last| point.at.duration_since(last.at) < LAG_EVERY);
+        if !recent {
             points.push_back(point);
             while points.len() > LAG_POINTS {
                 points.pop_front();
             }
+        } else if points.len() > 1
+            && let Some(last) = points.back_mut()
+        {
+            // The first point stays as the anchor; a later one is kept current.
+            *last = point;
         }
         points.iter().copied().collect()
     }
