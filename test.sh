@@ -55,6 +55,8 @@ run_step() {
 install_prerequisites() {
     local pkgs=()
     command -v kcat >/dev/null 2>&1 || pkgs+=(kcat)
+    # The README's quickstart asks the console with curl.
+    command -v curl >/dev/null 2>&1 || pkgs+=(curl)
     command -v cc >/dev/null 2>&1 || pkgs+=(gcc libc6-dev)
     command -v c++ >/dev/null 2>&1 || pkgs+=(g++)
     command -v make >/dev/null 2>&1 || pkgs+=(make)

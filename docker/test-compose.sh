@@ -27,8 +27,8 @@ dc() { timeout 180 "${compose[@]}" -p "$project" -f "$root/docker/docker-compose
 cleanup() { dc down -v --remove-orphans >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-read -r STRATA_EXTERNAL_PORT_1 STRATA_EXTERNAL_PORT_2 STRATA_EXTERNAL_PORT_3 < <(free_ports 3)
-export STRATA_EXTERNAL_PORT_1 STRATA_EXTERNAL_PORT_2 STRATA_EXTERNAL_PORT_3
+read -r STRATA_EXTERNAL_PORT_1 STRATA_EXTERNAL_PORT_2 STRATA_EXTERNAL_PORT_3 STRATA_CONSOLE_PORT < <(free_ports 4)
+export STRATA_EXTERNAL_PORT_1 STRATA_EXTERNAL_PORT_2 STRATA_EXTERNAL_PORT_3 STRATA_CONSOLE_PORT
 echo "== ${compose[*]} -p $project up -d (host ports $STRATA_EXTERNAL_PORT_1 $STRATA_EXTERNAL_PORT_2 $STRATA_EXTERNAL_PORT_3)"
 dc up -d
 for n in 1 2 3; do
@@ -83,6 +83,13 @@ check_numbered "$consume_via" "$topic" "$messages"
 brokers=$(timeout 30 kcat -b "$consume_via" -L -m 20 | grep -c '^  broker [0-9]* at 127\.0\.0\.1:') || true
 [[ $brokers == 3 ]] || { echo "FAIL: Metadata lists $brokers brokers at host addresses, not 3"; exit 1; }
 echo "ok: Metadata lists the three brokers at their host addresses"
+# The console on the host: strata-1's overview names the three brokers alive, and its page
+# of the topic above answers.
+alive=$(timeout 30 curl -sf "http://127.0.0.1:$STRATA_CONSOLE_PORT/api/overview" | grep -o '"alive":true' | wc -l) || true
+[[ $alive == 3 ]] || { echo "FAIL: the console's overview shows $alive brokers alive, not 3"; exit 1; }
+timeout 30 curl -sf "http://127.0.0.1:$STRATA_CONSOLE_PORT/api/topics/$topic" | grep -q "\"name\":\"$topic\"" ||
+    { echo "FAIL: the console does not show topic $topic"; exit 1; }
+echo "ok: the console shows the three brokers alive and the topic"
 
 echo "== down -v"
 containers=$(dc ps -q -a 2>/dev/null || dc ps -q)

@@ -5,8 +5,8 @@
 #   tests/quickstart.sh
 #
 # The fenced `sh` block under the README heading "## Quickstart with kcat" is read line by line:
-# its first line must be `cargo run --release &` (the broker, started in a process group of its
-# own so that it can be stopped whole); every other line runs as written, in order, after the
+# its first line must be `cargo run --release &`, or the same with the broker's arguments after
+# `--` (the broker, started in a process group of its own so that it can be stopped whole); every other line runs as written, in order, after the
 # broker's port (localhost:9092, the no-configuration default) answers. The commands run in a
 # fresh scratch directory inside the checkout (target/quickstart), so `cargo run` finds the
 # workspace as it does from the root and the broker's `./data` starts empty.
@@ -34,8 +34,8 @@ fail() { echo "quickstart: FAILED: $*" >&2; exit 1; }
 [[ ${#LINES[@]} -ge 2 ]] || fail "no quickstart block found in README.md"
 first="${LINES[0]%%#*}"
 first="${first%"${first##*[![:space:]]}"}"
-[[ "$first" == "cargo run --release &" ]] ||
-    fail "the quickstart's first line is '${LINES[0]}', expected 'cargo run --release &'"
+[[ "$first" == "cargo run --release &" || "$first" =~ ^cargo\ run\ --release\ --\ [^\&\;\|]+\ \&$ ]] ||
+    fail "the quickstart's first line is '${LINES[0]}', expected 'cargo run --release [-- ARGS] &'"
 command -v kcat >/dev/null || fail "kcat is not installed (./test.sh installs it)"
 if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
     fail "something already listens on 127.0.0.1:$PORT; the quickstart needs that port"
@@ -100,5 +100,9 @@ all="$(printf '%s\n' "${outputs[@]}")"
 grep -qE 'broker 1 at (localhost|127\.0\.0\.1):9092' <<<"$all" || fail "the metadata listing names no broker 1 at :9092"
 grep -qE '^k1:hello \(partition [0-9]+, offset [0-9]+\)$' <<<"$all" || fail "the consumer did not print k1:hello"
 grep -qE '^k2:world \(partition [0-9]+, offset [0-9]+\)$' <<<"$all" || fail "the consumer did not print k2:world"
+# The console, where the block starts one (console.listener): its search finds k2's record.
+if [[ "$first" == *console.listener=* ]]; then
+    grep -q '"text":"world"' <<<"$all" || fail "the console's search did not find k2:world"
+fi
 stop_broker
 echo "quickstart: ok (${#LINES[@]} lines of README.md run as written)"

@@ -3,10 +3,11 @@
 //! leader, group requests to the group's coordinator), and the partition reads the
 //! operator's tools share.
 //!
-//! Two users: `strata admin` (the binary's command line) and the web console
-//! ([`crate::server::console`]), which runs it on the blocking pool as the signed-in user.
-//! A base layer like [`crate::peer_client`], on which it sits: it knows the wire, not the
-//! node.
+//! Two users: `strata admin` (the binary's command line) and the web console (the server's
+//! `console`), which runs it on the blocking pool as the signed-in user. It sits on
+//! [`crate::peer_client`] and `security::peer`, and reads one encoding of the node's (the
+//! log cleaner's dirty ratio in DescribeLogDirs): a layer of its own under the server, as a
+//! client of the wire, not of the node.
 
 pub mod client;
 pub mod groups;

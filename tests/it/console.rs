@@ -178,13 +178,12 @@ fn a_three_node_console_shows_the_cluster_and_acts_through_the_admin_apis() {
     const GROUP: &str = "console-group";
     let _serial = serial();
     let ports: BTreeMap<i32, u16> = (1..=3).map(|id| (id, free_port().unwrap())).collect();
-    let c =
-        Cluster::start_with_node_settings(3, &[("offsets.topic.num.partitions", "3")], |id| {
-            vec![(
-                "console.listener".to_owned(),
-                format!("http://127.0.0.1:{}", ports[&id]),
-            )]
-        });
+    let c = Cluster::start_with_node_settings(3, &[("offsets.topic.num.partitions", "3")], |id| {
+        vec![(
+            "console.listener".to_owned(),
+            format!("http://127.0.0.1:{}", ports[&id]),
+        )]
+    });
     let controller = c.wait_ready(WAIT);
     let all = c.ids();
     let bootstrap = c.bootstrap(&all);
@@ -709,5 +708,58 @@ fn read_only_refuses_every_action() {
         "a form on a read-only page"
     );
     assert_eq!(partitions_of(&b.bootstrap(), "ro").len(), 1);
+    drop(b);
+}
+
+#[test]
+fn an_open_transaction_is_listed_and_an_idle_one_is_hanging() {
+    let port = free_port().unwrap();
+    let b = Broker::start(&[("console.listener", &format!("http://127.0.0.1:{port}"))]).unwrap();
+    wait_until("the console", WAIT, POLL, || {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
+    })
+    .unwrap();
+    let p: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", b.bootstrap())
+        .set("transactional.id", "console-open")
+        .create()
+        .expect("producer");
+    p.init_transactions(WAIT).expect("init");
+    p.begin_transaction().expect("begin");
+    p.send(
+        BaseRecord::<(), _>::to("txn-open")
+            .partition(0)
+            .payload("in flight"),
+    )
+    .expect("send");
+    p.flush(WAIT).expect("flush");
+    let console = Console::at(port);
+    let v = console.ok("/api/transactions");
+    let listed = v["transactions"].as_array().unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|t| t["transactional_id"] == "console-open" && t["state"] == "Ongoing"),
+        "{v}"
+    );
+    let open = v["open_on_partitions"].as_array().unwrap();
+    assert_eq!(open.len(), 1, "{v}");
+    assert_eq!(open[0]["topic"], "txn-open");
+    assert_eq!(open[0]["start_offset"], 0);
+    assert_eq!(open[0]["hanging"], false, "{v}");
+    // Idle past a (here tiny) maximum timeout: hanging.
+    std::thread::sleep(Duration::from_millis(50));
+    let v = console.ok("/api/transactions?max_timeout_ms=10");
+    assert_eq!(v["open_on_partitions"][0]["hanging"], true, "{v}");
+    p.commit_transaction(WAIT).expect("commit");
+    wait_until("no transaction open once committed", WAIT, POLL, || {
+        Ok(console.ok("/api/transactions")["open_on_partitions"]
+            .as_array()
+            .is_some_and(Vec::is_empty))
+    })
+    .unwrap();
+    let (status, html) = console.get_text("/transactions");
+    assert_eq!(status, 200);
+    assert!(html.contains("open-transactions"));
     drop(b);
 }

@@ -275,7 +275,7 @@ async fn route(
         }
         (Method::GET, ["api", "topics", name]) => {
             let name = (*name).to_owned();
-            blocking(c, user, move |c, u| views::topic(c, u, &name))
+            blocking(c, user, move |c, u| views::topic(c, u, &name, &query))
                 .await
                 .map(Answer::Json)
         }
@@ -301,9 +301,11 @@ async fn route(
                 .await
                 .map(Answer::Json)
         }
-        (Method::GET, ["api", "transactions"]) => blocking(c, user, views::transactions)
-            .await
-            .map(Answer::Json),
+        (Method::GET, ["api", "transactions"]) => {
+            blocking(c, user, move |c, u| views::transactions(c, u, &query))
+                .await
+                .map(Answer::Json)
+        }
         (Method::GET, ["api", "security"]) => {
             blocking(c, user, views::security).await.map(Answer::Json)
         }

@@ -170,12 +170,12 @@ pub fn page(c: &Console, u: &User, path: &[String], q: &Query) -> Result<String,
     match parts.as_slice() {
         [] => overview(c, u),
         ["topics"] => topics(c, u, q),
-        ["topics", name] => topic(c, u, name),
+        ["topics", name] => topic(c, u, name, q),
         ["groups"] => groups(c, u),
         ["groups", id] => group(c, u, id),
         ["hot"] => hot(c, u, q),
         ["messages"] => messages_page(c, u, q),
-        ["transactions"] => transactions(c, u),
+        ["transactions"] => transactions(c, u, q),
         ["security"] => security(c, u),
         _ => Err(Failure::not_found("no such page")),
     }
@@ -385,8 +385,8 @@ fn topics(c: &Console, u: &User, q: &Query) -> Result<String, Failure> {
     Ok(layout(c, u, "Topics", &body, None))
 }
 
-fn topic(c: &Console, u: &User, name: &str) -> Result<String, Failure> {
-    let v = views::topic(c, u, name)?;
+fn topic(c: &Console, u: &User, name: &str, q: &Query) -> Result<String, Failure> {
+    let v = views::topic(c, u, name, q)?;
     let url = format!("/api/topics/{}", enc(name));
     let mut body = format!(
         "<p class=\"facts\">Topic id {} · <a id=\"browse\" href=\"/messages?topic={}\">browse messages</a></p>",
@@ -432,6 +432,32 @@ fn topic(c: &Console, u: &User, name: &str) -> Result<String, Failure> {
         ],
         &rows,
     ));
+    let (page, pages) = (
+        v["page"].as_u64().unwrap_or(1),
+        v["pages"].as_u64().unwrap_or(1),
+    );
+    let _ = write!(
+        body,
+        "<p class=\"pager\">Partitions page {page} of {pages} · {} partitions",
+        text(&v["partition_count"])
+    );
+    if page > 1 {
+        let _ = write!(
+            body,
+            " · <a href=\"/topics/{}?page={}\">previous</a>",
+            enc(name),
+            page - 1
+        );
+    }
+    if page < pages {
+        let _ = write!(
+            body,
+            " · <a href=\"/topics/{}?page={}\">next</a>",
+            enc(name),
+            page + 1
+        );
+    }
+    body.push_str("</p>");
     body.push_str("<h2>Configs</h2>");
     match v["configs"].as_array() {
         Some(configs) => {
@@ -835,8 +861,8 @@ fn record_row(r: &Value) -> Vec<String> {
     ]
 }
 
-fn transactions(c: &Console, u: &User) -> Result<String, Failure> {
-    let v = views::transactions(c, u)?;
+fn transactions(c: &Console, u: &User, q: &Query) -> Result<String, Failure> {
+    let v = views::transactions(c, u, q)?;
     let rows: Vec<Vec<String>> = v["transactions"]
         .as_array()
         .into_iter()
@@ -855,7 +881,42 @@ fn transactions(c: &Console, u: &User) -> Result<String, Failure> {
         &["Transactional id", "Producer id", "State", "Coordinator"],
         &rows,
     );
-    body.push_str("<p class=\"hint\">Hanging transactions (open on a partition past their timeout) are found with <code>strata admin transactions find-hanging</code>.</p>");
+    let open: Vec<Vec<String>> = v["open_on_partitions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            vec![
+                esc(&format!("{}:{}", text(&t["topic"]), text(&t["partition"]))),
+                esc(&text(&t["producer_id"])),
+                esc(&text(&t["producer_epoch"])),
+                esc(&text(&t["start_offset"])),
+                esc(&text(&t["last_timestamp"])),
+                if t["hanging"].as_bool() == Some(true) {
+                    "<span class=\"bad\">hanging</span>".to_owned()
+                } else {
+                    "open".to_owned()
+                },
+            ]
+        })
+        .collect();
+    let _ = write!(
+        body,
+        "<h2>Open on partitions</h2><p class=\"hint\">Hanging: its producer's last write is older than {} ms (<code>transaction.max.timeout.ms</code>), so its coordinator should have aborted it; <code>strata admin transactions abort</code> ends it.</p>",
+        text(&v["max_timeout_ms"])
+    );
+    body.push_str(&table(
+        "open-transactions",
+        &[
+            "Partition",
+            "Producer id",
+            "Epoch",
+            "Start offset",
+            "Last write",
+            "State",
+        ],
+        &open,
+    ));
     for e in v["errors"].as_array().into_iter().flatten() {
         let _ = write!(body, "<p class=\"error\">{}</p>", esc(&text(e)));
     }

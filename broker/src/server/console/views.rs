@@ -12,12 +12,14 @@ use anyhow::bail;
 use serde_json::{Value, json};
 use strata_protocol::StrBytes;
 use strata_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use strata_protocol::messages::describe_producers_request::TopicRequest;
 use strata_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use strata_protocol::messages::list_transactions_request::ListTransactionsRequest;
 use strata_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, DescribeAclsRequest, DescribeClientQuotasRequest,
-    DescribeConfigsRequest, DescribeQuorumRequest, DescribeUserScramCredentialsRequest, GroupId,
-    ListGroupsRequest, MetadataResponse, RequestKind, ResponseKind, TopicName,
+    DescribeConfigsRequest, DescribeProducersRequest, DescribeQuorumRequest,
+    DescribeUserScramCredentialsRequest, GroupId, ListGroupsRequest, MetadataResponse, RequestKind,
+    ResponseKind, TopicName,
 };
 
 use super::http::{Failure, Query};
@@ -37,6 +39,8 @@ const LAG_EVERY: Duration = Duration::from_secs(2);
 const LAG_POINTS: usize = 120;
 /// DescribeConfigs' resource type of a topic.
 const TOPIC_RESOURCE: i8 = 2;
+/// Kafka's `transaction.max.timeout.ms` default: an open transaction idle longer is hanging.
+const DEFAULT_MAX_TXN_TIMEOUT_MS: i64 = 900_000;
 /// Kafka's `DescribeConfigs` source of a default value.
 const DEFAULT_CONFIG: i8 = 5;
 
@@ -120,7 +124,8 @@ pub fn overview(c: &Console, u: &User) -> Result<Value, Failure> {
             "this_node": *id == c.broker.config.node_id,
         }));
     }
-    let quorum = match quorum(&mut client) {
+    // At the active controller itself: a request marked with the user is never forwarded.
+    let quorum = match c.controller().and_then(|id| quorum(&mut client, id)) {
         Ok(q) => q,
         Err(e) => json!({ "error": format!("{e:#}") }),
     };
@@ -176,14 +181,17 @@ fn metadata_of_nothing() -> RequestKind {
 
 /// DescribeQuorum of `__cluster_metadata`: leader, epoch, high watermark, and each voter's
 /// log end offset and lag behind the leader.
-fn quorum(client: &mut Client) -> anyhow::Result<Value> {
+fn quorum(client: &mut Client, controller: i32) -> anyhow::Result<Value> {
     let request = DescribeQuorumRequest::default().with_topics(vec![
         TopicData::default()
             .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
             .with_partitions(vec![PartitionData::default().with_partition_index(0)]),
     ]);
-    let ResponseKind::DescribeQuorum(r) =
-        client.send_any(ApiKey::DescribeQuorum, RequestKind::DescribeQuorum(request))?
+    let ResponseKind::DescribeQuorum(r) = client.send_to(
+        controller,
+        ApiKey::DescribeQuorum,
+        RequestKind::DescribeQuorum(request),
+    )?
     else {
         bail!("DescribeQuorum was not answered with DescribeQuorum");
     };
@@ -342,8 +350,16 @@ fn topic_error(name: &str, code: i16) -> Failure {
     }
 }
 
-/// One topic: its partitions (leader, replicas, ISR, offsets, size, rates) and configs.
-pub fn topic(c: &Console, u: &User, name: &str) -> Result<Value, Failure> {
+/// One topic: its partitions a page at a time (`page`, `size`: leader, replicas, ISR,
+/// offsets, size, rates) and its configs.
+pub fn topic(c: &Console, u: &User, name: &str, q: &Query) -> Result<Value, Failure> {
+    let page = number::<usize>(q, "page")?.unwrap_or(1).max(1);
+    let size = number::<usize>(q, "size")?.unwrap_or(PAGE_SIZE);
+    if size == 0 || size > MAX_PAGE_SIZE {
+        return Err(Failure::bad(format!(
+            "parameter size: between 1 and {MAX_PAGE_SIZE}"
+        )));
+    }
     let mut client = c.client(Some(u))?;
     let m = metadata(&mut client, Some(&[name.to_owned()]))?;
     let Some(t) = m.topics.first() else {
@@ -354,7 +370,19 @@ pub fn topic(c: &Console, u: &User, name: &str) -> Result<Value, Failure> {
     if t.error_code != 0 {
         return Err(topic_error(name, t.error_code));
     }
-    let leaders = leaders(&m);
+    let mut parts: Vec<_> = t.partitions.iter().collect();
+    parts.sort_by_key(|p| p.partition_index);
+    let total = parts.len();
+    let parts: Vec<_> = parts
+        .into_iter()
+        .skip((page - 1) * size)
+        .take(size)
+        .collect();
+    let shown: BTreeSet<i32> = parts.iter().map(|p| p.partition_index).collect();
+    let leaders: BTreeMap<TopicPartition, i32> = leaders(&m)
+        .into_iter()
+        .filter(|(tp, _)| shown.contains(&tp.1))
+        .collect();
     let ask = |ts: i64| leaders.keys().map(|tp| (tp.clone(), ts)).collect();
     let start = logs::list_offsets(&mut client, &leaders, &ask(EARLIEST))?;
     let end = logs::list_offsets(&mut client, &leaders, &ask(LATEST))?;
@@ -365,8 +393,6 @@ pub fn topic(c: &Console, u: &User, name: &str) -> Result<Value, Failure> {
         Some(Err(code)) => json!(error_name(*code)),
         None => Value::Null,
     };
-    let mut parts: Vec<_> = t.partitions.iter().collect();
-    parts.sort_by_key(|p| p.partition_index);
     let partitions: Vec<Value> = parts
         .iter()
         .map(|p| {
@@ -396,6 +422,10 @@ pub fn topic(c: &Console, u: &User, name: &str) -> Result<Value, Failure> {
         "name": name,
         "topic_id": t.topic_id.to_string(),
         "internal": t.is_internal,
+        "partition_count": total,
+        "page": page,
+        "size": size,
+        "pages": total.div_ceil(size).max(1),
         "partitions": partitions,
         "configs": configs,
         "rates_window_secs": snapshot.as_ref().map(|s| s.window_secs),
@@ -793,9 +823,17 @@ pub fn hot(c: &Console, u: &User, q: &Query) -> Result<Value, Failure> {
     }))
 }
 
-/// Transactions: every node's (ListTransactions), with hanging ones marked: ongoing for
-/// longer than their timeout would allow.
-pub fn transactions(c: &Console, u: &User) -> Result<Value, Failure> {
+/// Transactions: every coordinator's transactional ids (ListTransactions), and every
+/// transaction open on a partition the user may describe (DescribeProducers at each
+/// leader), marked hanging as Kafka's `kafka-transactions.sh find-hanging` first marks one:
+/// its producer's last write is older than `max_timeout_ms` (the cluster's
+/// `transaction.max.timeout.ms`, 15 minutes by default), so its coordinator, which aborts
+/// any transaction past its timeout, should have ended it.
+pub fn transactions(c: &Console, u: &User, q: &Query) -> Result<Value, Failure> {
+    let max_timeout_ms = number::<i64>(q, "max_timeout_ms")?.unwrap_or(DEFAULT_MAX_TXN_TIMEOUT_MS);
+    if max_timeout_ms < 0 {
+        return Err(Failure::bad("parameter max_timeout_ms: not negative"));
+    }
     let mut client = c.client(Some(u))?;
     metadata(&mut client, Some(&[]))?;
     let ids: Vec<i32> = client.brokers().keys().copied().collect();
@@ -824,10 +862,89 @@ pub fn transactions(c: &Console, u: &User) -> Result<Value, Failure> {
             Err(e) => errors.push(format!("node {id}: {e:#}")),
         }
     }
-    // Hanging: an open transaction on a partition older than the longest timeout, as
-    // `strata admin transactions` finds them, is the broker's own view; here each
-    // coordinator's ongoing transactions are listed with their state.
-    Ok(json!({ "transactions": out, "errors": errors }))
+    let open = open_transactions(&mut client, max_timeout_ms, &mut errors)?;
+    Ok(json!({
+        "transactions": out,
+        "open_on_partitions": open,
+        "max_timeout_ms": max_timeout_ms,
+        "errors": errors,
+    }))
+}
+
+/// Every transaction open on a partition (DescribeProducers, one request per leader).
+fn open_transactions(
+    client: &mut Client,
+    max_timeout_ms: i64,
+    errors: &mut Vec<String>,
+) -> anyhow::Result<Vec<Value>> {
+    let m = metadata(client, None)?;
+    let mut by_leader: BTreeMap<i32, BTreeMap<String, Vec<i32>>> = BTreeMap::new();
+    for ((topic, partition), leader) in leaders(&m) {
+        if leader >= 0 {
+            by_leader
+                .entry(leader)
+                .or_default()
+                .entry(topic)
+                .or_default()
+                .push(partition);
+        }
+    }
+    let now = crate::now_ms();
+    let mut open = Vec::new();
+    for (leader, topics) in by_leader {
+        let request = DescribeProducersRequest::default().with_topics(
+            topics
+                .into_iter()
+                .map(|(t, ps)| {
+                    TopicRequest::default()
+                        .with_name(TopicName(StrBytes::from_string(t)))
+                        .with_partition_indexes(ps)
+                })
+                .collect(),
+        );
+        let answer = client.send_to(
+            leader,
+            ApiKey::DescribeProducers,
+            RequestKind::DescribeProducers(request),
+        );
+        let r = match answer {
+            Ok(ResponseKind::DescribeProducers(r)) => r,
+            Ok(_) => {
+                errors.push(format!("node {leader}: not a DescribeProducers answer"));
+                continue;
+            }
+            Err(e) => {
+                errors.push(format!("node {leader}: {e:#}"));
+                continue;
+            }
+        };
+        for t in r.topics {
+            for p in t.partitions {
+                if p.error_code != 0 {
+                    continue;
+                }
+                for a in p
+                    .active_producers
+                    .iter()
+                    .filter(|a| a.current_txn_start_offset >= 0)
+                {
+                    let idle_ms = now - a.last_timestamp;
+                    open.push(json!({
+                        "topic": t.name.0.to_string(),
+                        "partition": p.partition_index,
+                        "leader": leader,
+                        "producer_id": a.producer_id.0,
+                        "producer_epoch": a.producer_epoch,
+                        "coordinator_epoch": a.coordinator_epoch,
+                        "start_offset": a.current_txn_start_offset,
+                        "last_timestamp": a.last_timestamp,
+                        "hanging": a.last_timestamp >= 0 && idle_ms > max_timeout_ms,
+                    }));
+                }
+            }
+        }
+    }
+    Ok(open)
 }
 
 /// ACLs, client quotas and SCRAM users, each as the user may describe them.
