@@ -71,6 +71,7 @@ install_prerequisites() {
     # tests/python/test_console_browser.py: the web console in headless Chromium (selenium).
     command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
     command -v chromedriver >/dev/null 2>&1 || pkgs+=(chromium-driver)
+    [[ -d /usr/share/fonts/truetype/liberation ]] || pkgs+=(fonts-liberation)
     if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
         pkgs+=(python3-venv)
     fi
