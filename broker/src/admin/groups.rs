@@ -224,3 +224,31 @@ pub fn commit(
     }
     Ok(())
 }
+
+/// The log end offset of each of `partitions` (or the error its leader answered), from the
+/// partitions' leaders: what a group's lag is measured against.
+///
+/// # Errors
+///
+/// When Metadata or a leader cannot be asked.
+pub fn log_ends(
+    client: &mut Client,
+    partitions: &BTreeSet<TopicPartition>,
+) -> anyhow::Result<BTreeMap<TopicPartition, Result<i64, i16>>> {
+    let topics: Vec<String> = partitions
+        .iter()
+        .map(|(t, _)| t.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if topics.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let m = client.metadata(Some(&topics))?;
+    let leaders = super::client::leaders(&m);
+    logs::list_offsets(
+        client,
+        &leaders,
+        &partitions.iter().map(|tp| (tp.clone(), LATEST)).collect(),
+    )
+}

@@ -14,11 +14,13 @@ use strata_protocol::messages::{
     ApiKey, DeleteGroupsRequest, GroupId, ListGroupsRequest, RequestKind, ResponseKind,
 };
 
-use strata_broker::admin::groups::{Target, commit, committed, describe_group, members, plan};
+use strata_broker::admin::groups::{
+    Target, commit, committed, describe_group, log_ends, members, plan,
+};
 
 use super::args::Args;
 use super::client::{Client, error_name, leaders};
-use super::logs::{self, LATEST, TopicPartition};
+use super::logs::TopicPartition;
 use super::table::Table;
 
 pub const USAGE: &str = "\
@@ -112,23 +114,7 @@ fn describe(client: &mut Client, group: &str) -> anyhow::Result<()> {
     }
     let partitions: BTreeSet<TopicPartition> =
         offsets.keys().chain(owner.keys()).cloned().collect();
-    let topics: Vec<String> = partitions
-        .iter()
-        .map(|(t, _)| t.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let ends = if topics.is_empty() {
-        BTreeMap::new()
-    } else {
-        let m = client.metadata(Some(&topics))?;
-        let leaders = leaders(&m);
-        logs::list_offsets(
-            client,
-            &leaders,
-            &partitions.iter().map(|tp| (tp.clone(), LATEST)).collect(),
-        )?
-    };
+    let ends = log_ends(client, &partitions)?;
     println!(
         "Group: {group}\tState: {}\tProtocolType: {}\tProtocol: {}\tMembers: {}\tCoordinator: {coordinator}",
         g.group_state,

@@ -26,7 +26,7 @@ use strata_protocol::messages::{
 use strata_protocol::record_batch::{BATCH_HEADER_LEN, RecordView, batches};
 
 use super::http::{Failure, Query};
-use super::views::number;
+use super::views::{number, within};
 use super::{Console, User};
 use crate::admin::client::{Client, error_name, leaders};
 use crate::admin::logs::{self, EARLIEST, LATEST};
@@ -325,12 +325,7 @@ fn each_record(
 /// Reads `limit` records from a position: `GET /api/messages`.
 pub fn browse(c: &Console, u: &User, q: &Query) -> Result<Value, Failure> {
     let format = format_of(q)?;
-    let limit = number::<usize>(q, "limit")?.unwrap_or(BROWSE_DEFAULT);
-    if limit == 0 || limit > BROWSE_MAX {
-        return Err(Failure::bad(format!(
-            "parameter limit: between 1 and {BROWSE_MAX}"
-        )));
-    }
+    let limit = within(q, "limit", BROWSE_DEFAULT, BROWSE_MAX)?;
     let committed = q.get("isolation").map(String::as_str) != Some("uncommitted");
     let mut client = c.client(Some(u))?;
     let t = target(&mut client, q)?;
@@ -437,24 +432,9 @@ pub fn search(c: &Console, u: &User, q: &Query) -> Result<Value, Failure> {
     let started = Instant::now();
     let format = format_of(q)?;
     let filters = Filters::parse(q)?;
-    let limit = number::<usize>(q, "limit")?.unwrap_or(MATCHES_DEFAULT);
-    if limit == 0 || limit > MATCHES_MAX {
-        return Err(Failure::bad(format!(
-            "parameter limit: between 1 and {MATCHES_MAX}"
-        )));
-    }
-    let max_bytes = number::<u64>(q, "max_bytes")?.unwrap_or(SCAN_BYTES_DEFAULT);
-    if max_bytes == 0 || max_bytes > SCAN_BYTES_MAX {
-        return Err(Failure::bad(format!(
-            "parameter max_bytes: between 1 and {SCAN_BYTES_MAX}"
-        )));
-    }
-    let max_ms = number::<u64>(q, "max_ms")?.unwrap_or(SCAN_MS_DEFAULT);
-    if max_ms == 0 || max_ms > SCAN_MS_MAX {
-        return Err(Failure::bad(format!(
-            "parameter max_ms: between 1 and {SCAN_MS_MAX}"
-        )));
-    }
+    let limit = within(q, "limit", MATCHES_DEFAULT, MATCHES_MAX)?;
+    let max_bytes = within(q, "max_bytes", SCAN_BYTES_DEFAULT, SCAN_BYTES_MAX)?;
+    let max_ms = within(q, "max_ms", SCAN_MS_DEFAULT, SCAN_MS_MAX)?;
     let committed = q.get("isolation").map(String::as_str) != Some("uncommitted");
     let mut client = c.client(Some(u))?;
     let t = target(&mut client, q)?;

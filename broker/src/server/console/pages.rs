@@ -145,6 +145,28 @@ pub fn failure(status: u16, message: &str) -> String {
     )
 }
 
+/// The line under a paged table: which page of how many, and links to the pages beside it
+/// (`link(page)` is a page's address).
+fn pager(v: &Value, what: &str, link: &dyn Fn(u64) -> String) -> String {
+    let (page, pages) = (
+        v["page"].as_u64().unwrap_or(1),
+        v["pages"].as_u64().unwrap_or(1),
+    );
+    let mut h = format!("<p class=\"pager\">Page {page} of {pages} · {}", esc(what));
+    if page > 1 {
+        let _ = write!(h, " · <a href=\"{}\">previous</a>", esc(&link(page - 1)));
+    }
+    if page < pages {
+        let _ = write!(
+            h,
+            " · <a class=\"next-page\" href=\"{}\">next</a>",
+            esc(&link(page + 1))
+        );
+    }
+    h.push_str("</p>");
+    h
+}
+
 /// A form the script sends as JSON (`data-method`, `data-url`), hidden when read-only.
 fn form(c: &Console, id: &str, method: &str, url: &str, fields: &str, button: &str) -> String {
     if c.read_only {
@@ -336,31 +358,12 @@ fn topics(c: &Console, u: &User, q: &Query) -> Result<String, Failure> {
         ],
         &rows,
     ));
-    let (page, pages) = (
-        v["page"].as_u64().unwrap_or(1),
-        v["pages"].as_u64().unwrap_or(1),
-    );
-    let _ = write!(
-        body,
-        "<p class=\"pager\">Page {page} of {pages} · {} topics",
-        text(&v["total"])
-    );
     let f = enc(if filter == "–" { "" } else { &filter });
-    if page > 1 {
-        let _ = write!(
-            body,
-            " · <a href=\"/topics?page={}&filter={f}\">previous</a>",
-            page - 1
-        );
-    }
-    if page < pages {
-        let _ = write!(
-            body,
-            " · <a id=\"next-page\" href=\"/topics?page={}&filter={f}\">next</a>",
-            page + 1
-        );
-    }
-    body.push_str("</p>");
+    body.push_str(&pager(
+        &v,
+        &format!("{} topics", text(&v["total"])),
+        &|page| format!("/topics?page={page}&filter={f}"),
+    ));
     body.push_str("<h2>Create a topic</h2>");
     body.push_str(&form(
         c,
@@ -432,32 +435,11 @@ fn topic(c: &Console, u: &User, name: &str, q: &Query) -> Result<String, Failure
         ],
         &rows,
     ));
-    let (page, pages) = (
-        v["page"].as_u64().unwrap_or(1),
-        v["pages"].as_u64().unwrap_or(1),
-    );
-    let _ = write!(
-        body,
-        "<p class=\"pager\">Partitions page {page} of {pages} · {} partitions",
-        text(&v["partition_count"])
-    );
-    if page > 1 {
-        let _ = write!(
-            body,
-            " · <a href=\"/topics/{}?page={}\">previous</a>",
-            enc(name),
-            page - 1
-        );
-    }
-    if page < pages {
-        let _ = write!(
-            body,
-            " · <a href=\"/topics/{}?page={}\">next</a>",
-            enc(name),
-            page + 1
-        );
-    }
-    body.push_str("</p>");
+    body.push_str(&pager(
+        &v,
+        &format!("{} partitions", text(&v["partition_count"])),
+        &|page| format!("/topics/{}?page={page}", enc(name)),
+    ));
     body.push_str("<h2>Configs</h2>");
     match v["configs"].as_array() {
         Some(configs) => {

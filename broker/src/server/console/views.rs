@@ -25,7 +25,7 @@ use strata_protocol::messages::{
 use super::http::{Failure, Query};
 use super::{Console, User};
 use crate::admin::client::{Client, describe_error, error_name, leaders};
-use crate::admin::groups::{committed, describe_group, members};
+use crate::admin::groups::{committed, describe_group, log_ends, members};
 use crate::admin::hot::{self, Verdict};
 use crate::admin::logs::{self, EARLIEST, LATEST, TopicPartition};
 
@@ -239,15 +239,24 @@ pub fn number<T: std::str::FromStr>(q: &Query, name: &str) -> Result<Option<T>, 
         .transpose()
 }
 
+/// A parameter between 1 and `max`, `default` when absent, or a 400 naming the range.
+pub fn within<T>(q: &Query, name: &str, default: T, max: T) -> Result<T, Failure>
+where
+    T: std::str::FromStr + PartialOrd + From<u8> + std::fmt::Display + Copy,
+{
+    let v = number::<T>(q, name)?.unwrap_or(default);
+    if v < T::from(1) || v > max {
+        return Err(Failure::bad(format!(
+            "parameter {name}: between 1 and {max}"
+        )));
+    }
+    Ok(v)
+}
+
 /// One page of topics: name, partitions, replication, problems, size and rates.
 pub fn topics(c: &Console, u: &User, q: &Query) -> Result<Value, Failure> {
     let page = number::<usize>(q, "page")?.unwrap_or(1).max(1);
-    let size = number::<usize>(q, "size")?.unwrap_or(PAGE_SIZE);
-    if size == 0 || size > MAX_PAGE_SIZE {
-        return Err(Failure::bad(format!(
-            "parameter size: between 1 and {MAX_PAGE_SIZE}"
-        )));
-    }
+    let size = within(q, "size", PAGE_SIZE, MAX_PAGE_SIZE)?;
     let filter = q
         .get("filter")
         .map(|f| f.to_lowercase())
@@ -354,12 +363,7 @@ fn topic_error(name: &str, code: i16) -> Failure {
 /// offsets, size, rates) and its configs.
 pub fn topic(c: &Console, u: &User, name: &str, q: &Query) -> Result<Value, Failure> {
     let page = number::<usize>(q, "page")?.unwrap_or(1).max(1);
-    let size = number::<usize>(q, "size")?.unwrap_or(PAGE_SIZE);
-    if size == 0 || size > MAX_PAGE_SIZE {
-        return Err(Failure::bad(format!(
-            "parameter size: between 1 and {MAX_PAGE_SIZE}"
-        )));
-    }
+    let size = within(q, "size", PAGE_SIZE, MAX_PAGE_SIZE)?;
     let mut client = c.client(Some(u))?;
     let m = metadata(&mut client, Some(&[name.to_owned()]))?;
     let Some(t) = m.topics.first() else {
@@ -571,23 +575,7 @@ pub fn group(c: &Console, u: &User, id: &str) -> Result<Value, Failure> {
     let offsets = committed(&mut client, coordinator, id)?;
     let partitions: BTreeSet<TopicPartition> =
         offsets.keys().chain(owner.keys()).cloned().collect();
-    let topics: Vec<String> = partitions
-        .iter()
-        .map(|(t, _)| t.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let ends = if topics.is_empty() {
-        BTreeMap::new()
-    } else {
-        let m = metadata(&mut client, Some(&topics))?;
-        let leaders = leaders(&m);
-        logs::list_offsets(
-            &mut client,
-            &leaders,
-            &partitions.iter().map(|tp| (tp.clone(), LATEST)).collect(),
-        )?
-    };
+    let ends = log_ends(&mut client, &partitions)?;
     let mut total_lag = 0;
     let mut total_committed = 0;
     let rows: Vec<Value> = partitions
