@@ -22,6 +22,12 @@
 //!   DESCRIBE on one topic it sees that topic only; a super user sees and does everything.
 //! - `read_only_refuses_every_action`: `console.read.only=true` shows the pages without
 //!   their forms and answers every write 403.
+//! - `an_open_transaction_is_listed_and_an_idle_one_is_hanging`: a transactional producer's
+//!   open transaction is listed at its coordinator and on its partition, and is hanging once
+//!   idle past the maximum timeout asked for; gone once committed.
+//! - `a_kip848_group_shows_its_members_and_their_assignments`: a librdkafka member of a
+//!   KIP-848 group (`group.protocol=consumer`): type, state, subscription, and the four
+//!   partitions the member itself holds.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -36,6 +42,7 @@ use strata_tests::cluster::Cluster;
 use strata_tests::{Broker, free_port, serial, wait_until};
 
 use crate::admin_cli_run::admin;
+use crate::rdkafka_clients::group::Member;
 
 const WAIT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(200);
@@ -761,5 +768,55 @@ fn an_open_transaction_is_listed_and_an_idle_one_is_hanging() {
     let (status, html) = console.get_text("/transactions");
     assert_eq!(status, 200);
     assert!(html.contains("open-transactions"));
+    drop(b);
+}
+
+#[test]
+fn a_kip848_group_shows_its_members_and_their_assignments() {
+    let port = free_port().unwrap();
+    let b = Broker::start(&[("console.listener", &format!("http://127.0.0.1:{port}"))]).unwrap();
+    wait_until("the console", WAIT, POLL, || {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
+    })
+    .unwrap();
+    let console = Console::at(port);
+    console.post("/api/topics", &json!({"name": "kip848", "partitions": 4}));
+    produce(
+        &b.bootstrap(),
+        "kip848",
+        0,
+        &(0..30).map(|i| format!("r{i}")).collect::<Vec<_>>(),
+    );
+    // The suite's group member, whose context serves librdkafka's rebalance callbacks.
+    let mut member = Member::join(
+        &b.bootstrap(),
+        "console-848",
+        "m1",
+        "kip848",
+        4,
+        &[("group.protocol", "consumer")],
+    )
+    .expect("member");
+    let mut group = Value::Null;
+    wait_until("the member holds all four partitions", WAIT, POLL, || {
+        member.poll_once()?;
+        group = console.ok("/api/groups/console-848");
+        Ok(group["members"][0]["assignment"]
+            .as_array()
+            .is_some_and(|a| a.len() == 4))
+    })
+    .unwrap_or_else(|e| panic!("{e:?}: {group}"));
+    assert_eq!(group["type"], "consumer", "{group}");
+    assert_eq!(group["state"], "Stable", "{group}");
+    assert_eq!(group["members"].as_array().unwrap().len(), 1);
+    assert_eq!(group["members"][0]["subscribed"], json!(["kip848"]));
+    assert_eq!(member.partitions().len(), 4, "the member's own view");
+    let (status, html) = console.get_text("/groups/console-848");
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("kip848:0"),
+        "the member's assignment on the page"
+    );
+    drop(member);
     drop(b);
 }
