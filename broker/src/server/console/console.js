@@ -85,7 +85,7 @@ function addMatches(tbody, matches) {
   for (const m of matches) {
     const tr = document.createElement("tr");
     cell(tr, String(m.offset));
-    cell(tr, String(m.timestamp));
+    cell(tr, m.timestamp >= 0 ? new Date(m.timestamp).toISOString().replace("T", " ").replace("Z", "") : String(m.timestamp));
     const k = shown(m.key);
     cell(tr, k[0], k[1]);
     const v = shown(m.value);

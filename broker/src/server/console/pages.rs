@@ -59,6 +59,31 @@ fn text(v: &Value) -> String {
     }
 }
 
+/// Milliseconds since the Unix epoch as an ISO 8601 UTC time (the days to a civil date by
+/// Howard Hinnant's algorithm); the number itself when it is negative (no timestamp).
+fn time_of(v: &Value) -> String {
+    let Some(ms) = v.as_i64().filter(|ms| *ms >= 0) else {
+        return text(v);
+    };
+    let (days, rest) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03}",
+        rest / 3_600_000,
+        rest / 60_000 % 60,
+        rest / 1000 % 60,
+        rest % 1000
+    )
+}
+
 /// Bytes in human units.
 fn bytes(v: &Value) -> String {
     let Some(n) = v.as_f64() else {
@@ -836,7 +861,7 @@ fn record_row(r: &Value) -> Vec<String> {
         .join("<br>");
     vec![
         esc(&text(&r["offset"])),
-        esc(&text(&r["timestamp"])),
+        esc(&time_of(&r["timestamp"])),
         shown(&r["key"]),
         shown(&r["value"]),
         headers,
@@ -1024,6 +1049,20 @@ mod tests {
     fn cluster_text_is_escaped() {
         assert_eq!(esc("<script>&\"'"), "&lt;script&gt;&amp;&quot;&#39;");
         assert_eq!(enc("a b/c"), "a%20b%2Fc");
+    }
+
+    #[test]
+    fn times_read_as_utc() {
+        assert_eq!(time_of(&serde_json::json!(0)), "1970-01-01 00:00:00.000");
+        assert_eq!(
+            time_of(&serde_json::json!(1_796_577_408_350_i64)),
+            "2026-12-06 17:16:48.350"
+        );
+        assert_eq!(
+            time_of(&serde_json::json!(951_782_400_000_i64)),
+            "2000-02-29 00:00:00.000"
+        );
+        assert_eq!(time_of(&serde_json::json!(-1)), "-1");
     }
 
     #[test]
