@@ -10,7 +10,8 @@
 //!   leader from any node; a consumer group's lag falls to what it left unread and its
 //!   reset to earliest is what rdkafka then reads as committed; added partitions, an
 //!   altered config (marked as not the default), deleted records and a deleted topic are
-//!   what the cluster then shows.
+//!   what the cluster then shows; a node killed with SIGKILL is shown unreachable, then
+//!   fenced.
 //! - `bad_input_gets_a_clear_error`: malformed and huge numbers, an unknown topic or
 //!   partition, an offset past the end, a regular expression that does not parse, and a
 //!   pathological one (answered at once: the engine is linear), a write without the
@@ -185,12 +186,13 @@ fn a_three_node_console_shows_the_cluster_and_acts_through_the_admin_apis() {
     const GROUP: &str = "console-group";
     let _serial = serial();
     let ports: BTreeMap<i32, u16> = (1..=3).map(|id| (id, free_port().unwrap())).collect();
-    let c = Cluster::start_with_node_settings(3, &[("offsets.topic.num.partitions", "3")], |id| {
-        vec![(
-            "console.listener".to_owned(),
-            format!("http://127.0.0.1:{}", ports[&id]),
-        )]
-    });
+    let mut c =
+        Cluster::start_with_node_settings(3, &[("offsets.topic.num.partitions", "3")], |id| {
+            vec![(
+                "console.listener".to_owned(),
+                format!("http://127.0.0.1:{}", ports[&id]),
+            )]
+        });
     let controller = c.wait_ready(WAIT);
     let all = c.ids();
     let bootstrap = c.bootstrap(&all);
@@ -420,6 +422,35 @@ fn a_three_node_console_shows_the_cluster_and_acts_through_the_admin_apis() {
         assert_eq!(status, 200, "{page}: {html}");
         assert!(html.contains("<main>"), "{page}");
     }
+
+    // A node killed with SIGKILL: the others' overviews show it unreachable at once, and
+    // fenced once its session times out.
+    let victim = all
+        .iter()
+        .copied()
+        .find(|&i| i != controller && i != other)
+        .unwrap();
+    c.node(victim).kill9();
+    let mut seen = Value::Null;
+    wait_until("the killed node unreachable and fenced", WAIT, POLL, || {
+        seen = console(other).ok("/api/overview");
+        Ok(seen["brokers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["id"] == json!(victim) && b["alive"] == false && b["fenced"] == true))
+    })
+    .unwrap_or_else(|e| panic!("{e:?}: {seen}"));
+    assert_eq!(
+        seen["brokers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["alive"] == true)
+            .count(),
+        2,
+        "{seen}"
+    );
     drop(c);
 }
 

@@ -42,6 +42,8 @@ use crate::broker::Broker;
 
 /// How long each Kafka request of the console may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the overview's liveness probe of a node may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The console's state: the node, its settings, and what it remembers between requests.
 pub struct Console {
@@ -119,6 +121,15 @@ impl Console {
     ///
     /// When this node has no registered inter-broker endpoint yet.
     fn client(&self, user: Option<&User>) -> anyhow::Result<Client> {
+        self.client_within(user, REQUEST_TIMEOUT)
+    }
+
+    /// [`Console::client`] with each request bounded by `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Console::client`].
+    fn client_within(&self, user: Option<&User>, timeout: Duration) -> anyhow::Result<Client> {
         let routes = self.routes();
         let own = routes
             .get(&self.broker.config.node_id)
@@ -133,7 +144,7 @@ impl Console {
             ),
             None => "strata-console".to_owned(),
         };
-        Ok(Client::new(&own, REQUEST_TIMEOUT)
+        Ok(Client::new(&own, timeout)
             .with_security(self.broker.peers.inter_broker.clone())
             .with_client_id(client_id)
             .with_routes(routes))

@@ -103,10 +103,10 @@ pub fn overview(c: &Console, u: &User) -> Result<Value, Failure> {
     let mut client = c.client(Some(u))?;
     let image = c.broker.image();
     let m = metadata(&mut client, None)?;
-    // Liveness: each node answers a request within a second, on its inter-broker listener.
+    // Liveness: each node answers a request within two seconds, on its inter-broker listener.
     let mut brokers = Vec::new();
     for (id, b) in &image.brokers {
-        let mut probe = c.client(Some(u))?;
+        let mut probe = c.client_within(Some(u), super::PROBE_TIMEOUT)?;
         let started = Instant::now();
         let answered = probe
             .send_to(*id, ApiKey::Metadata, metadata_of_nothing())
