@@ -84,6 +84,16 @@ fn time_of(v: &Value) -> String {
     )
 }
 
+/// The elements of a JSON array (none for anything else).
+fn items(v: &Value) -> impl Iterator<Item = &Value> {
+    v.as_array().into_iter().flatten()
+}
+
+/// A link to a topic's page.
+fn topic_link(name: &str) -> String {
+    format!("<a href=\"/topics/{}\">{}</a>", enc(name), esc(name))
+}
+
 /// Bytes in human units.
 fn bytes(v: &Value) -> String {
     let Some(n) = v.as_f64() else {
@@ -237,10 +247,7 @@ fn overview(c: &Console, u: &User) -> Result<String, Failure> {
         text(&v["topics"]),
         text(&v["partitions"]),
     );
-    let brokers: Vec<Vec<String>> = v["brokers"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let brokers: Vec<Vec<String>> = items(&v["brokers"])
         .map(|b| {
             vec![
                 esc(&text(&b["id"])),
@@ -284,10 +291,7 @@ fn overview(c: &Console, u: &User) -> Result<String, Failure> {
             esc(&text(&q["epoch"])),
             esc(&text(&q["high_watermark"]))
         );
-        let voters: Vec<Vec<String>> = q["voters"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let voters: Vec<Vec<String>> = items(&q["voters"])
             .map(|r| {
                 vec![
                     esc(&text(&r["id"])),
@@ -315,17 +319,10 @@ fn overview(c: &Console, u: &User) -> Result<String, Failure> {
             "<h2>{title} ({})</h2>",
             text(&v[format!("{key}_count").as_str()])
         );
-        let rows: Vec<Vec<String>> = v[key]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let rows: Vec<Vec<String>> = items(&v[key])
             .map(|p| {
                 vec![
-                    format!(
-                        "<a href=\"/topics/{}\">{}</a>",
-                        enc(&text(&p["topic"])),
-                        esc(&text(&p["topic"]))
-                    ),
+                    topic_link(&text(&p["topic"])),
                     esc(&text(&p["partition"])),
                     esc(&text(&p["leader"])),
                     esc(&text(&p["replicas"])),
@@ -349,14 +346,11 @@ fn topics(c: &Console, u: &User, q: &Query) -> Result<String, Failure> {
         "<form class=\"filter\" method=\"get\" action=\"/topics\"><input name=\"filter\" placeholder=\"filter by name\" value=\"{}\"><button>Filter</button></form>",
         esc(if filter == "–" { "" } else { &filter })
     );
-    let rows: Vec<Vec<String>> = v["topics"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let rows: Vec<Vec<String>> = items(&v["topics"])
         .map(|t| {
             let name = text(&t["name"]);
             vec![
-                format!("<a href=\"/topics/{}\">{}</a>", enc(&name), esc(&name)),
+                topic_link(&name),
                 esc(&text(&t["partitions"])),
                 esc(&text(&t["replication_factor"])),
                 esc(&text(&t["under_replicated"])),
@@ -421,10 +415,7 @@ fn topic(c: &Console, u: &User, name: &str, q: &Query) -> Result<String, Failure
         esc(&text(&v["topic_id"])),
         enc(name)
     );
-    let rows: Vec<Vec<String>> = v["partitions"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let rows: Vec<Vec<String>> = items(&v["partitions"])
         .map(|p| {
             vec![
                 format!(
@@ -543,10 +534,7 @@ fn topic(c: &Console, u: &User, name: &str, q: &Query) -> Result<String, Failure
 
 fn groups(c: &Console, u: &User) -> Result<String, Failure> {
     let v = views::groups(c, u)?;
-    let rows: Vec<Vec<String>> = v["groups"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let rows: Vec<Vec<String>> = items(&v["groups"])
         .map(|g| {
             let id = text(&g["group_id"]);
             vec![
@@ -562,7 +550,7 @@ fn groups(c: &Console, u: &User) -> Result<String, Failure> {
         &["Group", "State", "Protocol type", "Coordinator"],
         &rows,
     );
-    for e in v["errors"].as_array().into_iter().flatten() {
+    for e in items(&v["errors"]) {
         let _ = write!(body, "<p class=\"error\">{}</p>", esc(&text(e)));
     }
     Ok(layout(c, u, "Consumer groups", &body, Some(10)))
@@ -614,10 +602,7 @@ fn group(c: &Console, u: &User, id: &str) -> Result<String, Failure> {
     body.push_str(&sparkline(
         v["lag_trend"].as_array().map_or(&[], Vec::as_slice),
     ));
-    let rows: Vec<Vec<String>> = v["partitions"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let rows: Vec<Vec<String>> = items(&v["partitions"])
         .map(|p| {
             vec![
                 esc(&text(&p["topic"])),
@@ -642,15 +627,9 @@ fn group(c: &Console, u: &User, id: &str) -> Result<String, Failure> {
         ],
         &rows,
     ));
-    let members: Vec<Vec<String>> = v["members"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let members: Vec<Vec<String>> = items(&v["members"])
         .map(|m| {
-            let assigned = m["assignment"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let assigned = items(&m["assignment"])
                 .map(|a| format!("{}:{}", text(&a["topic"]), text(&a["partition"])))
                 .collect::<Vec<_>>()
                 .join(", ");
@@ -695,17 +674,10 @@ fn hot(c: &Console, u: &User, q: &Query) -> Result<String, Failure> {
         x.as_f64()
             .map_or_else(|| "–".to_owned(), |p| format!("{p:.0}%"))
     };
-    let rows: Vec<Vec<String>> = v["partitions"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let rows: Vec<Vec<String>> = items(&v["partitions"])
         .map(|p| {
             vec![
-                format!(
-                    "<a href=\"/topics/{}\">{}</a>",
-                    enc(&text(&p["topic"])),
-                    esc(&text(&p["topic"]))
-                ),
+                topic_link(&text(&p["topic"])),
                 esc(&text(&p["partition"])),
                 esc(&text(&p["leader"])),
                 esc(&text(&p["records_in_per_sec"])),
@@ -737,10 +709,7 @@ fn hot(c: &Console, u: &User, q: &Query) -> Result<String, Failure> {
         ],
         &rows,
     ));
-    let verdicts: Vec<Vec<String>> = v["topics"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let verdicts: Vec<Vec<String>> = items(&v["topics"])
         .map(|t| {
             vec![
                 esc(&text(&t["topic"])),
@@ -800,12 +769,7 @@ fn messages_page(c: &Console, u: &User, q: &Query) -> Result<String, Failure> {
                     esc(&text(&v["log_end_offset"])),
                     esc(&text(&v["start_offset"])),
                 );
-                let rows: Vec<Vec<String>> = v["records"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(record_row)
-                    .collect();
+                let rows: Vec<Vec<String>> = items(&v["records"]).map(record_row).collect();
                 body.push_str(&table(
                     "records",
                     &["Offset", "Time", "Key", "Value", "Headers"],
@@ -846,10 +810,7 @@ fn record_row(r: &Value) -> Vec<String> {
             )
         }
     };
-    let headers = r["headers"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let headers = items(&r["headers"])
         .map(|h| {
             format!(
                 "{}={}",
@@ -870,10 +831,7 @@ fn record_row(r: &Value) -> Vec<String> {
 
 fn transactions(c: &Console, u: &User, q: &Query) -> Result<String, Failure> {
     let v = views::transactions(c, u, q)?;
-    let rows: Vec<Vec<String>> = v["transactions"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let rows: Vec<Vec<String>> = items(&v["transactions"])
         .map(|t| {
             vec![
                 esc(&text(&t["transactional_id"])),
@@ -888,10 +846,7 @@ fn transactions(c: &Console, u: &User, q: &Query) -> Result<String, Failure> {
         &["Transactional id", "Producer id", "State", "Coordinator"],
         &rows,
     );
-    let open: Vec<Vec<String>> = v["open_on_partitions"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let open: Vec<Vec<String>> = items(&v["open_on_partitions"])
         .map(|t| {
             vec![
                 esc(&format!("{}:{}", text(&t["topic"]), text(&t["partition"]))),
@@ -924,7 +879,7 @@ fn transactions(c: &Console, u: &User, q: &Query) -> Result<String, Failure> {
         ],
         &open,
     ));
-    for e in v["errors"].as_array().into_iter().flatten() {
+    for e in items(&v["errors"]) {
         let _ = write!(body, "<p class=\"error\">{}</p>", esc(&text(e)));
     }
     Ok(layout(c, u, "Transactions", &body, Some(10)))
@@ -992,17 +947,11 @@ fn security(c: &Console, u: &User) -> Result<String, Failure> {
         &["Entity", "Quotas"],
         &|q| {
             vec![
-                esc(&q["entity"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+                esc(&items(&q["entity"])
                     .map(|e| format!("{}={}", text(&e["type"]), text(&e["name"])))
                     .collect::<Vec<_>>()
                     .join(", ")),
-                esc(&q["values"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+                esc(&items(&q["values"])
                     .map(|e| format!("{}={}", text(&e["key"]), text(&e["value"])))
                     .collect::<Vec<_>>()
                     .join(", ")),
@@ -1018,10 +967,7 @@ fn security(c: &Console, u: &User) -> Result<String, Failure> {
         &|s| {
             vec![
                 esc(&text(&s["user"])),
-                esc(&s["mechanisms"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+                esc(&items(&s["mechanisms"])
                     .map(|m| {
                         format!(
                             "{} ({} iterations)",
