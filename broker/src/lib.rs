@@ -58,9 +58,25 @@ pub mod security;
 pub mod server;
 
 /// Milliseconds since the Unix epoch: the clock the storage and metadata cores are given.
+/// It follows the wall clock, steps included: record timestamps, retention and offset
+/// expiry are wall-clock times, as in Kafka.
 #[must_use]
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Milliseconds on a clock that never jumps: the wall clock read once, at the first call,
+/// plus the monotonic time elapsed since. In-memory deadlines use it (group members'
+/// sessions and the rebalance timeouts, brokers' sessions at the controller), so that a
+/// step of the machine's clock neither expires every session at once nor holds a timer
+/// back for the length of the step; Kafka's controller and group coordinator also time
+/// sessions on a monotonic clock. It reads close to [`now_ms`] (apart by the steps since
+/// the process started), so a value that a core also stores still reads as a time.
+#[must_use]
+pub fn monotonic_ms() -> i64 {
+    static ANCHOR: std::sync::OnceLock<(std::time::Instant, i64)> = std::sync::OnceLock::new();
+    let (at, wall) = ANCHOR.get_or_init(|| (std::time::Instant::now(), now_ms()));
+    wall.saturating_add(i64::try_from(at.elapsed().as_millis()).unwrap_or(i64::MAX))
 }

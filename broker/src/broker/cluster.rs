@@ -994,7 +994,7 @@ pub fn inter_broker_endpoint(
 /// The controller's state as an operation sees it.
 pub(super) struct ControllerStateRef<'a> {
     state: &'a mut ControllerState,
-    /// The operation's time.
+    /// The operation's time, on [`crate::monotonic_ms`]: only the brokers' sessions use it.
     pub(super) now_ms: i64,
 }
 
@@ -1137,7 +1137,9 @@ async fn run_controller(
             }
         };
         let image = images.borrow().clone();
-        let now_ms = crate::now_ms();
+        // Sessions are timed on the monotonic clock: a step of this node's wall clock must
+        // not expire every broker's session at once (nor keep a dead one alive).
+        let now_ms = crate::monotonic_ms();
         if state.epoch != status.epoch {
             // A new leadership: every session starts afresh (Kafka's controller does not
             // replicate them either).

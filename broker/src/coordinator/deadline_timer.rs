@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::now_ms;
+use crate::monotonic_ms;
 
 /// With no deadline at all, sleep in long steps; a request wakes the task anyway.
 const IDLE: Duration = Duration::from_secs(3600);
@@ -41,13 +41,13 @@ impl DeadlineTimer {
         self.wake.notify_one();
     }
 
-    /// Waits until the deadline `next_deadline()` returns (ms since the epoch), or until
+    /// Waits until the deadline `next_deadline()` returns (on [`crate::monotonic_ms`]), or until
     /// [`DeadlineTimer::wake`] is called. The wake-up is registered before the deadline is
     /// read, so a request that lands in between is never missed.
     pub async fn wait(&self, next_deadline: impl FnOnce() -> Option<i64>) {
         let notified = self.wake.notified();
         let wait = next_deadline().map_or(IDLE, |d| {
-            Duration::from_millis(u64::try_from(d - now_ms()).unwrap_or(0))
+            Duration::from_millis(u64::try_from(d - monotonic_ms()).unwrap_or(0))
         });
         if !wait.is_zero() {
             tokio::select! {

@@ -28,7 +28,7 @@ use super::error::GroupError;
 use super::persist::GroupLog;
 use super::state::GroupState;
 use crate::coordinator::deadline_timer::DeadlineTimer;
-use crate::now_ms;
+use crate::{monotonic_ms, now_ms};
 
 /// The coordinator's state behind the lock.
 struct Inner {
@@ -198,7 +198,7 @@ impl GroupCoordinator {
     /// arriving in between found an expired static member still there: NON_EMPTY_GROUP).
     /// Kafka's coordinator likewise expires a member at its deadline, not when it next looks.
     fn fire_due_timers(&self) {
-        let now = now_ms();
+        let now = monotonic_ms();
         let due = self.lock().core.next_deadline().is_some_and(|d| d <= now);
         if due {
             let out = self.lock().core.tick(now);
@@ -213,7 +213,7 @@ impl GroupCoordinator {
         if stored.is_empty() {
             return;
         }
-        self.lock().core.load(now_ms(), stored);
+        self.lock().core.load(monotonic_ms(), stored);
     }
 
     /// Starts the timer after a load: restored members' sessions run from their load.
@@ -237,7 +237,7 @@ impl GroupCoordinator {
             let ticket = inner.ticket();
             let (tx, rx) = oneshot::channel();
             inner.joins.insert(ticket, tx);
-            let out = inner.core.join(now_ms(), ticket, req, Uuid::new_v4());
+            let out = inner.core.join(monotonic_ms(), ticket, req, Uuid::new_v4());
             (rx, out)
         };
         self.shared.persist_then_deliver(out);
@@ -256,7 +256,7 @@ impl GroupCoordinator {
             let ticket = inner.ticket();
             let (tx, rx) = oneshot::channel();
             inner.syncs.insert(ticket, tx);
-            let out = inner.core.sync(now_ms(), ticket, req);
+            let out = inner.core.sync(monotonic_ms(), ticket, req);
             (rx, out)
         };
         self.shared.persist_then_deliver(out);
@@ -277,7 +277,7 @@ impl GroupCoordinator {
         generation_id: i32,
     ) -> Result<(), GroupError> {
         let r = self.lock().core.heartbeat(
-            now_ms(),
+            monotonic_ms(),
             group_id,
             member_id,
             group_instance_id,
@@ -296,7 +296,7 @@ impl GroupCoordinator {
         group_id: &str,
         members: &[(String, Option<String>)],
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
-        let (results, out) = self.lock().core.leave(now_ms(), group_id, members)?;
+        let (results, out) = self.lock().core.leave(monotonic_ms(), group_id, members)?;
         self.shared.persist_then_deliver(out);
         let r = results;
         self.wake_timer();
@@ -419,7 +419,7 @@ async fn run_timer(shared: Arc<Shared>) {
             .timer
             .wait(|| shared.lock().core.next_deadline())
             .await;
-        let out = shared.lock().core.tick(now_ms());
+        let out = shared.lock().core.tick(monotonic_ms());
         shared.persist_then_deliver(out);
     }
 }

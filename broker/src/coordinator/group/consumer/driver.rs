@@ -27,7 +27,7 @@ use super::error::{ConsumerGroupError, ConsumerGroupInUse, DeleteConsumerGroupEr
 use super::persist::GroupRecords;
 use crate::coordinator::deadline_timer::DeadlineTimer;
 use crate::coordinator::offsets::OffsetStore;
-use crate::now_ms;
+use crate::{monotonic_ms, now_ms};
 
 struct Shared {
     core: Mutex<ConsumerGroupCore>,
@@ -179,7 +179,7 @@ impl ConsumerGroupCoordinator {
         if records.is_empty() {
             return;
         }
-        self.lock().load(records, now_ms(), &Image(image));
+        self.lock().load(records, monotonic_ms(), &Image(image));
     }
 
     /// After a load: the groups whose topics changed while no node served them move to a
@@ -209,7 +209,7 @@ impl ConsumerGroupCoordinator {
         let group_id = req.group_id.clone();
         let (r, failed) = self
             .shared
-            .apply_reporting(|core| core.heartbeat(now_ms(), req, &fresh, &Image(image)));
+            .apply_reporting(|core| core.heartbeat(monotonic_ms(), req, &fresh, &Image(image)));
         self.wake_timer();
         // The group's records are not in the log: the member is told, as Kafka's runtime
         // fails a heartbeat whose write failed (NOT_COORDINATOR: it looks the coordinator up
@@ -321,6 +321,6 @@ impl ConsumerGroupCoordinator {
 async fn run_timer(shared: Arc<Shared>) {
     loop {
         shared.timer.wait(|| shared.core().next_deadline()).await;
-        shared.apply(|core| core.tick(now_ms()));
+        shared.apply(|core| core.tick(monotonic_ms()));
     }
 }
