@@ -3,7 +3,7 @@
 #
 # 1. Installs what is missing (Debian packages: kcat, a C toolchain for rdkafka-sys's bundled
 #    librdkafka build, python3-venv, chromium and chromium-driver for the console's browser
-#    test) and a Python venv at target/venv with tests/python's clients and selenium.
+#    test, iproute2, iptables and faketime for the verification run) and a Python venv at target/venv with tests/python's clients and selenium.
 # 2. cargo fmt --check, a release build of everything (the `strata` binary and all test
 #    executables, so the test step only runs them), clippy (release profile, so it shares the
 #    build-script outputs, e.g. the compiled librdkafka, with the release build), then the
@@ -17,7 +17,9 @@
 #    (--cluster 3), the three side by side, then the
 #    client-library scenarios (compat-tests/scenarios/run.sh), then the Docker tests
 #    (docker/test-all.sh: the offline image, one node, the Compose cluster, and the Compose
-#    cluster under faults and a rolling restart; needs a running Docker engine).
+#    cluster under faults and a rolling restart; needs a running Docker engine), then the
+#    short verification run (tests/verify: three nodes in network namespaces under seeded,
+#    overlapping faults, every client operation recorded and checked; needs root).
 # 4. Prints a summary; exits non-zero if any step failed.
 #
 # Env: STRATA_BIN (default target/release/strata), SKIP_LINT=1 skips fmt and clippy,
@@ -72,6 +74,11 @@ install_prerequisites() {
     command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
     command -v chromedriver >/dev/null 2>&1 || pkgs+=(chromium-driver)
     [[ -d /usr/share/fonts/truetype/liberation ]] || pkgs+=(fonts-liberation)
+    # tests/verify: network namespaces and their links (ip, tc), cuts (iptables), and the
+    # nodes' wall clocks moved by libfaketime.
+    command -v ip >/dev/null 2>&1 || pkgs+=(iproute2)
+    command -v iptables >/dev/null 2>&1 || pkgs+=(iptables)
+    [[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 || -e /usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1 ]] || pkgs+=(faketime)
     if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
         pkgs+=(python3-venv)
     fi
@@ -207,6 +214,12 @@ if [[ -x "$STRATA_BIN" ]]; then
     if [[ -z "${SKIP_DOCKER:-}" ]]; then
         run_step docker timeout --kill-after=30s 15m docker/test-all.sh
     fi
+    # The short verification run (tests/verify, docs/RELIABILITY.md): three nodes in network
+    # namespaces under seeded, overlapping faults, with the queue, transaction and admin
+    # workloads' histories checked for every anomaly. A failing run keeps its history, seed
+    # and node logs under target/verify/ and prints the command that replays it.
+    run_step verify timeout --kill-after=30s 12m "$ROOT/target/venv/bin/python" tests/verify/run.py \
+        --nodes 3 --duration 180 --interval 3
     # Kernel TLS in a virtual machine whose kernel has the tls module (tests/ktls/).
     run_step ktls-guest timeout --kill-after=30s 15m tests/ktls/guest-test.sh
     run_step librdkafka-tier1 wait_and_print "$tier1_pid" "$LOGS/librdkafka-tier1.log"

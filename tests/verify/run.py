@@ -1,0 +1,608 @@
+#!/usr/bin/env python3
+"""One verification run: a cluster of `strata` nodes in network namespaces, the workloads'
+clients recording a history, faults from a seed, then the checkers over the history.
+
+    target/venv/bin/python tests/verify/run.py --nodes 3 --duration 120 --seed 7
+    target/venv/bin/python tests/verify/run.py --replay target/verify/<run>    # same seed, args
+    python3 tests/verify/checkers.py target/verify/<run>/history.jsonl          # check again
+
+Needs root (network namespaces, iptables, tc) and the release binary. Each run writes
+target/verify/<UTC time>-s<seed>/: run.json (the arguments and seed), summary.json, and, when
+an anomaly is found or --keep is given, history.jsonl and each node's log and data. Exits 1
+when any checker reports an anomaly or the run could not be completed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+REPO = HERE.parents[1]
+
+import checkers  # noqa: E402
+import nemesis as nem  # noqa: E402
+import workloads as wl  # noqa: E402
+from history import History  # noqa: E402
+from netcluster import NetCluster  # noqa: E402
+
+WORKLOADS = ["queue", "txn", "admin"]
+QUEUE_PARTITIONS = 4
+TXN_PARTITIONS = 3
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--nodes", type=int, default=3, choices=[3, 5])
+    ap.add_argument("--duration", type=float, default=120, help="seconds of faults")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--faults", default=",".join(nem.FAULTS))
+    ap.add_argument("--interval", type=float, default=3.0, help="mean seconds between faults")
+    ap.add_argument("--max-faults", type=int, default=10**9)
+    ap.add_argument("--rate", type=float, default=150.0, help="sends per second per producer")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the history and data of a clean run")
+    ap.add_argument(
+        "--replay", type=Path, default=None, help="a run directory: its seed and arguments"
+    )
+    args = ap.parse_args(argv)
+    if args.replay is not None:
+        saved = json.loads((args.replay / "run.json").read_text())["args"]
+        for k, v in saved.items():
+            if k not in ("out", "replay", "keep"):
+                setattr(args, k, v)
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1 << 31)
+    return args
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        self.out = args.out or REPO / "target" / "verify" / f"{stamp}-s{args.seed}"
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.workloads = [w for w in args.workloads.split(",") if w]
+        self.faults = [f for f in args.faults.split(",") if f]
+        for f in self.faults:
+            if f not in nem.FAULTS:
+                raise SystemExit(f"unknown fault {f}; known: {', '.join(nem.FAULTS)}")
+        (self.out / "run.json").write_text(
+            json.dumps(
+                {
+                    "args": {
+                        k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                    }
+                },
+                indent=1,
+            )
+        )
+        binary = Path(os.environ.get("STRATA_BIN", REPO / "target" / "release" / "strata"))
+        self.cluster = NetCluster(
+            self.out / "cluster",
+            args.nodes,
+            binary,
+            settings={
+                "default.replication.factor": "3",
+                "min.insync.replicas": "2",
+                "offsets.topic.num.partitions": "6",
+                "transaction.state.log.num.partitions": "6",
+                "group.initial.rebalance.delay.ms": "0",
+            },
+            clock_faults="clock" in self.faults,
+        )
+        self.history = History(self.out / "history.jsonl")
+        handler = logging.FileHandler(self.out / "clients.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        for name in ("verify.clients", "kafka"):
+            lg = logging.getLogger(name)
+            lg.addHandler(handler)
+            lg.setLevel(logging.INFO if name == "verify.clients" else logging.WARNING)
+            lg.propagate = False
+        self.stop_producers = threading.Event()
+        self.stop_consumers = threading.Event()
+        self.producers: list[wl.Worker] = []
+        self.consumers: list[wl.Worker] = []
+        self.admin_worker: wl.AdminWorker | None = None
+        self._kp_admin = None
+        self.notes: list[str] = []
+
+    def log(self, msg: str) -> None:
+        print(f"[{self.history.elapsed():7.1f}s] {msg}", flush=True)
+
+    # -- cluster state ---------------------------------------------------------------------
+
+    def admin(self):
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.cluster.bootstrap(), "error_cb": wl.quiet})
+
+    def topics(self) -> list[str]:
+        t = []
+        if "queue" in self.workloads:
+            t.append(wl.QUEUE)
+        if "txn" in self.workloads:
+            t += [wl.TXN_IN, wl.TXN_OUT]
+        return t
+
+    def full_isr(self) -> bool:
+        """Every node registered, and every partition of the workloads' topics and the
+        internal topics led, with its whole replica set in the ISR."""
+        try:
+            md = self.admin().list_topics(timeout=5)
+        except Exception:  # noqa: BLE001
+            return False
+        if len(md.brokers) != len(self.cluster.nodes):
+            return False
+        for name in self.topics() + ["__consumer_offsets", "__transaction_state"]:
+            t = md.topics.get(name)
+            if t is None:
+                continue
+            for p in t.partitions.values():
+                if p.leader < 0 or sorted(p.isrs) != sorted(p.replicas):
+                    return False
+        return True
+
+    def wait_healthy(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.full_isr():
+                return True
+            time.sleep(1)
+        return False
+
+    def reassign(self, rng: random.Random) -> dict | None:
+        """`reassign_once`, bounded by 30 s: kafka-python's admin client can wait for a node
+        without end."""
+        out: list = []
+        t = threading.Thread(target=lambda: out.append(self.reassign_once(rng)), daemon=True)
+        t.start()
+        t.join(30)
+        if t.is_alive():
+            self._kp_admin = None
+            return {"error": "no answer within 30 s"}
+        return out[0]
+
+    def reassign_once(self, rng: random.Random) -> dict | None:
+        """Gives a random partition of `queue` another replica list: another order (a new
+        preferred leader) on three nodes, another set of three on five."""
+        if "queue" not in self.workloads:
+            return None
+        from kafka import KafkaAdminClient
+        from kafka.protocol.admin import AlterPartitionReassignmentsRequest_v0
+
+        try:
+            md = self.admin().list_topics(wl.QUEUE, timeout=5)
+            p = rng.randrange(QUEUE_PARTITIONS)
+            before = list(md.topics[wl.QUEUE].partitions[p].replicas)
+            ids = sorted(self.cluster.nodes)
+            after = rng.sample(ids, 3)
+            while after == before:
+                after = rng.sample(ids, 3)
+            if self._kp_admin is None:
+                self._kp_admin = KafkaAdminClient(
+                    bootstrap_servers=self.cluster.bootstrap().split(","), request_timeout_ms=15000
+                )
+            req = AlterPartitionReassignmentsRequest_v0(
+                timeout_ms=30000, topics=[(wl.QUEUE, [(p, after, {})], {})], tags={}
+            )
+            resp = self._kp_admin.send_request(req)
+            errors = [e for _, parts, _ in resp.responses for _, e, _, _ in parts] + [
+                resp.error_code
+            ]
+            return {"partition": p, "from": before, "to": after, "error": max(errors)}
+        except Exception as e:  # noqa: BLE001 - the cluster may be faulted
+            try:
+                if self._kp_admin is not None:
+                    self._kp_admin.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._kp_admin = None
+            return {"error": repr(e)[:200]}
+
+    def create_topics(self) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        want = []
+        if "queue" in self.workloads:
+            want.append(
+                NewTopic(wl.QUEUE, QUEUE_PARTITIONS, 3, config={"min.insync.replicas": "2"})
+            )
+        if "txn" in self.workloads:
+            want += [
+                NewTopic(wl.TXN_IN, TXN_PARTITIONS, 3, config={"min.insync.replicas": "2"}),
+                NewTopic(wl.TXN_OUT, TXN_PARTITIONS, 3, config={"min.insync.replicas": "2"}),
+            ]
+        if not want:
+            return
+        admin = self.admin()
+        for name, fut in admin.create_topics(want, request_timeout=30).items():
+            fut.result(timeout=60)
+        if not self.wait_healthy(60):
+            raise RuntimeError("topics not led with full ISRs within 60 s")
+
+    # -- workloads -------------------------------------------------------------------------
+
+    def start_workloads(self) -> None:
+        b = self.cluster.bootstrap()
+        h = self.history
+        seed = self.args.seed
+        rate = self.args.rate
+        if "queue" in self.workloads:
+            self.producers += [
+                wl.CkProducer(
+                    "ck-idem",
+                    h,
+                    b,
+                    self.stop_producers,
+                    seed + 1,
+                    idempotent=True,
+                    partitions=QUEUE_PARTITIONS,
+                    rate=rate,
+                ),
+                wl.CkProducer(
+                    "ck-plain",
+                    h,
+                    b,
+                    self.stop_producers,
+                    seed + 2,
+                    idempotent=False,
+                    partitions=QUEUE_PARTITIONS,
+                    rate=rate,
+                ),
+                wl.KpProducer(
+                    "kp-idem",
+                    h,
+                    b,
+                    self.stop_producers,
+                    seed + 3,
+                    partitions=QUEUE_PARTITIONS,
+                    rate=rate / 2,
+                ),
+            ]
+            self.consumers += [
+                wl.CkGroupConsumer(
+                    "ck-group-1",
+                    h,
+                    b,
+                    self.stop_consumers,
+                    seed + 4,
+                    group="queue-group",
+                    topic=wl.QUEUE,
+                ),
+                wl.CkGroupConsumer(
+                    "ck-group-2",
+                    h,
+                    b,
+                    self.stop_consumers,
+                    seed + 5,
+                    group="queue-group",
+                    topic=wl.QUEUE,
+                ),
+                wl.KpAssignedConsumer(
+                    "kp-assigned",
+                    h,
+                    b,
+                    self.stop_consumers,
+                    seed + 6,
+                    group="queue-assigned",
+                    topic=wl.QUEUE,
+                    partitions=QUEUE_PARTITIONS,
+                ),
+            ]
+        if "txn" in self.workloads:
+            txids = ["tx-1", "tx-2"]
+            self.producers += [
+                wl.TxnProducer(
+                    t, h, b, self.stop_producers, seed + 10 + i, partitions=TXN_PARTITIONS, rate=5
+                )
+                for i, t in enumerate(txids)
+            ]
+            self.producers.append(
+                wl.Fencer(
+                    "fencer",
+                    h,
+                    b,
+                    self.stop_producers,
+                    seed + 20,
+                    txids=txids,
+                    partitions=TXN_PARTITIONS,
+                    every_s=15,
+                )
+            )
+            self.producers.append(
+                wl.CkProducer(
+                    "feed",
+                    h,
+                    b,
+                    self.stop_producers,
+                    seed + 21,
+                    idempotent=True,
+                    partitions=TXN_PARTITIONS,
+                    rate=rate / 3,
+                    topic=wl.TXN_IN,
+                )
+            )
+            self.consumers += [
+                wl.Transformer("ctp", h, b, self.stop_consumers, seed + 22),
+                wl.CkAssignedReader(
+                    "rc-reader",
+                    h,
+                    b,
+                    self.stop_consumers,
+                    seed + 23,
+                    topic=wl.TXN_OUT,
+                    partitions=TXN_PARTITIONS,
+                    isolation="read_committed",
+                ),
+            ]
+        if "admin" in self.workloads:
+            self.admin_worker = wl.AdminWorker(
+                "admin", h, b, self.stop_producers, seed + 30, every_s=4
+            )
+            self.producers.append(self.admin_worker)
+        for w in self.producers + self.consumers:
+            w.start()
+
+    def ctp_caught_up(self) -> bool:
+        """The transformer's committed offsets reached txn-in's ends."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        admin = self.admin()
+        try:
+            got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("ctp")])[
+                "ctp"
+            ].result(timeout=10)
+            committed = {
+                t.partition: t.offset for t in got.topic_partitions if t.topic == wl.TXN_IN
+            }
+            c = wl.Consumer(
+                {
+                    "bootstrap.servers": self.cluster.bootstrap(),
+                    "group.id": "ends-unused",
+                    "error_cb": wl.quiet,
+                }
+            )
+            try:
+                for p in range(TXN_PARTITIONS):
+                    _, hi = c.get_watermark_offsets(
+                        TopicPartition(wl.TXN_IN, p), timeout=10, cached=False
+                    )
+                    if committed.get(p, -1) < hi:
+                        return False
+            finally:
+                c.close()
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+    # -- checks beyond the history's -------------------------------------------------------
+
+    def check_eos(self, finals: dict) -> dict:
+        """Every record of txn-in is in txn-out exactly once among what read_committed reads,
+        in its own partition."""
+        inputs = {r[3]: r[1] for r in finals[(wl.TXN_IN, "read_committed")]["records"]}
+        outputs: dict[str, list[int]] = {}
+        for r in finals[(wl.TXN_OUT, "read_committed")]["records"]:
+            if "@ctp#" in r[3]:
+                src = r[3].split("@", 1)[0]
+                outputs.setdefault(src, []).append(r[1])
+        missing = [i for i in inputs if i not in outputs]
+        dup = [i for i, ps in outputs.items() if len(ps) > 1]
+        moved = [i for i, ps in outputs.items() if i in inputs and any(p != inputs[i] for p in ps)]
+        foreign = [i for i in outputs if i not in inputs]
+        return {
+            "inputs": len(inputs),
+            "missing": len(missing),
+            "duplicated": len(dup),
+            "other_partition": len(moved),
+            "without_input": len(foreign),
+            "examples": {
+                "missing": missing[:5],
+                "duplicated": dup[:5],
+                "other_partition": moved[:5],
+                "without_input": foreign[:5],
+            },
+        }
+
+    def check_admin(self) -> dict:
+        """Each topic whose last admin operation was acknowledged is as it left it."""
+        w = self.admin_worker
+        if w is None:
+            return {}
+        md = self.admin().list_topics(timeout=10)
+        wrong = []
+        checked = 0
+        for topic, parts in w.expected.items():
+            if topic.startswith("?"):
+                continue
+            checked += 1
+            t = md.topics.get(topic)
+            have = None if t is None or t.error is not None else len(t.partitions)
+            if have != parts:
+                wrong.append({"topic": topic, "expected": parts, "found": have})
+        return {"checked": checked, "wrong": len(wrong), "examples": wrong[:5]}
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def execute(self) -> int:
+        a = self.args
+        self.log(
+            f"seed {a.seed}, {a.nodes} nodes, workloads {self.workloads}, faults {self.faults}, out {self.out}"
+        )
+        self.cluster.start()
+        if not self.wait_healthy(90):
+            raise RuntimeError("the cluster did not form within 90 s")
+        self.create_topics()
+        self.start_workloads()
+        time.sleep(2)
+        n = nem.Nemesis(
+            self.cluster,
+            self.history,
+            a.seed,
+            self.faults,
+            a.interval,
+            a.max_faults,
+            self.full_isr,
+            self.reassign,
+        )
+        n.start()
+        self.log("faults begin")
+        deadline = time.monotonic() + a.duration
+        while time.monotonic() < deadline and n.is_alive():
+            time.sleep(1)
+        n.stop_ev.set()
+        n.join(timeout=120)
+        self.cluster.heal_all()
+        for node in self.cluster.nodes.values():
+            if not node.running():
+                node.start()
+        self.log(f"faults end: {n.counts}, skipped {n.skipped}")
+        healthy = self.wait_healthy(180)
+        self.log(f"healed: full ISRs {'yes' if healthy else 'NO'}")
+        if not healthy:
+            self.notes.append("the cluster did not regain full ISRs within 180 s of the heal")
+        time.sleep(3)
+        self.stop_producers.set()
+        deadline = time.monotonic() + 150
+        for w in self.producers:
+            w.join(timeout=max(0.1, deadline - time.monotonic()))
+        if "txn" in self.workloads:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not self.ctp_caught_up():
+                time.sleep(1)
+            # Transactions left open by fenced or killed instances end by timeout (30 s).
+        time.sleep(2)
+        self.stop_consumers.set()
+        deadline = time.monotonic() + 60
+        for w in self.consumers:
+            w.join(timeout=max(0.1, deadline - time.monotonic()))
+        stuck = [w.proc for w in self.producers + self.consumers if w.is_alive()]
+        crashed = {
+            w.proc: repr(w.error) for w in self.producers + self.consumers if w.error is not None
+        }
+        if n.error is not None:
+            crashed["nemesis"] = repr(n.error)
+        self.log("final reads")
+        finals = {}
+        b = self.cluster.bootstrap()
+        if "queue" in self.workloads:
+            finals[(wl.QUEUE, "read_uncommitted")] = wl.final_read(
+                self.history, b, wl.QUEUE, QUEUE_PARTITIONS, "read_uncommitted"
+            )
+        if "txn" in self.workloads:
+            finals[(wl.TXN_IN, "read_committed")] = wl.final_read(
+                self.history, b, wl.TXN_IN, TXN_PARTITIONS, "read_committed"
+            )
+            finals[(wl.TXN_OUT, "read_uncommitted")] = wl.final_read(
+                self.history, b, wl.TXN_OUT, TXN_PARTITIONS, "read_uncommitted"
+            )
+            finals[(wl.TXN_OUT, "read_committed")] = wl.final_read(
+                self.history, b, wl.TXN_OUT, TXN_PARTITIONS, "read_committed", timeout_s=90
+            )
+        extra = {}
+        if "txn" in self.workloads:
+            extra["eos"] = self.check_eos(finals)
+        if "admin" in self.workloads:
+            extra["admin"] = self.check_admin()
+        self.history.close()
+        events = checkers.load_history(self.history.path)
+        result = checkers.check_all(events)
+        ops = {w.proc: w.ops for w in self.producers + self.consumers}
+        unfinished = {
+            f"{t}/{iso}": v["unfinished"] for (t, iso), v in finals.items() if v["unfinished"]
+        }
+        bad = {k: v for k, v in result["counts"].items() if v}
+        if extra.get("eos"):
+            for k in ("missing", "duplicated", "other_partition", "without_input"):
+                if extra["eos"][k]:
+                    bad[f"eos_{k}"] = extra["eos"][k]
+        if extra.get("admin", {}).get("wrong"):
+            bad["admin_wrong"] = extra["admin"]["wrong"]
+        failed = bool(bad or crashed or stuck or unfinished)
+        summary = {
+            "seed": a.seed,
+            "nodes": a.nodes,
+            "workloads": self.workloads,
+            "duration_s": a.duration,
+            "faults": n.counts,
+            "faults_total": sum(n.counts.values()),
+            "skipped": n.skipped,
+            "ops": ops,
+            "events": len(events),
+            "counts": result["counts"],
+            "stats": result["stats"],
+            "anomalies": result["anomalies"],
+            "extra": extra,
+            "crashed": crashed,
+            "stuck": stuck,
+            "unfinished_final_reads": unfinished,
+            "notes": self.notes,
+            "ok": not failed,
+        }
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+        self.print_summary(summary)
+        return 1 if failed else 0
+
+    def print_summary(self, s: dict) -> None:
+        print(f"faults: {s['faults_total']} {s['faults']}")
+        print(f"operations: {s['ops']}")
+        st = s["stats"]
+        print(f"stats: {json.dumps(st)}")
+        for k, v in s["counts"].items():
+            print(f"  {k:30s} {v}")
+        for k, v in s["extra"].items():
+            print(f"  {k:30s} {json.dumps(v)}")
+        for k in ("crashed", "stuck", "unfinished_final_reads", "notes"):
+            if s[k]:
+                print(f"  {k}: {s[k]}")
+        print("RESULT:", "ok" if s["ok"] else "ANOMALIES")
+
+    def finish(self, code: int) -> None:
+        self.cluster.stop()
+        if code == 0 and not self.args.keep:
+            (self.out / "history.jsonl").unlink(missing_ok=True)
+            shutil.rmtree(self.out / "cluster", ignore_errors=True)
+        else:
+            print(f"history, node logs and data kept in {self.out}")
+            print(f"replay: target/venv/bin/python tests/verify/run.py --replay {self.out}")
+
+
+def on_signal(signum, _frame):
+    raise SystemExit(f"signal {signum}")
+
+
+def main(argv: list[str]) -> int:
+    # A timeout's SIGTERM unwinds through finish(): the nodes and namespaces go.
+    signal.signal(signal.SIGTERM, on_signal)
+    args = parse(argv)
+    run = Run(args)
+    code = 2
+    try:
+        code = run.execute()
+    except BaseException as e:
+        print(f"run failed: {e!r}", flush=True)
+        for node in run.cluster.nodes.values():
+            print(f"==== node {node.id} ====\n{node.tail()}")
+        code = 2
+        raise
+    finally:
+        run.finish(code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
