@@ -63,6 +63,68 @@ class Worker(threading.Thread):
     def body(self) -> None:
         raise NotImplementedError
 
+    def group_member(self, group: str, topic: str, isolation: str) -> Consumer:
+        """A confluent-kafka consumer subscribed to `topic` in `group`, committing by hand,
+        whose every assignment and revocation is recorded (the checkers' sessions)."""
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": isolation,
+                "session.timeout.ms": 15000,
+                "error_cb": quiet,
+                "logger": CLIENT_LOG,
+            }
+        )
+
+        def on_assign(_c, parts) -> None:
+            positions = [[p.topic, p.partition, None] for p in parts]
+            self.h.ok(self.proc, "assign", {"consumer": self.proc, "positions": positions})
+
+        def on_revoke(_c, _parts) -> None:
+            self.h.ok(self.proc, "assign", {"consumer": self.proc, "positions": []})
+
+        c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+        return c
+
+    def invoke_send(self, vid: str, topic: str, partition: int, idempotent: bool, txn) -> None:
+        self.h.invoke(
+            self.proc,
+            "send",
+            {
+                "id": vid,
+                "topic": topic,
+                "partition": partition,
+                "idempotent": idempotent,
+                "txn": txn,
+            },
+        )
+
+    def delivered(self, vid: str, then=None):
+        """librdkafka's delivery report for `vid`, recorded: ok with its offset, or info
+        (an error after a send may still have been written). `then(vid)` runs first."""
+
+        def cb(err, msg) -> None:
+            if then is not None:
+                then(vid)
+            if err is None:
+                self.h.ok(
+                    self.proc,
+                    "send",
+                    {
+                        "id": vid,
+                        "topic": msg.topic(),
+                        "partition": msg.partition(),
+                        "offset": msg.offset(),
+                    },
+                )
+            else:
+                self.h.info(self.proc, "send", {"id": vid, "error": str(err)})
+
+        return cb
+
     def pace(self, per_s: float) -> None:
         time.sleep(self.rng.expovariate(per_s))
 
@@ -97,17 +159,7 @@ class CkProducer(Worker):
             vid = f"{self.proc}-{n}"
             n += 1
             part = self.rng.randrange(self.partitions)
-            self.h.invoke(
-                self.proc,
-                "send",
-                {
-                    "id": vid,
-                    "topic": self.topic,
-                    "partition": part,
-                    "idempotent": self.idempotent,
-                    "txn": None,
-                },
-            )
+            self.invoke_send(vid, self.topic, part, self.idempotent, None)
             try:
                 p.produce(
                     self.topic,
@@ -129,24 +181,11 @@ class CkProducer(Worker):
             self.h.info(self.proc, "send", {"id": vid, "error": "not delivered by the end"})
 
     def _delivered(self, vid: str):
-        def cb(err, msg) -> None:
-            with self.lock:
-                self.pending.discard(vid)
-            if err is None:
-                self.h.ok(
-                    self.proc,
-                    "send",
-                    {
-                        "id": vid,
-                        "topic": msg.topic(),
-                        "partition": msg.partition(),
-                        "offset": msg.offset(),
-                    },
-                )
-            else:
-                self.h.info(self.proc, "send", {"id": vid, "error": str(err)})
+        return self.delivered(vid, then=self._settled)
 
-        return cb
+    def _settled(self, vid: str) -> None:
+        with self.lock:
+            self.pending.discard(vid)
 
 
 class KpProducer(Worker):
@@ -174,11 +213,7 @@ class KpProducer(Worker):
             vid = f"{self.proc}-{n}"
             n += 1
             part = self.rng.randrange(self.partitions)
-            self.h.invoke(
-                self.proc,
-                "send",
-                {"id": vid, "topic": QUEUE, "partition": part, "idempotent": True, "txn": None},
-            )
+            self.invoke_send(vid, QUEUE, part, True, None)
             try:
                 fut = p.send(QUEUE, value=vid.encode(), partition=part)
                 fut.add_callback(self._ok, vid)
@@ -227,30 +262,7 @@ class CkGroupConsumer(Worker):
         self.isolation = isolation
 
     def body(self) -> None:
-        c = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": self.group,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "isolation.level": self.isolation,
-                "session.timeout.ms": 15000,
-                "error_cb": quiet,
-                "logger": CLIENT_LOG,
-            }
-        )
-
-        def on_assign(_c, parts) -> None:
-            self.h.ok(
-                self.proc,
-                "assign",
-                {"consumer": self.proc, "positions": [[p.topic, p.partition, None] for p in parts]},
-            )
-
-        def on_revoke(_c, _parts) -> None:
-            self.h.ok(self.proc, "assign", {"consumer": self.proc, "positions": []})
-
-        c.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+        c = self.group_member(self.group, self.topic, self.isolation)
         last_committed_read = time.monotonic()
         while not self.stop_ev.is_set():
             self.h.invoke(self.proc, "poll", {"consumer": self.proc, "isolation": self.isolation})
@@ -442,14 +454,10 @@ class TxnProducer(Worker):
             vid = f"{self.proc}-{self.n}"
             self.n += 1
             part = self.rng.randrange(self.partitions)
-            self.h.invoke(
-                self.proc,
-                "send",
-                {"id": vid, "topic": TXN_OUT, "partition": part, "idempotent": True, "txn": tx},
-            )
+            self.invoke_send(vid, TXN_OUT, part, True, tx)
             try:
                 p.produce(
-                    TXN_OUT, value=vid.encode(), partition=part, on_delivery=self._delivered(vid)
+                    TXN_OUT, value=vid.encode(), partition=part, on_delivery=self.delivered(vid)
                 )
             except (BufferError, KafkaException) as e:
                 self.h.fail(self.proc, "send", {"id": vid, "error": str(e)})
@@ -512,24 +520,6 @@ class TxnProducer(Worker):
             return self.make()
         return p
 
-    def _delivered(self, vid: str):
-        def cb(err, msg) -> None:
-            if err is None:
-                self.h.ok(
-                    self.proc,
-                    "send",
-                    {
-                        "id": vid,
-                        "topic": msg.topic(),
-                        "partition": msg.partition(),
-                        "offset": msg.offset(),
-                    },
-                )
-            else:
-                self.h.info(self.proc, "send", {"id": vid, "error": str(err)})
-
-        return cb
-
 
 class Fencer(Worker):
     """Now and then starts a producer with one of the transactional producers' ids and runs
@@ -566,28 +556,10 @@ class Fencer(Worker):
                 self.h.ok(self.proc, "txn-begin", {"txn": tx})
                 vid = f"{self.proc}-{n}"
                 part = self.rng.randrange(self.partitions)
-                self.h.invoke(
-                    self.proc,
-                    "send",
-                    {"id": vid, "topic": TXN_OUT, "partition": part, "idempotent": True, "txn": tx},
+                self.invoke_send(vid, TXN_OUT, part, True, tx)
+                p.produce(
+                    TXN_OUT, value=vid.encode(), partition=part, on_delivery=self.delivered(vid)
                 )
-
-                def cb(err, msg, vid=vid):
-                    if err is None:
-                        self.h.ok(
-                            self.proc,
-                            "send",
-                            {
-                                "id": vid,
-                                "topic": msg.topic(),
-                                "partition": msg.partition(),
-                                "offset": msg.offset(),
-                            },
-                        )
-                    else:
-                        self.h.info(self.proc, "send", {"id": vid, "error": str(err)})
-
-                p.produce(TXN_OUT, value=vid.encode(), partition=part, on_delivery=cb)
                 self.h.invoke(self.proc, "txn-commit", {"txn": tx})
                 try:
                     p.commit_transaction(30)
@@ -596,7 +568,10 @@ class Fencer(Worker):
                     self.h.info(self.proc, "txn-commit", {"txn": tx, "error": str(e)})
             except KafkaException as e:
                 self.h.add(self.proc, "info", "fence-failed", {"txid": txid, "error": str(e)})
-            p.flush(5)
+            try:
+                p.flush(5)
+            except KafkaException:
+                pass  # fenced in turn by the instance it fenced: expected
             self.ops += 1
 
 
@@ -612,30 +587,7 @@ class Transformer(Worker):
         self.done = 0
 
     def body(self) -> None:
-        c = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": self.group,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "isolation.level": "read_committed",
-                "session.timeout.ms": 15000,
-                "error_cb": quiet,
-                "logger": CLIENT_LOG,
-            }
-        )
-
-        def on_assign(_c, parts) -> None:
-            self.h.ok(
-                self.proc,
-                "assign",
-                {"consumer": self.proc, "positions": [[p.topic, p.partition, None] for p in parts]},
-            )
-
-        def on_revoke(_c, _parts) -> None:
-            self.h.ok(self.proc, "assign", {"consumer": self.proc, "positions": []})
-
-        c.subscribe([TXN_IN], on_assign=on_assign, on_revoke=on_revoke)
+        c = self.group_member(self.group, TXN_IN, "read_committed")
         txp = TxnProducer(self.proc, self.h, self.bootstrap, self.stop_ev, 0, partitions=1, rate=1)
         txp.txid = f"{self.proc}-tx"
         p = txp.make()
@@ -659,22 +611,12 @@ class Transformer(Worker):
                 self.h.ok(self.proc, "txn-begin", {"txn": tx})
                 for m in msgs:
                     vid = f"{m.value().decode()}@{tx}"
-                    self.h.invoke(
-                        self.proc,
-                        "send",
-                        {
-                            "id": vid,
-                            "topic": TXN_OUT,
-                            "partition": m.partition(),
-                            "idempotent": True,
-                            "txn": tx,
-                        },
-                    )
+                    self.invoke_send(vid, TXN_OUT, m.partition(), True, tx)
                     p.produce(
                         TXN_OUT,
                         value=vid.encode(),
                         partition=m.partition(),
-                        on_delivery=txp._delivered(vid),
+                        on_delivery=txp.delivered(vid),
                     )
                 p.send_offsets_to_transaction(
                     c.position(c.assignment()), c.consumer_group_metadata(), 30
