@@ -13,6 +13,7 @@ after a random time, while others may be under way.
 | wipe | SIGKILL, every partition of the node deleted, a start | (at once) |
 | lose-unsynced | SIGKILL, each partition's newest segment cut at random, a start | (at once) |
 | reassign | a partition of `queue` given another replica order or set | (lasting) |
+| membership | SIGKILL of a node, then its removal from the dynamic quorum's voters (RemoveRaftVoter) | a start: it adds itself back (auto-join, AddRaftVoter) |
 
 Constraints that keep the run meaningful (each is a promise Kafka does not make beyond):
 - at most a minority of nodes is down or paused at once, so the cluster can make progress;
@@ -24,6 +25,7 @@ Constraints that keep the run meaningful (each is a promise Kafka does not make 
 from __future__ import annotations
 
 import random
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,6 +44,7 @@ FAULTS = [
     "wipe",
     "lose-unsynced",
     "reassign",
+    "membership",
 ]
 DESTRUCTIVE = {"wipe", "lose-unsynced"}
 
@@ -85,7 +88,9 @@ class Nemesis(threading.Thread):
 
     def down(self) -> set[int]:
         """Nodes killed or paused now."""
-        return {n for a in self.active if a.kind in ("kill", "pause") for n in a.nodes}
+        return {
+            n for a in self.active if a.kind in ("kill", "pause", "membership") for n in a.nodes
+        }
 
     def busy(self) -> set[int]:
         return {n for a in self.active for n in a.nodes}
@@ -123,7 +128,7 @@ class Nemesis(threading.Thread):
         self.active.remove(a)
         for i in a.nodes:
             node = self.c.nodes[i]
-            if a.kind == "kill":
+            if a.kind in ("kill", "membership"):
                 node.start()
             elif a.kind == "pause":
                 node.resume()
@@ -139,6 +144,35 @@ class Nemesis(threading.Thread):
                 if other.kind.startswith("partition"):
                     self.apply_cut(other)
         self.record("ok", "heal", {"fault": a.kind, "nodes": a.nodes})
+
+    def remove_voter(self, i: int, directory: str | None, others: list[int]) -> str:
+        """RemoveRaftVoter of node `i` through another node's controller listener; tried
+        again for 15 s, since the node just killed may have been the leader."""
+        deadline = time.monotonic() + 15
+        answer = ""
+        while time.monotonic() < deadline:
+            other = self.c.nodes[self.rng.choice(others)]
+            try:
+                out = self.c.admin(
+                    "--bootstrap-controller",
+                    other.controller,
+                    "--timeout-ms",
+                    "10000",
+                    "cluster",
+                    "remove-controller",
+                    "--controller-id",
+                    str(i),
+                    "--controller-directory-id",
+                    str(directory),
+                    timeout_s=20,
+                )
+                answer = (out.stdout + out.stderr).strip()[-200:]
+                if out.returncode == 0:
+                    return answer
+            except subprocess.TimeoutExpired:
+                answer = "no answer within 20 s"
+            time.sleep(1)
+        return answer
 
     def apply_cut(self, a: Active) -> None:
         for dst, srcs in a.detail["drops"].items():
@@ -229,6 +263,20 @@ class Nemesis(threading.Thread):
             )
             self.c.nodes[i].set_clock(jump)
             self.active.append(Active(kind, [i], until))
+        elif kind == "membership":
+            if not self.c.dynamic_quorum or len(self.down()) >= self.minority() or not free:
+                self.skipped[kind] = self.skipped.get(kind, 0) + 1
+                return
+            i = self.rng.choice(free)
+            node = self.c.nodes[i]
+            directory = node.directory_id()
+            self.record("invoke", "fault", {"fault": kind, "nodes": [i], "for_s": round(hold, 1)})
+            node.kill9()
+            answer = self.remove_voter(i, directory, [j for j in ids if j != i])
+            self.active.append(Active(kind, [i], until, {"removed": answer}))
+            self.counts[kind] += 1
+            self.record("ok", "fault", {"fault": kind, "nodes": [i], "removed": answer})
+            return
         elif kind == "reassign":
             detail = self.reassign(self.rng)
             if detail is None:

@@ -95,9 +95,7 @@ class Node:
             "listeners": f"PLAINTEXT://{self.ip}:{KAFKA_PORT},CONTROLLER://{self.ip}:{CONTROLLER_PORT}",
             "advertised.listeners": f"PLAINTEXT://{self.ip}:{KAFKA_PORT}",
             "controller.listener.names": "CONTROLLER",
-            "controller.quorum.voters": ",".join(
-                f"{n.id}@{n.ip}:{CONTROLLER_PORT}" for n in c.nodes.values()
-            ),
+            **c.quorum_settings(),
             "log.dirs": str(self.data),
             **c.settings,
         }
@@ -157,6 +155,17 @@ class Node:
         if self.running() and self.paused:
             os.kill(self.proc.pid, signal.SIGCONT)
         self.paused = False
+
+    def directory_id(self) -> str | None:
+        """The log directory's id (meta.properties), which names this voter in a dynamic
+        quorum."""
+        try:
+            for line in (self.data / "meta.properties").read_text().splitlines():
+                if line.startswith("directory.id="):
+                    return line.split("=", 1)[1].strip()
+        except OSError:
+            pass
+        return None
 
     def partition_dirs(self) -> list[Path]:
         """The node's partition directories: everything in its log directory but the
@@ -274,11 +283,13 @@ class NetCluster:
         binary: Path,
         settings: dict[str, str] | None = None,
         clock_faults: bool = True,
+        dynamic_quorum: bool = False,
     ):
         self.root = root
         self.binary = binary
         self.settings = settings or {}
         self.clock_faults = clock_faults and faketime_lib() is not None
+        self.dynamic_quorum = dynamic_quorum
         self.net = free_subnet()
         self.prefix = f"sv{self.net:02x}{os.getpid() % 4096:03x}"
         self.bridge = f"{self.prefix}br"
@@ -286,6 +297,30 @@ class NetCluster:
         for i in range(1, n + 1):
             self.nodes[i] = Node(self, i)
         self._up = False
+
+    def quorum_settings(self) -> dict[str, str]:
+        """Static voters, or a dynamic quorum (KIP-853) that node 1 founds and the others
+        join by themselves (auto-join), whose voters can then be removed and added."""
+        endpoints = [f"{n.ip}:{CONTROLLER_PORT}" for n in self.nodes.values()]
+        if self.dynamic_quorum:
+            return {
+                "controller.quorum.bootstrap.servers": ",".join(endpoints),
+                "controller.quorum.auto.join.enable": "true",
+            }
+        return {
+            "controller.quorum.voters": ",".join(
+                f"{n.id}@{e}" for n, e in zip(self.nodes.values(), endpoints)
+            )
+        }
+
+    def admin(self, *args: str, timeout_s: float = 30) -> subprocess.CompletedProcess:
+        """`strata admin ARGS`, from the root namespace."""
+        return subprocess.run(
+            [str(self.binary), "admin", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
 
     def setup_network(self) -> None:
         cleanup_stale()

@@ -21,6 +21,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -103,6 +104,7 @@ class Run:
                 "group.initial.rebalance.delay.ms": "0",
             },
             clock_faults="clock" in self.faults,
+            dynamic_quorum="membership" in self.faults,
         )
         self.history = History(self.out / "history.jsonl")
         handler = logging.FileHandler(self.out / "clients.log")
@@ -418,6 +420,31 @@ class Run:
             },
         }
 
+    def voters(self) -> int | None:
+        """The dynamic quorum's voters (the Leader and Follower rows of `cluster quorum`)."""
+        for node in self.cluster.nodes.values():
+            try:
+                out = self.cluster.admin(
+                    "--bootstrap-controller", node.controller, "cluster", "quorum"
+                )
+            except subprocess.TimeoutExpired:
+                continue
+            if out.returncode == 0:
+                rows = [line.split() for line in out.stdout.splitlines()]
+                return sum(1 for r in rows if len(r) > 1 and r[1] in ("Leader", "Follower"))
+        return None
+
+    def wait_voters(self, timeout_s: float) -> int | None:
+        """Waits until every node is a voter again (each removed one adds itself back)."""
+        deadline = time.monotonic() + timeout_s
+        seen = None
+        while time.monotonic() < deadline:
+            seen = self.voters()
+            if seen == len(self.cluster.nodes):
+                break
+            time.sleep(2)
+        return seen
+
     def check_admin(self) -> dict:
         """Each topic whose last admin operation was acknowledged is as it left it."""
         w = self.admin_worker
@@ -475,6 +502,11 @@ class Run:
         self.log(f"healed: full ISRs {'yes' if healthy else 'NO'}")
         if not healthy:
             self.notes.append("the cluster did not regain full ISRs within 180 s of the heal")
+        if self.cluster.dynamic_quorum:
+            voters = self.wait_voters(90)
+            self.log(f"voters: {voters} of {len(self.cluster.nodes)}")
+            if voters != len(self.cluster.nodes):
+                self.notes.append(f"{voters} voters of {len(self.cluster.nodes)} after the heal")
         time.sleep(3)
         self.stop_producers.set()
         deadline = time.monotonic() + 150
@@ -532,7 +564,7 @@ class Run:
                     bad[f"eos_{k}"] = extra["eos"][k]
         if extra.get("admin", {}).get("wrong"):
             bad["admin_wrong"] = extra["admin"]["wrong"]
-        failed = bool(bad or crashed or stuck or unfinished)
+        failed = bool(bad or crashed or stuck or unfinished or self.notes)
         summary = {
             "seed": a.seed,
             "nodes": a.nodes,

@@ -21,6 +21,7 @@ FAULT_SHORT = {
     "wipe": "wipe",
     "lose-unsynced": "lose-tail",
     "reassign": "reassign",
+    "membership": "voters",
 }
 
 
@@ -43,7 +44,7 @@ def main(paths: list[str]) -> int:
         total_faults.update(f)
         st = r["stats"]
         bad = {k: v for k, v in r["counts"].items() if v}
-        for k in ("crashed", "stuck", "unfinished_final_reads"):
+        for k in ("crashed", "stuck", "unfinished_final_reads", "notes"):
             if r.get(k):
                 bad[k] = len(r[k])
         eos = r.get("extra", {}).get("eos", {})
