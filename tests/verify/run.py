@@ -121,6 +121,7 @@ class Run:
         self.admin_worker: wl.AdminWorker | None = None
         self._kp_admin = None
         self.notes: list[str] = []
+        self.last_short_isr = ""
 
     def log(self, msg: str) -> None:
         print(f"[{self.history.elapsed():7.1f}s] {msg}", flush=True)
@@ -148,6 +149,7 @@ class Run:
         except Exception:  # noqa: BLE001
             return False
         if len(md.brokers) != len(self.cluster.nodes):
+            self.last_short_isr = f"brokers registered: {sorted(md.brokers)}"
             return False
         for name in self.topics() + ["__consumer_offsets", "__transaction_state"]:
             t = md.topics.get(name)
@@ -155,6 +157,9 @@ class Run:
                 continue
             for p in t.partitions.values():
                 if p.leader < 0 or sorted(p.isrs) != sorted(p.replicas):
+                    self.last_short_isr = (
+                        f"{name}-{p.id}: leader {p.leader}, replicas {p.replicas}, ISR {p.isrs}"
+                    )
                     return False
         return True
 
@@ -501,7 +506,9 @@ class Run:
         healthy = self.wait_healthy(180)
         self.log(f"healed: full ISRs {'yes' if healthy else 'NO'}")
         if not healthy:
-            self.notes.append("the cluster did not regain full ISRs within 180 s of the heal")
+            self.notes.append(
+                f"the cluster did not regain full ISRs within 180 s of the heal ({self.last_short_isr})"
+            )
         if self.cluster.dynamic_quorum:
             voters = self.wait_voters(90)
             self.log(f"voters: {voters} of {len(self.cluster.nodes)}")

@@ -152,6 +152,9 @@ class CkProducer(Worker):
                 "message.timeout.ms": 60000,
                 "error_cb": quiet,
                 "logger": CLIENT_LOG,
+                # The idempotence state machine's log (epoch bumps, sequence errors) in
+                # clients.log: what explains a duplicate if one is found.
+                **({"debug": "eos"} if self.idempotent else {}),
             }
         )
         n = 0
