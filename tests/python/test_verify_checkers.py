@@ -288,6 +288,31 @@ def test_committed_transactional_write_can_be_lost() -> None:
     assert [a["id"] for a in only(h, "lost")] == ["x"]
 
 
+def test_committed_transaction_invisible_to_read_committed_is_flagged() -> None:
+    h = HistoryBuilder()
+    h.send("p2", "x", 0, txn="x1")
+    h.commit_txn("p2", "x1")
+    # Read uncommitted (so not lost), but read_committed went past it without returning it.
+    h.final_read([rec(0, "x")], [[T, 0, 2]], isolation="read_uncommitted")
+    h.final_read([], [[T, 0, 2]])
+    assert [a["id"] for a in only(h, "committed_invisible")] == ["x"]
+    assert counts(h)["lost"] == 0
+
+
+def test_committed_invisible_needs_a_read_committed_read_past_the_write() -> None:
+    h = HistoryBuilder()
+    h.send("p2", "x", 0, txn="x1")
+    h.commit_txn("p2", "x1")
+    h.send("p3", "y", 1, txn="y1")
+    h.abort_txn("p3", "y1")
+    h.send("p4", "z", 2, txn="z1")
+    h.commit_txn("p4", "z1")
+    h.final_read([rec(0, "x"), rec(1, "y"), rec(2, "z")], [[T, 0, 3]], isolation="read_uncommitted")
+    # x returned by read_committed; y aborted; z beyond the read_committed end.
+    h.final_read([rec(0, "x")], [[T, 0, 2]])
+    assert counts(h)["committed_invisible"] == 0
+
+
 # 3: duplicates.
 
 

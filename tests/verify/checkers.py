@@ -56,6 +56,7 @@ UNKNOWN = "unknown"
 CHECKERS = (
     "lost",
     "unseen",
+    "committed_invisible",
     "duplicate",
     "inconsistent_offsets",
     "g1a",
@@ -535,6 +536,53 @@ def check_lost(history: HistoryLike) -> Anomalies:
 def check_unseen(history: HistoryLike) -> Anomalies:
     """Committed writes that no read returned and no final read went past (not proof of loss)."""
     return _unread_writes(analyze(history), lost=False)
+
+
+def check_committed_invisible(history: HistoryLike) -> Anomalies:
+    """Writes of committed transactions that no read_committed read returned, although a
+    read_committed final read went past their offset: the transaction was aborted in that
+    partition after its commit was acknowledged. A read_uncommitted read may have returned
+    them, so `lost` does not see this."""
+    idx = analyze(history)
+    ends: dict[TopicPartition, tuple[int, int]] = {}
+    for read in idx.reads:
+        if read.kind == "final-read" and read.read_committed:
+            for tp, end in read.ends.items():
+                if tp not in ends or end > ends[tp][0]:
+                    ends[tp] = (end, read.i)
+    found = Anomalies()
+    for send in idx.sends.values():
+        pos = send.position
+        if (
+            pos is None
+            or send.txn is None
+            or send.id in idx.read_committed_ids
+            or not idx.is_committed_write(send)
+        ):
+            continue
+        topic, partition, offset = pos
+        reached = ends.get((topic, partition))
+        if reached is None or reached[0] <= offset:
+            continue
+        found.add(
+            {
+                "checker": "committed_invisible",
+                "explanation": (
+                    f"Write {send.id} of committed transaction {send.txn}, acknowledged at "
+                    f"{_pos_text(topic, partition, offset)}, was never returned to a "
+                    f"read_committed reader, though a read_committed final read reached offset "
+                    f"{reached[0]}."
+                ),
+                "id": send.id,
+                "txn": send.txn,
+                "topic": topic,
+                "partition": partition,
+                "offset": offset,
+                "i": send.done_i,
+                "final_read_i": reached[1],
+            }
+        )
+    return found
 
 
 # 3: duplicates.
@@ -1151,6 +1199,7 @@ def check_committed_offsets_backwards(history: HistoryLike) -> Anomalies:
 _CHECKS: dict[str, Callable[[HistoryLike], Anomalies]] = {
     "lost": check_lost,
     "unseen": check_unseen,
+    "committed_invisible": check_committed_invisible,
     "duplicate": check_duplicate,
     "inconsistent_offsets": check_inconsistent_offsets,
     "g1a": check_g1a,
