@@ -154,7 +154,7 @@ class CkProducer(Worker):
                 "logger": CLIENT_LOG,
                 # The idempotence state machine's log (epoch bumps, sequence errors) in
                 # clients.log: what explains a duplicate if one is found.
-                **({"debug": "eos"} if self.idempotent else {}),
+                **({"debug": "eos", "log_level": 7} if self.idempotent else {}),
             }
         )
         n = 0

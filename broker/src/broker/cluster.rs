@@ -157,6 +157,15 @@ impl Broker {
         &self.metadata
     }
 
+    /// The newest committed image the quorum has published, which may be ahead of the one
+    /// this node has applied ([`Broker::image`]): `apply_image` takes partitions' roles
+    /// (and so loads coordinators) before it publishes the image it applies, and while a
+    /// restarted node replays its log the applied image lags far behind.
+    #[must_use]
+    pub fn committed_image(&self) -> Arc<MetadataImage> {
+        self.cluster().images.borrow().clone()
+    }
+
     /// Hands the started quorum driver to the broker, and
     /// starts the controller task on the current runtime.
     pub fn attach_quorum(&self, quorum: QuorumHandle) {

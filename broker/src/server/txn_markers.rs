@@ -118,7 +118,13 @@ async fn round(
     marker: &TxnMarker,
     remaining: &BTreeSet<(String, i32)>,
 ) -> Result<BTreeSet<(String, i32)>, i16> {
-    let image = broker.image();
+    // The newest committed image, not the applied one: a coordinator loaded while its node
+    // applies an image (at a restart, the first after replaying the log) would otherwise
+    // look up the transaction's partitions in the image before it, find their topic
+    // missing, take it for deleted, and skip the marker, leaving an acknowledged commit
+    // open in that partition until a later epoch aborted it (found by the verification
+    // harness, seed 722647549).
+    let image = broker.committed_image();
     let me = broker.config.node_id;
     let mut done = BTreeSet::new();
     let mut local = Vec::new();
