@@ -331,18 +331,7 @@ class NetCluster:
         sh("ip", "link", "set", self.bridge, "up")
         # Bridged packets pass the root namespace's FORWARD chain when br_netfilter is
         # loaded (Docker loads it and sets the policy to DROP): let the bridge's own through.
-        sh(
-            "iptables",
-            "-I",
-            "FORWARD",
-            "-i",
-            self.bridge,
-            "-o",
-            self.bridge,
-            "-j",
-            "ACCEPT",
-            check=False,
-        )
+        forward_rule("-I", self.bridge)
         for node in self.nodes.values():
             sh("ip", "netns", "add", node.ns)
             sh(
@@ -389,22 +378,7 @@ class NetCluster:
             except Exception:  # noqa: BLE001 - teardown goes on
                 pass
         if self._up:
-            for node in self.nodes.values():
-                sh("ip", "netns", "del", node.ns, check=False)
-            sh("ip", "link", "del", self.bridge, check=False)
-            sh(
-                "iptables",
-                "-D",
-                "FORWARD",
-                "-i",
-                self.bridge,
-                "-o",
-                self.bridge,
-                "-j",
-                "ACCEPT",
-                check=False,
-            )
-            (RUNS / self.prefix).unlink(missing_ok=True)
+            remove_network(self.prefix, len(self.nodes))
             self._up = False
 
 
@@ -418,33 +392,38 @@ def cleanup_stale() -> None:
         except ValueError:
             entry.unlink()
             continue
-        try:
-            os.kill(pid, 0)
-            continue  # still running
-        except ProcessLookupError:
-            pass
-        except PermissionError:
+        if alive(pid):
             continue
-        prefix = entry.name
-        for i in range(1, count + 1):
-            # A node left running by a killed harness dies with its namespace.
-            for pid in sh("ip", "netns", "pids", f"{prefix}n{i}", check=False).stdout.split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-            sh("ip", "netns", "del", f"{prefix}n{i}", check=False)
-        sh("ip", "link", "del", f"{prefix}br", check=False)
-        sh(
-            "iptables",
-            "-D",
-            "FORWARD",
-            "-i",
-            f"{prefix}br",
-            "-o",
-            f"{prefix}br",
-            "-j",
-            "ACCEPT",
-            check=False,
-        )
-        entry.unlink()
+        remove_network(entry.name, count)
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs: a killed harness not yet reaped (a zombie) does not."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def forward_rule(action: str, bridge: str) -> None:
+    """Inserts (-I) or deletes (-D) the root namespace's FORWARD rule that lets the
+    bridge's own packets through: bridged packets pass that chain when br_netfilter is
+    loaded, and Docker loads it and sets the chain's policy to DROP."""
+    sh("iptables", action, "FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT", check=False)
+
+
+def remove_network(prefix: str, count: int) -> None:
+    """Removes a run's namespaces (killing any process left in them), its bridge, its
+    FORWARD rule and its record in RUNS."""
+    for i in range(1, count + 1):
+        ns = f"{prefix}n{i}"
+        for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        sh("ip", "netns", "del", ns, check=False)
+    sh("ip", "link", "del", f"{prefix}br", check=False)
+    forward_rule("-D", f"{prefix}br")
+    (RUNS / prefix).unlink(missing_ok=True)
