@@ -956,21 +956,37 @@ def check_poll_skip(history: HistoryLike) -> Anomalies:
                     f"{_reader(read)} read {_pos_text(topic, partition, offset)} right after "
                     f"{after}, skipping {skipped_ids[0]} at offset {skipped}."
                 ),
-                "consumer": read.consumer,
-                "kind": read.kind,
-                "isolation": read.isolation,
-                "topic": topic,
-                "partition": partition,
-                "offset": offset,
-                "previous_offset": prev,
-                "previous_i": prev_i,
-                "assigned_position": start if prev is None else None,
+                **_jump_fields(read, topic, partition, start, prev, prev_i, offset),
                 "skipped_offset": skipped,
                 "skipped_ids": skipped_ids,
-                "i": read.i,
             }
         )
     return found
+
+
+def _jump_fields(
+    read: Read,
+    topic: str,
+    partition: int,
+    start: int | None,
+    prev: int | None,
+    prev_i: int | None,
+    offset: int,
+) -> dict[str, Any]:
+    """The fields a poll-skip and a nonmonotonic-poll anomaly share: one step of
+    `_session_jumps`."""
+    return {
+        "consumer": read.consumer,
+        "kind": read.kind,
+        "isolation": read.isolation,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "previous_offset": prev,
+        "previous_i": prev_i,
+        "assigned_position": start if prev is None else None,
+        "i": read.i,
+    }
 
 
 def check_nonmonotonic_poll(history: HistoryLike) -> Anomalies:
@@ -995,16 +1011,7 @@ def check_nonmonotonic_poll(history: HistoryLike) -> Anomalies:
                     f"{_reader(read)} read {_pos_text(topic, partition, offset)} after {after} "
                     "in the same session."
                 ),
-                "consumer": read.consumer,
-                "kind": read.kind,
-                "isolation": read.isolation,
-                "topic": topic,
-                "partition": partition,
-                "offset": offset,
-                "previous_offset": prev,
-                "previous_i": prev_i,
-                "assigned_position": start if prev is None else None,
-                "i": read.i,
+                **_jump_fields(read, topic, partition, start, prev, prev_i, offset),
             }
         )
     return found

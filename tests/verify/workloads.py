@@ -246,6 +246,12 @@ class KpProducer(Worker):
         self.h.info(self.proc, "send", {"id": vid, "error": repr(exc)})
 
 
+def offsets_of(tps) -> list:
+    """The offsets librdkafka answered for a commit or a committed() read, as the history
+    records them: those without an error and with an offset."""
+    return [[t.topic, t.partition, t.offset] for t in tps if t.error is None and t.offset >= 0]
+
+
 def records_of(msgs) -> list:
     out = []
     for m in msgs:
@@ -284,14 +290,7 @@ class CkGroupConsumer(Worker):
                     self.h.ok(
                         self.proc,
                         "commit",
-                        {
-                            "group": self.group,
-                            "offsets": [
-                                [t.topic, t.partition, t.offset]
-                                for t in done
-                                if t.error is None and t.offset >= 0
-                            ],
-                        },
+                        {"group": self.group, "offsets": offsets_of(done)},
                     )
                 except KafkaException as e:
                     self.h.info(self.proc, "commit", {"group": self.group, "error": str(e)})
@@ -305,14 +304,7 @@ class CkGroupConsumer(Worker):
                         self.h.ok(
                             self.proc,
                             "committed",
-                            {
-                                "group": self.group,
-                                "offsets": [
-                                    [t.topic, t.partition, t.offset]
-                                    for t in got
-                                    if t.error is None and t.offset >= 0
-                                ],
-                            },
+                            {"group": self.group, "offsets": offsets_of(got)},
                         )
                     except KafkaException as e:
                         self.h.info(self.proc, "committed", {"group": self.group, "error": str(e)})
