@@ -1,7 +1,9 @@
 """A step of the nodes' wall clocks (libfaketime, Debian's `faketime`) ends no session:
 the active controller's clock moved five minutes ahead fences no broker, and the group
-coordinator's moved ahead and back neither expires a member nor holds its timers back.
-Sessions are timed on a monotonic clock, as Kafka's controller and coordinator time them."""
+coordinator's moved ahead and back neither expires a member nor holds its timers back, nor
+does a member's offset commit, plain or transactional, made while its clock is behind (a
+commit counts as the member's heartbeat). Sessions are timed on a monotonic clock, as Kafka's
+controller and coordinator time them."""
 
 import time
 from pathlib import Path
@@ -60,9 +62,24 @@ def test_a_clock_step_ends_no_session(tmp_path, monkeypatch):
             while time.monotonic() < end:
                 producer.produce("steps", b"x")
                 producer.poll(0)
-                got += len([m for m in consumer.consume(100, 0.2) if m.error() is None])
+                read = [m for m in consumer.consume(100, 0.2) if m.error() is None]
+                if read:
+                    # Each commit counts as the member's heartbeat at the coordinator.
+                    consumer.commit(asynchronous=False)
+                got += len(read)
             producer.flush(30)
             return got
+
+        txp = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": "steps-tx"})
+        txp.init_transactions(30)
+
+        def commit_in_transaction() -> None:
+            """The consumer's positions committed by a transaction (TxnOffsetCommit)."""
+            txp.begin_transaction()
+            txp.produce("steps", b"tx")
+            positions = consumer.position(consumer.assignment())
+            txp.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            txp.commit_transaction(30)
 
         assert work(8) > 0, "the group never consumed"
         assignment = sorted((t.topic, t.partition) for t in consumer.assignment())
@@ -75,6 +92,15 @@ def test_a_clock_step_ends_no_session(tmp_path, monkeypatch):
         assert work(8) > 0, "nothing consumed while the clocks were ahead"
         shared.write_text("+0s\n")
         assert work(12) > 0, "nothing consumed after the clocks came back"
+        # Five minutes behind: a commit timed on the wall clock set the member's session
+        # deadline in the timer's past, and the coordinator removed it at the next tick.
+        shared.write_text("-300s\n")
+        time.sleep(2)
+        for _ in range(3):
+            commit_in_transaction()
+            assert work(4) > 0, "nothing consumed while the clocks were behind"
+        shared.write_text("+0s\n")
+        assert work(4) > 0, "nothing consumed after the clocks came back again"
         after = log_bytes(cluster)
         for i in cluster.nodes:
             new = after[i][len(before[i]) :]
@@ -84,5 +110,6 @@ def test_a_clock_step_ends_no_session(tmp_path, monkeypatch):
         md = admin.list_topics(timeout=10)
         assert len(md.brokers) == 3
         consumer.close()
+        txp.flush(10)
     finally:
         cluster.kill()

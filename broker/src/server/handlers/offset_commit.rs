@@ -91,7 +91,7 @@ pub fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> PendingCommit {
     } else if let Err(e) = crate::server::placement::check(broker, &group) {
         Some(coordinator_unavailable_code(e))
     } else {
-        validate_commit(broker, &group, committer, ctx.api_version, now)
+        validate_commit(broker, &group, committer, ctx.api_version)
             .err()
             .map(|e| commit_refusal_code(&e))
     };
@@ -227,7 +227,6 @@ pub fn validate_commit(
     group: &str,
     committer: Committer<'_>,
     api_version: i16,
-    now_ms: i64,
 ) -> Result<(), CommitRefusal> {
     // KIP-848 consumer groups check the member epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID);
     // OffsetCommit's generation id carries it.
@@ -256,7 +255,6 @@ pub fn validate_commit(
             committer.generation_id,
             committer.member_id,
             committer.group_instance_id,
-            now_ms,
         )
         .map_err(CommitRefusal::Group)
 }

@@ -167,7 +167,7 @@ async fn write(
             group_instance_id: req.group_instance_id.as_deref(),
         };
         // OffsetCommit v8's answers (ILLEGAL_GENERATION for an unknown group).
-        if let Err(e) = validate_commit(broker, group, committer, 8, now) {
+        if let Err(e) = validate_commit(broker, group, committer, 8) {
             let code = commit_refusal_code(&e);
             let c = |e: ResponseError| e.code();
             if code == c(ResponseError::StaleMemberEpoch) {

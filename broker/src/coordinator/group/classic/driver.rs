@@ -363,7 +363,9 @@ impl GroupCoordinator {
     /// group's (ILLEGAL_GENERATION; also for a group that does not exist, which OffsetCommit
     /// v9+ reports as GROUP_ID_NOT_FOUND instead), and the group must not be CompletingRebalance
     /// (REBALANCE_IN_PROGRESS). A valid commit in Stable or PreparingRebalance counts as the
-    /// member's heartbeat.
+    /// member's heartbeat, timed like every session on the monotonic clock
+    /// ([`monotonic_ms`]): a deadline from the wall clock would, once a node's clock had
+    /// stepped back, lie in the timer's past and expire the member at once.
     ///
     /// # Errors
     /// The Kafka error code for every partition of the commit.
@@ -373,10 +375,9 @@ impl GroupCoordinator {
         generation_id: i32,
         member_id: &str,
         group_instance_id: Option<&str>,
-        now_ms: i64,
     ) -> Result<(), GroupError> {
         self.lock().core.validate_offset_commit(
-            now_ms,
+            monotonic_ms(),
             group_id,
             generation_id,
             member_id,
