@@ -800,3 +800,44 @@ def test_large_clean_history_smoke() -> None:
     assert result["stats"]["sends_ok"] == n
     assert result["stats"]["records_polled"] == 2 * n
     assert result["stats"]["distinct_ids_read"] == n
+
+
+def test_a_hung_send_offsets_is_abandoned_and_an_error_handed_back(monkeypatch):
+    """The harness's guard around librdkafka's send_offsets_to_transaction: a call that
+    does not return is abandoned as ClientHang, and one that fails hands its error back."""
+    import threading
+
+    import workloads
+
+    monkeypatch.setattr(workloads, "HANG_S", 0.2)
+    release = threading.Event()
+
+    class Blocks:
+        def send_offsets_to_transaction(self, *_a):
+            release.wait(10)
+
+    class Fails:
+        def send_offsets_to_transaction(self, *_a):
+            raise ValueError("refused")
+
+    class Returns:
+        calls = 0
+
+        def send_offsets_to_transaction(self, positions, metadata, timeout):
+            Returns.calls += 1
+            assert (positions, metadata, timeout) == ([1], "m", 30)
+
+    try:
+        workloads.send_offsets(Blocks(), [1], "m")
+        raise AssertionError("a hung call was not abandoned")
+    except workloads.ClientHang:
+        pass
+    finally:
+        release.set()
+    try:
+        workloads.send_offsets(Fails(), [1], "m")
+        raise AssertionError("the error was not handed back")
+    except ValueError as e:
+        assert str(e) == "refused"
+    workloads.send_offsets(Returns(), [1], "m")
+    assert Returns.calls == 1

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -371,6 +372,19 @@ class Run:
         for w in self.producers + self.consumers:
             w.start()
 
+    def dump_stacks(self, workers: list) -> None:
+        """Where each stuck worker is: its thread's Python stack, into stuck-stacks.txt (a
+        client call that does not return in its timeout shows which call)."""
+        if not workers:
+            return
+        frames = sys._current_frames()
+        with open(self.out / "stuck-stacks.txt", "w") as f:
+            for w in workers:
+                frame = frames.get(w.ident)
+                f.write(f"== {w.proc}\n")
+                if frame is not None:
+                    f.write("".join(traceback.format_stack(frame)))
+
     def ctp_caught_up(self) -> bool:
         """The transformer's committed offsets reached txn-in's ends."""
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
@@ -537,6 +551,7 @@ class Run:
         for w in self.consumers:
             w.join(timeout=max(0.1, deadline - time.monotonic()))
         stuck = [w.proc for w in self.producers + self.consumers if w.is_alive()]
+        self.dump_stacks([w for w in self.producers + self.consumers if w.is_alive()])
         crashed = {
             w.proc: repr(w.error) for w in self.producers + self.consumers if w.error is not None
         }
@@ -568,6 +583,8 @@ class Run:
         events = checkers.load_history(self.history.path)
         result = checkers.check_all(events)
         ops = {w.proc: w.ops for w in self.producers + self.consumers}
+        # Client calls abandoned as hung (librdkafka's, named in workloads.send_offsets).
+        hangs = {w.proc: w.hangs for w in self.producers + self.consumers if getattr(w, "hangs", 0)}
         unfinished = {
             f"{t}/{iso}": v["unfinished"] for (t, iso), v in finals.items() if v["unfinished"]
         }
@@ -597,6 +614,7 @@ class Run:
             "extra": extra,
             "crashed": crashed,
             "stuck": stuck,
+            "client_hangs": hangs,
             "unfinished_final_reads": unfinished,
             "notes": self.notes,
             "known": sorted(known & set(bad)),
@@ -618,6 +636,8 @@ class Run:
         for k in ("crashed", "stuck", "unfinished_final_reads", "notes"):
             if s[k]:
                 print(f"  {k}: {s[k]}")
+        if s.get("client_hangs"):
+            print(f"  client calls abandoned as hung: {s['client_hangs']}")
         if s["known"]:
             print(f"  known, not failing the run (docs/RELIABILITY.md): {s['known']}")
         print("RESULT:", "ok" if s["ok"] else "ANOMALIES")

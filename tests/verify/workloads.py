@@ -570,6 +570,37 @@ class Fencer(Worker):
             self.ops += 1
 
 
+class ClientHang(Exception):
+    """A client call that did not return long after its own timeout."""
+
+
+# How long past its own 30 s timeout send_offsets_to_transaction is waited for.
+HANG_S = 90
+
+
+def send_offsets(p: Producer, positions, group_metadata) -> None:
+    """send_offsets_to_transaction with a 30 s timeout, in a thread of its own that is
+    abandoned if it has not returned after HANG_S (ClientHang): librdkafka's call can block
+    past its timeout, without end, when the group's coordinator it had cached left the
+    Metadata answers meanwhile (a restarted broker is fenced, and unlisted, until it has
+    caught up), as librdkafka issues 5456 and 5511 describe."""
+    outcome: dict = {}
+
+    def call() -> None:
+        try:
+            p.send_offsets_to_transaction(positions, group_metadata, 30)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = e
+
+    t = threading.Thread(target=call, name="send-offsets", daemon=True)
+    t.start()
+    t.join(HANG_S)
+    if t.is_alive():
+        raise ClientHang(f"send_offsets_to_transaction did not return in {HANG_S} s")
+    if "error" in outcome:
+        raise outcome["error"]
+
+
 class Transformer(Worker):
     """Consume-transform-produce: reads txn-in with read_committed in group `ctp`, writes
     `<input>@<proc>.<attempt>` to the same partition of txn-out, and commits its input
@@ -580,6 +611,7 @@ class Transformer(Worker):
         super().__init__(*a, **k)
         self.group = "ctp"
         self.done = 0
+        self.hangs = 0
 
     def body(self) -> None:
         c = self.group_member(self.group, TXN_IN, "read_committed")
@@ -613,9 +645,7 @@ class Transformer(Worker):
                         partition=m.partition(),
                         on_delivery=txp.delivered(vid),
                     )
-                p.send_offsets_to_transaction(
-                    c.position(c.assignment()), c.consumer_group_metadata(), 30
-                )
+                send_offsets(p, c.position(c.assignment()), c.consumer_group_metadata())
                 before = txp.committed
                 p = txp.commit(p, tx)
                 ok = txp.committed > before
@@ -629,6 +659,13 @@ class Transformer(Worker):
                 else:
                     self.h.info(self.proc, "txn-commit", {"txn": tx, "error": str(e)})
                     p = txp.recover(p, e)
+            except ClientHang as e:
+                # The instance is left to its hung call; a new one fences it and aborts
+                # the transaction it left open.
+                CLIENT_LOG.warning("%s: %s in %s: a new instance", self.proc, e, tx)
+                self.h.add(self.proc, "info", "client-hang", {"txn": tx, "call": str(e)})
+                self.hangs += 1
+                p = txp.make()
             except Exception as e:  # noqa: BLE001 - e.g. flush of a fenced instance
                 CLIENT_LOG.warning("%s: %r in %s: a new instance", self.proc, e, tx)
                 self.h.add(self.proc, "info", "reinit", {"error": repr(e)})
