@@ -5,10 +5,11 @@
 //!   controller; every node reports the same Raft epoch and that node as the quorum's
 //!   leader, and has applied metadata; only the active controller reports the cluster's
 //!   partition count, and no partition is offline;
-//! - a follower killed with SIGKILL (its session outlives the test, so only the leader's
-//!   AlterPartition can shrink the ISR, after `replica.lag.time.max.ms`) raises its
-//!   leader's `UnderReplicatedPartitions` and `IsrShrinks`; restarted, it catches up, the
-//!   leader's `IsrExpands` grows and the count falls back to 0;
+//! - a follower killed with SIGKILL (its session outlasts `replica.lag.time.max.ms`, so the
+//!   leader's AlterPartition shrinks the ISR before the controller fences it) raises its
+//!   leader's `UnderReplicatedPartitions` and `IsrShrinks`; restarted, it registers again
+//!   once its old session has expired (a new incarnation is refused while it is valid),
+//!   catches up, the leader's `IsrExpands` grows and the count falls back to 0;
 //! - the leader's `FetchFollower` requests are counted apart from consumers' fetches.
 //!
 //! Every wait is bounded; what was measured is printed as `measured: ...` lines.
@@ -34,10 +35,11 @@ const REJOIN: Duration = Duration::from_secs(40);
 const TOPIC: &str = "watched";
 const POLL: Duration = Duration::from_millis(200);
 
-/// The session outlives the test, so a killed follower is not fenced: only its leader's
-/// AlterPartition shrink takes it out of the ISR.
+/// The session outlasts the replica lag bound fivefold, so a killed follower leaves the ISR
+/// by its leader's AlterPartition shrink, not by its fencing; and it is short enough for the
+/// restarted follower, refused until it expires, to rejoin within [`REJOIN`].
 const SETTINGS: &[(&str, &str)] = &[
-    ("broker.session.timeout.ms", "120000"),
+    ("broker.session.timeout.ms", "15000"),
     ("broker.heartbeat.interval.ms", "500"),
     ("replica.lag.time.max.ms", "3000"),
     ("leader.imbalance.check.interval.seconds", "3600"),

@@ -688,6 +688,19 @@ impl Broker {
         let old = self.image();
         let me = self.config.node_id;
         let now_ms = crate::now_ms();
+        // No partition takes a role (leader or follower) before the image holds this
+        // process's own registration. Until then the image is the one from before the
+        // restart, in which this node may still lead partitions whose data it lost with a
+        // crash (an unsynced tail, a replaced disk): leading them would make the followers
+        // truncate to its shorter log. The controller takes a re-registered broker out of
+        // every ISR and leadership before its registration record, so roles read from an
+        // image that holds the registration are this process's own. Kafka's broker likewise
+        // waits for its registration and the metadata after it (`initialCatchUpFuture`)
+        // before its replica manager applies leadership.
+        let registered = new
+            .brokers
+            .get(&me)
+            .is_some_and(|b| b.incarnation_id == self.incarnation_id);
         for t in old.topics.values() {
             if new.topics.get(&t.name).map(|n| n.topic_id) != Some(t.topic_id) {
                 for p in &t.partitions {
@@ -717,7 +730,9 @@ impl Broker {
                     if configs_changed {
                         hosted.log().set_config(cfg.clone());
                     }
-                    self.take_role(&new, hosted, t, p);
+                    if registered {
+                        self.take_role(&new, hosted, t, p);
+                    }
                     continue;
                 }
                 if self.is_offline(&t.name, p.partition) {
@@ -747,7 +762,9 @@ impl Broker {
                             .write()
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
                             .insert((t.name.clone(), p.partition), part.clone());
-                        self.take_role(&new, part, t, p);
+                        if registered {
+                            self.take_role(&new, part, t, p);
+                        }
                     }
                     Err(e) => {
                         tracing::error!(topic = %t.name, partition = p.partition, dir = %dir.display(), error = %e,
