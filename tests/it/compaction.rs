@@ -156,10 +156,19 @@ fn a_compacted_topic_keeps_each_keys_latest_value() {
             )
             .with_context(|| format!("{last} of {before_bytes} bytes left"))?;
             println!("measured: compaction left {last} of {before_bytes} log bytes");
-            // The cleaner's metrics: a pass, and the log's dirty ratio after it.
+            // The cleaner's metrics: a pass, and the log's dirty ratio after it. A pass is
+            // counted once it has ended, which may be after its cleaned segments are in place.
             use crate::metrics_scrape::{get, scrape};
-            let samples = scrape(metrics_port)?;
-            ensure!(get(&samples, "strata_log_cleaner_passes_total")? >= 1.0);
+            let mut samples = scrape(metrics_port)?;
+            wait_until(
+                "the cleaner's pass counted",
+                Duration::from_secs(20),
+                Duration::from_millis(100),
+                || {
+                    samples = scrape(metrics_port)?;
+                    Ok(get(&samples, "strata_log_cleaner_passes_total")? >= 1.0)
+                },
+            )?;
             ensure!(get(&samples, "strata_log_cleaner_written_bytes_total")? > 0.0);
             let series =
                 format!("strata_log_cleaner_dirty_ratio{{topic=\"{topic}\",partition=\"0\"}}");

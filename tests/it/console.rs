@@ -382,15 +382,18 @@ fn a_three_node_console_shows_the_cluster_and_acts_through_the_admin_apis() {
         &format!("/api/topics/{TOPIC}/configs"),
         &json!({"name": "retention.ms", "value": "3600000"}),
     );
-    let set = console(3).ok(&format!("/api/topics/{TOPIC}"));
-    let retention = set["configs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "retention.ms")
-        .cloned()
-        .unwrap();
-    assert_eq!(retention["value"], "3600000", "{retention}");
+    // Node 3 shows it once it has applied the change node 2's write committed.
+    let mut retention = Value::Null;
+    wait_until("the new retention on node 3", WAIT, POLL, || {
+        let set = console(3).ok(&format!("/api/topics/{TOPIC}"));
+        retention = set["configs"]
+            .as_array()
+            .and_then(|c| c.iter().find(|e| e["name"] == "retention.ms"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        Ok(retention["value"] == "3600000")
+    })
+    .unwrap_or_else(|e| panic!("{e:?}: {retention}"));
     assert_eq!(retention["default"], false);
     let deleted = console(3).post(
         &format!("/api/topics/{TOPIC}/delete-records"),
