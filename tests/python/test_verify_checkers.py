@@ -841,3 +841,42 @@ def test_a_hung_send_offsets_is_abandoned_and_an_error_handed_back(monkeypatch):
         assert str(e) == "refused"
     workloads.send_offsets(Returns(), [1], "m")
     assert Returns.calls == 1
+
+
+def _batch(base: int, last_delta: int, pid: int, epoch: int, seq: int) -> bytes:
+    """A record batch v2 header with ten bytes of records after it."""
+    import struct
+
+    body = struct.pack(">ibI", 0, 2, 0)  # partition leader epoch, magic, CRC
+    body += struct.pack(">hiqqqhii", 0, last_delta, 0, 0, pid, epoch, seq, last_delta + 1)
+    body += bytes(10)
+    return struct.pack(">qi", base, len(body)) + body
+
+
+def test_duplicates_are_split_by_the_producer_epochs_of_their_batches(tmp_path):
+    """A value whose copies lie in two epochs of one producer is the client's re-send after
+    its own epoch bump; two copies in one epoch, or a copy no node holds, are not."""
+    import batches
+
+    for node, extra in (("n1", b""), ("n2", _batch(30, 0, 7, 0, 9))):
+        d = tmp_path / node / "data" / "t-0"
+        d.mkdir(parents=True)
+        log = _batch(0, 9, 7, 0, 0) + _batch(10, 9, 7, 3, 0) + _batch(20, 4, 7, 3, 10)
+        (d / "00000000000000000000.log").write_bytes(log + extra + b"\x00" * 7)
+    dirs = [tmp_path / "n1" / "data", tmp_path / "n2" / "data"]
+    assert batches.read_batches(dirs[0] / "t-0") == [
+        (0, 9, 7, 0, 0),
+        (10, 19, 7, 3, 0),
+        (20, 24, 7, 3, 10),
+    ]
+    got = batches.classify_duplicates(
+        {
+            "bumped": [["t", 0, 4], ["t", 0, 14]],
+            "same": [["t", 0, 12], ["t", 0, 22]],
+            "only-on-n2": [["t", 0, 2], ["t", 0, 30]],
+            "nowhere": [["t", 0, 3], ["t", 0, 99]],
+        },
+        dirs,
+    )
+    assert (got["epoch_bump"], got["same_epoch"], got["unresolved"]) == (1, 2, 1)
+    assert got["examples"]["epoch_bump"][0]["producers"] == [(7, 0), (7, 3)]

@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 REPO = HERE.parents[1]
 
+import batches  # noqa: E402
 import checkers  # noqa: E402
 import nemesis as nem  # noqa: E402
 import workloads as wl  # noqa: E402
@@ -372,6 +373,18 @@ class Run:
         for w in self.producers + self.consumers:
             w.start()
 
+    def classify_duplicates(self, events) -> dict:
+        """The duplicated values of idempotent and transactional producers, split by the
+        producer epochs of the batches that hold their copies in the nodes' logs."""
+        idx = checkers.analyze(events)
+        dups = {}
+        for vid, positions in idx.id_positions.items():
+            send = idx.sends.get(vid)
+            if len(positions) < 2 or send is None or not (send.idempotent or send.txn):
+                continue
+            dups[vid] = [list(pos) for pos, _ in sorted(positions.items(), key=lambda x: x[1])]
+        return batches.classify_duplicates(dups, [n.data for n in self.cluster.nodes.values()])
+
     def dump_stacks(self, workers: list) -> None:
         """Where each stuck worker is: its thread's Python stack, into stuck-stacks.txt (a
         client call that does not return in its timeout shows which call)."""
@@ -582,6 +595,8 @@ class Run:
         self.history.close()
         events = checkers.load_history(self.history.path)
         result = checkers.check_all(events)
+        if result["counts"]["duplicate"]:
+            extra["duplicates"] = self.classify_duplicates(events)
         ops = {w.proc: w.ops for w in self.producers + self.consumers}
         # Client calls abandoned as hung (librdkafka's, named in workloads.send_offsets).
         hangs = {w.proc: w.hangs for w in self.producers + self.consumers if getattr(w, "hangs", 0)}
@@ -595,6 +610,15 @@ class Run:
                     bad[f"eos_{k}"] = extra["eos"][k]
         if extra.get("admin", {}).get("wrong"):
             bad["admin_wrong"] = extra["admin"]["wrong"]
+        if "duplicates" in extra:
+            # Copies in two epochs of one producer are the client's re-send after its own
+            # epoch bump (batches.py); only the others are the broker's.
+            d = extra["duplicates"]
+            bad.pop("duplicate", None)
+            if d["same_epoch"] + d["unresolved"]:
+                bad["duplicate"] = d["same_epoch"] + d["unresolved"]
+            if d["epoch_bump"]:
+                bad["duplicate_epoch_bump"] = d["epoch_bump"]
         known = {k for k in a.known.split(",") if k}
         failing = {k: v for k, v in bad.items() if k not in known}
         failed = bool(failing or crashed or stuck or unfinished or self.notes)
@@ -617,6 +641,7 @@ class Run:
             "client_hangs": hangs,
             "unfinished_final_reads": unfinished,
             "notes": self.notes,
+            "anomaly_counts": bad,
             "known": sorted(known & set(bad)),
             "ok": not failed,
         }

@@ -484,7 +484,7 @@ class TxnProducer(Worker):
                     self.h.fail(self.proc, "txn-commit", {"txn": tx, "error": str(e)})
                     return self.abort(p, tx)
                 self.h.info(self.proc, "txn-commit", {"txn": tx, "error": str(e)})
-                return self.recover(p, e)
+                return self.recover(p, e, stuck=err.retriable())
 
     def abort(self, p: Producer, tx: str) -> Producer:
         """abort_transaction, resumed as commit is."""
@@ -500,13 +500,16 @@ class TxnProducer(Worker):
                 if e.args[0].retriable() and time.monotonic() < deadline:
                     continue
                 self.h.info(self.proc, "txn-abort", {"txn": tx, "error": str(e)})
-                return self.recover(p, e)
+                return self.recover(p, e, stuck=e.args[0].retriable())
 
-    def recover(self, p: Producer, e: KafkaException) -> Producer:
+    def recover(self, p: Producer, e: KafkaException, stuck: bool = False) -> Producer:
         """After a fatal error (fenced, or an epoch the coordinator refused) the instance is
-        replaced: the new one's init_transactions aborts whatever the old one left open."""
+        replaced: the new one's init_transactions aborts whatever the old one left open. So
+        is an instance `stuck` in a commit or abort that its retries did not finish in two
+        minutes, or whose every call now conflicts with that one (_CONFLICT): librdkafka's
+        request can wait without end for a coordinator it no longer looks up (issue 5511)."""
         err = e.args[0]
-        if err.fatal() or not err.retriable():
+        if stuck or err.fatal() or not err.retriable() or err.code() == KafkaError._CONFLICT:
             self.h.add(self.proc, "info", "reinit", {"error": str(e)})
             try:
                 p.flush(5)

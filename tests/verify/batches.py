@@ -1,0 +1,91 @@
+"""Which producer wrote each record, read from the record batches in the nodes' partition logs.
+
+The history says a value was read at two offsets (the `duplicate` checker); the batch headers
+say whether the two copies came from one producer epoch or from two. An idempotent producer
+that bumps its epoch on its own (librdkafka does, KIP-360, after messages time out or a
+sequence it cannot resolve) sends its unacknowledged messages again under the new epoch
+with sequences from 0, and no broker can tell them from new ones: a request of the old epoch
+that was delayed, not lost, still lands (librdkafka issue 4953: "the only option to ensure
+EOS in all cases ... is using transactions"). Two copies in one epoch are the broker's
+failure to deduplicate a retry, which no client behaviour excuses.
+
+The headers are Kafka's record batch v2 (magic 2): base offset (8 bytes), batch length (4),
+partition leader epoch (4), magic (1), CRC (4), attributes (2), last offset delta (4), first
+and max timestamp (8 + 8), producer id (8), producer epoch (2), base sequence (4), record
+count (4). Only headers are read; a batch cut short at a log's end ends the scan.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from pathlib import Path
+
+HEADER = 61
+_FIRST = struct.Struct(">qi")  # base offset, batch length
+_PRODUCER = struct.Struct(">hiqqqhii")  # attributes .. record count, from byte 21
+
+# (base offset, last offset, producer id, producer epoch, base sequence)
+Batch = tuple[int, int, int, int, int]
+
+
+def read_batches(partition_dir: Path) -> list[Batch]:
+    """Every complete batch of a partition directory's segments, in offset order."""
+    out: list[Batch] = []
+    for segment in sorted(partition_dir.glob("*.log")):
+        data = segment.read_bytes()
+        i = 0
+        while i + HEADER <= len(data):
+            base, length = _FIRST.unpack_from(data, i)
+            if length <= 0 or i + 12 + length > len(data) or data[i + 16] != 2:
+                break
+            _attrs, last_delta, _t0, _t1, pid, epoch, seq, _n = _PRODUCER.unpack_from(data, i + 21)
+            out.append((base, base + last_delta, pid, epoch, seq))
+            i += 12 + length
+    out.sort()
+    return out
+
+
+class BatchIndex:
+    """The batches of every node's copy of the partitions asked about, read once each."""
+
+    def __init__(self, data_dirs: list[Path]):
+        self.data_dirs = data_dirs
+        self._logs: dict[tuple[str, int], list[list[Batch]]] = {}
+
+    def producer_at(self, topic: str, partition: int, offset: int) -> tuple[int, int] | None:
+        """(producer id, producer epoch) of the batch holding `offset` in the first node's
+        log that holds it, or None if no node's log does."""
+        key = (topic, partition)
+        if key not in self._logs:
+            self._logs[key] = [
+                read_batches(d / f"{topic}-{partition}")
+                for d in self.data_dirs
+                if (d / f"{topic}-{partition}").is_dir()
+            ]
+        for batches in self._logs[key]:
+            k = bisect.bisect_right(batches, (offset, float("inf"))) - 1
+            if k >= 0 and batches[k][0] <= offset <= batches[k][1]:
+                return batches[k][2], batches[k][3]
+        return None
+
+
+def classify_duplicates(duplicates: dict[str, list[list]], data_dirs: list[Path]) -> dict:
+    """Splits duplicated values ({id: [[topic, partition, offset], ...]}) into those whose
+    copies lie in batches of different epochs of one producer (`epoch_bump`), and the rest
+    (`same_epoch`: two copies in one epoch; `unresolved`: a copy no node's log holds now)."""
+    index = BatchIndex(data_dirs)
+    out: dict = {"epoch_bump": 0, "same_epoch": 0, "unresolved": 0, "examples": {}}
+    for vid, positions in duplicates.items():
+        producers = [index.producer_at(t, p, o) for t, p, o in positions]
+        if any(w is None for w in producers):
+            kind = "unresolved"
+        elif len({pid for pid, _ in producers}) == 1 and len(set(producers)) == len(producers):
+            kind = "epoch_bump"
+        else:
+            kind = "same_epoch"
+        out[kind] += 1
+        examples = out["examples"].setdefault(kind, [])
+        if len(examples) < 5:
+            examples.append({"id": vid, "positions": positions, "producers": producers})
+    return out
