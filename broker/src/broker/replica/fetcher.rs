@@ -56,7 +56,8 @@ const BACKOFF: Duration = Duration::from_millis(200);
 const MAX_RESPONSE_BYTES: usize = FETCH_RESPONSE_MAX_BYTES as usize + (1 << 20);
 
 /// The fetch offset asked for each partition of one request.
-type Asked = HashMap<(String, i32), i64>;
+/// What each partition of an answered request asked: (fetch offset, leader epoch).
+type Asked = HashMap<(String, i32), (i64, i32)>;
 
 /// What each partition of a request asks, by (topic, partition).
 type Asks = HashMap<(String, i32), WirePartition>;
@@ -401,7 +402,7 @@ async fn run(broker: Arc<Broker>, leader: i32, src: Arc<Source>) {
         let asked: Asked = session
             .sent
             .iter()
-            .map(|(k, p)| (k.clone(), p.fetch_offset))
+            .map(|(k, p)| (k.clone(), (p.fetch_offset, p.current_leader_epoch)))
             .collect();
         let s = src.clone();
         let handled =
@@ -533,12 +534,21 @@ fn handle_response(
         let name = topic.topic.0.to_string();
         for p in topic.partitions {
             let key = (name.clone(), p.partition_index);
-            let Some(&fetch_offset) = asked.get(&key) else {
+            let Some(&(fetch_offset, asked_epoch)) = asked.get(&key) else {
                 continue;
             };
             let Some(f) = parts.get_mut(&key) else {
                 continue;
             };
+            if asked_epoch != f.leader_epoch {
+                // Asked for an earlier follow of the partition: a new image moved its
+                // leader epoch while the fetch was out, and `follow` gave it a fresh state.
+                // The answer is not that state's: a FENCED_LEADER_EPOCH meant for the old
+                // epoch would leave the new state waiting for an image that has already
+                // come, and never fetching again. The session refetches it in full.
+                applied_whole = false;
+                continue;
+            }
             let Some(state) = f.state.as_mut() else {
                 continue;
             };
@@ -620,5 +630,70 @@ fn handle_response(
     Handled {
         all_failed: answered && !any_ok,
         applied_whole,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_protocol::messages::FetchResponse;
+    use strata_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+
+    use super::*;
+
+    /// A source following `t-0` at leader epoch `epoch`, as `Fetchers::follow` leaves it.
+    fn followed_at(dir: &std::path::Path, epoch: i32) -> Source {
+        let log =
+            strata_storage::Log::open(&dir.join("t-0"), strata_storage::LogConfig::default(), 0)
+                .unwrap();
+        let partition = Partition::new("t".to_owned(), uuid::Uuid::nil(), 0, log);
+        let state = FollowerState::new(1, -1, 2, epoch, TruncationMode::OnFetch, 0);
+        let src = Source::default();
+        src.partitions.lock().unwrap().insert(
+            ("t".to_owned(), 0),
+            Followed {
+                partition,
+                leader_epoch: epoch,
+                state: Some(state),
+            },
+        );
+        src
+    }
+
+    fn fenced() -> FetchResponse {
+        FetchResponse::default().with_responses(vec![
+            FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![
+                    PartitionData::default()
+                        .with_partition_index(0)
+                        .with_error_code(ResponseError::FencedLeaderEpoch.code()),
+                ]),
+        ])
+    }
+
+    fn asked(epoch: i32) -> Asked {
+        HashMap::from([(("t".to_owned(), 0), (0, epoch))])
+    }
+
+    #[test]
+    fn an_answer_to_an_earlier_epoch_leaves_the_new_follow_fetching() {
+        let dir = tempfile::tempdir().unwrap();
+        // Asked at epoch 10; meanwhile the image moved the partition to epoch 11 and the
+        // follow started over. The leader's FENCED_LEADER_EPOCH was for epoch 10.
+        let src = followed_at(dir.path(), 11);
+        let handled = handle_response(&src, fenced(), &asked(10));
+        assert!(
+            !handled.applied_whole,
+            "the session must fetch in full again"
+        );
+        assert!(
+            next_asks(&src).is_some_and(|a| a[&("t".to_owned(), 0)].current_leader_epoch == 11),
+            "the follow of epoch 11 must go on fetching"
+        );
+        // The same answer to a fetch of the current epoch does fence it, until an image
+        // with a newer epoch comes.
+        let handled = handle_response(&src, fenced(), &asked(11));
+        assert!(handled.all_failed);
+        assert!(next_asks(&src).is_none());
     }
 }
