@@ -880,3 +880,40 @@ def test_duplicates_are_split_by_the_producer_epochs_of_their_batches(tmp_path):
     )
     assert (got["epoch_bump"], got["same_epoch"], got["unresolved"]) == (1, 2, 1)
     assert got["examples"]["epoch_bump"][0]["producers"] == [(7, 0), (7, 3)]
+
+
+def test_the_copy_is_checked_below_its_committed_offsets_and_by_multiplicity():
+    """Exactly-once of the consume-transform-produce copy: an input the feed wrote twice is
+    copied twice; inputs past the copy's committed offsets are not copied yet, which fails
+    only a copy that stopped moving."""
+    sys.path.insert(0, str(VERIFY))
+    import run
+    import workloads as wl
+
+    finals = {
+        (wl.TXN_IN, "read_committed"): {
+            "records": [
+                [wl.TXN_IN, 0, 0, "feed-1"],
+                [wl.TXN_IN, 0, 1, "feed-2"],
+                [wl.TXN_IN, 0, 2, "feed-1"],  # the feed's duplicate
+                [wl.TXN_IN, 0, 3, "feed-3"],  # past the committed offset 3
+                [wl.TXN_IN, 1, 0, "feed-4"],
+            ]
+        },
+        (wl.TXN_OUT, "read_committed"): {
+            "records": [
+                [wl.TXN_OUT, 0, 0, "feed-1@ctp#0"],
+                [wl.TXN_OUT, 0, 1, "feed-2@ctp#0"],
+                [wl.TXN_OUT, 0, 2, "feed-1@ctp#1"],
+                [wl.TXN_OUT, 1, 0, "feed-4@ctp#1"],
+                [wl.TXN_OUT, 1, 1, "feed-4@ctp#2"],
+            ]
+        },
+    }
+    got = run.Run.check_eos(None, finals, {0: 3, 1: 1}, True)
+    assert (got["inputs"], got["missing"], got["duplicated"], got["uncopied"]) == (4, 0, 1, 1)
+    assert got["examples"]["duplicated"] == ["feed-4"]
+    assert got["stalled"] == 0
+    assert run.Run.check_eos(None, finals, {0: 3, 1: 1}, False)["stalled"] == 1
+    got = run.Run.check_eos(None, finals, {0: 4, 1: 1}, True)
+    assert got["missing"] == 1 and got["examples"]["missing"] == ["feed-3"]

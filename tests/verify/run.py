@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -398,18 +399,29 @@ class Run:
                 if frame is not None:
                     f.write("".join(traceback.format_stack(frame)))
 
+    def ctp_committed(self) -> dict[int, int] | None:
+        """The transformer group's committed offsets of txn-in, by partition (None if they
+        cannot be read now)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        try:
+            got = (
+                self.admin()
+                .list_consumer_group_offsets([ConsumerGroupTopicPartitions("ctp")])["ctp"]
+                .result(timeout=10)
+            )
+        except Exception:  # noqa: BLE001
+            return None
+        return {t.partition: t.offset for t in got.topic_partitions if t.topic == wl.TXN_IN}
+
     def ctp_caught_up(self) -> bool:
         """The transformer's committed offsets reached txn-in's ends."""
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+        from confluent_kafka import TopicPartition
 
-        admin = self.admin()
+        committed = self.ctp_committed()
+        if committed is None:
+            return False
         try:
-            got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("ctp")])[
-                "ctp"
-            ].result(timeout=10)
-            committed = {
-                t.partition: t.offset for t in got.topic_partitions if t.topic == wl.TXN_IN
-            }
             c = wl.Consumer(
                 {
                     "bootstrap.servers": self.cluster.bootstrap(),
@@ -430,27 +442,42 @@ class Run:
         except Exception:  # noqa: BLE001
             return False
 
-    # -- checks beyond the history's -------------------------------------------------------
-
-    def check_eos(self, finals: dict) -> dict:
-        """Every record of txn-in is in txn-out exactly once among what read_committed reads,
-        in its own partition."""
-        inputs = {r[3]: r[1] for r in finals[(wl.TXN_IN, "read_committed")]["records"]}
+    def check_eos(self, finals: dict, committed: dict[int, int], progressed: bool) -> dict:
+        """Every record of txn-in below the copy's committed offsets is in txn-out as often
+        as it is in txn-in (a value the feed's idempotent producer wrote twice is copied
+        twice), among what read_committed reads, in its own partition. Records at or past
+        the committed offsets are not copied yet (`uncopied`); that counts against the copy
+        (`stalled`) only if its offsets did not move while the run waited for it."""
+        inputs: Counter = Counter()
+        partition_of: dict[str, int] = {}
+        uncopied = 0
+        for _, p, offset, vid in finals[(wl.TXN_IN, "read_committed")]["records"]:
+            if offset >= committed.get(p, 0):
+                uncopied += 1
+                continue
+            inputs[vid] += 1
+            partition_of[vid] = p
         outputs: dict[str, list[int]] = {}
         for r in finals[(wl.TXN_OUT, "read_committed")]["records"]:
             if "@ctp#" in r[3]:
                 src = r[3].split("@", 1)[0]
                 outputs.setdefault(src, []).append(r[1])
-        missing = [i for i in inputs if i not in outputs]
-        dup = [i for i, ps in outputs.items() if len(ps) > 1]
-        moved = [i for i, ps in outputs.items() if i in inputs and any(p != inputs[i] for p in ps)]
+        missing = [i for i, n in inputs.items() if len(outputs.get(i, ())) < n]
+        dup = [i for i, ps in outputs.items() if i in inputs and len(ps) > inputs[i]]
+        moved = [
+            i for i, ps in outputs.items() if i in inputs and any(p != partition_of[i] for p in ps)
+        ]
+        # A copy of a record past the committed offsets would be a commit of outputs without
+        # their inputs' offsets: the copy's transaction was torn.
         foreign = [i for i in outputs if i not in inputs]
         return {
-            "inputs": len(inputs),
+            "inputs": sum(inputs.values()),
             "missing": len(missing),
             "duplicated": len(dup),
             "other_partition": len(moved),
             "without_input": len(foreign),
+            "uncopied": uncopied,
+            "stalled": int(bool(uncopied) and not progressed),
             "examples": {
                 "missing": missing[:5],
                 "duplicated": dup[:5],
@@ -458,6 +485,8 @@ class Run:
                 "without_input": foreign[:5],
             },
         }
+
+    # -- checks beyond the history's -------------------------------------------------------
 
     def voters(self) -> int | None:
         """The dynamic quorum's voters (the Leader and Follower rows of `cluster quorum`)."""
@@ -555,8 +584,12 @@ class Run:
             w.join(timeout=max(0.1, deadline - time.monotonic()))
         if "txn" in self.workloads:
             deadline = time.monotonic() + 120
+            before = self.ctp_committed()
             while time.monotonic() < deadline and not self.ctp_caught_up():
                 time.sleep(1)
+            # Whether the copy still moved while it was waited for (not stalled).
+            after = self.ctp_committed()
+            progressed = before is None or (after is not None and after != before)
             # Transactions left open by fenced or killed instances end by timeout (30 s).
         time.sleep(2)
         self.stop_consumers.set()
@@ -589,7 +622,16 @@ class Run:
             )
         extra = {}
         if "txn" in self.workloads:
-            extra["eos"] = self.check_eos(finals)
+            committed = None
+            for _ in range(5):
+                committed = self.ctp_committed()
+                if committed is not None:
+                    break
+                time.sleep(2)
+            if committed is None:
+                # Unknown: every input counts as one the copy should have made.
+                committed = {p: 2**62 for p in range(TXN_PARTITIONS)}
+            extra["eos"] = self.check_eos(finals, committed, progressed)
         if "admin" in self.workloads:
             extra["admin"] = self.check_admin()
         self.history.close()
@@ -605,7 +647,7 @@ class Run:
         }
         bad = {k: v for k, v in result["counts"].items() if v}
         if extra.get("eos"):
-            for k in ("missing", "duplicated", "other_partition", "without_input"):
+            for k in ("missing", "duplicated", "other_partition", "without_input", "stalled"):
                 if extra["eos"][k]:
                     bad[f"eos_{k}"] = extra["eos"][k]
         if extra.get("admin", {}).get("wrong"):
