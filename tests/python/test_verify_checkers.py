@@ -855,7 +855,8 @@ def _batch(base: int, last_delta: int, pid: int, epoch: int, seq: int) -> bytes:
 
 def test_duplicates_are_split_by_the_producer_epochs_of_their_batches(tmp_path):
     """A value whose copies lie in two epochs of one producer is the client's re-send after
-    its own epoch bump; two copies in one epoch, or a copy no node holds, are not."""
+    its own epoch bump, and copies in one batch the client's own sends; two batches of one
+    epoch holding it, or a copy no node holds, are neither."""
     import batches
 
     for node, extra in (("n1", b""), ("n2", _batch(30, 0, 7, 0, 9))):
@@ -875,10 +876,12 @@ def test_duplicates_are_split_by_the_producer_epochs_of_their_batches(tmp_path):
             "same": [["t", 0, 12], ["t", 0, 22]],
             "only-on-n2": [["t", 0, 2], ["t", 0, 30]],
             "nowhere": [["t", 0, 3], ["t", 0, 99]],
+            "sent-twice": [["t", 0, 11], ["t", 0, 13]],
         },
         dirs,
     )
-    assert (got["epoch_bump"], got["same_epoch"], got["unresolved"]) == (1, 2, 1)
+    counts = tuple(got[k] for k in ("one_batch", "epoch_bump", "same_epoch", "unresolved"))
+    assert counts == (1, 1, 2, 1)
     assert got["examples"]["epoch_bump"][0]["producers"] == [(7, 0), (7, 3)]
 
 

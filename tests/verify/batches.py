@@ -6,8 +6,10 @@ that bumps its epoch on its own (librdkafka does, KIP-360, after messages time o
 sequence it cannot resolve) sends its unacknowledged messages again under the new epoch
 with sequences from 0, and no broker can tell them from new ones: a request of the old epoch
 that was delayed, not lost, still lands (librdkafka issue 4953: "the only option to ensure
-EOS in all cases ... is using transactions"). Two copies in one epoch are the broker's
-failure to deduplicate a retry, which no client behaviour excuses.
+EOS in all cases ... is using transactions"). Copies within one batch are the client's
+own sends of the value (the copy of an input the feed wrote twice). Two batches of one
+epoch holding it are the broker's failure to deduplicate a retry, which no client
+behaviour excuses.
 
 The headers are Kafka's record batch v2 (magic 2): base offset (8 bytes), batch length (4),
 partition leader epoch (4), magic (1), CRC (4), attributes (2), last offset delta (4), first
@@ -53,9 +55,9 @@ class BatchIndex:
         self.data_dirs = data_dirs
         self._logs: dict[tuple[str, int], list[list[Batch]]] = {}
 
-    def producer_at(self, topic: str, partition: int, offset: int) -> tuple[int, int] | None:
-        """(producer id, producer epoch) of the batch holding `offset` in the first node's
-        log that holds it, or None if no node's log does."""
+    def batch_at(self, topic: str, partition: int, offset: int) -> Batch | None:
+        """The batch holding `offset` in the first node's log that holds it, or None if no
+        node's log does."""
         key = (topic, partition)
         if key not in self._logs:
             self._logs[key] = [
@@ -66,20 +68,33 @@ class BatchIndex:
         for batches in self._logs[key]:
             k = bisect.bisect_right(batches, (offset, float("inf"))) - 1
             if k >= 0 and batches[k][0] <= offset <= batches[k][1]:
-                return batches[k][2], batches[k][3]
+                return batches[k]
         return None
 
 
 def classify_duplicates(duplicates: dict[str, list[list]], data_dirs: list[Path]) -> dict:
-    """Splits duplicated values ({id: [[topic, partition, offset], ...]}) into those whose
-    copies lie in batches of different epochs of one producer (`epoch_bump`), and the rest
-    (`same_epoch`: two copies in one epoch; `unresolved`: a copy no node's log holds now)."""
+    """Splits duplicated values ({id: [[topic, partition, offset], ...]}) by the batches that
+    hold their copies:
+
+    - `one_batch`: every copy in one batch, so the client itself sent the value that many
+      times (the copy of an input the feed wrote more than once);
+    - `epoch_bump`: copies in batches of different epochs of one producer;
+    - `same_epoch`: two batches of one producer epoch hold it, which a broker that
+      deduplicates retries never lets happen;
+    - `unresolved`: a copy no node's log holds now.
+    """
     index = BatchIndex(data_dirs)
-    out: dict = {"epoch_bump": 0, "same_epoch": 0, "unresolved": 0, "examples": {}}
+    out: dict = {"one_batch": 0, "epoch_bump": 0, "same_epoch": 0, "unresolved": 0}
+    out["examples"] = {}
     for vid, positions in duplicates.items():
-        producers = [index.producer_at(t, p, o) for t, p, o in positions]
-        if any(w is None for w in producers):
+        found = [(t, p, index.batch_at(t, p, o)) for t, p, o in positions]
+        # Each batch once, by where it is.
+        holding = {(t, p, b[0]): b for t, p, b in found if b is not None}
+        producers = [(b[2], b[3]) for b in holding.values()]
+        if any(b is None for _, _, b in found):
             kind = "unresolved"
+        elif len(holding) == 1:
+            kind = "one_batch"
         elif len({pid for pid, _ in producers}) == 1 and len(set(producers)) == len(producers):
             kind = "epoch_bump"
         else:
