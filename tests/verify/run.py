@@ -442,6 +442,8 @@ class Run:
         except Exception:  # noqa: BLE001
             return False
 
+    # -- checks beyond the history's -------------------------------------------------------
+
     def check_eos(self, finals: dict, committed: dict[int, int], progressed: bool) -> dict:
         """Every record of txn-in below the copy's committed offsets is in txn-out as often
         as it is in txn-in (a value the feed's idempotent producer wrote twice is copied
@@ -485,8 +487,6 @@ class Run:
                 "without_input": foreign[:5],
             },
         }
-
-    # -- checks beyond the history's -------------------------------------------------------
 
     def voters(self) -> int | None:
         """The dynamic quorum's voters (the Leader and Follower rows of `cluster quorum`)."""
