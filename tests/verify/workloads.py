@@ -35,8 +35,12 @@ TXN_OUT = "txn-out"
 CLIENT_LOG = logging.getLogger("verify.clients")
 
 
-def quiet(_err) -> None:
-    """librdkafka's error callback: connection errors are expected under faults."""
+def quiet(err) -> None:
+    """librdkafka's error callback: connection errors are expected under faults; a fatal
+    error is logged with its cause (librdkafka logs no line of its own for it), since the
+    client's next call only says "Local: Fatal error"."""
+    if err.fatal():
+        CLIENT_LOG.warning("fatal client error: %s", err)
 
 
 class Worker(threading.Thread):
