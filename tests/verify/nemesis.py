@@ -19,7 +19,11 @@ Constraints that keep the run meaningful (each is a promise Kafka does not make 
 - at most a minority of nodes is down or paused at once, so the cluster can make progress;
 - a destructive fault (wipe, lose-unsynced) takes a node only when every partition of the
   workloads' topics has its full ISR and no node is down, paused or cut off, so that the data it
-  destroys has live copies, as replication factor 3 promises for one lost disk.
+  destroys has live copies, as replication factor 3 promises for one lost disk;
+- after a destructive fault, until the node has registered again (which takes it out of every
+  ISR) and every ISR is full again, no fault takes a node away or cuts one off: until then the
+  image may still count the emptied replica in sync and elect it, which no replication factor
+  survives (a run once wiped two replicas of a partition and killed the third within 3 s).
 """
 
 from __future__ import annotations
@@ -80,6 +84,11 @@ class Nemesis(threading.Thread):
         self.reassign = reassign
         self.stop_ev = threading.Event()
         self.active: list[Active] = []
+        # Nodes whose data a destructive fault took, until they have registered again (which
+        # takes them out of every ISR) and every ISR is full again: till then the image may
+        # still count an empty replica in sync, and taking the last real copy away is beyond
+        # what replication factor 3 promises.
+        self.recovering: set[int] = set()
         self.counts: dict[str, int] = {f: 0 for f in faults}
         self.skipped: dict[str, int] = {}
         self.error: BaseException | None = None
@@ -87,13 +96,20 @@ class Nemesis(threading.Thread):
     # -- bookkeeping ---------------------------------------------------------------------
 
     def down(self) -> set[int]:
-        """Nodes killed or paused now."""
-        return {
+        """Nodes killed or paused now, or recovering from a destructive fault."""
+        return self.recovering | {
             n for a in self.active if a.kind in ("kill", "pause", "membership") for n in a.nodes
         }
 
     def busy(self) -> set[int]:
-        return {n for a in self.active for n in a.nodes}
+        return self.recovering | {n for a in self.active for n in a.nodes}
+
+    def recovered(self) -> None:
+        """Ends the recovery of nodes that registered again since their restart, once every
+        ISR is full."""
+        back = {i for i in self.recovering if self.c.nodes[i].registered_since_start()}
+        if back and self.full_isr():
+            self.recovering -= back
 
     def minority(self) -> int:
         return (len(self.c.nodes) - 1) // 2
@@ -116,6 +132,7 @@ class Nemesis(threading.Thread):
             self.record("info", "nemesis-crash", {"error": repr(e)})
 
     def heal_due(self) -> None:
+        self.recovered()
         now = time.monotonic()
         for a in [a for a in self.active if a.until <= now]:
             self.heal(a)
@@ -183,9 +200,14 @@ class Nemesis(threading.Thread):
         free = [i for i in ids if i not in self.busy()]
         hold = self.rng.uniform(2, 12)
         until = time.monotonic() + hold
+        if self.recovering and kind not in ("slow", "clock", "reassign"):
+            # Nothing takes a node away, or cuts one off, while a replica is empty.
+            self.skipped[kind] = self.skipped.get(kind, 0) + 1
+            return
         if kind in DESTRUCTIVE:
             # Slow links and moved clocks may go on; nothing that takes a node away.
-            if any(a.kind not in ("slow", "clock") for a in self.active) or not self.full_isr():
+            taken = any(a.kind not in ("slow", "clock") for a in self.active) or self.recovering
+            if taken or not self.full_isr():
                 self.skipped[kind] = self.skipped.get(kind, 0) + 1
                 return
             node = self.c.nodes[self.rng.choice(ids)]
@@ -196,6 +218,7 @@ class Nemesis(threading.Thread):
             else:
                 detail = {"bytes_cut": node.lose_unsynced(self.rng)}
             node.start()
+            self.recovering.add(node.id)
             self.counts[kind] += 1
             self.record("ok", "fault", {"fault": kind, "nodes": [node.id], **detail})
             return

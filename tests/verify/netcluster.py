@@ -263,6 +263,15 @@ class Node:
             )
             self.slow = False
 
+    def registered_since_start(self) -> bool:
+        """Whether this process registered with the controller (its log says so after the
+        last start marker)."""
+        try:
+            text = self.log_path.read_bytes()
+        except OSError:
+            return False
+        return b"registered with the controller" in text[text.rfind(b"==== start") :]
+
     def tail(self, n: int = 4000) -> str:
         try:
             with open(self.log_path, "rb") as f:
