@@ -42,7 +42,8 @@ use strata_kraft::cluster_control::{
 use strata_kraft::raft::RoleKind;
 use strata_kraft::record::ProducerIdsBlock;
 use strata_kraft::{
-    ClusterControlError, ControllerConfig, MetadataError, MetadataImage, MetadataRecord,
+    BrokerImage, ClusterControlError, ControllerConfig, MetadataError, MetadataImage,
+    MetadataRecord,
 };
 use strata_storage::Log;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -697,10 +698,7 @@ impl Broker {
         // image that holds the registration are this process's own. Kafka's broker likewise
         // waits for its registration and the metadata after it (`initialCatchUpFuture`)
         // before its replica manager applies leadership.
-        let registered = new
-            .brokers
-            .get(&me)
-            .is_some_and(|b| b.incarnation_id == self.incarnation_id);
+        let registered = self.own_registration(&new).is_some();
         for t in old.topics.values() {
             if new.topics.get(&t.name).map(|n| n.topic_id) != Some(t.topic_id) {
                 for p in &t.partitions {
@@ -783,6 +781,15 @@ impl Broker {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = new;
     }
 
+    /// This process's registration in `image`: the broker record of this node id with this
+    /// process's incarnation id, not one left by an earlier life of the node.
+    fn own_registration<'a>(&self, image: &'a MetadataImage) -> Option<&'a BrokerImage> {
+        image
+            .brokers
+            .get(&self.config.node_id)
+            .filter(|b| b.incarnation_id == self.incarnation_id)
+    }
+
     /// Removes, once, the partition directories `image` does not place on this node (see
     /// [`Broker::remove_orphan_dirs`]): when `image`, just applied, shows this process's
     /// broker registered and unfenced, which the controller grants only once the broker's
@@ -791,10 +798,7 @@ impl Broker {
     /// Called on the task that applies images, so no directory is created meanwhile.
     fn remove_strays_once_caught_up(&self, image: &MetadataImage) {
         let cluster = self.cluster();
-        let caught_up = image
-            .brokers
-            .get(&self.config.node_id)
-            .is_some_and(|b| b.incarnation_id == self.incarnation_id && !b.fenced);
+        let caught_up = self.own_registration(image).is_some_and(|b| !b.fenced);
         // Only this task sets the flag, so reading it first is not a race.
         if caught_up && !*cluster.caught_up.borrow() {
             self.remove_orphan_dirs(image);
