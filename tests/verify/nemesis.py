@@ -96,8 +96,8 @@ class Nemesis(threading.Thread):
     # -- bookkeeping ---------------------------------------------------------------------
 
     def down(self) -> set[int]:
-        """Nodes killed or paused now, or recovering from a destructive fault."""
-        return self.recovering | {
+        """Nodes killed or paused now."""
+        return {
             n for a in self.active if a.kind in ("kill", "pause", "membership") for n in a.nodes
         }
 
@@ -206,8 +206,7 @@ class Nemesis(threading.Thread):
             return
         if kind in DESTRUCTIVE:
             # Slow links and moved clocks may go on; nothing that takes a node away.
-            taken = any(a.kind not in ("slow", "clock") for a in self.active) or self.recovering
-            if taken or not self.full_isr():
+            if any(a.kind not in ("slow", "clock") for a in self.active) or not self.full_isr():
                 self.skipped[kind] = self.skipped.get(kind, 0) + 1
                 return
             node = self.c.nodes[self.rng.choice(ids)]
