@@ -78,8 +78,14 @@ def until(driver, what: str, check, timeout: float = WAIT_S):
 
 
 def cell_texts(driver, table_id: str) -> list[list[str]]:
+    # An empty table holds one placeholder row ("none"), which is no row of data.
     rows = driver.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr")
-    return [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+    cells = [r.find_elements(By.TAG_NAME, "td") for r in rows]
+    return [
+        [td.text for td in r]
+        for r in cells
+        if not (len(r) == 1 and "empty" in (r[0].get_attribute("class") or ""))
+    ]
 
 
 def committed(bootstrap: str, partitions: int) -> dict[int, int]:
