@@ -854,21 +854,26 @@ def _batch(base: int, last_delta: int, pid: int, epoch: int, seq: int) -> bytes:
 
 
 def test_duplicates_are_split_by_the_producer_epochs_of_their_batches(tmp_path):
-    """A value whose copies lie in two epochs of one producer is the client's re-send after
-    its own epoch bump, and copies in one batch the client's own sends; two batches of one
-    epoch holding it, or a copy no node holds, are neither."""
+    """A value whose copies lie in two epochs of one producer, the older first, is the
+    client's re-send after its own epoch bump, and copies in one batch the client's own
+    sends; two batches of one epoch holding it, an older epoch's batch after a newer one's,
+    or a copy no node holds, are neither."""
     import batches
 
     for node, extra in (("n1", b""), ("n2", _batch(30, 0, 7, 0, 9))):
         d = tmp_path / node / "data" / "t-0"
         d.mkdir(parents=True)
         log = _batch(0, 9, 7, 0, 0) + _batch(10, 9, 7, 3, 0) + _batch(20, 4, 7, 3, 10)
+        # Producer 8's epoch 1 lands after its epoch 2, which its leader refuses.
+        log += _batch(25, 1, 8, 2, 0) + _batch(27, 1, 8, 1, 5)
         (d / "00000000000000000000.log").write_bytes(log + extra + b"\x00" * 7)
     dirs = [tmp_path / "n1" / "data", tmp_path / "n2" / "data"]
     assert batches.read_batches(dirs[0] / "t-0") == [
         (0, 9, 7, 0, 0),
         (10, 19, 7, 3, 0),
         (20, 24, 7, 3, 10),
+        (25, 26, 8, 2, 0),
+        (27, 28, 8, 1, 5),
     ]
     got = batches.classify_duplicates(
         {
@@ -877,11 +882,12 @@ def test_duplicates_are_split_by_the_producer_epochs_of_their_batches(tmp_path):
             "only-on-n2": [["t", 0, 2], ["t", 0, 30]],
             "nowhere": [["t", 0, 3], ["t", 0, 99]],
             "sent-twice": [["t", 0, 11], ["t", 0, 13]],
+            "older-after-newer": [["t", 0, 26], ["t", 0, 28]],
         },
         dirs,
     )
-    counts = tuple(got[k] for k in ("one_batch", "epoch_bump", "same_epoch", "unresolved"))
-    assert counts == (1, 1, 2, 1)
+    kinds = ("one_batch", "epoch_bump", "same_epoch", "stale_epoch", "unresolved")
+    assert tuple(got[k] for k in kinds) == (1, 1, 2, 1, 1)
     assert got["examples"]["epoch_bump"][0]["producers"] == [(7, 0), (7, 3)]
 
 

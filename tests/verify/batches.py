@@ -81,10 +81,21 @@ def classify_duplicates(duplicates: dict[str, list[list]], data_dirs: list[Path]
     - `epoch_bump`: copies in batches of different epochs of one producer;
     - `same_epoch`: two batches of one producer epoch hold it, which a broker that
       deduplicates retries never lets happen;
+    - `stale_epoch`: copies in two epochs of one producer, but in one partition the older
+      epoch's batch lies after the newer one's: once a partition holds a batch of an
+      epoch, its leader refuses older epochs (INVALID_PRODUCER_EPOCH), so only a broker
+      that forgot the producer's epoch appends it, and the client's re-send does not
+      explain the copy;
     - `unresolved`: a copy no node's log holds now.
     """
     index = BatchIndex(data_dirs)
-    out: dict = {"one_batch": 0, "epoch_bump": 0, "same_epoch": 0, "unresolved": 0}
+    out: dict = {
+        "one_batch": 0,
+        "epoch_bump": 0,
+        "same_epoch": 0,
+        "stale_epoch": 0,
+        "unresolved": 0,
+    }
     out["examples"] = {}
     for vid, positions in duplicates.items():
         found = [(t, p, index.batch_at(t, p, o)) for t, p, o in positions]
@@ -96,7 +107,7 @@ def classify_duplicates(duplicates: dict[str, list[list]], data_dirs: list[Path]
         elif len(holding) == 1:
             kind = "one_batch"
         elif len({pid for pid, _ in producers}) == 1 and len(set(producers)) == len(producers):
-            kind = "epoch_bump"
+            kind = "stale_epoch" if _older_epoch_after_newer(holding) else "epoch_bump"
         else:
             kind = "same_epoch"
         out[kind] += 1
@@ -104,3 +115,16 @@ def classify_duplicates(duplicates: dict[str, list[list]], data_dirs: list[Path]
         if len(examples) < 5:
             examples.append({"id": vid, "positions": positions, "producers": producers})
     return out
+
+
+def _older_epoch_after_newer(holding: dict) -> bool:
+    """Whether, within one partition, a batch of an older producer epoch lies at a higher
+    offset than a batch of a newer one (`holding`: {(topic, partition, base offset): batch})."""
+    by_partition: dict = {}
+    for (topic, partition, base), batch in holding.items():
+        by_partition.setdefault((topic, partition), []).append((base, batch[3]))
+    for placed in by_partition.values():
+        epochs = [epoch for _, epoch in sorted(placed)]
+        if any(a > b for a, b in zip(epochs, epochs[1:])):
+            return True
+    return False
