@@ -221,15 +221,16 @@ if [[ -x "$STRATA_BIN" ]]; then
     fi
     # The short verification run (tests/verify, docs/RELIABILITY.md): three nodes in network
     # namespaces under seeded, overlapping faults, with the queue, transaction and admin
-    # workloads' histories checked for every anomaly. A failing run keeps its history, seed
-    # and node logs under target/verify/ and prints the command that replays it. The
-    # membership fault is left out here until the loss it ran into is understood. Values
-    # that librdkafka's idempotent producer sent again under an epoch it bumped itself
-    # (copies in batches of two epochs, docs/RELIABILITY.md) are reported without failing
-    # the step; a duplicate within one epoch, and every other checker, fails it.
+    # workloads' histories checked for every anomaly, every fault type included (the
+    # membership fault too: a voter killed and removed from the quorum, then added back).
+    # A failing run keeps its history, seed and node logs under target/verify/ and prints
+    # the command that replays it. Values that librdkafka's idempotent producer sent again
+    # under an epoch it bumped itself (copies in batches of two epochs, the older first,
+    # docs/RELIABILITY.md) are reported without failing the step; a duplicate within one
+    # epoch or out of epoch order, and every other checker, fails it.
     run_step verify timeout --kill-after=30s 12m "$ROOT/target/venv/bin/python" tests/verify/run.py \
         --nodes 3 --duration 180 --interval 3 \
-        --faults kill,pause,partition-one,partition-half,partition-oneway,slow,clock,wipe,lose-unsynced,reassign \
+        --faults kill,pause,partition-one,partition-half,partition-oneway,slow,clock,wipe,lose-unsynced,reassign,membership \
         --known duplicate_epoch_bump
     # Kernel TLS in a virtual machine whose kernel has the tls module (tests/ktls/).
     run_step ktls-guest timeout --kill-after=30s 15m tests/ktls/guest-test.sh
