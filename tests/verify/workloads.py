@@ -684,14 +684,24 @@ class Transformer(Worker):
 
     def rewind(self, c: Consumer) -> None:
         """Back to the committed offsets, as after an aborted transaction an application
-        must."""
+        must. A read of them that failed, as a whole or for one partition, is no answer:
+        it is asked again until it is one (or the run ends), since taking it for "nothing
+        committed" would copy every input from offset 0 again. Each failed read is an
+        `info` event in the history."""
         assigned = c.assignment()
         if not assigned:
             return
-        try:
-            committed = c.committed(assigned, timeout=10)
-        except KafkaException:
-            committed = [TopicPartition(t.topic, t.partition, -1) for t in assigned]
+        while True:
+            try:
+                committed = c.committed(assigned, timeout=10)
+                failed = {f"{t.topic}-{t.partition}": str(t.error) for t in committed if t.error}
+                if not failed:
+                    break
+                self.h.add(self.proc, "info", "committed-read", {"errors": failed})
+            except KafkaException as e:
+                self.h.add(self.proc, "info", "committed-read", {"error": str(e)})
+            if self.stop_ev.wait(1.0):
+                return
         positions = []
         for t in committed:
             off = t.offset if t.offset >= 0 else 0
