@@ -82,6 +82,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 class Run:
     def __init__(self, args: argparse.Namespace):
         self.args = args
+        self._admin = None
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         self.out = args.out or REPO / "target" / "verify" / f"{stamp}-s{args.seed}"
         self.out.mkdir(parents=True, exist_ok=True)
@@ -139,9 +140,22 @@ class Run:
     # -- cluster state ---------------------------------------------------------------------
 
     def admin(self):
-        from confluent_kafka.admin import AdminClient
+        """The run's one admin client. None is destroyed while the process lives: librdkafka's
+        destroy of a client can block without end after a run of faults (seen: an admin
+        client's rd_kafka_destroy joining its main thread for minutes, when each call made
+        and dropped a client of its own), and the process ends with os._exit (main)."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
 
-        return AdminClient({"bootstrap.servers": self.cluster.bootstrap(), "error_cb": wl.quiet})
+            self._admin = AdminClient(
+                {
+                    "bootstrap.servers": self.cluster.bootstrap(),
+                    "error_cb": wl.quiet,
+                    "logger": wl.CLIENT_LOG,
+                }
+            )
+            _KEPT.append(self._admin)
+        return self._admin
 
     def topics(self) -> list[str]:
         t = []
@@ -723,6 +737,10 @@ def on_signal(signum, _frame):
     raise SystemExit(f"signal {signum}")
 
 
+# Clients never destroyed while the process lives (Run.admin).
+_KEPT: list = []
+
+
 def main(argv: list[str]) -> int:
     # A timeout's SIGTERM unwinds through finish(): the nodes and namespaces go.
     signal.signal(signal.SIGTERM, on_signal)
@@ -743,4 +761,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    # No destructor runs after this: a librdkafka client's destroy may block (Run.admin).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
