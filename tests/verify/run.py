@@ -671,8 +671,9 @@ class Run:
             # epoch bump (batches.py); only the others are the broker's.
             d = extra["duplicates"]
             bad.pop("duplicate", None)
-            if d["same_epoch"] + d["stale_epoch"] + d["unresolved"]:
-                bad["duplicate"] = d["same_epoch"] + d["stale_epoch"] + d["unresolved"]
+            brokers = d["same_epoch"] + d["stale_epoch"] + d["unresolved"]
+            if brokers:
+                bad["duplicate"] = brokers
             if d["epoch_bump"]:
                 bad["duplicate_epoch_bump"] = d["epoch_bump"]
         known = {k for k in a.known.split(",") if k}
